@@ -1,0 +1,46 @@
+#include "core/runtime/mesh_shape.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace titan {
+namespace {
+
+constexpr const char* kDegreeKeys[kMeshDims] = {
+    "pipeline_parallel_degree", "data_parallel_replicate_degree", "data_parallel_shard_degree",
+    "context_parallel_degree", "tensor_parallel_degree"};
+
+std::string Ranks(int n) { return absl::StrCat(n, n == 1 ? " rank was" : " ranks were"); }
+
+}  // namespace
+
+absl::StatusOr<MeshShape> InferMeshShape(const ConfigView& parallelism, int world_size) {
+  MeshShape shape;
+  for (int dim = 0; dim < kMeshDims; ++dim) {
+    TITAN_ASSIGN_OR_RETURN(int64_t degree, parallelism.GetInt(kDegreeKeys[dim]));
+    shape.degrees[dim] = static_cast<int>(degree);
+  }
+  constexpr int kShard = static_cast<int>(MeshDim::kDpShard);
+  if (shape.degrees[kShard] == -1) {
+    shape.degrees[kShard] = 1;
+    int others = shape.world_size();
+    if (world_size % others != 0) {
+      return parallelism.Error(
+          kDegreeKeys[kShard],
+          absl::StrCat("-1 takes the ranks the other degrees leave, but pp*dp_replicate*cp*tp = ",
+                       others, " does not divide the ", world_size, " launched ranks"));
+    }
+    shape.degrees[kShard] = world_size / others;
+  } else if (shape.degrees[kShard] < 1) {
+    return parallelism.Error(kDegreeKeys[kShard], "must be -1 or at least 1");
+  }
+  if (shape.world_size() != world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[parallelism]: pp*dp_replicate*dp_shard*cp*tp = ", shape.degree(MeshDim::kPp), "*",
+        shape.degree(MeshDim::kDpReplicate), "*", shape.degree(MeshDim::kDpShard), "*",
+        shape.degree(MeshDim::kCp), "*", shape.degree(MeshDim::kTp), " = ", shape.world_size(),
+        ", but ", Ranks(world_size), " launched"));
+  }
+  return shape;
+}
+
+}  // namespace titan

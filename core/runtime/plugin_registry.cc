@@ -1,0 +1,190 @@
+#include "absl/strings/string_view.h"
+#include "core/runtime/plugin_registry.h"
+
+#include <algorithm>
+#include <exception>
+#include <system_error>
+
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/runtime/builtin_plugins.h"
+#include "core/runtime/closest_name.h"
+
+namespace titan {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr absl::string_view kKinds[] = {"parallel", "optimizer", "float8", "checkpoint",
+                                       "comm",     "device",    "balance"};
+
+std::string ExpectedSymbol() { return absl::StrCat(TITAN_PLUGIN_SYMBOL_PREFIX, TITAN_ABI_VERSION); }
+
+bool IsValidName(absl::string_view name) {
+  if (name.empty()) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-';
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> ReadPluginAbi(const fs::path& file) {
+  std::vector<std::string> symbols;
+  try {
+    boost::dll::library_info info(boost::dll::fs::path(file.string()));
+    std::vector<std::string> sections = info.sections();
+    if (std::find(sections.begin(), sections.end(), TITAN_PLUGIN_SECTION) != sections.end()) {
+      symbols = info.symbols(TITAN_PLUGIN_SECTION);
+    }
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.string(), ": not a titan plugin: not a shared library (", e.what(),
+                     ")"));
+  }
+  for (const std::string& symbol : symbols) {
+    if (!absl::StartsWith(symbol, TITAN_PLUGIN_SYMBOL_PREFIX)) continue;
+    uint32_t abi = 0;
+    absl::string_view number = absl::string_view(symbol).substr(strlen(TITAN_PLUGIN_SYMBOL_PREFIX));
+    if (!absl::SimpleAtoi(number, &abi)) continue;
+    if (abi != TITAN_ABI_VERSION) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          file.string(), ": plugin built for titan plugin ABI ", abi,
+          ", but this titan uses ABI ", TITAN_ABI_VERSION,
+          "; rebuild the plugin against the installed titan SDK (find_package(TitanSDK))"));
+    }
+    return abi;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      file.string(), ": not a titan plugin: no entry point (expected the symbol ",
+      ExpectedSymbol(), " in section '", TITAN_PLUGIN_SECTION,
+      "'; a plugin exports it with TITAN_PLUGIN(...) and is built with titan_add_plugin())"));
+}
+
+absl::StatusOr<std::vector<fs::path>> PluginSearchDirs(const std::vector<std::string>& flag_dirs,
+                                                       absl::string_view env_path,
+                                                       const fs::path& executable) {
+  std::vector<fs::path> dirs;
+  auto add = [&dirs](const fs::path& dir) {
+    std::error_code error;
+    fs::path canonical = fs::canonical(dir, error);
+    if (error) return false;
+    if (std::find(dirs.begin(), dirs.end(), canonical) == dirs.end()) dirs.push_back(canonical);
+    return true;
+  };
+  for (const std::string& dir : flag_dirs) {
+    if (!fs::is_directory(dir)) {
+      return absl::NotFoundError(absl::StrCat("--plugin-dir ", dir, ": no such directory"));
+    }
+    add(dir);
+  }
+  for (const std::string& dir : std::vector<std::string>(absl::StrSplit(env_path, ':', absl::SkipEmpty()))) {
+    if (!fs::is_directory(dir)) {
+      return absl::NotFoundError(
+          absl::StrCat("TITAN_PLUGIN_PATH entry ", dir, ": no such directory"));
+    }
+    add(dir);
+  }
+  // The build tree mirrors the install layout, so one relative path serves both.
+  add(executable.parent_path() / TITAN_PLUGIN_DIR_FROM_BINDIR);
+  return dirs;
+}
+
+absl::StatusOr<std::unique_ptr<PluginRegistry>> PluginRegistry::Discover(
+    const std::vector<fs::path>& dirs) {
+  auto registry = std::make_unique<PluginRegistry>();
+  std::vector<std::string> problems;
+  for (const PluginDescriptor* descriptor : BuiltinPlugins()) {
+    absl::Status status = registry->Add(PluginInfo{descriptor, {}});
+    if (!status.ok()) problems.push_back(std::string(status.message()));
+  }
+  for (const fs::path& dir : dirs) {
+    std::vector<fs::path> files;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(dir, error)) {
+      std::string file_name = entry.path().filename().string();
+      if (absl::StartsWith(file_name, "titan_") && absl::EndsWith(file_name, ".so")) {
+        files.push_back(entry.path());
+      }
+    }
+    if (error) problems.push_back(absl::StrCat(dir.string(), ": ", error.message()));
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      absl::Status status = registry->LoadFile(file);
+      if (!status.ok()) problems.push_back(std::string(status.message()));
+    }
+  }
+  if (!problems.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin discovery failed:\n  ", absl::StrJoin(problems, "\n  ")));
+  }
+  return registry;
+}
+
+absl::Status PluginRegistry::LoadFile(const fs::path& file) {
+  TITAN_RETURN_IF_ERROR(ReadPluginAbi(file).status());
+  // Plugins stay loaded until the process exits: objects they made must never outlive them.
+  auto* library = new boost::dll::shared_library();
+  const PluginDescriptor* descriptor = nullptr;
+  try {
+    library->load(boost::dll::fs::path(file.string()),
+                  boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    descriptor = library->get<const PluginDescriptor*>(ExpectedSymbol());
+  } catch (const std::exception& e) {
+    delete library;
+    return absl::FailedPreconditionError(
+        absl::StrCat(file.string(), ": cannot load plugin: ", e.what()));
+  }
+  return Add(PluginInfo{descriptor, file});
+}
+
+absl::Status PluginRegistry::Add(PluginInfo info) {
+  const PluginDescriptor& d = *info.descriptor;
+  if (d.abi_version != TITAN_ABI_VERSION || d.kind == nullptr || d.name == nullptr ||
+      d.version == nullptr || d.summary == nullptr || d.create == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(info.location(), ": malformed plugin descriptor"));
+  }
+  if (std::find(std::begin(kKinds), std::end(kKinds), d.kind) == std::end(kKinds)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.location(), ": unknown plugin kind '", d.kind, "'; kinds are ",
+        absl::StrJoin(kKinds, ", ")));
+  }
+  if (!IsValidName(d.name)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.location(), ": plugin name '", d.name, "' must be lowercase letters, digits, '-'"));
+  }
+  for (const PluginInfo& other : plugins_) {
+    if (absl::string_view(other.descriptor->kind) == d.kind &&
+        absl::string_view(other.descriptor->name) == d.name) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "two ", d.kind, " plugins are named '", d.name, "': ", other.location(), " and ",
+          info.location(), "; remove one or leave its directory off the plugin path"));
+    }
+  }
+  plugins_.push_back(std::move(info));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const PluginInfo*> PluginRegistry::Find(absl::string_view kind,
+                                                       absl::string_view name) const {
+  std::vector<std::string> available;
+  for (const PluginInfo& info : plugins_) {
+    if (info.descriptor->kind != kind) continue;
+    if (absl::EqualsIgnoreCase(info.descriptor->name, name)) return &info;
+    available.push_back(info.descriptor->name);
+  }
+  std::sort(available.begin(), available.end());
+  return absl::NotFoundError(absl::StrCat(
+      "no ", kind, " plugin named '", name, "'; available ", kind, " plugins: ",
+      available.empty() ? "(none)" : absl::StrJoin(available, ", "), DidYouMean(name, available)));
+}
+
+}  // namespace titan

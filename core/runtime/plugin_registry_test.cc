@@ -1,0 +1,133 @@
+#include "core/runtime/plugin_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "titan/optimizer.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kTestPlugins = TITAN_TEST_PLUGIN_DIR;
+
+std::string DiscoveryError(const std::vector<fs::path>& dirs) {
+  auto registry = PluginRegistry::Discover(dirs);
+  EXPECT_FALSE(registry.ok());
+  return registry.ok() ? "" : std::string(registry.status().message());
+}
+
+TEST(PluginRegistry, LoadsAWellFormedPluginAndCreatesIt) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "good"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto info = (*registry)->Find("optimizer", "testgood");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ((*info)->path, kTestPlugins / "good" / "titan_optimizer_testgood.so");
+  EXPECT_STREQ((*info)->descriptor->version, "0.0.1");
+  EXPECT_EQ((*info)->descriptor->abi_version, static_cast<uint32_t>(TITAN_ABI_VERSION));
+
+  auto optimizer = (*registry)->Create<OptimizerPlugin>("testgood");
+  ASSERT_TRUE(optimizer.ok());
+  std::vector<float> params = {1.0f, 2.0f}, grads = {0.5f, -1.0f};
+  std::vector<ParamSegment> segments = {{0, 2, true}};
+  OptimizerStep step{FlatF32(params.data(), 2), FlatF32(grads.data(), 2), FlatF32(nullptr, 0),
+                     segments, 0.1, 1};
+  ASSERT_TRUE((*optimizer)->Step(step).ok());
+  EXPECT_FLOAT_EQ(params[0], 0.95f);
+  EXPECT_FLOAT_EQ(params[1], 2.1f);
+}
+
+TEST(PluginRegistry, BuiltinsAreAlwaysThere) {
+  auto registry = PluginRegistry::Discover({});
+  ASSERT_TRUE(registry.ok());
+  EXPECT_TRUE((*registry)->Find("device", "cpu").ok());
+  EXPECT_TRUE((*registry)->Find("comm", "single").ok());
+  EXPECT_EQ((*registry)->Find("device", "cpu").value()->location(), "<built-in>");
+}
+
+TEST(PluginRegistry, RefusesAnotherAbiNamingBothVersionsAndTheFile) {
+  fs::path file = kTestPlugins / "bad_abi" / "titan_optimizer_badabi.so";
+  auto abi = ReadPluginAbi(file);
+  ASSERT_FALSE(abi.ok());
+  std::string message(abi.status().message());
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("built for titan plugin ABI 999"), std::string::npos) << message;
+  EXPECT_NE(message.find("this titan uses ABI " + std::to_string(TITAN_ABI_VERSION)),
+            std::string::npos)
+      << message;
+  EXPECT_NE(DiscoveryError({kTestPlugins / "bad_abi"}).find("ABI 999"), std::string::npos);
+}
+
+TEST(PluginRegistry, RefusesAFileThatIsNotALibrary) {
+  std::string message = DiscoveryError({kTestPlugins / "not_a_library"});
+  EXPECT_NE(message.find("titan_optimizer_text.so: not a titan plugin: not a shared library"),
+            std::string::npos)
+      << message;
+}
+
+TEST(PluginRegistry, RefusesALibraryWithoutTheEntryPoint) {
+  std::string message = DiscoveryError({kTestPlugins / "no_entry"});
+  EXPECT_NE(message.find("titan_optimizer_noentry.so: not a titan plugin: no entry point"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("titan_plugin_abi_" + std::to_string(TITAN_ABI_VERSION)),
+            std::string::npos);
+}
+
+TEST(PluginRegistry, RefusesTwoPluginsOfTheSameKindAndName) {
+  std::string message = DiscoveryError({kTestPlugins / "good", kTestPlugins / "duplicate"});
+  EXPECT_NE(message.find("two optimizer plugins are named 'testgood': " +
+                         (kTestPlugins / "good" / "titan_optimizer_testgood.so").string() +
+                         " and " +
+                         (kTestPlugins / "duplicate" / "titan_optimizer_testgood.so").string()),
+            std::string::npos)
+      << message;
+}
+
+TEST(PluginRegistry, ReportsEveryBadFileAtOnce) {
+  std::string message = DiscoveryError({kTestPlugins / "bad_abi", kTestPlugins / "no_entry"});
+  EXPECT_NE(message.find("ABI 999"), std::string::npos);
+  EXPECT_NE(message.find("no entry point"), std::string::npos);
+}
+
+TEST(PluginRegistry, UnknownNameListsTheAvailableAndSuggestsTheClosest) {
+  auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto info = (*registry)->Find("optimizer", "adamx");
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().message(),
+            "no optimizer plugin named 'adamx'; available optimizer plugins: adam, adamw, sgd; "
+            "did you mean 'adamw'?");
+  EXPECT_TRUE((*registry)->Find("optimizer", "AdamW").ok());
+  auto none = (*registry)->Find("balance", "greedy");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("available balance plugins: (none)"),
+            absl::string_view::npos);
+}
+
+TEST(PluginSearchDirs, FlagsThenEnvironmentThenBesideTheExecutable) {
+  fs::path a = kTestPlugins / "good", b = kTestPlugins / "duplicate", c = kTestPlugins / "no_entry";
+  fs::path executable = kTestPlugins / "bin" / "titan-run";
+  auto dirs = PluginSearchDirs({a.string()}, b.string() + ":" + c.string() + ":" + a.string(),
+                               executable);
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  ASSERT_GE(dirs->size(), 3u);
+  EXPECT_EQ((*dirs)[0], fs::canonical(a));
+  EXPECT_EQ((*dirs)[1], fs::canonical(b));
+  EXPECT_EQ((*dirs)[2], fs::canonical(c));
+  EXPECT_EQ(dirs->size(), 3u);  // a repeated is dropped; the executable's folder does not exist
+}
+
+TEST(PluginSearchDirs, MissingFoldersAreErrors) {
+  auto flag = PluginSearchDirs({"/no/such/dir"}, "", "/bin/titan-run");
+  ASSERT_FALSE(flag.ok());
+  EXPECT_EQ(flag.status().message(), "--plugin-dir /no/such/dir: no such directory");
+  auto env = PluginSearchDirs({}, "/no/such/env", "/bin/titan-run");
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().message(), "TITAN_PLUGIN_PATH entry /no/such/env: no such directory");
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,258 @@
+#include "core/runtime/recipe.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace titan {
+namespace {
+
+using ::testing::HasSubstr;
+
+const PluginRegistry& Registry() {
+  static const std::unique_ptr<PluginRegistry> registry = [] {
+    auto discovered = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
+    EXPECT_TRUE(discovered.ok()) << discovered.status();
+    return std::move(discovered).value();
+  }();
+  return *registry;
+}
+
+absl::StatusOr<Recipe> Validate(const std::string& text, std::vector<std::string> overrides = {}) {
+  TITAN_ASSIGN_OR_RETURN(RawRecipe raw, ParseRecipeText(text, "r.toml"));
+  for (const std::string& assignment : overrides) {
+    TITAN_RETURN_IF_ERROR(ApplyOverride(raw, assignment));
+  }
+  return ValidateRecipe(raw, Registry());
+}
+
+std::string ErrorOf(const std::string& text, std::vector<std::string> overrides = {}) {
+  auto recipe = Validate(text, std::move(overrides));
+  EXPECT_FALSE(recipe.ok()) << "expected an error for:\n" << text;
+  return recipe.ok() ? "" : std::string(recipe.status().message());
+}
+
+TEST(Recipe, ShippedRecipesValidate) {
+  for (const char* name : {"llama3_debug", "llama3_8b", "llama3_70b", "llama3_405b"}) {
+    std::string path = absl::StrCat(TITAN_SOURCE_DIR, "/recipes/", name, ".toml");
+    auto raw = ParseRecipeFile(path);
+    ASSERT_TRUE(raw.ok()) << raw.status();
+    auto recipe = ValidateRecipe(*raw, Registry());
+    EXPECT_TRUE(recipe.ok()) << name << ": " << recipe.status();
+  }
+}
+
+TEST(Recipe, DebugRecipeCarriesTorchTitanValues) {
+  auto raw = ParseRecipeFile(absl::StrCat(TITAN_SOURCE_DIR, "/recipes/llama3_debug.toml"));
+  ASSERT_TRUE(raw.ok());
+  auto recipe = ValidateRecipe(*raw, Registry());
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe->section("model").GetString("flavor"), "debugmodel");
+  EXPECT_EQ(*recipe->section("optimizer").GetFloat("lr"), 8e-4);
+  EXPECT_EQ(*recipe->section("optimizer").GetFloat("beta2"), 0.95);  // adamw default
+  EXPECT_EQ(*recipe->section("lr_scheduler").GetInt("warmup_steps"), 2);
+  EXPECT_EQ(*recipe->section("training").GetInt("local_batch_size"), 8);
+  EXPECT_EQ(*recipe->section("training").GetInt("seq_len"), 2048);
+  EXPECT_EQ(*recipe->section("training").GetInt("steps"), 10);
+  EXPECT_EQ(*recipe->section("activation_checkpoint").GetString("selective_ac_option"), "2");
+  ASSERT_EQ(recipe->plugins().size(), 2u);  // the cpu device and adamw
+  EXPECT_STREQ(recipe->plugins()[0].info->descriptor->name, "cpu");
+  EXPECT_STREQ(recipe->plugins()[1].info->descriptor->name, "adamw");
+}
+
+TEST(Recipe, UnknownKeyNamesPlaceAndClosestKey) {
+  EXPECT_EQ(ErrorOf("[training]\nstepz = 3\n"),
+            "r.toml:2:9: training.stepz: unknown key; did you mean 'steps'?");
+}
+
+TEST(Recipe, UnknownSectionSuggestsTheClosest) {
+  EXPECT_EQ(ErrorOf("\n[trainig]\nsteps = 3\n"),
+            "r.toml:2:1: [trainig]: unknown section; did you mean 'training'?");
+}
+
+TEST(Recipe, WrongTypeNamesExpectedAndFound) {
+  EXPECT_EQ(ErrorOf("[training]\nsteps = \"ten\"\n"),
+            "r.toml:2:9: training.steps: expected integer, found the string \"ten\"");
+  EXPECT_EQ(ErrorOf("[training]\nsteps = 1.5\n"),
+            "r.toml:2:9: training.steps: expected integer, found the float 1.5");
+  EXPECT_EQ(ErrorOf("[checkpoint]\nenable = 1\n"),
+            "r.toml:2:10: checkpoint.enable: expected boolean, found the integer 1");
+  EXPECT_EQ(ErrorOf("[job]\ndescription = 1979-05-27\n"),
+            "r.toml:2:15: job.description: expected string, found a date");
+  EXPECT_EQ(ErrorOf("[model]\nconverters = [1, 2]\n"),
+            "r.toml:2:14: model.converters: expected array of strings, found an array holding "
+            "an integer");
+}
+
+TEST(Recipe, IntegersAreAcceptedForFloats) {
+  auto recipe = Validate("[optimizer]\nlr = 1\n");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe->section("optimizer").GetFloat("lr"), 1.0);
+}
+
+TEST(Recipe, OutOfRangeNamesTheLimit) {
+  EXPECT_EQ(ErrorOf("[training]\nsteps = 0\n"),
+            "r.toml:2:9: training.steps: 0 is out of range: the least allowed is 1");
+  EXPECT_EQ(ErrorOf("[lr_scheduler]\nmin_lr_factor = 1.5\n"),
+            "r.toml:2:17: lr_scheduler.min_lr_factor: 1.5 is out of range: the most allowed is "
+            "1.0");
+}
+
+TEST(Recipe, ChoicesAreCheckedAndSpelledCanonically) {
+  EXPECT_EQ(ErrorOf("[lr_scheduler]\ndecay_type = \"cosin\"\n"),
+            "r.toml:2:14: lr_scheduler.decay_type: \"cosin\" is not one of: linear, sqrt, cosine, "
+            "constant; did you mean 'cosine'?");
+  auto recipe = Validate("[parallelism]\npipeline_parallel_schedule = \"gpipe\"\n");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe->section("parallelism").GetString("pipeline_parallel_schedule"), "GPipe");
+}
+
+TEST(Recipe, MissingRequiredKeyIsNamed) {
+  EXPECT_EQ(ErrorOf("[optimizer]\nname = \"sgd\"\n"),
+            "r.toml:1:1: [optimizer] is missing the required key 'lr' (learning rate)");
+}
+
+TEST(Recipe, SyntaxErrorsNameLineAndColumn) {
+  std::string message = ErrorOf("[training]\nsteps = = 3\n");
+  EXPECT_THAT(message, HasSubstr("r.toml:2:9: not valid TOML: "));
+  EXPECT_THAT(ErrorOf("[training]\nsteps = 1\nsteps = 2\n"), HasSubstr("r.toml:3:9: not valid TOML: Error while parsing key-value pair: cannot redefine existing integer 'steps'"));
+}
+
+TEST(Recipe, KeysOutsideSectionsAreRejected) {
+  EXPECT_EQ(ErrorOf("steps = 3\n"),
+            "r.toml:1:9: 'steps' is outside any section; keys belong in sections such as "
+            "[training]");
+}
+
+TEST(Recipe, MissingFileIsNamed) {
+  auto raw = ParseRecipeFile("/no/such/recipe.toml");
+  ASSERT_FALSE(raw.ok());
+  EXPECT_EQ(raw.status().message(), "recipe file '/no/such/recipe.toml' does not exist");
+  auto dir = ParseRecipeFile("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().message(), "recipe file '/tmp' is not a regular file");
+}
+
+TEST(Recipe, AllProblemsAreReportedTogether) {
+  std::string message = ErrorOf("[training]\nsteps = 0\nseq_len = \"x\"\n[nope]\n");
+  EXPECT_THAT(message, HasSubstr("3 problems in the recipe:"));
+  EXPECT_THAT(message, HasSubstr("[nope]: unknown section"));
+  EXPECT_THAT(message, HasSubstr("training.steps: 0 is out of range"));
+  EXPECT_THAT(message, HasSubstr("training.seq_len: expected integer"));
+}
+
+TEST(Recipe, OverridesAreTypedByTheSchema) {
+  auto recipe = Validate("[training]\nsteps = 3\n",
+                         {"training.steps=20", "optimizer.lr=3e-4", "checkpoint.enable=false",
+                          "model.flavor=8b", "checkpoint.exclude_from_loading=optimizer, rng",
+                          "float8.filter_fqns=[\"output\", \"wq\"]", "job.description=\"a b\""});
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe->section("training").GetInt("steps"), 20);
+  EXPECT_EQ(*recipe->section("optimizer").GetFloat("lr"), 3e-4);
+  EXPECT_EQ(*recipe->section("model").GetString("flavor"), "8B");
+  EXPECT_EQ(*recipe->section("checkpoint").GetStringList("exclude_from_loading"),
+            (std::vector<std::string>{"optimizer", "rng"}));
+  EXPECT_EQ(*recipe->section("float8").GetStringList("filter_fqns"),
+            (std::vector<std::string>{"output", "wq"}));
+  EXPECT_EQ(*recipe->section("job").GetString("description"), "a b");
+  EXPECT_EQ(recipe->section("training").Where("steps"), "command line --training.steps=20");
+}
+
+TEST(Recipe, BadOverridesAreNamed) {
+  EXPECT_EQ(ErrorOf("", {"training.steps=abc"}),
+            "command line --training.steps=abc: training.steps: expected integer, found 'abc'");
+  EXPECT_EQ(ErrorOf("", {"training.stepz=3"}),
+            "command line --training.stepz=3: training.stepz: unknown key; did you mean 'steps'?");
+  EXPECT_EQ(ErrorOf("", {"checkpoint.enable=yes"}),
+            "command line --checkpoint.enable=yes: checkpoint.enable: expected boolean, found 'yes'");
+  RawRecipe raw;
+  EXPECT_EQ(ApplyOverride(raw, "steps=3").message(),
+            "command line --steps=3: an override is --section.key=value");
+}
+
+TEST(Recipe, SelectedPluginValidatesItsOwnKeys) {
+  EXPECT_EQ(ErrorOf("[optimizer]\nname = \"adamw\"\nbeta1 = 1.0\n"),
+            "r.toml:3:9: optimizer.beta1: must be below 1");
+  EXPECT_EQ(ErrorOf("[optimizer]\nname = \"sgd\"\nlr = 0.1\nnesterov = true\n"),
+            "r.toml:4:12: optimizer.nesterov: Nesterov momentum needs momentum > 0 and "
+            "dampening = 0");
+  // momentum is sgd's key, not adamw's.
+  EXPECT_EQ(ErrorOf("[optimizer]\nmomentum = 0.9\n"),
+            "r.toml:2:12: optimizer.momentum: unknown key");
+  auto sgd = Validate("[optimizer]\nname = \"sgd\"\nlr = 0.1\nmomentum = 0.9\n");
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+}
+
+TEST(Recipe, UnknownPluginListsTheAvailableOnes) {
+  EXPECT_EQ(ErrorOf("[optimizer]\nname = \"adamx\"\n"),
+            "r.toml:2:8: optimizer.name: no optimizer plugin named 'adamx'; available optimizer "
+            "plugins: adam, adamw, sgd; did you mean 'adamw'?");
+}
+
+TEST(Recipe, PluginsOfDisabledSectionsAreNotNeeded) {
+  EXPECT_TRUE(Validate("[checkpoint]\nenable = false\nformat = \"nonexistent\"\n").ok());
+  EXPECT_THAT(ErrorOf("[checkpoint]\nenable = true\nformat = \"nonexistent\"\n"),
+              HasSubstr("r.toml:3:10: checkpoint.format: no checkpoint plugin named "
+                        "'nonexistent'; available checkpoint plugins: (none)"));
+}
+
+TEST(Recipe, PrintedRecipeParsesBackToTheSame) {
+  auto raw = ParseRecipeFile(absl::StrCat(TITAN_SOURCE_DIR, "/recipes/llama3_405b.toml"));
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(ApplyOverride(*raw, "job.description=quote \" and \\ backslash").ok());
+  auto recipe = ValidateRecipe(*raw, Registry());
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  std::string printed = recipe->ToToml();
+  EXPECT_THAT(printed, HasSubstr("[optimizer]\nname = \"adamw\"\nlr = 8e-05\n"));
+  EXPECT_THAT(printed, HasSubstr("beta2 = 0.95\n"));
+  auto reparsed = ParseRecipeText(printed, "printed.toml");
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status() << "\n" << printed;
+  auto again = ValidateRecipe(*reparsed, Registry());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->ToToml(), printed);
+  EXPECT_EQ(*again->section("job").GetString("description"), "quote \" and \\ backslash");
+}
+
+TEST(Recipe, FormatsValuesAsToml) {
+  EXPECT_EQ(FormatTomlValue(ConfigValue(8e-4)), "8e-04");
+  EXPECT_EQ(FormatTomlValue(ConfigValue(0.95)), "0.95");
+  EXPECT_EQ(FormatTomlValue(ConfigValue(std::string("a\"b\\c\n\x01"))), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(FormatTomlValue(ConfigValue(1.0)), "1.0");
+  EXPECT_EQ(FormatTomlValue(ConfigValue(int64_t{-1})), "-1");
+  EXPECT_EQ(FormatTomlValue(ConfigValue(std::vector<std::string>{"a", "b"})), "[\"a\", \"b\"]");
+}
+
+// No input ends in an exception or a crash: mangled versions of a real recipe either
+// validate or give an error.
+TEST(Recipe, MangledRecipesNeverCrash) {
+  auto raw = ParseRecipeFile(absl::StrCat(TITAN_SOURCE_DIR, "/recipes/llama3_debug.toml"));
+  ASSERT_TRUE(raw.ok());
+  std::string original = ValidateRecipe(*raw, Registry())->ToToml();
+  std::mt19937 random(1234);
+  int errors = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string text = original;
+    int edits = 1 + static_cast<int>(random() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = random() % text.size();
+      switch (random() % 3) {
+        case 0: text[at] = static_cast<char>(random() % 256); break;
+        case 1: text.erase(at, 1 + random() % 8); break;
+        default: text.insert(at, 1, "=[]\"'.\n#{}"[random() % 11]); break;
+      }
+      if (text.empty()) text = "x";
+    }
+    auto result = Validate(text);
+    if (!result.ok()) {
+      ++errors;
+      EXPECT_FALSE(result.status().message().empty());
+    }
+  }
+  EXPECT_GT(errors, 1000);  // most mangled recipes are wrong, and each said so
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,69 @@
+#include "core/runtime/single_process_comm.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace titan {
+namespace {
+
+absl::Status CheckSameSize(const char* op, const TensorView& input, const TensorView& output) {
+  if (input.nbytes() != output.nbytes() || input.dtype != output.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, " on one rank: input (", input.numel(), " x ", DTypeName(input.dtype),
+        ") and output (", output.numel(), " x ", DTypeName(output.dtype), ") must match"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRank(const char* op, int rank) {
+  if (rank != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": rank ", rank, " is not in a group of one rank"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyIfDistinct(const TensorView& input, TensorView& output) {
+  if (input.data != output.data) std::memmove(output.data, input.data, input.nbytes());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SingleProcessCommunicator::AllReduce(TensorView, ReduceOp) { return absl::OkStatus(); }
+
+absl::Status SingleProcessCommunicator::ReduceScatter(const TensorView& input, TensorView output,
+                                                      ReduceOp) {
+  TITAN_RETURN_IF_ERROR(CheckSameSize("reduce-scatter", input, output));
+  return CopyIfDistinct(input, output);
+}
+
+absl::Status SingleProcessCommunicator::AllGather(const TensorView& input, TensorView output) {
+  TITAN_RETURN_IF_ERROR(CheckSameSize("all-gather", input, output));
+  return CopyIfDistinct(input, output);
+}
+
+absl::Status SingleProcessCommunicator::Broadcast(TensorView, int root) {
+  return CheckRank("broadcast root", root);
+}
+
+absl::Status SingleProcessCommunicator::Send(const TensorView&, int peer, int) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("send to rank ", peer, ": a group of one rank has no peer to send to"));
+}
+
+absl::Status SingleProcessCommunicator::Recv(TensorView, int peer, int) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("recv from rank ", peer, ": a group of one rank has no peer to receive from"));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessCommunicator::Split(int, int) {
+  return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessComm::ConnectWorld() {
+  return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
+}
+
+}  // namespace titan

@@ -1,0 +1,33 @@
+#ifndef TITAN_CORE_RUNTIME_SINGLE_PROCESS_COMM_H_
+#define TITAN_CORE_RUNTIME_SINGLE_PROCESS_COMM_H_
+
+#include <memory>
+
+#include "titan/comm.h"
+
+namespace titan {
+
+// A group of one rank: every collective is the identity (a copy where input and output
+// differ), so one code path serves one rank and many.
+class SingleProcessCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  absl::Status AllReduce(TensorView buffer, ReduceOp op) override;
+  absl::Status ReduceScatter(const TensorView& input, TensorView output, ReduceOp op) override;
+  absl::Status AllGather(const TensorView& input, TensorView output) override;
+  absl::Status Broadcast(TensorView buffer, int root) override;
+  absl::Status Send(const TensorView& buffer, int peer, int tag) override;
+  absl::Status Recv(TensorView buffer, int peer, int tag) override;
+  absl::Status Barrier() override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
+};
+
+class SingleProcessComm : public CommPlugin {
+ public:
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld() override;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_RUNTIME_SINGLE_PROCESS_COMM_H_

@@ -1,0 +1,46 @@
+#include "core/runtime/single_process_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace titan {
+namespace {
+
+TEST(SingleProcessComm, CollectivesOnOneRankAreIdentities) {
+  SingleProcessComm plugin;
+  auto world = plugin.ConnectWorld();
+  ASSERT_TRUE(world.ok());
+  Communicator& comm = **world;
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.size(), 1);
+
+  std::vector<float> input = {1, 2, 3, 4};
+  std::vector<float> output(4, 0.0f);
+  ASSERT_TRUE(comm.AllReduce(FlatF32(input.data(), 4), ReduceOp::kSum).ok());
+  EXPECT_EQ(input, (std::vector<float>{1, 2, 3, 4}));
+  ASSERT_TRUE(comm.ReduceScatter(FlatF32(input.data(), 4), FlatF32(output.data(), 4), ReduceOp::kAvg).ok());
+  EXPECT_EQ(output, input);
+  std::fill(output.begin(), output.end(), 0.0f);
+  ASSERT_TRUE(comm.AllGather(FlatF32(input.data(), 4), FlatF32(output.data(), 4)).ok());
+  EXPECT_EQ(output, input);
+  EXPECT_TRUE(comm.Broadcast(FlatF32(input.data(), 4), 0).ok());
+  EXPECT_TRUE(comm.Barrier().ok());
+  auto sub = comm.Split(0, 0);
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ((*sub)->size(), 1);
+}
+
+TEST(SingleProcessComm, MisuseIsAnError) {
+  SingleProcessCommunicator comm;
+  std::vector<float> a(4), b(3);
+  auto status = comm.AllGather(FlatF32(a.data(), 4), FlatF32(b.data(), 3));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("must match"), absl::string_view::npos);
+  EXPECT_FALSE(comm.Broadcast(FlatF32(a.data(), 4), 1).ok());
+  EXPECT_EQ(comm.Send(FlatF32(a.data(), 4), 1, 0).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(comm.Recv(FlatF32(a.data(), 4), 1, 0).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace titan

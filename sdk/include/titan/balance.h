@@ -1,0 +1,50 @@
+// `balance` plugins solve LBDC, load balancing for devolved controllers: assign every switch
+// to one of its potential controllers so that the most loaded controller carries as little
+// load as possible, and re-balance an existing assignment with few migrations.
+#ifndef TITAN_BALANCE_H_
+#define TITAN_BALANCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "titan/plugin.h"
+
+namespace titan {
+
+struct BalanceProblem {
+  std::vector<double> switch_load;                        // w_s >= 0
+  std::vector<double> controller_capacity;                // +inf when uncapacitated
+  std::vector<std::vector<int32_t>> potential;            // P(s): controller indices
+  std::vector<std::vector<double>> distance;              // hop distance, parallel to potential
+  int num_controllers() const { return static_cast<int>(controller_capacity.size()); }
+  int num_switches() const { return static_cast<int>(switch_load.size()); }
+};
+
+struct BalanceResult {
+  std::vector<int32_t> controller_of;  // per switch
+  double lower_bound = 0.0;            // a proven lower bound on the optimum, 0 if none
+  int64_t rounds = 0;                  // for iterative and distributed policies
+  int64_t messages = 0;                // for distributed policies
+};
+
+struct Migration {
+  int32_t switch_index = 0;
+  int32_t from = 0;
+  int32_t to = 0;
+};
+
+class BalancePlugin : public Plugin {
+ public:
+  virtual absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) = 0;
+  virtual absl::StatusOr<std::vector<Migration>> Rebalance(
+      const BalanceProblem& problem, const std::vector<int32_t>& current) = 0;
+};
+
+template <>
+struct PluginKind<BalancePlugin> {
+  static constexpr const char* kName = "balance";
+};
+
+}  // namespace titan
+
+#endif  // TITAN_BALANCE_H_

@@ -1,0 +1,25 @@
+// `comm` plugins provide the job's world communicator (mpi, nccl).
+#ifndef TITAN_COMM_H_
+#define TITAN_COMM_H_
+
+#include <memory>
+
+#include "titan/communicator.h"
+#include "titan/plugin.h"
+
+namespace titan {
+
+class CommPlugin : public Plugin {
+ public:
+  // Joins the job: every launched rank calls this once.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld() = 0;
+};
+
+template <>
+struct PluginKind<CommPlugin> {
+  static constexpr const char* kName = "comm";
+};
+
+}  // namespace titan
+
+#endif  // TITAN_COMM_H_

@@ -1,0 +1,40 @@
+// Collective and point-to-point communication among the ranks of one group. Buffers are
+// TensorViews on the communicator's device; every call blocks until its buffers may be reused.
+#ifndef TITAN_COMMUNICATOR_H_
+#define TITAN_COMMUNICATOR_H_
+
+#include <memory>
+
+#include "titan/status.h"
+#include "titan/tensor_view.h"
+
+namespace titan {
+
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place: every rank ends with the reduction of all ranks' buffers.
+  virtual absl::Status AllReduce(TensorView buffer, ReduceOp op) = 0;
+  // `input` holds size() equal chunks; rank r receives the reduction of chunk r in `output`.
+  virtual absl::Status ReduceScatter(const TensorView& input, TensorView output,
+                                     ReduceOp op) = 0;
+  // `output` holds size() chunks, chunk r being rank r's `input`.
+  virtual absl::Status AllGather(const TensorView& input, TensorView output) = 0;
+  virtual absl::Status Broadcast(TensorView buffer, int root) = 0;
+  virtual absl::Status Send(const TensorView& buffer, int peer, int tag) = 0;
+  virtual absl::Status Recv(TensorView buffer, int peer, int tag) = 0;
+  virtual absl::Status Barrier() = 0;
+
+  // Ranks passing the same color form a new communicator, ordered by key.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_COMMUNICATOR_H_

@@ -1,0 +1,46 @@
+// The ranks of a job arranged on named dimensions, outermost first: pp, dp_replicate,
+// dp_shard, cp, tp. Each dimension has its own sub-communicator.
+#ifndef TITAN_DEVICE_MESH_H_
+#define TITAN_DEVICE_MESH_H_
+
+#include <array>
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "titan/communicator.h"
+
+namespace titan {
+
+enum class MeshDim : uint8_t { kPp, kDpReplicate, kDpShard, kCp, kTp };
+inline constexpr int kMeshDims = 5;
+
+constexpr absl::string_view MeshDimName(MeshDim dim) {
+  constexpr std::array<absl::string_view, kMeshDims> kNames = {"pp", "dp_replicate", "dp_shard",
+                                                              "cp", "tp"};
+  return kNames[static_cast<int>(dim)];
+}
+
+struct MeshShape {
+  std::array<int, kMeshDims> degrees = {1, 1, 1, 1, 1};
+  int degree(MeshDim dim) const { return degrees[static_cast<int>(dim)]; }
+  int world_size() const {
+    int n = 1;
+    for (int d : degrees) n *= d;
+    return n;
+  }
+};
+
+class DeviceMesh {
+ public:
+  virtual ~DeviceMesh() = default;
+  virtual const MeshShape& shape() const = 0;
+  // This rank's coordinate along a dimension, in [0, degree).
+  virtual int coordinate(MeshDim dim) const = 0;
+  // The ranks that differ from this one only along `dim`.
+  virtual Communicator& group(MeshDim dim) = 0;
+  virtual Communicator& world() = 0;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_DEVICE_MESH_H_

@@ -1,0 +1,56 @@
+// Parameters and the module tree that parallelism plugins walk and transform.
+#ifndef TITAN_MODULE_H_
+#define TITAN_MODULE_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/device_mesh.h"
+#include "titan/status.h"
+#include "titan/tensor_view.h"
+
+namespace titan {
+
+// How a parameter is laid out along one mesh dimension.
+struct Placement {
+  enum class Kind : uint8_t { kReplicate, kShard };
+  Kind kind = Kind::kReplicate;
+  int tensor_dim = 0;  // the tensor dimension split across the mesh dimension, for kShard
+};
+
+struct Parameter {
+  std::string name;                 // fully qualified, e.g. "layers.3.attention.wq.weight"
+  std::vector<int64_t> full_shape;  // the logical shape, before any sharding
+  TensorView value;                 // this rank's piece
+  TensorView grad;                  // same shape as value
+  std::array<Placement, kMeshDims> placements;  // one per MeshDim
+  bool weight_decay = true;
+};
+
+// Called around a module's forward and backward; parallel plugins use these to gather
+// parameters before use and reduce gradients after.
+class ModuleHooks {
+ public:
+  virtual ~ModuleHooks() = default;
+  virtual absl::Status BeforeForward() { return absl::OkStatus(); }
+  virtual absl::Status AfterForward() { return absl::OkStatus(); }
+  virtual absl::Status BeforeBackward() { return absl::OkStatus(); }
+  virtual absl::Status AfterBackward() { return absl::OkStatus(); }
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual const std::string& name() const = 0;
+  virtual std::vector<Parameter*> parameters() = 0;  // this module's own, not its children's
+  virtual std::vector<Module*> children() = 0;
+  // The module keeps the hooks alive; hooks run in the order they were added.
+  virtual void AddHooks(std::unique_ptr<ModuleHooks> hooks) = 0;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_MODULE_H_

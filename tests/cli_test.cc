@@ -1,0 +1,179 @@
+// titan-run as a user runs it: a separate process, its exit code and what it prints.
+#include <sys/wait.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int exit_code = -1;
+  bool crashed = false;
+  std::string output;  // stdout and stderr together
+};
+
+Result Shell(const std::string& command) {
+  Result result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  result.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+Result Titan(const std::string& args, const std::string& env = "") {
+  Result result = Shell(absl::StrCat("cd ", TITAN_SOURCE_DIR, " && env -u TITAN_PLUGIN_PATH ", env,
+                                     " ", TITAN_RUN, " ", args));
+  EXPECT_FALSE(result.crashed) << result.output;
+  EXPECT_THAT(result.output, Not(HasSubstr("terminate called")));
+  return result;
+}
+
+const std::string kTestPlugins = TITAN_TEST_PLUGIN_DIR;
+
+TEST(TitanRun, ListsPluginsWithKindNameVersionAbiPathAndSummary) {
+  Result r = Titan("--list-plugins");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("KIND       NAME           VERSION  ABI  PATH / SUMMARY"));
+  EXPECT_THAT(r.output, testing::ContainsRegex("optimizer +adamw +1\\.0\\.0 +1 +/[^ ]*/lib/titan/"
+                                               "plugins/titan_optimizer_adamw\\.so"));
+  EXPECT_THAT(r.output, HasSubstr("AdamW: Adam with decoupled weight decay"));
+  EXPECT_THAT(r.output, testing::ContainsRegex("device +cpu +1\\.0\\.0 +1 +<built-in>"));
+}
+
+TEST(TitanRun, DefaultRecipeValidatesAndListsItsPlugins) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 0 step -] [job] uses device plugin 'cpu' 1.0.0 (<built-in>)"));
+  EXPECT_THAT(r.output, HasSubstr("[optimizer] uses optimizer plugin 'adamw' 1.0.0"));
+  EXPECT_THAT(r.output, HasSubstr("recipe is valid; mesh pp=1 dp_replicate=1 dp_shard=1 cp=1 tp=1"));
+}
+
+TEST(TitanRun, EveryShippedRecipeValidates) {
+  for (const char* name : {"llama3_debug", "llama3_8b", "llama3_70b", "llama3_405b"}) {
+    Result r = Titan(absl::StrCat("--recipe recipes/", name, ".toml --validate"));
+    EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr("recipe is valid"));
+  }
+}
+
+TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
+  Result r = Titan("--recipe recipes/llama3_70b.toml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("pp*dp_replicate*cp*tp = 8 does not divide the 1 launched ranks"));
+  Result many = Titan("--recipe recipes/llama3_70b.toml", "OMPI_COMM_WORLD_SIZE=16");
+  EXPECT_EQ(many.exit_code, 1);
+  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched, which needs a comm plugin: no comm "
+                                     "plugin named 'mpi'"));
+}
+
+TEST(TitanRun, PrintsTheEffectiveRecipeWithOverrides) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --print-recipe --training.steps=20 "
+                   "--optimizer.weight_decay=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[training]\nlocal_batch_size = 8\n"));
+  EXPECT_THAT(r.output, HasSubstr("steps = 20\n"));
+  EXPECT_THAT(r.output, HasSubstr("weight_decay = 0.0\n"));
+  EXPECT_THAT(r.output, HasSubstr("[debug]\nseed = 0\n"));
+}
+
+TEST(TitanRun, RecipeErrorsNamePlaceAndKeyWithoutCrashing) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --training.steps=ten --optimizer.lrr=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("command line --training.steps=ten: training.steps: expected "
+                                  "integer, found 'ten'"));
+  EXPECT_THAT(r.output, HasSubstr("optimizer.lrr: unknown key; did you mean 'lr'?"));
+  Result missing = Titan("--recipe no/such.toml");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output, HasSubstr("recipe file 'no/such.toml' does not exist"));
+  Result garbage = Titan("--recipe " + std::string(TITAN_RUN) + " --validate");
+  EXPECT_EQ(garbage.exit_code, 2);
+  EXPECT_THAT(garbage.output, HasSubstr("not valid TOML"));
+}
+
+TEST(TitanRun, UnknownPluginListsTheAvailableOnes) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --optimizer.name=adamx");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("optimizer.name: no optimizer plugin named 'adamx'; available "
+                                  "optimizer plugins: adam, adamw, sgd; did you mean 'adamw'?"));
+}
+
+TEST(TitanRun, BadPluginsAreRefusedWithTheirPath) {
+  Result abi = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/bad_abi");
+  EXPECT_EQ(abi.exit_code, 1);
+  EXPECT_THAT(abi.output, HasSubstr(kTestPlugins + "/bad_abi/titan_optimizer_badabi.so: plugin "
+                                    "built for titan plugin ABI 999, but this titan uses ABI 1"));
+  Result text = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/not_a_library");
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_THAT(text.output, HasSubstr("titan_optimizer_text.so: not a titan plugin: not a shared library"));
+  Result entry = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/no_entry");
+  EXPECT_EQ(entry.exit_code, 1);
+  EXPECT_THAT(entry.output, HasSubstr("titan_optimizer_noentry.so: not a titan plugin: no entry point"));
+  Result twice = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/good --plugin-dir " +
+                       kTestPlugins + "/duplicate");
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_THAT(twice.output, HasSubstr("two optimizer plugins are named 'testgood': " + kTestPlugins +
+                                      "/good/titan_optimizer_testgood.so and " + kTestPlugins +
+                                      "/duplicate/titan_optimizer_testgood.so"));
+  Result no_dir = Titan("--list-plugins --plugin-dir /no/such/dir");
+  EXPECT_EQ(no_dir.exit_code, 2);
+  EXPECT_THAT(no_dir.output, HasSubstr("--plugin-dir /no/such/dir: no such directory"));
+}
+
+TEST(TitanRun, FindsPluginsOnTitanPluginPath) {
+  Result r = Titan("--list-plugins", "TITAN_PLUGIN_PATH=" + kTestPlugins + "/good");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(kTestPlugins + "/good/titan_optimizer_testgood.so"));
+}
+
+TEST(TitanRun, LogLevelSelectsWhatIsShown) {
+  Result debug = Titan("--recipe recipes/llama3_debug.toml --validate --log-level=debug");
+  ASSERT_EQ(debug.exit_code, 0) << debug.output;
+  EXPECT_THAT(debug.output, HasSubstr("[debug] [rank 0 step -] plugin directory "));
+  Result quiet = Titan("--recipe recipes/llama3_debug.toml --validate --log-level=warn");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_THAT(quiet.output, Not(HasSubstr("recipe is valid")));
+  Result bad = Titan("--list-plugins --log-level=loud");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.output, HasSubstr("--log-level loud: expected one of trace, debug, info"));
+}
+
+TEST(TitanRun, ColourOnlyOnATerminal) {
+  Result piped = Titan("--recipe recipes/llama3_debug.toml --validate");
+  EXPECT_THAT(piped.output, Not(HasSubstr("\x1b[")));
+  // script(1) gives the command a pseudo-terminal.
+  Result tty = Shell(absl::StrCat("cd ", TITAN_SOURCE_DIR, " && TERM=xterm script -qec '", TITAN_RUN,
+                                  " --recipe recipes/llama3_debug.toml --validate' /dev/null"));
+  ASSERT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_THAT(tty.output, HasSubstr("\x1b["));
+}
+
+TEST(TitanRun, UsageMistakesAreExplained) {
+  Result none = Titan("");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.output, HasSubstr("nothing to do: give --recipe FILE or --list-plugins"));
+  Result typo = Titan("--recipes recipes/llama3_debug.toml");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.output, HasSubstr("unknown argument '--recipes'; did you mean '--recipe'?"));
+  Result help = Titan("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.output, HasSubstr("--section.key=value"));
+  Result version = Titan("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.output, HasSubstr("(plugin ABI 1)"));
+}
+
+}  // namespace
