@@ -1,0 +1,107 @@
+// The CUDA device: device memory, copies and a stream per device. Every CUDA error becomes a
+// Status naming the call and CUDA's own message, so a machine without a GPU gets an
+// explanation, not a crash.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "fill_kernel.h"
+#include "titan/device.h"
+
+namespace titan::cuda {
+namespace {
+
+absl::Status Check(cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  auto code = error == cudaErrorMemoryAllocation ? absl::StatusCode::kResourceExhausted
+                                                 : absl::StatusCode::kFailedPrecondition;
+  return absl::Status(code, absl::StrCat("cuda: ", call, " failed: ", cudaGetErrorName(error),
+                                         ": ", cudaGetErrorString(error)));
+}
+
+}  // namespace
+
+class CudaDevice : public DevicePlugin {
+ public:
+  DeviceType type() const override { return DeviceType::kCuda; }
+
+  int DeviceCount() const override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device / no driver" error
+      return 0;
+    }
+    return count;
+  }
+
+  absl::Status Select(int index) override {
+    int count = DeviceCount();
+    if (index < 0 || index >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("cuda: device ", index, " does not exist; ",
+                                                     count, " CUDA device(s) are visible"));
+    }
+    return Check(cudaSetDevice(index), "cudaSetDevice");
+  }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    void* pointer = nullptr;
+    TITAN_RETURN_IF_ERROR(Check(cudaMalloc(&pointer, bytes), "cudaMalloc"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    sizes_[pointer] = bytes;
+    allocated_ += bytes;
+    peak_ = std::max(peak_, allocated_);
+    return pointer;
+  }
+
+  absl::Status Free(void* pointer) override {
+    if (pointer == nullptr) return absl::OkStatus();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = sizes_.find(pointer);
+      if (it == sizes_.end()) {
+        return absl::InvalidArgumentError("cuda: Free of a pointer this device did not allocate");
+      }
+      allocated_ -= it->second;
+      sizes_.erase(it);
+    }
+    return Check(cudaFree(pointer), "cudaFree");
+  }
+
+  absl::Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
+    return Check(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+
+  absl::Status CopyToHost(void* host_dst, const void* device_src, size_t bytes) override {
+    return Check(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  }
+
+  absl::Status FillF32(float* device_dst, size_t count, float value) override {
+    return Check(LaunchFillF32(device_dst, count, value, nullptr), "fill kernel launch");
+  }
+
+  absl::Status Synchronize() override {
+    return Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+
+  absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override {
+    DeviceMemoryInfo info;
+    TITAN_RETURN_IF_ERROR(Check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    info.peak_allocated_bytes = peak_;
+    return info;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, size_t> sizes_;  // live allocations, for the peak
+  size_t allocated_ = 0;
+  size_t peak_ = 0;
+};
+
+}  // namespace titan::cuda
+
+TITAN_PLUGIN(titan::DevicePlugin, titan::cuda::CudaDevice, "cuda", "0.1.0",
+             "NVIDIA GPUs through the CUDA runtime")
