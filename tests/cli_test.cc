@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -164,7 +166,7 @@ TEST(TitanRun, ColourOnlyOnATerminal) {
 TEST(TitanRun, UsageMistakesAreExplained) {
   Result none = Titan("");
   EXPECT_EQ(none.exit_code, 2);
-  EXPECT_THAT(none.output, HasSubstr("nothing to do: give --recipe FILE or --list-plugins"));
+  EXPECT_THAT(none.output, HasSubstr("nothing to do: give --recipe FILE, --list-plugins or --recipe-reference"));
   Result typo = Titan("--recipes recipes/llama3_debug.toml");
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.output, HasSubstr("unknown argument '--recipes'; did you mean '--recipe'?"));
@@ -174,6 +176,54 @@ TEST(TitanRun, UsageMistakesAreExplained) {
   Result version = Titan("--version");
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_THAT(version.output, HasSubstr("(plugin ABI 1)"));
+}
+
+}  // namespace
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The README's recipe reference must hold every line the current build generates (a build
+// without CUDA generates a subset of a build with it).
+TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
+  std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
+  size_t begin = readme.find("<!-- recipe-reference:");
+  size_t end = readme.find("<!-- end recipe-reference -->");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  std::string documented = readme.substr(begin, end - begin);
+  Result reference = Titan("--recipe-reference");
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  EXPECT_THAT(reference.output, HasSubstr("| `steps` | integer >= 1 | `10000` |"));
+  std::istringstream lines(reference.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line == "| key | type | default | meaning |" || line == "|---|---|---|---|") {
+      continue;
+    }
+    EXPECT_NE(documented.find(line + "\n"), std::string::npos)
+        << line << "\nREADME.md is missing this line of `titan-run --recipe-reference`; regenerate the "
+           "section between the recipe-reference markers";
+  }
+}
+
+TEST(Readme, DocumentsEveryFlag) {
+  std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
+  Result help = Titan("--help");
+  std::istringstream words(help.output);
+  std::string word;
+  int flags = 0;
+  while (words >> word) {
+    while (!word.empty() && std::string(",.:;)").find(word.back()) != std::string::npos) word.pop_back();
+    if (word.rfind("--", 0) != 0 || word == "--section.key=value") continue;
+    ++flags;
+    EXPECT_NE(readme.find("`" + word), std::string::npos) << word << " is not documented in README.md";
+  }
+  EXPECT_GE(flags, 9);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ Trains a Llama 3 model as a TOML recipe describes.
   --print-recipe         print the effective recipe (every key, with defaults) as TOML
   --validate             check the recipe and its plugins, then exit
   --list-plugins         list the plugins found: kind, name, version, ABI, path, summary
+  --recipe-reference     print every recipe section and key (with the plugins' keys) as Markdown
   --plugin-dir DIR       look for plugins in DIR first (repeatable)
   --log-level LEVEL      trace, debug, info (default), warn, error, critical, off
   --version              print titan's version and plugin ABI
@@ -29,7 +30,7 @@ plugin folder of the build tree or install prefix titan-run runs from.
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   Options options;
   const std::vector<std::string> kFlags = {"--recipe",   "--print-recipe", "--validate",
-                                           "--list-plugins", "--plugin-dir", "--log-level",
+                                           "--list-plugins", "--plugin-dir", "--log-level", "--recipe-reference",
                                            "--version",  "--help"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
@@ -55,6 +56,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
       options.print_recipe = true;
     } else if (arg == "--validate" && !inline_value) {
       options.validate = true;
+    } else if (arg == "--recipe-reference" && !inline_value) {
+      options.recipe_reference = true;
     } else if (arg == "--list-plugins" && !inline_value) {
       options.list_plugins = true;
     } else if (arg == "--help" || arg == "-h") {

@@ -17,6 +17,7 @@ struct Options {
   bool print_recipe = false;
   bool list_plugins = false;
   bool validate = false;
+  bool recipe_reference = false;
   bool help = false;
   bool version = false;
 };

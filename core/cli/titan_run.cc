@@ -17,6 +17,7 @@
 #include "core/runtime/mesh_shape.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
+#include "core/runtime/recipe_reference.h"
 
 namespace titan {
 namespace {
@@ -67,8 +68,9 @@ int Run(const std::vector<std::string>& args) {
     std::cout << "titan " << TITAN_VERSION << " (plugin ABI " << TITAN_ABI_VERSION << ")\n";
     return kExitOk;
   }
-  if (!options->list_plugins && options->recipe.empty()) {
-    spdlog::error("nothing to do: give --recipe FILE or --list-plugins (see --help)");
+  if (!options->list_plugins && !options->recipe_reference && options->recipe.empty()) {
+    spdlog::error("nothing to do: give --recipe FILE, --list-plugins or --recipe-reference "
+                  "(see --help)");
     return kExitUsage;
   }
 
@@ -84,6 +86,10 @@ int Run(const std::vector<std::string>& args) {
   if (!registry.ok()) {
     spdlog::error("{}", std::string(registry.status().message()));
     return kExitError;
+  }
+  if (options->recipe_reference) {
+    std::cout << RecipeReference(**registry);
+    return kExitOk;
   }
   if (options->list_plugins) {
     PrintPlugins((*registry)->plugins());

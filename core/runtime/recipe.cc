@@ -162,11 +162,6 @@ absl::StatusOr<ConfigValue> ParseOverride(const std::string& text, const ConfigK
       absl::StrCat("expected ", ConfigTypeName(key.type), ", found '", text, "'"));
 }
 
-std::string FormatBound(double bound, ConfigType type) {
-  return type == ConfigType::kInt ? absl::StrCat(static_cast<int64_t>(bound))
-                                  : FormatTomlValue(ConfigValue(bound));
-}
-
 // Checks one value against its key: type, range, choices. Returns the value as the key
 // takes it (an integer widened to a float, a choice in its canonical spelling).
 absl::StatusOr<ConfigValue> CheckValue(const RawRecipe::Value& raw, const ConfigKey& key) {
@@ -420,6 +415,11 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
         absl::StrJoin(problems, "\n")));
   }
   return recipe;
+}
+
+std::string FormatBound(double bound, ConfigType type) {
+  return FormatTomlValue(type == ConfigType::kInt ? ConfigValue(static_cast<int64_t>(bound))
+                                                  : ConfigValue(bound));
 }
 
 std::string FormatTomlValue(const ConfigValue& value) {

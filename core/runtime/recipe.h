@@ -76,6 +76,9 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
 // A value as TOML writes it.
 std::string FormatTomlValue(const ConfigValue& value);
 
+// A ConfigKey's min or max as TOML writes it for the key's type.
+std::string FormatBound(double bound, ConfigType type);
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_RUNTIME_RECIPE_H_
