@@ -1,8 +1,7 @@
 // titan-run as a user runs it: a separate process, its exit code and what it prints.
-#include <sys/wait.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -29,7 +28,8 @@ Result Shell(const std::string& command) {
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.output.append(buffer.data(), n);
   int status = pclose(pipe);
   result.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -59,9 +59,11 @@ TEST(TitanRun, ListsPluginsWithKindNameVersionAbiPathAndSummary) {
 TEST(TitanRun, DefaultRecipeValidatesAndListsItsPlugins) {
   Result r = Titan("--recipe recipes/llama3_debug.toml");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("[rank 0 step -] [job] uses device plugin 'cpu' 1.0.0 (<built-in>)"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[rank 0 step -] [job] uses device plugin 'cpu' 1.0.0 (<built-in>)"));
   EXPECT_THAT(r.output, HasSubstr("[optimizer] uses optimizer plugin 'adamw' 1.0.0"));
-  EXPECT_THAT(r.output, HasSubstr("recipe is valid; mesh pp=1 dp_replicate=1 dp_shard=1 cp=1 tp=1"));
+  EXPECT_THAT(r.output,
+              HasSubstr("recipe is valid; mesh pp=1 dp_replicate=1 dp_shard=1 cp=1 tp=1"));
 }
 
 TEST(TitanRun, EveryShippedRecipeValidates) {
@@ -75,7 +77,8 @@ TEST(TitanRun, EveryShippedRecipeValidates) {
 TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
   Result r = Titan("--recipe recipes/llama3_70b.toml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.output, HasSubstr("pp*dp_replicate*cp*tp = 8 does not divide the 1 launched ranks"));
+  EXPECT_THAT(r.output,
+              HasSubstr("pp*dp_replicate*cp*tp = 8 does not divide the 1 launched ranks"));
   Result many = Titan("--recipe recipes/llama3_70b.toml", "OMPI_COMM_WORLD_SIZE=16");
   EXPECT_EQ(many.exit_code, 1);
   EXPECT_THAT(many.output, HasSubstr("16 ranks were launched, which needs a comm plugin: no comm "
@@ -83,8 +86,9 @@ TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
 }
 
 TEST(TitanRun, PrintsTheEffectiveRecipeWithOverrides) {
-  Result r = Titan("--recipe recipes/llama3_debug.toml --print-recipe --training.steps=20 "
-                   "--optimizer.weight_decay=0");
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --print-recipe --training.steps=20 "
+      "--optimizer.weight_decay=0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[training]\nlocal_batch_size = 8\n"));
   EXPECT_THAT(r.output, HasSubstr("steps = 20\n"));
@@ -116,20 +120,23 @@ TEST(TitanRun, UnknownPluginListsTheAvailableOnes) {
 TEST(TitanRun, BadPluginsAreRefusedWithTheirPath) {
   Result abi = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/bad_abi");
   EXPECT_EQ(abi.exit_code, 1);
-  EXPECT_THAT(abi.output, HasSubstr(kTestPlugins + "/bad_abi/titan_optimizer_badabi.so: plugin "
+  EXPECT_THAT(abi.output, HasSubstr(kTestPlugins +
+                                    "/bad_abi/titan_optimizer_badabi.so: plugin "
                                     "built for titan plugin ABI 999, but this titan uses ABI 1"));
   Result text = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/not_a_library");
   EXPECT_EQ(text.exit_code, 1);
-  EXPECT_THAT(text.output, HasSubstr("titan_optimizer_text.so: not a titan plugin: not a shared library"));
+  EXPECT_THAT(text.output,
+              HasSubstr("titan_optimizer_text.so: not a titan plugin: not a shared library"));
   Result entry = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/no_entry");
   EXPECT_EQ(entry.exit_code, 1);
-  EXPECT_THAT(entry.output, HasSubstr("titan_optimizer_noentry.so: not a titan plugin: no entry point"));
+  EXPECT_THAT(entry.output,
+              HasSubstr("titan_optimizer_noentry.so: not a titan plugin: no entry point"));
   Result twice = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/good --plugin-dir " +
                        kTestPlugins + "/duplicate");
   EXPECT_EQ(twice.exit_code, 1);
-  EXPECT_THAT(twice.output, HasSubstr("two optimizer plugins are named 'testgood': " + kTestPlugins +
-                                      "/good/titan_optimizer_testgood.so and " + kTestPlugins +
-                                      "/duplicate/titan_optimizer_testgood.so"));
+  EXPECT_THAT(twice.output, HasSubstr("two optimizer plugins are named 'testgood': " +
+                                      kTestPlugins + "/good/titan_optimizer_testgood.so and " +
+                                      kTestPlugins + "/duplicate/titan_optimizer_testgood.so"));
   Result no_dir = Titan("--list-plugins --plugin-dir /no/such/dir");
   EXPECT_EQ(no_dir.exit_code, 2);
   EXPECT_THAT(no_dir.output, HasSubstr("--plugin-dir /no/such/dir: no such directory"));
@@ -157,8 +164,9 @@ TEST(TitanRun, ColourOnlyOnATerminal) {
   Result piped = Titan("--recipe recipes/llama3_debug.toml --validate");
   EXPECT_THAT(piped.output, Not(HasSubstr("\x1b[")));
   // script(1) gives the command a pseudo-terminal.
-  Result tty = Shell(absl::StrCat("cd ", TITAN_SOURCE_DIR, " && TERM=xterm script -qec '", TITAN_RUN,
-                                  " --recipe recipes/llama3_debug.toml --validate' /dev/null"));
+  Result tty =
+      Shell(absl::StrCat("cd ", TITAN_SOURCE_DIR, " && TERM=xterm script -qec '", TITAN_RUN,
+                         " --recipe recipes/llama3_debug.toml --validate' /dev/null"));
   ASSERT_EQ(tty.exit_code, 0) << tty.output;
   EXPECT_THAT(tty.output, HasSubstr("\x1b["));
 }
@@ -166,7 +174,8 @@ TEST(TitanRun, ColourOnlyOnATerminal) {
 TEST(TitanRun, UsageMistakesAreExplained) {
   Result none = Titan("");
   EXPECT_EQ(none.exit_code, 2);
-  EXPECT_THAT(none.output, HasSubstr("nothing to do: give --recipe FILE, --list-plugins or --recipe-reference"));
+  EXPECT_THAT(none.output,
+              HasSubstr("nothing to do: give --recipe FILE, --list-plugins or --recipe-reference"));
   Result typo = Titan("--recipes recipes/llama3_debug.toml");
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.output, HasSubstr("unknown argument '--recipes'; did you mean '--recipe'?"));
@@ -202,11 +211,13 @@ TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
   std::istringstream lines(reference.output);
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.empty() || line == "| key | type | default | meaning |" || line == "|---|---|---|---|") {
+    if (line.empty() || line == "| key | type | default | meaning |" ||
+        line == "|---|---|---|---|") {
       continue;
     }
     EXPECT_NE(documented.find(line + "\n"), std::string::npos)
-        << line << "\nREADME.md is missing this line of `titan-run --recipe-reference`; regenerate the "
+        << line
+        << "\nREADME.md is missing this line of `titan-run --recipe-reference`; regenerate the "
            "section between the recipe-reference markers";
   }
 }
@@ -218,10 +229,12 @@ TEST(Readme, DocumentsEveryFlag) {
   std::string word;
   int flags = 0;
   while (words >> word) {
-    while (!word.empty() && std::string(",.:;)").find(word.back()) != std::string::npos) word.pop_back();
+    while (!word.empty() && std::string(",.:;)").find(word.back()) != std::string::npos)
+      word.pop_back();
     if (word.rfind("--", 0) != 0 || word == "--section.key=value") continue;
     ++flags;
-    EXPECT_NE(readme.find("`" + word), std::string::npos) << word << " is not documented in README.md";
+    EXPECT_NE(readme.find("`" + word), std::string::npos)
+        << word << " is not documented in README.md";
   }
   EXPECT_GE(flags, 9);
 }

@@ -29,9 +29,9 @@ plugin folder of the build tree or install prefix titan-run runs from.
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   Options options;
-  const std::vector<std::string> kFlags = {"--recipe",   "--print-recipe", "--validate",
-                                           "--list-plugins", "--plugin-dir", "--log-level", "--recipe-reference",
-                                           "--version",  "--help"};
+  const std::vector<std::string> kFlags = {"--recipe",           "--print-recipe", "--validate",
+                                           "--list-plugins",     "--plugin-dir",   "--log-level",
+                                           "--recipe-reference", "--version",      "--help"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     std::optional<std::string> inline_value;
@@ -42,7 +42,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
     }
     auto value = [&](const char* flag) -> absl::StatusOr<std::string> {
       if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      if (i + 1 >= args.size())
+        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
       return args[++i];
     };
     if (arg == "--recipe") {

@@ -26,7 +26,8 @@ TEST(Options, RecipeWithDotsInItsPathIsNotAnOverride) {
 TEST(Options, ExplainsMistakes) {
   auto unknown = ParseOptions({"--list-plugin"});
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("did you mean '--list-plugins'"), absl::string_view::npos);
+  EXPECT_NE(unknown.status().message().find("did you mean '--list-plugins'"),
+            absl::string_view::npos);
   auto no_value = ParseOptions({"--training.steps"});
   ASSERT_FALSE(no_value.ok());
   EXPECT_NE(no_value.status().message().find("--section.key=value"), absl::string_view::npos);

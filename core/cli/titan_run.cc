@@ -1,13 +1,12 @@
 // titan-run: parses flags, loads the recipe and its plugins, builds the job and runs it.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
-
-#include <boost/dll/runtime_symbol_info.hpp>
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -69,8 +68,9 @@ int Run(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!options->list_plugins && !options->recipe_reference && options->recipe.empty()) {
-    spdlog::error("nothing to do: give --recipe FILE, --list-plugins or --recipe-reference "
-                  "(see --help)");
+    spdlog::error(
+        "nothing to do: give --recipe FILE, --list-plugins or --recipe-reference "
+        "(see --help)");
     return kExitUsage;
   }
 
@@ -130,7 +130,7 @@ int Run(const std::vector<std::string>& args) {
   int world_size = LaunchedWorldSize();
   absl::StatusOr<MeshShape> mesh = InferMeshShape(recipe->section("parallelism"), world_size);
   if (!mesh.ok()) {
-    spdlog::error("{}", std::string(mesh.status().message()));
+    spdlog::error("{}: {}", options->recipe, std::string(mesh.status().message()));
     return kExitUsage;
   }
   if (world_size > 1) {
@@ -148,8 +148,9 @@ int Run(const std::vector<std::string>& args) {
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
                mesh->degree(MeshDim::kDpShard), mesh->degree(MeshDim::kCp),
                mesh->degree(MeshDim::kTp));
-  spdlog::warn("this build has no trainer yet: the recipe was validated and its plugins loaded, "
-               "nothing was trained");
+  spdlog::warn(
+      "this build has no trainer yet: the recipe was validated and its plugins loaded, "
+      "nothing was trained");
   return kExitOk;
 }
 

@@ -9,12 +9,16 @@ namespace {
 Plugin* CreateCpuDevice() { return static_cast<DevicePlugin*>(new CpuDevice()); }
 Plugin* CreateSingleProcessComm() { return static_cast<CommPlugin*>(new SingleProcessComm()); }
 
-constexpr PluginDescriptor kCpuDevice = {TITAN_ABI_VERSION, PluginKind<DevicePlugin>::kName,
-                                         "cpu", "1.0.0", "host memory and CPU compute",
-                                         &CreateCpuDevice};
+constexpr PluginDescriptor kCpuDevice = {
+    TITAN_ABI_VERSION, PluginKind<DevicePlugin>::kName, "cpu",
+    "1.0.0",           "host memory and CPU compute",   &CreateCpuDevice};
 constexpr PluginDescriptor kSingleProcessComm = {
-    TITAN_ABI_VERSION, PluginKind<CommPlugin>::kName, "single", "1.0.0",
-    "one rank: collectives are local copies, no MPI needed", &CreateSingleProcessComm};
+    TITAN_ABI_VERSION,
+    PluginKind<CommPlugin>::kName,
+    "single",
+    "1.0.0",
+    "one rank: collectives are local copies, no MPI needed",
+    &CreateSingleProcessComm};
 
 }  // namespace
 

@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "core/runtime/closest_name.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace titan {
 namespace {

@@ -13,7 +13,8 @@ namespace titan {
 
 absl::Status CpuDevice::Select(int index) {
   if (index != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cpu device ", index, " does not exist; the CPU is device 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu device ", index, " does not exist; the CPU is device 0"));
   }
   return absl::OkStatus();
 }

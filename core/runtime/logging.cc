@@ -1,14 +1,14 @@
-#include "absl/strings/string_view.h"
 #include "core/runtime/logging.h"
-
-#include <atomic>
-#include <string>
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <atomic>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace titan {
 namespace {
@@ -34,12 +34,13 @@ class RankStepFlag : public spdlog::custom_flag_formatter {
 }  // namespace
 
 absl::StatusOr<spdlog::level::level_enum> ParseLogLevel(absl::string_view name) {
-  constexpr absl::string_view kNames[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  constexpr absl::string_view kNames[] = {"trace", "debug",    "info", "warn",
+                                          "error", "critical", "off"};
   for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i) {
     if (name == kNames[i]) return static_cast<spdlog::level::level_enum>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat("--log-level ", name, ": expected one of ",
-                                                 absl::StrJoin(kNames, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--log-level ", name, ": expected one of ", absl::StrJoin(kNames, ", ")));
 }
 
 std::unique_ptr<spdlog::formatter> MakeLogFormatter() {

@@ -2,10 +2,10 @@
 #ifndef TITAN_CORE_RUNTIME_LOGGING_H_
 #define TITAN_CORE_RUNTIME_LOGGING_H_
 
+#include <spdlog/spdlog.h>
+
 #include <cstdint>
 #include <memory>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/string_view.h"
 #include "titan/status.h"

@@ -1,10 +1,9 @@
 #include "core/runtime/logging.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <sstream>
-
-#include <spdlog/sinks/ostream_sink.h>
 
 namespace titan {
 namespace {

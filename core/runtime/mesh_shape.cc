@@ -24,21 +24,21 @@ absl::StatusOr<MeshShape> InferMeshShape(const ConfigView& parallelism, int worl
     shape.degrees[kShard] = 1;
     int others = shape.world_size();
     if (world_size % others != 0) {
-      return parallelism.Error(
-          kDegreeKeys[kShard],
-          absl::StrCat("-1 takes the ranks the other degrees leave, but pp*dp_replicate*cp*tp = ",
-                       others, " does not divide the ", world_size, " launched ranks"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[parallelism]: data_parallel_shard_degree = -1 takes the ranks the other degrees "
+          "leave, but pp*dp_replicate*cp*tp = ",
+          others, " does not divide the ", world_size, " launched ranks"));
     }
     shape.degrees[kShard] = world_size / others;
   } else if (shape.degrees[kShard] < 1) {
     return parallelism.Error(kDegreeKeys[kShard], "must be -1 or at least 1");
   }
   if (shape.world_size() != world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "[parallelism]: pp*dp_replicate*dp_shard*cp*tp = ", shape.degree(MeshDim::kPp), "*",
-        shape.degree(MeshDim::kDpReplicate), "*", shape.degree(MeshDim::kDpShard), "*",
-        shape.degree(MeshDim::kCp), "*", shape.degree(MeshDim::kTp), " = ", shape.world_size(),
-        ", but ", Ranks(world_size), " launched"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("[parallelism]: pp*dp_replicate*dp_shard*cp*tp = ", shape.degree(MeshDim::kPp),
+                     "*", shape.degree(MeshDim::kDpReplicate), "*", shape.degree(MeshDim::kDpShard),
+                     "*", shape.degree(MeshDim::kCp), "*", shape.degree(MeshDim::kTp), " = ",
+                     shape.world_size(), ", but ", Ranks(world_size), " launched"));
   }
   return shape;
 }

@@ -1,12 +1,10 @@
-#include "absl/strings/string_view.h"
 #include "core/runtime/plugin_registry.h"
 
 #include <algorithm>
-#include <exception>
-#include <system_error>
-
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <exception>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -14,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "core/runtime/builtin_plugins.h"
 #include "core/runtime/closest_name.h"
 
@@ -23,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr absl::string_view kKinds[] = {"parallel", "optimizer", "float8", "checkpoint",
-                                       "comm",     "device",    "balance"};
+                                        "comm",     "device",    "balance"};
 
 std::string ExpectedSymbol() { return absl::StrCat(TITAN_PLUGIN_SYMBOL_PREFIX, TITAN_ABI_VERSION); }
 
@@ -46,8 +45,7 @@ absl::StatusOr<uint32_t> ReadPluginAbi(const fs::path& file) {
     }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat(file.string(), ": not a titan plugin: not a shared library (", e.what(),
-                     ")"));
+        absl::StrCat(file.string(), ": not a titan plugin: not a shared library (", e.what(), ")"));
   }
   for (const std::string& symbol : symbols) {
     if (!absl::StartsWith(symbol, TITAN_PLUGIN_SYMBOL_PREFIX)) continue;
@@ -56,15 +54,15 @@ absl::StatusOr<uint32_t> ReadPluginAbi(const fs::path& file) {
     if (!absl::SimpleAtoi(number, &abi)) continue;
     if (abi != TITAN_ABI_VERSION) {
       return absl::FailedPreconditionError(absl::StrCat(
-          file.string(), ": plugin built for titan plugin ABI ", abi,
-          ", but this titan uses ABI ", TITAN_ABI_VERSION,
+          file.string(), ": plugin built for titan plugin ABI ", abi, ", but this titan uses ABI ",
+          TITAN_ABI_VERSION,
           "; rebuild the plugin against the installed titan SDK (find_package(TitanSDK))"));
     }
     return abi;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      file.string(), ": not a titan plugin: no entry point (expected the symbol ",
-      ExpectedSymbol(), " in section '", TITAN_PLUGIN_SECTION,
+      file.string(), ": not a titan plugin: no entry point (expected the symbol ", ExpectedSymbol(),
+      " in section '", TITAN_PLUGIN_SECTION,
       "'; a plugin exports it with TITAN_PLUGIN(...) and is built with titan_add_plugin())"));
 }
 
@@ -85,7 +83,8 @@ absl::StatusOr<std::vector<fs::path>> PluginSearchDirs(const std::vector<std::st
     }
     add(dir);
   }
-  for (const std::string& dir : std::vector<std::string>(absl::StrSplit(env_path, ':', absl::SkipEmpty()))) {
+  for (const std::string& dir :
+       std::vector<std::string>(absl::StrSplit(env_path, ':', absl::SkipEmpty()))) {
     if (!fs::is_directory(dir)) {
       return absl::NotFoundError(
           absl::StrCat("TITAN_PLUGIN_PATH entry ", dir, ": no such directory"));
@@ -153,13 +152,13 @@ absl::Status PluginRegistry::Add(PluginInfo info) {
         absl::StrCat(info.location(), ": malformed plugin descriptor"));
   }
   if (std::find(std::begin(kKinds), std::end(kKinds), d.kind) == std::end(kKinds)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.location(), ": unknown plugin kind '", d.kind, "'; kinds are ",
-        absl::StrJoin(kKinds, ", ")));
+    return absl::FailedPreconditionError(absl::StrCat(info.location(), ": unknown plugin kind '",
+                                                      d.kind, "'; kinds are ",
+                                                      absl::StrJoin(kKinds, ", ")));
   }
   if (!IsValidName(d.name)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.location(), ": plugin name '", d.name, "' must be lowercase letters, digits, '-'"));
+    return absl::FailedPreconditionError(absl::StrCat(info.location(), ": plugin name '", d.name,
+                                                      "' must be lowercase letters, digits, '-'"));
   }
   for (const PluginInfo& other : plugins_) {
     if (absl::string_view(other.descriptor->kind) == d.kind &&

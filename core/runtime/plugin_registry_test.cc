@@ -32,8 +32,8 @@ TEST(PluginRegistry, LoadsAWellFormedPluginAndCreatesIt) {
   ASSERT_TRUE(optimizer.ok());
   std::vector<float> params = {1.0f, 2.0f}, grads = {0.5f, -1.0f};
   std::vector<ParamSegment> segments = {{0, 2, true}};
-  OptimizerStep step{FlatF32(params.data(), 2), FlatF32(grads.data(), 2), FlatF32(nullptr, 0),
-                     segments, 0.1, 1};
+  OptimizerStep step{
+      FlatF32(params.data(), 2), FlatF32(grads.data(), 2), FlatF32(nullptr, 0), segments, 0.1, 1};
   ASSERT_TRUE((*optimizer)->Step(step).ok());
   EXPECT_FLOAT_EQ(params[0], 0.95f);
   EXPECT_FLOAT_EQ(params[1], 2.1f);
@@ -78,11 +78,11 @@ TEST(PluginRegistry, RefusesALibraryWithoutTheEntryPoint) {
 
 TEST(PluginRegistry, RefusesTwoPluginsOfTheSameKindAndName) {
   std::string message = DiscoveryError({kTestPlugins / "good", kTestPlugins / "duplicate"});
-  EXPECT_NE(message.find("two optimizer plugins are named 'testgood': " +
-                         (kTestPlugins / "good" / "titan_optimizer_testgood.so").string() +
-                         " and " +
-                         (kTestPlugins / "duplicate" / "titan_optimizer_testgood.so").string()),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("two optimizer plugins are named 'testgood': " +
+                   (kTestPlugins / "good" / "titan_optimizer_testgood.so").string() + " and " +
+                   (kTestPlugins / "duplicate" / "titan_optimizer_testgood.so").string()),
+      std::string::npos)
       << message;
 }
 
@@ -110,8 +110,8 @@ TEST(PluginRegistry, UnknownNameListsTheAvailableAndSuggestsTheClosest) {
 TEST(PluginSearchDirs, FlagsThenEnvironmentThenBesideTheExecutable) {
   fs::path a = kTestPlugins / "good", b = kTestPlugins / "duplicate", c = kTestPlugins / "no_entry";
   fs::path executable = kTestPlugins / "bin" / "titan-run";
-  auto dirs = PluginSearchDirs({a.string()}, b.string() + ":" + c.string() + ":" + a.string(),
-                               executable);
+  auto dirs =
+      PluginSearchDirs({a.string()}, b.string() + ":" + c.string() + ":" + a.string(), executable);
   ASSERT_TRUE(dirs.ok()) << dirs.status();
   ASSERT_GE(dirs->size(), 3u);
   EXPECT_EQ((*dirs)[0], fs::canonical(a));

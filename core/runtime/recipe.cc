@@ -1,12 +1,11 @@
-#include "absl/strings/string_view.h"
 #include "core/runtime/recipe.h"
+
+#include <toml++/toml.h>
 
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <utility>
-
-#include <toml++/toml.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -15,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "core/runtime/closest_name.h"
 #include "core/runtime/recipe_schema.h"
@@ -28,16 +28,26 @@ std::string Where(const toml::source_region& region, const std::string& source) 
 
 std::string TomlTypeName(toml::node_type type) {
   switch (type) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
   }
 }
 
@@ -98,9 +108,8 @@ absl::StatusOr<RawRecipe> ParseWith(ParseFn parse, const std::string& source) {
     toml::table table = parse();
     return ConvertTable(table, source);
   } catch (const toml::parse_error& error) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(error.source(), source),
-                                                   ": not valid TOML: ",
-                                                   std::string(error.description())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(error.source(), source), ": not valid TOML: ", std::string(error.description())));
   }
 }
 
@@ -108,9 +117,11 @@ std::string Describe(const ConfigValue& value) {
   return std::visit(
       [](const auto& v) -> std::string {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>) return absl::StrCat("the boolean ", v ? "true" : "false");
+        if constexpr (std::is_same_v<T, bool>)
+          return absl::StrCat("the boolean ", v ? "true" : "false");
         if constexpr (std::is_same_v<T, int64_t>) return absl::StrCat("the integer ", v);
-        if constexpr (std::is_same_v<T, double>) return absl::StrCat("the float ", FormatTomlValue(v));
+        if constexpr (std::is_same_v<T, double>)
+          return absl::StrCat("the float ", FormatTomlValue(v));
         if constexpr (std::is_same_v<T, std::string>) return absl::StrCat("the string \"", v, "\"");
         if constexpr (std::is_same_v<T, std::vector<std::string>>)
           return absl::StrCat("the array ", FormatTomlValue(v));
@@ -145,7 +156,8 @@ absl::StatusOr<ConfigValue> ParseOverride(const std::string& text, const ConfigK
       if (absl::StartsWith(trimmed, "[")) {
         absl::StatusOr<RawRecipe> parsed = ParseWith(
             [&] { return toml::parse(absl::StrCat("[v]\nv = ", trimmed)); }, "command line");
-        if (parsed.ok() && parsed->sections.size() == 1 && parsed->sections[0].second.keys.size() == 1) {
+        if (parsed.ok() && parsed->sections.size() == 1 &&
+            parsed->sections[0].second.keys.size() == 1) {
           const RawRecipe::Value& value = parsed->sections[0].second.keys[0].second;
           if (value.value) return *value.value;
         }
@@ -203,9 +215,9 @@ absl::StatusOr<ConfigValue> CheckValue(const RawRecipe::Value& raw, const Config
           return absl::OkStatus();
         }
       }
-      return absl::InvalidArgumentError(absl::StrCat("\"", item, "\" is not one of: ",
-                                                     absl::StrJoin(key.choices, ", "),
-                                                     DidYouMean(item, key.choices)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", item, "\" is not one of: ", absl::StrJoin(key.choices, ", "),
+                       DidYouMean(item, key.choices)));
     };
     if (auto* text = std::get_if<std::string>(&value)) TITAN_RETURN_IF_ERROR(canonical(*text));
     if (auto* list = std::get_if<std::vector<std::string>>(&value)) {
@@ -276,17 +288,16 @@ RawRecipe::Section* RawRecipe::Find(absl::string_view section) {
 absl::StatusOr<RawRecipe> ParseRecipeFile(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(absl::StrCat("recipe file '", path, "' ",
-                                            std::filesystem::exists(path, error)
-                                                ? "is not a regular file"
-                                                : "does not exist"));
+    return absl::NotFoundError(absl::StrCat(
+        "recipe file '", path, "' ",
+        std::filesystem::exists(path, error) ? "is not a regular file" : "does not exist"));
   }
   return ParseWith([&] { return toml::parse_file(path); }, path);
 }
 
 absl::StatusOr<RawRecipe> ParseRecipeText(absl::string_view text, const std::string& source) {
-  return ParseWith(
-      [&] { return toml::parse(std::string_view(text.data(), text.size()), source); }, source);
+  return ParseWith([&] { return toml::parse(std::string_view(text.data(), text.size()), source); },
+                   source);
 }
 
 absl::Status ApplyOverride(RawRecipe& recipe, absl::string_view assignment) {
@@ -295,8 +306,8 @@ absl::Status ApplyOverride(RawRecipe& recipe, absl::string_view assignment) {
   absl::string_view::size_type dot = path.find('.');
   if (equals == absl::string_view::npos || dot == absl::string_view::npos || dot == 0 ||
       dot + 1 == path.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "command line --", assignment, ": an override is --section.key=value"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("command line --", assignment, ": an override is --section.key=value"));
   }
   std::string section(path.substr(0, dot));
   std::string key(path.substr(dot + 1));
@@ -375,8 +386,8 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
         std::string where = selector.where == "default"
                                 ? absl::StrCat(raw.source, ": (default value)")
                                 : selector.where;
-        problems.push_back(absl::StrCat(where, ": ", section.name, ".", section.plugin_key,
-                                        ": ", found.status().message()));
+        problems.push_back(absl::StrCat(where, ": ", section.name, ".", section.plugin_key, ": ",
+                                        found.status().message()));
       }
     }
 
@@ -386,7 +397,8 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
         if (std::find(known.begin(), known.end(), key) != known.end()) continue;
         std::string hint = DidYouMean(key, known);
         if (hint.empty() && !section.plugin_kind.empty() && info == nullptr) {
-          hint = absl::StrCat(" (the ", section.plugin_kind, " plugin this section names is not "
+          hint = absl::StrCat(" (the ", section.plugin_kind,
+                              " plugin this section names is not "
                               "available to declare it)");
         }
         problems.push_back(
@@ -442,10 +454,18 @@ std::string FormatTomlValue(const ConfigValue& value) {
           std::string out = "\"";
           for (char c : v) {
             switch (c) {
-              case '"': out += "\\\""; break;
-              case '\\': out += "\\\\"; break;
-              case '\n': out += "\\n"; break;
-              case '\t': out += "\\t"; break;
+              case '"':
+                out += "\\\"";
+                break;
+              case '\\':
+                out += "\\\\";
+                break;
+              case '\n':
+                out += "\\n";
+                break;
+              case '\t':
+                out += "\\t";
+                break;
               default:
                 if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
                   out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));

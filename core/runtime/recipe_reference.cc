@@ -16,13 +16,14 @@ namespace {
 std::string Row(const ConfigKey& key) {
   std::string type = ConfigTypeName(key.type);
   if (key.min && key.max) {
-    absl::StrAppend(&type, " in [", FormatBound(*key.min, key.type), ", ", FormatBound(*key.max, key.type), "]");
+    absl::StrAppend(&type, " in [", FormatBound(*key.min, key.type), ", ",
+                    FormatBound(*key.max, key.type), "]");
   } else if (key.min) {
     absl::StrAppend(&type, " >= ", FormatBound(*key.min, key.type));
   }
   if (!key.choices.empty()) absl::StrAppend(&type, ": ", absl::StrJoin(key.choices, ", "));
-  std::string value = key.default_value ? absl::StrCat("`", FormatTomlValue(*key.default_value), "`")
-                                        : "required";
+  std::string value =
+      key.default_value ? absl::StrCat("`", FormatTomlValue(*key.default_value), "`") : "required";
   return absl::StrCat("| `", key.name, "` | ", type, " | ", value, " | ",
                       absl::StrReplaceAll(key.help, {{"|", "\\|"}}), " |\n");
 }
@@ -52,8 +53,8 @@ std::string RecipeReference(const PluginRegistry& registry) {
       const PluginInfo& info = *plugin_info;
       std::unique_ptr<Plugin> plugin(info.descriptor->create());
       std::vector<ConfigKey> keys = plugin->ConfigKeys();
-      absl::StrAppend(&out, "\nWith `", section.plugin_key, " = \"", info.descriptor->name,
-                      "\"` (", info.descriptor->summary, ")",
+      absl::StrAppend(&out, "\nWith `", section.plugin_key, " = \"", info.descriptor->name, "\"` (",
+                      info.descriptor->summary, ")",
                       keys.empty() ? ": no further keys.\n" : ":\n\n");
       if (keys.empty()) continue;
       out += "| key | type | default | meaning |\n|---|---|---|---|\n";

@@ -18,20 +18,31 @@ ConfigKey Int(std::string name, int64_t value, double min, double max, std::stri
   return key;
 }
 ConfigKey Float(std::string name, double value, double min, double max, std::string help) {
-  ConfigKey key{std::move(name), ConfigType::kFloat, ConfigValue(value), std::move(help), {}, {}, {}};
+  ConfigKey key{
+      std::move(name), ConfigType::kFloat, ConfigValue(value), std::move(help), {}, {}, {}};
   if (min > -kNoLimit) key.min = min;
   if (max < kNoLimit) key.max = max;
   return key;
 }
 ConfigKey String(std::string name, std::string value, std::string help,
                  std::vector<std::string> choices = {}) {
-  return {std::move(name), ConfigType::kString, ConfigValue(std::move(value)), std::move(help),
-          {}, {}, std::move(choices)};
+  return {std::move(name),
+          ConfigType::kString,
+          ConfigValue(std::move(value)),
+          std::move(help),
+          {},
+          {},
+          std::move(choices)};
 }
 ConfigKey StringList(std::string name, std::vector<std::string> value, std::string help,
                      std::vector<std::string> choices = {}) {
-  return {std::move(name), ConfigType::kStringList, ConfigValue(std::move(value)),
-          std::move(help), {}, {}, std::move(choices)};
+  return {std::move(name),
+          ConfigType::kStringList,
+          ConfigValue(std::move(value)),
+          std::move(help),
+          {},
+          {},
+          std::move(choices)};
 }
 
 SectionSchema Section(std::string name, std::string help, std::vector<ConfigKey> keys) {
@@ -54,124 +65,129 @@ SectionSchema PluginSection(std::string name, std::string help, std::vector<Conf
   return section;
 }
 
-bool BoolOf(const std::map<std::string, ConfigView, std::less<>>& sections, const std::string& section,
-            const std::string& key) {
+bool BoolOf(const std::map<std::string, ConfigView, std::less<>>& sections,
+            const std::string& section, const std::string& key) {
   auto value = sections.find(section)->second.GetBool(key);
   return value.ok() && *value;
 }
 
 std::vector<SectionSchema> MakeSchema() {
   std::vector<SectionSchema> schema;
-  schema.push_back(PluginSection("job", "the run as a whole",
-                    {String("dump_folder", "./outputs", "folder for logs, metrics and checkpoints"),
-                     String("description", "default job", "free text shown in the logs"),
-                     String("device", "cpu", "device plugin to compute on: cpu (built in) or cuda")},
-                    "device", "device", [](const auto&) { return true; }));
-  schema.push_back(Section("model", "the Llama 3 model",
-                    {String("name", "llama3", "model family", {"llama3"}),
-                     String("flavor", "debugmodel", "model size",
-                            {"debugmodel", "1B", "3B", "8B", "70B", "405B"}),
-                     String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
-                     StringList("converters", {}, "module converters to apply", {"float8"})}));
-  schema.push_back(PluginSection("optimizer", "the optimizer plugin and its settings",
+  schema.push_back(PluginSection(
+      "job", "the run as a whole",
+      {String("dump_folder", "./outputs", "folder for logs, metrics and checkpoints"),
+       String("description", "default job", "free text shown in the logs"),
+       String("device", "cpu", "device plugin to compute on: cpu (built in) or cuda")},
+      "device", "device", [](const auto&) { return true; }));
+  schema.push_back(
+      Section("model", "the Llama 3 model",
+              {String("name", "llama3", "model family", {"llama3"}),
+               String("flavor", "debugmodel", "model size",
+                      {"debugmodel", "1B", "3B", "8B", "70B", "405B"}),
+               String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
+               StringList("converters", {}, "module converters to apply", {"float8"})}));
+  schema.push_back(
+      PluginSection("optimizer", "the optimizer plugin and its settings",
                     {String("name", "adamw", "optimizer plugin: adamw, adam, sgd, ...")},
                     "optimizer", "name", [](const auto&) { return true; }));
   schema.push_back(Section(
       "lr_scheduler", "learning-rate schedule: linear warmup, stable phase, decay",
-       {Int("warmup_steps", 200, 0, kNoLimit, "steps of linear warmup from 0 to optimizer.lr"),
-        Float("decay_ratio", 1.0, 0.0, 1.0,
-              "fraction of training.steps spent decaying at the end (warmup-stable-decay); "
-              "capped to the steps after warmup, so 1.0 decays right after warmup"),
-        String("decay_type", "linear", "shape of the decay", {"linear", "sqrt", "cosine", "constant"}),
-        Float("min_lr_factor", 0.0, 0.0, 1.0, "final lr as a fraction of optimizer.lr")}));
+      {Int("warmup_steps", 200, 0, kNoLimit, "steps of linear warmup from 0 to optimizer.lr"),
+       Float("decay_ratio", 1.0, 0.0, 1.0,
+             "fraction of training.steps spent decaying at the end (warmup-stable-decay); "
+             "capped to the steps after warmup, so 1.0 decays right after warmup"),
+       String("decay_type", "linear", "shape of the decay",
+              {"linear", "sqrt", "cosine", "constant"}),
+       Float("min_lr_factor", 0.0, 0.0, 1.0, "final lr as a fraction of optimizer.lr")}));
   schema.push_back(Section(
       "training", "batch, sequence and steps",
-       {Int("local_batch_size", 8, 1, kNoLimit, "sequences per rank per microbatch"),
-        Int("global_batch_size", -1, -1, kNoLimit,
-            "sequences per optimizer step across ranks; -1 = local_batch_size x data-parallel "
-            "degree; larger values accumulate gradients"),
-        Int("seq_len", 2048, 1, kNoLimit, "tokens per sequence"),
-        Float("max_norm", 1.0, 0.0, kNoLimit, "clip gradients to this global L2 norm"),
-        Int("steps", 10000, 1, kNoLimit, "optimizer steps to train"),
-        String("dataset", "c4_test", "dataset name, for logs and metrics"),
-        String("dataset_path", "", "file or folder holding the dataset"),
-        String("mixed_precision_param", "bfloat16", "dtype of parameters in compute",
-               {"bfloat16", "float32"}),
-        String("mixed_precision_reduce", "float32", "dtype of gradient reductions", {"float32"})}));
+      {Int("local_batch_size", 8, 1, kNoLimit, "sequences per rank per microbatch"),
+       Int("global_batch_size", -1, -1, kNoLimit,
+           "sequences per optimizer step across ranks; -1 = local_batch_size x data-parallel "
+           "degree; larger values accumulate gradients"),
+       Int("seq_len", 2048, 1, kNoLimit, "tokens per sequence"),
+       Float("max_norm", 1.0, 0.0, kNoLimit, "clip gradients to this global L2 norm"),
+       Int("steps", 10000, 1, kNoLimit, "optimizer steps to train"),
+       String("dataset", "c4_test", "dataset name, for logs and metrics"),
+       String("dataset_path", "", "file or folder holding the dataset"),
+       String("mixed_precision_param", "bfloat16", "dtype of parameters in compute",
+              {"bfloat16", "float32"}),
+       String("mixed_precision_reduce", "float32", "dtype of gradient reductions", {"float32"})}));
   schema.push_back(Section(
       "parallelism", "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp)",
-       {Int("data_parallel_replicate_degree", 1, 1, kNoLimit, "DDP / HSDP replicas"),
-        Int("data_parallel_shard_degree", -1, -1, kNoLimit,
-            "FSDP shards; -1 takes the ranks the other degrees leave"),
-        String("fsdp_reshard_after_forward", "default",
-               "free gathered parameters after forward", {"default", "always", "never"}),
-        Int("tensor_parallel_degree", 1, 1, kNoLimit, "tensor (and sequence) parallel ranks"),
-        Bool("enable_async_tensor_parallel", false, "overlap TP communication with compute"),
-        Bool("disable_loss_parallel", false, "gather logits instead of a vocab-parallel loss"),
-        Int("pipeline_parallel_degree", 1, 1, kNoLimit, "pipeline stages"),
-        String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
-               {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),
-        Int("pipeline_parallel_microbatch_size", 1, 1, kNoLimit, "sequences per pipeline microbatch"),
-        Int("context_parallel_degree", 1, 1, kNoLimit, "ranks splitting each sequence"),
-        String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
-               {"allgather", "alltoall"})}));
+      {Int("data_parallel_replicate_degree", 1, 1, kNoLimit, "DDP / HSDP replicas"),
+       Int("data_parallel_shard_degree", -1, -1, kNoLimit,
+           "FSDP shards; -1 takes the ranks the other degrees leave"),
+       String("fsdp_reshard_after_forward", "default", "free gathered parameters after forward",
+              {"default", "always", "never"}),
+       Int("tensor_parallel_degree", 1, 1, kNoLimit, "tensor (and sequence) parallel ranks"),
+       Bool("enable_async_tensor_parallel", false, "overlap TP communication with compute"),
+       Bool("disable_loss_parallel", false, "gather logits instead of a vocab-parallel loss"),
+       Int("pipeline_parallel_degree", 1, 1, kNoLimit, "pipeline stages"),
+       String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
+              {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),
+       Int("pipeline_parallel_microbatch_size", 1, 1, kNoLimit,
+           "sequences per pipeline microbatch"),
+       Int("context_parallel_degree", 1, 1, kNoLimit, "ranks splitting each sequence"),
+       String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
+              {"allgather", "alltoall"})}));
   schema.push_back(PluginSection(
       "checkpoint", "checkpoint saving and loading",
-       {Bool("enable", false, "save and load checkpoints"),
-        String("format", "dcp", "checkpoint plugin: dcp, safetensors, ..."),
-        String("folder", "checkpoint", "folder under job.dump_folder"),
-        Int("interval", 500, 1, kNoLimit, "save every this many steps"),
-        String("async_mode", "disabled", "write checkpoints in the background", {"disabled", "async"}),
-        Int("keep_latest_k", 10, 0, kNoLimit, "checkpoints to keep; 0 keeps all"),
-        Int("load_step", -1, -1, kNoLimit, "step to resume from; -1 = the latest"),
-        StringList("exclude_from_loading", {}, "state not to restore on load",
-                   {"model", "optimizer", "lr_scheduler", "dataloader", "rng"}),
-        String("initial_load_path", "", "checkpoint to start from when the folder has none"),
-        Bool("last_save_model_only", true, "the final save holds the model only"),
-        String("export_dtype", "float32", "dtype of a model-only save",
-               {"float16", "bfloat16", "float32"})},
-       "checkpoint", "format",
-       [](const auto& sections) { return BoolOf(sections, "checkpoint", "enable"); }));
+      {Bool("enable", false, "save and load checkpoints"),
+       String("format", "dcp", "checkpoint plugin: dcp, safetensors, ..."),
+       String("folder", "checkpoint", "folder under job.dump_folder"),
+       Int("interval", 500, 1, kNoLimit, "save every this many steps"),
+       String("async_mode", "disabled", "write checkpoints in the background",
+              {"disabled", "async"}),
+       Int("keep_latest_k", 10, 0, kNoLimit, "checkpoints to keep; 0 keeps all"),
+       Int("load_step", -1, -1, kNoLimit, "step to resume from; -1 = the latest"),
+       StringList("exclude_from_loading", {}, "state not to restore on load",
+                  {"model", "optimizer", "lr_scheduler", "dataloader", "rng"}),
+       String("initial_load_path", "", "checkpoint to start from when the folder has none"),
+       Bool("last_save_model_only", true, "the final save holds the model only"),
+       String("export_dtype", "float32", "dtype of a model-only save",
+              {"float16", "bfloat16", "float32"})},
+      "checkpoint", "format",
+      [](const auto& sections) { return BoolOf(sections, "checkpoint", "enable"); }));
   schema.push_back(Section(
       "activation_checkpoint", "recompute activations in backward to save memory",
-       {String("mode", "selective", "which blocks recompute", {"none", "selective", "full"}),
-        String("selective_ac_option", "2",
-               "with mode = selective: \"N\" recomputes every Nth block, \"op\" recomputes all "
-               "but the matmul outputs")}));
+      {String("mode", "selective", "which blocks recompute", {"none", "selective", "full"}),
+       String("selective_ac_option", "2",
+              "with mode = selective: \"N\" recomputes every Nth block, \"op\" recomputes all "
+              "but the matmul outputs")}));
   schema.push_back(PluginSection(
       "float8", "Float8 training (enabled by model.converters = [\"float8\"])",
-       {String("recipe_name", "tensorwise", "float8 plugin: tensorwise, rowwise, ..."),
-        Bool("enable_fsdp_float8_all_gather", false, "all-gather float8 weights in FSDP"),
-        Bool("precompute_float8_dynamic_scale_for_fsdp", false, "one scale pass for all weights"),
-        StringList("filter_fqns", {}, "linear layers whose name contains one of these stay in high precision")},
-       "float8", "recipe_name",
-       [](const auto& sections) {
-         auto converters = sections.find("model")->second.GetStringList("converters");
-         return converters.ok() && std::find(converters->begin(), converters->end(), "float8") !=
-                                       converters->end();
-       }));
+      {String("recipe_name", "tensorwise", "float8 plugin: tensorwise, rowwise, ..."),
+       Bool("enable_fsdp_float8_all_gather", false, "all-gather float8 weights in FSDP"),
+       Bool("precompute_float8_dynamic_scale_for_fsdp", false, "one scale pass for all weights"),
+       StringList("filter_fqns", {},
+                  "linear layers whose name contains one of these stay in high precision")},
+      "float8", "recipe_name", [](const auto& sections) {
+        auto converters = sections.find("model")->second.GetStringList("converters");
+        return converters.ok() &&
+               std::find(converters->begin(), converters->end(), "float8") != converters->end();
+      }));
   schema.push_back(Section("metrics", "what is logged",
-                    {Int("log_freq", 10, 1, kNoLimit, "log every this many steps")}));
+                           {Int("log_freq", 10, 1, kNoLimit, "log every this many steps")}));
   schema.push_back(PluginSection(
       "comm", "communication between ranks",
-       {String("backend", "auto",
-               "comm plugin: mpi, nccl, ...; auto = none for one rank, else mpi"),
-        Int("init_timeout_seconds", 300, 1, kNoLimit, "limit for joining the job"),
-        Int("train_timeout_seconds", 100, 1, kNoLimit, "limit for one collective in training"),
-        Int("trace_buf_size", 20000, 0, kNoLimit, "collectives kept by the flight recorder")},
-       "comm", "backend",
-       [](const auto& sections) {
-         auto backend = sections.find("comm")->second.GetString("backend");
-         return backend.ok() && *backend != "auto";
-       }));
+      {String("backend", "auto", "comm plugin: mpi, nccl, ...; auto = none for one rank, else mpi"),
+       Int("init_timeout_seconds", 300, 1, kNoLimit, "limit for joining the job"),
+       Int("train_timeout_seconds", 100, 1, kNoLimit, "limit for one collective in training"),
+       Int("trace_buf_size", 20000, 0, kNoLimit, "collectives kept by the flight recorder")},
+      "comm", "backend", [](const auto& sections) {
+        auto backend = sections.find("comm")->second.GetString("backend");
+        return backend.ok() && *backend != "auto";
+      }));
   schema.push_back(PluginSection(
       "control_plane", "devolved controllers for monitoring and coordination",
-       {Bool("enable", false, "run the control plane"),
-        String("policy", "greedy", "balance plugin assigning switches to controllers")},
-       "balance", "policy",
-       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
-  schema.push_back(Section("debug", "reproducibility",
-                    {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));
+      {Bool("enable", false, "run the control plane"),
+       String("policy", "greedy", "balance plugin assigning switches to controllers")},
+      "balance", "policy",
+      [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
+  schema.push_back(
+      Section("debug", "reproducibility",
+              {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));
   return schema;
 }
 

@@ -118,7 +118,9 @@ TEST(Recipe, MissingRequiredKeyIsNamed) {
 TEST(Recipe, SyntaxErrorsNameLineAndColumn) {
   std::string message = ErrorOf("[training]\nsteps = = 3\n");
   EXPECT_THAT(message, HasSubstr("r.toml:2:9: not valid TOML: "));
-  EXPECT_THAT(ErrorOf("[training]\nsteps = 1\nsteps = 2\n"), HasSubstr("r.toml:3:9: not valid TOML: Error while parsing key-value pair: cannot redefine existing integer 'steps'"));
+  EXPECT_THAT(ErrorOf("[training]\nsteps = 1\nsteps = 2\n"),
+              HasSubstr("r.toml:3:9: not valid TOML: Error while parsing key-value pair: cannot "
+                        "redefine existing integer 'steps'"));
 }
 
 TEST(Recipe, KeysOutsideSectionsAreRejected) {
@@ -166,8 +168,9 @@ TEST(Recipe, BadOverridesAreNamed) {
             "command line --training.steps=abc: training.steps: expected integer, found 'abc'");
   EXPECT_EQ(ErrorOf("", {"training.stepz=3"}),
             "command line --training.stepz=3: training.stepz: unknown key; did you mean 'steps'?");
-  EXPECT_EQ(ErrorOf("", {"checkpoint.enable=yes"}),
-            "command line --checkpoint.enable=yes: checkpoint.enable: expected boolean, found 'yes'");
+  EXPECT_EQ(
+      ErrorOf("", {"checkpoint.enable=yes"}),
+      "command line --checkpoint.enable=yes: checkpoint.enable: expected boolean, found 'yes'");
   RawRecipe raw;
   EXPECT_EQ(ApplyOverride(raw, "steps=3").message(),
             "command line --steps=3: an override is --section.key=value");
@@ -219,7 +222,8 @@ TEST(Recipe, PrintedRecipeParsesBackToTheSame) {
 TEST(Recipe, FormatsValuesAsToml) {
   EXPECT_EQ(FormatTomlValue(ConfigValue(8e-4)), "8e-04");
   EXPECT_EQ(FormatTomlValue(ConfigValue(0.95)), "0.95");
-  EXPECT_EQ(FormatTomlValue(ConfigValue(std::string("a\"b\\c\n\x01"))), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(FormatTomlValue(ConfigValue(std::string("a\"b\\c\n\x01"))),
+            "\"a\\\"b\\\\c\\n\\u0001\"");
   EXPECT_EQ(FormatTomlValue(ConfigValue(1.0)), "1.0");
   EXPECT_EQ(FormatTomlValue(ConfigValue(int64_t{-1})), "-1");
   EXPECT_EQ(FormatTomlValue(ConfigValue(std::vector<std::string>{"a", "b"})), "[\"a\", \"b\"]");
@@ -239,9 +243,15 @@ TEST(Recipe, MangledRecipesNeverCrash) {
     for (int e = 0; e < edits; ++e) {
       size_t at = random() % text.size();
       switch (random() % 3) {
-        case 0: text[at] = static_cast<char>(random() % 256); break;
-        case 1: text.erase(at, 1 + random() % 8); break;
-        default: text.insert(at, 1, "=[]\"'.\n#{}"[random() % 11]); break;
+        case 0:
+          text[at] = static_cast<char>(random() % 256);
+          break;
+        case 1:
+          text.erase(at, 1 + random() % 8);
+          break;
+        default:
+          text.insert(at, 1, "=[]\"'.\n#{}"[random() % 11]);
+          break;
       }
       if (text.empty()) text = "x";
     }

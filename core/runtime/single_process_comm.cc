@@ -10,8 +10,8 @@ namespace {
 absl::Status CheckSameSize(const char* op, const TensorView& input, const TensorView& output) {
   if (input.nbytes() != output.nbytes() || input.dtype != output.dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, " on one rank: input (", input.numel(), " x ", DTypeName(input.dtype),
-        ") and output (", output.numel(), " x ", DTypeName(output.dtype), ") must match"));
+        op, " on one rank: input (", input.numel(), " x ", DTypeName(input.dtype), ") and output (",
+        output.numel(), " x ", DTypeName(output.dtype), ") must match"));
   }
   return absl::OkStatus();
 }

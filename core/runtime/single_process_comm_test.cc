@@ -19,7 +19,8 @@ TEST(SingleProcessComm, CollectivesOnOneRankAreIdentities) {
   std::vector<float> output(4, 0.0f);
   ASSERT_TRUE(comm.AllReduce(FlatF32(input.data(), 4), ReduceOp::kSum).ok());
   EXPECT_EQ(input, (std::vector<float>{1, 2, 3, 4}));
-  ASSERT_TRUE(comm.ReduceScatter(FlatF32(input.data(), 4), FlatF32(output.data(), 4), ReduceOp::kAvg).ok());
+  ASSERT_TRUE(
+      comm.ReduceScatter(FlatF32(input.data(), 4), FlatF32(output.data(), 4), ReduceOp::kAvg).ok());
   EXPECT_EQ(output, input);
   std::fill(output.begin(), output.end(), 0.0f);
   ASSERT_TRUE(comm.AllGather(FlatF32(input.data(), 4), FlatF32(output.data(), 4)).ok());

@@ -30,8 +30,10 @@ inline float DecodeFloat8(uint8_t code, const Float8Format& format) {
     if (format.has_infinity) return mantissa == 0 ? sign * INFINITY : NAN;
     if (mantissa == (1 << m) - 1) return NAN;
   }
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), 1 - format.exponent_bias - m);
-  return sign * std::ldexp(static_cast<float>((1 << m) + mantissa), exponent - format.exponent_bias - m);
+  if (exponent == 0)
+    return sign * std::ldexp(static_cast<float>(mantissa), 1 - format.exponent_bias - m);
+  return sign *
+         std::ldexp(static_cast<float>((1 << m) + mantissa), exponent - format.exponent_bias - m);
 }
 
 inline uint8_t EncodeFloat8(float x, const Float8Format& format) {

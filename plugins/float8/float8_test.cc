@@ -1,3 +1,5 @@
+#include "titan/float8.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "float8_cast.h"
-#include "titan/float8.h"
 
 namespace titan::float8 {
 namespace {
@@ -31,7 +32,7 @@ TEST(Float8Cast, E4M3RoundTripsEveryFiniteCode) { CheckRoundTrip(kE4M3, 254); }
 TEST(Float8Cast, E5M2RoundTripsEveryFiniteCode) { CheckRoundTrip(kE5M2, 248); }
 
 TEST(Float8Cast, KnownValues) {
-  EXPECT_EQ(DecodeFloat8(0x7e, kE4M3), 448.0f);               // largest e4m3
+  EXPECT_EQ(DecodeFloat8(0x7e, kE4M3), 448.0f);                // largest e4m3
   EXPECT_EQ(DecodeFloat8(0x01, kE4M3), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_EQ(DecodeFloat8(0x38, kE4M3), 1.0f);
   EXPECT_EQ(DecodeFloat8(0x7b, kE5M2), 57344.0f);
@@ -69,7 +70,8 @@ TEST(Float8Cast, RelativeErrorOfNormalsIsHalfAnUlp) {
 
 std::unique_ptr<Float8Plugin> MakeTensorwise(const std::string& filter) {
   static auto registry = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
-  auto raw = ParseRecipeText("[model]\nconverters = [\"float8\"]\n[float8]\nfilter_fqns = [" + filter + "]\n", "t.toml");
+  auto raw = ParseRecipeText(
+      "[model]\nconverters = [\"float8\"]\n[float8]\nfilter_fqns = [" + filter + "]\n", "t.toml");
   auto recipe = ValidateRecipe(*raw, *registry);
   EXPECT_TRUE(recipe.ok()) << recipe.status();
   auto plugin = std::move(registry->Create<Float8Plugin>("tensorwise")).value();
@@ -83,8 +85,9 @@ TEST(Tensorwise, ScalesTheLargestMagnitudeToTheLargestFinite) {
   std::vector<uint8_t> q(x.size());
   float inverse_scale = 0;
   TensorView out{q.data(), DType::kF8E4M3, {}, {5}, {}};
-  ASSERT_TRUE(plugin->Quantize(FlatF32(x.data(), 5), Float8Role::kWeight, out,
-                               FlatF32(&inverse_scale, 1)).ok());
+  ASSERT_TRUE(
+      plugin->Quantize(FlatF32(x.data(), 5), Float8Role::kWeight, out, FlatF32(&inverse_scale, 1))
+          .ok());
   EXPECT_FLOAT_EQ(inverse_scale, 2.0f / 448.0f);
   EXPECT_EQ(DecodeFloat8(q[1], kE4M3), -448.0f);
   for (size_t i = 0; i < x.size(); ++i) {
@@ -105,8 +108,10 @@ TEST(Tensorwise, GradientsUseE5M2AndMismatchesAreErrors) {
                                 FlatF32(&inverse_scale, 1));
   EXPECT_EQ(wrong.message(), "tensorwise float8: output must be 2 x f8e5m2, got 2 x f8e4m3");
   TensorView e5m2{q.data(), DType::kF8E5M2, {}, {2}, {}};
-  ASSERT_TRUE(plugin->Quantize(FlatF32(x.data(), 2), Float8Role::kGradOutput, e5m2,
-                               FlatF32(&inverse_scale, 1)).ok());
+  ASSERT_TRUE(plugin
+                  ->Quantize(FlatF32(x.data(), 2), Float8Role::kGradOutput, e5m2,
+                             FlatF32(&inverse_scale, 1))
+                  .ok());
   EXPECT_FLOAT_EQ(DecodeFloat8(q[1], kE5M2) * inverse_scale, 3.0f);
   EXPECT_TRUE(plugin->Converts("output"));
 }

@@ -56,7 +56,8 @@ inline absl::Status AdamStep(const AdamSettings& settings, const OptimizerStep& 
   const float beta1 = static_cast<float>(settings.beta1);
   const float beta2 = static_cast<float>(settings.beta2);
   const float step_size = static_cast<float>(step.lr / (1.0 - std::pow(settings.beta1, t)));
-  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(settings.beta2, t)));
+  const float bias_correction2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(settings.beta2, t)));
   const float eps = static_cast<float>(settings.eps);
   for (const ParamSegment& segment : step.segments) {
     const float decay = segment.weight_decay ? static_cast<float>(settings.weight_decay) : 0.0f;

@@ -1,5 +1,7 @@
 // Each optimizer plugin, loaded as a plugin, against a scalar double-precision transcription
 // of torch.optim's update rules.
+#include "titan/optimizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
-#include "titan/optimizer.h"
 
 namespace titan {
 namespace {
@@ -50,7 +51,9 @@ OptimizerStep StepOf(Buffers& b, double lr, int64_t step) {
   return OptimizerStep{FlatF32(b.params.data(), static_cast<int64_t>(b.params.size())),
                        FlatF32(b.grads.data(), static_cast<int64_t>(b.grads.size())),
                        FlatF32(b.state.data(), static_cast<int64_t>(b.state.size())),
-                       b.segments, lr, step};
+                       b.segments,
+                       lr,
+                       step};
 }
 
 void ExpectClose(const std::vector<float>& got, const std::vector<double>& want) {
@@ -62,8 +65,9 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& want)
 
 void CheckAdam(bool decoupled) {
   const double lr = 1e-2, beta1 = 0.8, beta2 = 0.9, eps = 1e-6, wd = 0.05;
-  LoadedOptimizer setup = Make(std::string("[optimizer]\nname = \"") + (decoupled ? "adamw" : "adam") +
-                     "\"\nlr = 0.01\nbeta1 = 0.8\nbeta2 = 0.9\neps = 1e-6\nweight_decay = 0.05\n");
+  LoadedOptimizer setup =
+      Make(std::string("[optimizer]\nname = \"") + (decoupled ? "adamw" : "adam") +
+           "\"\nlr = 0.01\nbeta1 = 0.8\nbeta2 = 0.9\neps = 1e-6\nweight_decay = 0.05\n");
   ASSERT_EQ(setup.optimizer->StateNames(), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
   std::mt19937 random(7);
   const int n = 37;
@@ -76,7 +80,10 @@ void CheckAdam(bool decoupled) {
     ASSERT_TRUE(setup.optimizer->Step(StepOf(b, step_lr, t)).ok());
     for (int i = 0; i < n; ++i) {
       double decay = i < n / 2 ? wd : 0.0, g = b.grads[i];
-      if (decoupled) p[i] *= 1.0 - step_lr * decay; else g += decay * p[i];
+      if (decoupled)
+        p[i] *= 1.0 - step_lr * decay;
+      else
+        g += decay * p[i];
       m[i] = beta1 * m[i] + (1 - beta1) * g;
       v[i] = beta2 * v[i] + (1 - beta2) * g * g;
       double denom = std::sqrt(v[i]) / std::sqrt(1 - std::pow(beta2, t)) + eps;
@@ -91,9 +98,10 @@ TEST(Optimizer, AdamMatchesTorchFormula) { CheckAdam(false); }
 
 void CheckSgd(double momentum, double dampening, bool nesterov) {
   const double lr = 0.05, wd = 0.01;
-  LoadedOptimizer setup = Make("[optimizer]\nname = \"sgd\"\nlr = 0.05\nweight_decay = 0.01\nmomentum = " +
-                     std::to_string(momentum) + "\ndampening = " + std::to_string(dampening) +
-                     "\nnesterov = " + (nesterov ? "true" : "false") + "\n");
+  LoadedOptimizer setup =
+      Make("[optimizer]\nname = \"sgd\"\nlr = 0.05\nweight_decay = 0.01\nmomentum = " +
+           std::to_string(momentum) + "\ndampening = " + std::to_string(dampening) +
+           "\nnesterov = " + (nesterov ? "true" : "false") + "\n");
   const int slots = momentum == 0.0 ? 0 : 1;
   ASSERT_EQ(static_cast<int>(setup.optimizer->StateNames().size()), slots);
   std::mt19937 random(11);
@@ -124,10 +132,15 @@ TEST(Optimizer, RejectsMismatchedBuffers) {
   LoadedOptimizer setup = Make("[optimizer]\nname = \"adamw\"\n");
   std::vector<float> params(4), grads(3), state(8);
   std::vector<ParamSegment> segments = {{0, 4, true}};
-  OptimizerStep step{FlatF32(params.data(), 4), FlatF32(grads.data(), 3),
-                     FlatF32(state.data(), 8), segments, 0.1, 1};
+  OptimizerStep step{FlatF32(params.data(), 4),
+                     FlatF32(grads.data(), 3),
+                     FlatF32(state.data(), 8),
+                     segments,
+                     0.1,
+                     1};
   auto status = setup.optimizer->Step(step);
-  EXPECT_EQ(status.message(), "optimizer step: 4 parameters need 4 gradients and 8 state values, got 3 and 8");
+  EXPECT_EQ(status.message(),
+            "optimizer step: 4 parameters need 4 gradients and 8 state values, got 3 and 8");
   grads.resize(4);
   step.grads = FlatF32(grads.data(), 4);
   segments[0].count = 5;

@@ -11,8 +11,9 @@ class Lion : public titan::OptimizerPlugin {
  public:
   std::vector<titan::ConfigKey> ConfigKeys() const override {
     auto key = [](const char* name, double value, std::string help) {
-      titan::ConfigKey k{name, titan::ConfigType::kFloat, titan::ConfigValue(value),
-                         std::move(help), 0.0, 1.0, {}};
+      titan::ConfigKey k{
+          name, titan::ConfigType::kFloat, titan::ConfigValue(value), std::move(help), 0.0, 1.0,
+          {}};
       return k;
     };
     return {key("lr", 1e-4, "learning rate (Lion wants 3-10x less than AdamW)"),
@@ -41,10 +42,12 @@ class Lion : public titan::OptimizerPlugin {
     for (const titan::ParamSegment& segment : step.segments) {
       const float decay = segment.weight_decay ? static_cast<float>(weight_decay_) : 0.0f;
       for (int64_t i = segment.offset; i < segment.offset + segment.count; ++i) {
-        float mix = static_cast<float>(beta1_) * momentum[i] + static_cast<float>(1 - beta1_) * grad[i];
+        float mix =
+            static_cast<float>(beta1_) * momentum[i] + static_cast<float>(1 - beta1_) * grad[i];
         float sign = static_cast<float>((mix > 0.0f) - (mix < 0.0f));
         param[i] = param[i] * (1.0f - lr * decay) - lr * sign;
-        momentum[i] = static_cast<float>(beta2_) * momentum[i] + static_cast<float>(1 - beta2_) * grad[i];
+        momentum[i] =
+            static_cast<float>(beta2_) * momentum[i] + static_cast<float>(1 - beta2_) * grad[i];
       }
     }
     return absl::OkStatus();

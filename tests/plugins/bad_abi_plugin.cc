@@ -5,8 +5,8 @@ namespace {
 
 titan::Plugin* Create() { return nullptr; }
 
-const titan::PluginDescriptor kDescriptor = {999, "optimizer", "badabi", "9.9.9",
-                                             "built for another ABI", &Create};
+const titan::PluginDescriptor kDescriptor = {
+    999, "optimizer", "badabi", "9.9.9", "built for another ABI", &Create};
 
 }  // namespace
 

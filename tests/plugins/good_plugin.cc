@@ -9,7 +9,8 @@ class TestGood : public titan::OptimizerPlugin {
   absl::Status Step(const titan::OptimizerStep& step) override {
     float* param = step.params.data_as<float>();
     const float* grad = step.grads.data_as<float>();
-    for (int64_t i = 0; i < step.params.numel(); ++i) param[i] -= static_cast<float>(step.lr) * grad[i];
+    for (int64_t i = 0; i < step.params.numel(); ++i)
+      param[i] -= static_cast<float>(step.lr) * grad[i];
     return absl::OkStatus();
   }
 };

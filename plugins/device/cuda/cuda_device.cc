@@ -18,8 +18,8 @@ absl::Status Check(cudaError_t error, const char* call) {
   if (error == cudaSuccess) return absl::OkStatus();
   auto code = error == cudaErrorMemoryAllocation ? absl::StatusCode::kResourceExhausted
                                                  : absl::StatusCode::kFailedPrecondition;
-  return absl::Status(code, absl::StrCat("cuda: ", call, " failed: ", cudaGetErrorName(error),
-                                         ": ", cudaGetErrorString(error)));
+  return absl::Status(code, absl::StrCat("cuda: ", call, " failed: ", cudaGetErrorName(error), ": ",
+                                         cudaGetErrorString(error)));
 }
 
 }  // namespace
@@ -88,7 +88,8 @@ class CudaDevice : public DevicePlugin {
 
   absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override {
     DeviceMemoryInfo info;
-    TITAN_RETURN_IF_ERROR(Check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo"));
+    TITAN_RETURN_IF_ERROR(
+        Check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo"));
     std::lock_guard<std::mutex> lock(mutex_);
     info.peak_allocated_bytes = peak_;
     return info;

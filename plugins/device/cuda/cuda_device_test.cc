@@ -15,10 +15,12 @@ std::unique_ptr<DevicePlugin> LoadCudaDevice() {
 
 TEST(CudaDevice, WithoutAGpuEveryCallExplainsItself) {
   auto device = LoadCudaDevice();
-  if (device->DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present; this checks its absence";
+  if (device->DeviceCount() > 0)
+    GTEST_SKIP() << "a CUDA device is present; this checks its absence";
   auto memory = device->Allocate(1024);
   ASSERT_FALSE(memory.ok());
-  EXPECT_NE(memory.status().message().find("cuda: cudaMalloc failed: cuda"), absl::string_view::npos)
+  EXPECT_NE(memory.status().message().find("cuda: cudaMalloc failed: cuda"),
+            absl::string_view::npos)
       << memory.status();
   auto select = device->Select(0);
   EXPECT_EQ(select.message(), "cuda: device 0 does not exist; 0 CUDA device(s) are visible");

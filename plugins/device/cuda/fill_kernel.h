@@ -1,9 +1,9 @@
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_FILL_KERNEL_H_
 #define TITAN_PLUGINS_DEVICE_CUDA_FILL_KERNEL_H_
 
-#include <cstddef>
-
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 namespace titan::cuda {
 

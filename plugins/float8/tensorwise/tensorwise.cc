@@ -27,13 +27,13 @@ class Tensorwise : public Float8Plugin {
                         TensorView inverse_scales) override {
     const DType want = role == Float8Role::kGradOutput ? DType::kF8E5M2 : DType::kF8E4M3;
     if (input.dtype != DType::kF32 || !input.is_contiguous()) {
-      return absl::InvalidArgumentError(absl::StrCat("tensorwise float8: input must be contiguous f32, got ",
-                                                     DTypeName(input.dtype)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensorwise float8: input must be contiguous f32, got ", DTypeName(input.dtype)));
     }
     if (output.dtype != want || output.numel() != input.numel()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensorwise float8: output must be ", input.numel(), " x ", DTypeName(want), ", got ",
-          output.numel(), " x ", DTypeName(output.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensorwise float8: output must be ", input.numel(), " x ", DTypeName(want),
+                       ", got ", output.numel(), " x ", DTypeName(output.dtype)));
     }
     if (inverse_scales.dtype != DType::kF32 || inverse_scales.numel() != 1) {
       return absl::InvalidArgumentError("tensorwise float8: inverse_scales must be one f32");

@@ -17,8 +17,13 @@ class Sgd : public OptimizerPlugin {
             key("momentum", 0.0, "momentum factor; 0 disables momentum"),
             key("dampening", 0.0, "dampening of the momentum"),
             key("weight_decay", 0.0, "L2 penalty added to the gradient"),
-            ConfigKey{"nesterov", ConfigType::kBool, ConfigValue(false),
-                      "Nesterov momentum (needs momentum > 0 and dampening = 0)", {}, {}, {}}};
+            ConfigKey{"nesterov",
+                      ConfigType::kBool,
+                      ConfigValue(false),
+                      "Nesterov momentum (needs momentum > 0 and dampening = 0)",
+                      {},
+                      {},
+                      {}}};
   }
 
   absl::Status Configure(const ConfigView& config) override {

@@ -12,10 +12,10 @@
 namespace titan {
 
 struct BalanceProblem {
-  std::vector<double> switch_load;                        // w_s >= 0
-  std::vector<double> controller_capacity;                // +inf when uncapacitated
-  std::vector<std::vector<int32_t>> potential;            // P(s): controller indices
-  std::vector<std::vector<double>> distance;              // hop distance, parallel to potential
+  std::vector<double> switch_load;              // w_s >= 0
+  std::vector<double> controller_capacity;      // +inf when uncapacitated
+  std::vector<std::vector<int32_t>> potential;  // P(s): controller indices
+  std::vector<std::vector<double>> distance;    // hop distance, parallel to potential
   int num_controllers() const { return static_cast<int>(controller_capacity.size()); }
   int num_switches() const { return static_cast<int>(switch_load.size()); }
 };
@@ -36,8 +36,8 @@ struct Migration {
 class BalancePlugin : public Plugin {
  public:
   virtual absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) = 0;
-  virtual absl::StatusOr<std::vector<Migration>> Rebalance(
-      const BalanceProblem& problem, const std::vector<int32_t>& current) = 0;
+  virtual absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
+                                                           const std::vector<int32_t>& current) = 0;
 };
 
 template <>

@@ -22,8 +22,7 @@ class Communicator {
   // In place: every rank ends with the reduction of all ranks' buffers.
   virtual absl::Status AllReduce(TensorView buffer, ReduceOp op) = 0;
   // `input` holds size() equal chunks; rank r receives the reduction of chunk r in `output`.
-  virtual absl::Status ReduceScatter(const TensorView& input, TensorView output,
-                                     ReduceOp op) = 0;
+  virtual absl::Status ReduceScatter(const TensorView& input, TensorView output, ReduceOp op) = 0;
   // `output` holds size() chunks, chunk r being rank r's `input`.
   virtual absl::Status AllGather(const TensorView& input, TensorView output) = 0;
   virtual absl::Status Broadcast(TensorView buffer, int root) = 0;

@@ -12,10 +12,10 @@
 #include <variant>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace titan {
 
@@ -23,11 +23,16 @@ enum class ConfigType : uint8_t { kBool, kInt, kFloat, kString, kStringList };
 
 constexpr const char* ConfigTypeName(ConfigType type) {
   switch (type) {
-    case ConfigType::kBool: return "boolean";
-    case ConfigType::kInt: return "integer";
-    case ConfigType::kFloat: return "float";
-    case ConfigType::kString: return "string";
-    case ConfigType::kStringList: return "array of strings";
+    case ConfigType::kBool:
+      return "boolean";
+    case ConfigType::kInt:
+      return "integer";
+    case ConfigType::kFloat:
+      return "float";
+    case ConfigType::kString:
+      return "string";
+    case ConfigType::kStringList:
+      return "array of strings";
   }
   return "unknown";
 }
@@ -40,9 +45,9 @@ struct ConfigKey {
   ConfigType type = ConfigType::kString;
   std::optional<ConfigValue> default_value;
   std::string help;
-  std::optional<double> min;           // inclusive, for kInt and kFloat
-  std::optional<double> max;           // inclusive, for kInt and kFloat
-  std::vector<std::string> choices;    // allowed values, for kString and kStringList
+  std::optional<double> min;         // inclusive, for kInt and kFloat
+  std::optional<double> max;         // inclusive, for kInt and kFloat
+  std::vector<std::string> choices;  // allowed values, for kString and kStringList
 };
 
 class ConfigView {

@@ -16,7 +16,7 @@ inline constexpr int kMeshDims = 5;
 
 constexpr absl::string_view MeshDimName(MeshDim dim) {
   constexpr std::array<absl::string_view, kMeshDims> kNames = {"pp", "dp_replicate", "dp_shard",
-                                                              "cp", "tp"};
+                                                               "cp", "tp"};
   return kNames[static_cast<int>(dim)];
 }
 

@@ -3,7 +3,6 @@
 #ifndef TITAN_FLOAT8_H_
 #define TITAN_FLOAT8_H_
 
-
 #include "absl/strings/string_view.h"
 #include "titan/plugin.h"
 #include "titan/tensor_view.h"

@@ -3,10 +3,9 @@
 #ifndef TITAN_PLUGIN_H_
 #define TITAN_PLUGIN_H_
 
+#include <boost/dll/alias.hpp>
 #include <cstdint>
 #include <vector>
-
-#include <boost/dll/alias.hpp>
 
 #include "titan/abi.h"
 #include "titan/config_view.h"
@@ -28,8 +27,8 @@ class Plugin {
 // Read by the loader straight after the ABI check; plain data and one factory.
 struct PluginDescriptor {
   uint32_t abi_version;
-  const char* kind;     // "parallel", "optimizer", "float8", "checkpoint", "comm", "device", "balance"
-  const char* name;     // unique within its kind, e.g. "adamw"
+  const char* kind;  // "parallel", "optimizer", "float8", "checkpoint", "comm", "device", "balance"
+  const char* name;  // unique within its kind, e.g. "adamw"
   const char* version;  // semantic version of the plugin itself, e.g. "1.0.0"
   const char* summary;  // one line
   Plugin* (*create)();  // a new instance; the caller owns it
@@ -47,15 +46,12 @@ struct PluginKind;
 
 // Exports the descriptor of a plugin. Use once per library, at namespace scope:
 //   TITAN_PLUGIN(titan::OptimizerPlugin, AdamW, "adamw", "1.0.0", "AdamW with decoupled decay")
-#define TITAN_PLUGIN(Interface, Impl, name, version, summary)                                \
-  namespace titan_plugin_export_ {                                                           \
-  static ::titan::Plugin* Create() {                                                        \
-    return static_cast<Interface*>(new Impl());                                             \
-  }                                                                                          \
-  const ::titan::PluginDescriptor kDescriptor = {TITAN_ABI_VERSION,                          \
-                                                 ::titan::PluginKind<Interface>::kName, name, \
-                                                 version, summary, &Create};                 \
-  }                                                                                          \
+#define TITAN_PLUGIN(Interface, Impl, name, version, summary)                                     \
+  namespace titan_plugin_export_ {                                                                \
+  static ::titan::Plugin* Create() { return static_cast<Interface*>(new Impl()); }                \
+  const ::titan::PluginDescriptor kDescriptor = {                                                 \
+      TITAN_ABI_VERSION, ::titan::PluginKind<Interface>::kName, name, version, summary, &Create}; \
+  }                                                                                               \
   BOOST_DLL_ALIAS_SECTIONED(titan_plugin_export_::kDescriptor, TITAN_PLUGIN_SYMBOL_, titan)
 
 #endif  // TITAN_PLUGIN_H_

@@ -8,9 +8,9 @@
 #define TITAN_CONCAT_INNER_(a, b) a##b
 #define TITAN_CONCAT_(a, b) TITAN_CONCAT_INNER_(a, b)
 
-#define TITAN_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::absl::Status titan_status_ = (expr);       \
+#define TITAN_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status titan_status_ = (expr);         \
     if (!titan_status_.ok()) return titan_status_; \
   } while (0)
 

@@ -29,13 +29,20 @@ constexpr size_t DTypeSize(DType dtype) {
 
 constexpr const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kF8E4M3: return "f8e4m3";
-    case DType::kF8E5M2: return "f8e5m2";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kF8E4M3:
+      return "f8e4m3";
+    case DType::kF8E5M2:
+      return "f8e5m2";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
   }
   return "unknown";
 }
