@@ -24,6 +24,13 @@ namespace {
 constexpr absl::string_view kKinds[] = {"parallel", "optimizer", "float8", "checkpoint",
                                         "comm",     "device",    "balance"};
 
+// Plugins stay loaded until the process exits: objects they made must never outlive them, so
+// the libraries are never unloaded (the list is never destroyed, not even at exit).
+std::vector<std::unique_ptr<boost::dll::shared_library>>& LoadedLibraries() {
+  static auto* libraries = new std::vector<std::unique_ptr<boost::dll::shared_library>>();
+  return *libraries;
+}
+
 std::string ExpectedSymbol() { return absl::StrCat(TITAN_PLUGIN_SYMBOL_PREFIX, TITAN_ABI_VERSION); }
 
 bool IsValidName(absl::string_view name) {
@@ -129,18 +136,17 @@ absl::StatusOr<std::unique_ptr<PluginRegistry>> PluginRegistry::Discover(
 
 absl::Status PluginRegistry::LoadFile(const fs::path& file) {
   TITAN_RETURN_IF_ERROR(ReadPluginAbi(file).status());
-  // Plugins stay loaded until the process exits: objects they made must never outlive them.
-  auto* library = new boost::dll::shared_library();
+  auto library = std::make_unique<boost::dll::shared_library>();
   const PluginDescriptor* descriptor = nullptr;
   try {
     library->load(boost::dll::fs::path(file.string()),
                   boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     descriptor = library->get<const PluginDescriptor*>(ExpectedSymbol());
   } catch (const std::exception& e) {
-    delete library;
     return absl::FailedPreconditionError(
         absl::StrCat(file.string(), ": cannot load plugin: ", e.what()));
   }
+  LoadedLibraries().push_back(std::move(library));
   return Add(PluginInfo{descriptor, file});
 }
 
