@@ -1,0 +1,67 @@
+#include "core/model/config.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace titan {
+
+int64_t LlamaConfig::hidden_dim() const {
+  int64_t hidden = 2 * (4 * dim) / 3;
+  if (ffn_dim_multiplier > 0) hidden = static_cast<int64_t>(ffn_dim_multiplier * hidden);
+  return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
+}
+
+int64_t LlamaConfig::ParameterCount() const {
+  const int64_t kv_dim = n_kv_heads * head_dim();
+  const int64_t attention = 2 * dim * dim + 2 * dim * kv_dim;
+  const int64_t per_layer = attention + 3 * dim * hidden_dim() + 2 * dim;
+  const int64_t embeddings = (tie_embeddings ? 1 : 2) * vocab_size * dim;
+  return n_layers * per_layer + embeddings + dim;
+}
+
+absl::Status LlamaConfig::Validate() const {
+  if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || vocab_size <= 0 ||
+      multiple_of <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: expected positive sizes, found dim ", dim, ", n_layers ", n_layers, ", n_heads ",
+        n_heads, ", n_kv_heads ", n_kv_heads, ", vocab_size ", vocab_size, ", multiple_of ",
+        multiple_of));
+  }
+  if (dim % n_heads != 0 || head_dim() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model: expected n_heads to divide dim into an ",
+                                                   "even head size, found dim ", dim,
+                                                   " and n_heads ", n_heads));
+  }
+  if (n_heads % n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model: expected n_kv_heads to divide n_heads, ",
+                                                   "found ", n_kv_heads, " and ", n_heads));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
+  LlamaConfig c;
+  if (flavor == "debugmodel") return c;
+  c.vocab_size = 128256;
+  if (flavor == "1B") {
+    c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8;
+    c.ffn_dim_multiplier = 1.5, c.multiple_of = 256, c.tie_embeddings = true;
+  } else if (flavor == "3B") {
+    c.dim = 3072, c.n_layers = 28, c.n_heads = 24, c.n_kv_heads = 8;
+    c.ffn_dim_multiplier = 1.0, c.multiple_of = 256, c.tie_embeddings = true;
+  } else if (flavor == "8B") {
+    c.dim = 4096, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 8;
+    c.ffn_dim_multiplier = 1.3, c.multiple_of = 1024;
+  } else if (flavor == "70B") {
+    c.dim = 8192, c.n_layers = 80, c.n_heads = 64, c.n_kv_heads = 8;
+    c.ffn_dim_multiplier = 1.3, c.multiple_of = 4096;
+  } else if (flavor == "405B") {
+    c.dim = 16384, c.n_layers = 126, c.n_heads = 128, c.n_kv_heads = 8;
+    c.ffn_dim_multiplier = 1.2, c.multiple_of = 4096;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.flavor: expected one of debugmodel, 1B, 3B, 8B, 70B, 405B, found '", flavor, "'"));
+  }
+  return c;
+}
+
+}  // namespace titan

@@ -1,0 +1,40 @@
+// Llama 3 shapes: the published flavors and the derived sizes (feed-forward width, parameter
+// count) that both the model and the tests rely on.
+#ifndef TITAN_CORE_MODEL_CONFIG_H_
+#define TITAN_CORE_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "core/tensor/rope.h"
+#include "titan/status.h"
+
+namespace titan {
+
+struct LlamaConfig {
+  int64_t dim = 256;
+  int64_t n_layers = 6;
+  int64_t n_heads = 16;
+  int64_t n_kv_heads = 16;
+  int64_t vocab_size = 2048;
+  int64_t multiple_of = 256;
+  double ffn_dim_multiplier = 0;  // 0: not set
+  double norm_eps = 1e-5;
+  bool tie_embeddings = false;
+  RopeConfig rope;
+
+  int64_t head_dim() const { return dim / n_heads; }
+  // int(8 * dim / 3), times ffn_dim_multiplier when set, rounded up to multiple_of.
+  int64_t hidden_dim() const;
+  int64_t ParameterCount() const;
+  // Checks the shape is one the kernels can run: heads divide dim, kv heads divide heads, ...
+  absl::Status Validate() const;
+};
+
+// debugmodel, 1B, 3B, 8B, 70B, 405B (the last five with Llama 3's vocabulary of 128,256).
+absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor);
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_CONFIG_H_

@@ -1,0 +1,75 @@
+// TorchTitan's Llama 3 initialization. Every value is a pure function of (seed, parameter name,
+// element index), so it does not depend on the thread count, and a shard can draw its own piece.
+#include <cmath>
+#include <numbers>
+
+#include "absl/strings/match.h"
+#include "core/model/llama.h"
+
+namespace titan {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t Fnv1a(absl::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char ch : text) hash = (hash ^ static_cast<uint8_t>(ch)) * 0x100000001b3ull;
+  return hash;
+}
+
+double Uniform(uint64_t key) { return static_cast<double>(SplitMix64(key) >> 11) * 0x1.0p-53; }
+
+// A standard normal for (stream, index, attempt), by Box-Muller.
+double Normal(uint64_t stream, int64_t index, int attempt) {
+  const uint64_t key = stream ^ SplitMix64(static_cast<uint64_t>(index) * 64 + attempt);
+  const double u1 = Uniform(key), u2 = Uniform(key ^ 0x5851f42d4c957f2dull);
+  return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(2 * std::numbers::pi * u2);
+}
+
+// Normal(0, std) redrawn until inside [low, high], as torch.nn.init.trunc_normal_ samples.
+void FillTruncatedNormal(float* x, int64_t n, uint64_t stream, double std, double low,
+                         double high) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    double value = 0;
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      value = std * Normal(stream, i, attempt);
+      if (value >= low && value <= high) break;
+    }
+    x[i] = static_cast<float>(std::fmin(std::fmax(value, low), high));
+  }
+}
+
+}  // namespace
+
+void LlamaModel::Initialize(uint64_t seed) {
+  const uint64_t seed_stream = SplitMix64(seed);
+  for (int i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_.name(i);
+    float* x = params_.at(i).data<float>();
+    const int64_t n = params_.at(i).numel();
+    const uint64_t stream = seed_stream ^ Fnv1a(name);
+    if (absl::StrContains(name, "norm")) {
+      for (int64_t j = 0; j < n; ++j) x[j] = 1.0f;
+    } else if (name == "tok_embeddings.weight") {
+      FillTruncatedNormal(x, n, stream, 1.0, -INFINITY, INFINITY);
+    } else if (name == "output.weight") {
+      const double std = 1.0 / std::sqrt(static_cast<double>(config_.dim));
+      FillTruncatedNormal(x, n, stream, std, -3 * std, 3 * std);
+    } else {
+      // layers.<id>.<module>.<w>.weight: output projections get a depth-scaled std.
+      const int64_t layer_id = std::stoll(name.substr(name.find('.') + 1));
+      const bool depth_scaled = absl::StrContains(name, ".wo.") ||
+                                absl::StrContains(name, ".w2.") || absl::StrContains(name, ".w3.");
+      const double std = depth_scaled ? 0.02 / std::sqrt(2.0 * (layer_id + 1)) : 0.02;
+      FillTruncatedNormal(x, n, stream, std, -2.0, 2.0);  // trunc_normal_'s default bounds
+    }
+  }
+}
+
+}  // namespace titan

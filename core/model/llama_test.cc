@@ -1,0 +1,97 @@
+#include "core/model/llama.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+
+namespace titan {
+namespace {
+
+LlamaConfig TinyConfig() {
+  LlamaConfig config;
+  config.dim = 32, config.n_layers = 4, config.n_heads = 4, config.n_kv_heads = 2;
+  config.vocab_size = 50, config.multiple_of = 16;
+  return config;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+};
+
+Batch MakeBatch(int64_t n, int64_t vocab) {
+  Batch batch;
+  for (int64_t i = 0; i < n; ++i) {
+    batch.tokens.push_back(static_cast<int32_t>((i * 7 + 3) % vocab));
+    batch.targets.push_back(static_cast<int32_t>((i * 11 + 5) % vocab));
+  }
+  return batch;
+}
+
+TEST(LlamaTest, ParametersAreTheSdkViewOfTheArenas) {
+  LlamaConfig config = TinyConfig();
+  config.tie_embeddings = true;
+  auto model = LlamaModel::Create(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<Parameter> parameters = (*model)->Parameters();
+  int64_t total = 0;
+  for (const Parameter& p : parameters) {
+    total += p.value.numel();
+    EXPECT_EQ(p.value.shape, p.grad.shape);
+    EXPECT_NE(p.name, "output.weight");  // tied: the embedding serves as the output projection
+  }
+  EXPECT_EQ(total, config.ParameterCount());
+  EXPECT_EQ(parameters[1].name, "layers.0.attention_norm.weight");
+  EXPECT_EQ(parameters[2].value.shape, (std::vector<int64_t>{32, 32}));
+}
+
+TEST(LlamaTest, RejectsBadInput) {
+  auto model = LlamaModel::Create(TinyConfig());
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ((*model)->Backward().code(), absl::StatusCode::kFailedPrecondition);
+  Batch batch = MakeBatch(6, 50);
+  batch.tokens[4] = 50;
+  auto loss = (*model)->Forward(batch.tokens.data(), batch.targets.data(), 2, 3);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_NE(loss.status().message().find("found 50 at position 4"), std::string::npos);
+}
+
+// Recomputation reruns the same kernels on the same inputs, so every mode must give the same
+// bits as keeping everything, while planning less activation memory.
+TEST(LlamaTest, ActivationCheckpointingGivesIdenticalGradients) {
+  const int64_t batch = 2, seq_len = 13;
+  const Batch data = MakeBatch(batch * seq_len, 50);
+  std::vector<float> reference_grads;
+  float reference_loss = 0;
+  size_t keep_all_bytes = 0;
+  for (auto [mode, option] : {std::pair{"none", ""}, {"full", ""}, {"selective", "2"},
+                              {"selective", "op"}}) {
+    SCOPED_TRACE(std::string(mode) + " " + option);
+    auto ac = ParseActivationCheckpoint(mode, option);
+    ASSERT_TRUE(ac.ok());
+    auto model = LlamaModel::Create(TinyConfig(), *ac);
+    ASSERT_TRUE(model.ok());
+    (*model)->Initialize(3);
+    for (int step = 0; step < 2; ++step) {  // the second step reuses the planned memory
+      (*model)->ZeroGrad();
+      auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), batch, seq_len);
+      ASSERT_TRUE(loss.ok());
+      ASSERT_TRUE((*model)->Backward().ok());
+      if (std::string(mode) == "none") reference_loss = *loss;
+      EXPECT_EQ(*loss, reference_loss);
+    }
+    const Arena& grads = (*model)->grads();
+    std::vector<float> flat(grads.flat_data(), grads.flat_data() + grads.flat_size());
+    if (std::string(mode) == "none") {
+      reference_grads = flat;
+      keep_all_bytes = (*model)->activation_bytes();
+      EXPECT_GT(std::inner_product(flat.begin(), flat.end(), flat.begin(), 0.0), 0.0);
+    } else {
+      EXPECT_EQ(flat, reference_grads);
+      EXPECT_LT((*model)->activation_bytes(), keep_all_bytes);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace titan

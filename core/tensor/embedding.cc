@@ -1,0 +1,38 @@
+#include "core/tensor/embedding.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/tensor/internal/columns.h"
+
+namespace titan {
+
+template <typename T>
+void EmbeddingForward(T* out, const int32_t* tokens, const T* table, int64_t n, int64_t c) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(out + i * c, table + static_cast<int64_t>(tokens[i]) * c, c * sizeof(T));
+  }
+}
+
+template <typename T>
+void EmbeddingBackward(T* dtable, const T* dout, const int32_t* tokens, int64_t n, int64_t c) {
+  const int64_t chunks = internal::ColumnChunks(c);
+#pragma omp parallel for schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t begin = chunk * internal::kColumnChunk;
+    const int64_t end = std::min(c, begin + internal::kColumnChunk);
+    for (int64_t i = 0; i < n; ++i) {
+      T* row = dtable + static_cast<int64_t>(tokens[i]) * c;
+      const T* grad = dout + i * c;
+      for (int64_t j = begin; j < end; ++j) row[j] += grad[j];
+    }
+  }
+}
+
+template void EmbeddingForward(float*, const int32_t*, const float*, int64_t, int64_t);
+template void EmbeddingForward(double*, const int32_t*, const double*, int64_t, int64_t);
+template void EmbeddingBackward(float*, const float*, const int32_t*, int64_t, int64_t);
+template void EmbeddingBackward(double*, const double*, const int32_t*, int64_t, int64_t);
+
+}  // namespace titan

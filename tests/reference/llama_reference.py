@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""PyTorch reference for titan's Llama 3 model, after TorchTitan's torchtitan/models/llama3.
+
+Usage: /usr/bin/python3 llama_reference.py CASE_DIR [CASE_DIR ...]
+
+Each CASE_DIR holds what the C++ test wrote:
+  config.txt   "key value" lines: dim n_layers n_heads n_kv_heads vocab_size hidden_dim
+               norm_eps rope_theta tie_embeddings batch seq_len
+  params.txt   one parameter a line: "name d0 d1 ..."; params.bin holds them as f32, in order
+  tokens.bin, targets.bin   int32 [batch * seq_len]
+and receives logits.bin (f32 [batch * seq_len, vocab]), loss.bin (one f32) and grads.bin
+(f32, in params.txt order).
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def read_config(case):
+    config = {}
+    with open(os.path.join(case, "config.txt")) as f:
+        for line in f:
+            key, value = line.split()
+            config[key] = float(value) if "." in value or "e" in value else int(value)
+    return config
+
+
+def read_params(case):
+    flat = np.fromfile(os.path.join(case, "params.bin"), dtype=np.float32)
+    params, offset = {}, 0
+    with open(os.path.join(case, "params.txt")) as f:
+        for line in f:
+            name, *shape = line.split()
+            shape = [int(d) for d in shape]
+            count = int(np.prod(shape))
+            tensor = torch.from_numpy(flat[offset:offset + count].copy()).reshape(shape)
+            params[name] = tensor.requires_grad_(True)
+            offset += count
+    return params
+
+
+def rope_frequencies(head_dim, seq_len, theta):
+    """Llama 3 scaled frequencies (factor 8, low 1, high 4, original context 8192)."""
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+    scale, low_factor, high_factor, old_context = 8.0, 1.0, 4.0, 8192.0
+    low_wavelen, high_wavelen = old_context / low_factor, old_context / high_factor
+    scaled = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            scaled.append(freq)
+        elif wavelen > low_wavelen:
+            scaled.append(freq / scale)
+        else:
+            smooth = (old_context / wavelen - low_factor) / (high_factor - low_factor)
+            scaled.append((1 - smooth) * freq / scale + smooth * freq)
+    freqs = torch.tensor(scaled, dtype=torch.float32)
+    angles = torch.outer(torch.arange(seq_len), freqs).float()
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def apply_rotary(x, freqs_cis):
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    rotated = torch.view_as_real(pairs * freqs_cis[None, :, None, :]).flatten(3)
+    return rotated.type_as(x)
+
+
+def rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def attention(x, p, prefix, c, freqs_cis):
+    b, t, _ = x.shape
+    hd = c["dim"] // c["n_heads"]
+    q = F.linear(x, p[prefix + "wq.weight"]).view(b, t, c["n_heads"], hd)
+    k = F.linear(x, p[prefix + "wk.weight"]).view(b, t, c["n_kv_heads"], hd)
+    v = F.linear(x, p[prefix + "wv.weight"]).view(b, t, c["n_kv_heads"], hd)
+    q, k = apply_rotary(q, freqs_cis), apply_rotary(k, freqs_cis)
+    repeats = c["n_heads"] // c["n_kv_heads"]
+    k = k.repeat_interleave(repeats, dim=2)  # TorchTitan's repeat_kv
+    v = v.repeat_interleave(repeats, dim=2)
+    q, k, v = (z.transpose(1, 2) for z in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+    return F.linear(out, p[prefix + "wo.weight"])
+
+
+def feed_forward(x, p, prefix):
+    gate = F.silu(F.linear(x, p[prefix + "w1.weight"])) * F.linear(x, p[prefix + "w3.weight"])
+    return F.linear(gate, p[prefix + "w2.weight"])
+
+
+def run_case(case):
+    c = read_config(case)
+    p = read_params(case)
+    n = c["batch"] * c["seq_len"]
+    tokens = np.fromfile(os.path.join(case, "tokens.bin"), dtype=np.int32).astype(np.int64)
+    targets = np.fromfile(os.path.join(case, "targets.bin"), dtype=np.int32).astype(np.int64)
+    tokens = torch.from_numpy(tokens).view(c["batch"], c["seq_len"])
+    targets = torch.from_numpy(targets).view(n)
+    freqs_cis = rope_frequencies(c["dim"] // c["n_heads"], c["seq_len"], c["rope_theta"])
+    eps = c["norm_eps"]
+
+    h = p["tok_embeddings.weight"][tokens]
+    for layer in range(c["n_layers"]):
+        prefix = f"layers.{layer}."
+        h = h + attention(rms_norm(h, p[prefix + "attention_norm.weight"], eps), p,
+                          prefix + "attention.", c, freqs_cis)
+        h = h + feed_forward(rms_norm(h, p[prefix + "ffn_norm.weight"], eps), p,
+                             prefix + "feed_forward.")
+    output = p["tok_embeddings.weight"] if c["tie_embeddings"] else p["output.weight"]
+    logits = F.linear(rms_norm(h, p["norm.weight"], eps), output).view(n, -1)
+    loss = F.cross_entropy(logits, targets)
+    loss.backward()
+
+    logits.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))
+    np.array([loss.item()], dtype=np.float32).tofile(os.path.join(case, "loss.bin"))
+    grads = [p[name].grad.reshape(-1) for name in p]
+    torch.cat(grads).numpy().astype(np.float32).tofile(os.path.join(case, "grads.bin"))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    torch.manual_seed(0)
+    for case in sys.argv[1:]:
+        run_case(case)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+// titan's Llama 3 against the PyTorch reference (llama_reference.py): same weights, same batch;
+// logits and loss within 1e-5 relative error, every gradient within 1e-4 (relative norm).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/model/llama.h"
+#include "core/tensor/cross_entropy.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Case {
+  const char* name;
+  int64_t dim, n_layers, n_heads, n_kv_heads, vocab, batch, seq_len;
+  bool tied;
+  const char* ac_mode;
+  const char* ac_option;
+};
+
+template <typename T>
+void WriteBinary(const fs::path& path, const T* data, size_t count) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+}
+
+std::vector<float> ReadFloats(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::vector<float> values(static_cast<size_t>(in.tellg()) / sizeof(float));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+  return values;
+}
+
+double RelativeError(const float* actual, const float* expected, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += std::pow(static_cast<double>(actual[i]) - expected[i], 2);
+    norm += std::pow(static_cast<double>(expected[i]), 2);
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+LlamaConfig ConfigOf(const Case& c) {
+  LlamaConfig config;
+  config.dim = c.dim, config.n_layers = c.n_layers, config.n_heads = c.n_heads;
+  config.n_kv_heads = c.n_kv_heads, config.vocab_size = c.vocab, config.multiple_of = 32;
+  config.tie_embeddings = c.tied;
+  return config;
+}
+
+// Sets up the model and its batch, and writes both where the reference reads them.
+struct Prepared {
+  std::unique_ptr<LlamaModel> model;
+  std::vector<int32_t> tokens, targets;
+};
+
+Prepared Prepare(const Case& c, const fs::path& dir) {
+  Prepared p;
+  auto ac = ParseActivationCheckpoint(c.ac_mode, c.ac_option);
+  auto model = LlamaModel::Create(ConfigOf(c), *ac);
+  EXPECT_TRUE(model.ok()) << model.status();
+  p.model = std::move(*model);
+  p.model->Initialize(42);
+  // Norm weights start at 1; move them off it so their gradients and scaling get tested too.
+  const Arena& params = p.model->params();
+  for (int i = 0; i < params.size(); ++i) {
+    if (params.name(i).find("norm") == std::string::npos) continue;
+    float* w = params.at(i).data<float>();
+    for (int64_t j = 0; j < params.at(i).numel(); ++j) w[j] = 1.0f + 0.1f * std::sin(j + i);
+  }
+  const int64_t n = c.batch * c.seq_len;
+  for (int64_t i = 0; i < n; ++i) {
+    p.tokens.push_back(static_cast<int32_t>((i * 37 + 11) % c.vocab));
+    p.targets.push_back(static_cast<int32_t>((i * 53 + 7) % c.vocab));
+  }
+  p.targets[n / 2] = kIgnoreIndex;
+
+  fs::create_directories(dir);
+  const LlamaConfig config = ConfigOf(c);
+  std::ofstream(dir / "config.txt")
+      << "dim " << c.dim << "\nn_layers " << c.n_layers << "\nn_heads " << c.n_heads
+      << "\nn_kv_heads " << c.n_kv_heads << "\nvocab_size " << c.vocab << "\nhidden_dim "
+      << config.hidden_dim() << "\nnorm_eps 1e-05\nrope_theta 500000.0\ntie_embeddings "
+      << c.tied << "\nbatch " << c.batch << "\nseq_len " << c.seq_len << "\n";
+  std::ofstream names(dir / "params.txt");
+  for (int i = 0; i < params.size(); ++i) {
+    names << params.name(i) << " " << absl::StrJoin(params.at(i).shape(), " ") << "\n";
+  }
+  std::ofstream values(dir / "params.bin", std::ios::binary);
+  for (int i = 0; i < params.size(); ++i) {
+    values.write(static_cast<const char*>(params.at(i).raw_data()),
+                 static_cast<std::streamsize>(params.at(i).nbytes()));
+  }
+  WriteBinary(dir / "tokens.bin", p.tokens.data(), n);
+  WriteBinary(dir / "targets.bin", p.targets.data(), n);
+  return p;
+}
+
+// Shapes: sequence lengths that are not powers of two (and cross the attention tiles), GQA
+// ratios 1, 2 and 4, tied and untied, batch > 1, and the checkpointing modes.
+const Case kCases[] = {
+    {"ratio1_untied", 32, 2, 4, 4, 61, 2, 13, false, "none", ""},
+    {"ratio2_tied", 48, 2, 4, 2, 97, 3, 37, true, "selective", "op"},
+    {"ratio4_untied", 64, 3, 8, 2, 128, 2, 70, false, "full", ""},
+    {"ratio4_tied", 32, 2, 4, 1, 50, 2, 29, true, "selective", "2"},
+};
+
+TEST(LlamaReferenceTest, MatchesPyTorch) {
+  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null"), 0)
+      << "the PyTorch reference needs /usr/bin/python3 with torch: install Debian's "
+         "python3-torch (tools/setup-deps does)";
+  const fs::path root = fs::path(testing::TempDir()) / absl::StrCat("titan_llama_reference_", getpid());
+  std::vector<Prepared> prepared;
+  std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
+                                     "/tests/reference/llama_reference.py");
+  for (const Case& c : kCases) {
+    prepared.push_back(Prepare(c, root / c.name));
+    absl::StrAppend(&command, " ", (root / c.name).string());
+  }
+  ASSERT_EQ(std::system(command.c_str()), 0) << "the reference failed: " << command;
+
+  for (size_t k = 0; k < std::size(kCases); ++k) {
+    const Case& c = kCases[k];
+    SCOPED_TRACE(c.name);
+    Prepared& p = prepared[k];
+    const fs::path dir = root / c.name;
+    auto loss = p.model->Forward(p.tokens.data(), p.targets.data(), c.batch, c.seq_len);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    const int64_t n = c.batch * c.seq_len;
+    const std::vector<float> ref_logits = ReadFloats(dir / "logits.bin");
+    ASSERT_EQ(ref_logits.size(), static_cast<size_t>(n * c.vocab));
+    const float ref_loss = ReadFloats(dir / "loss.bin").at(0);
+    const double loss_error = std::fabs(*loss - ref_loss) / std::fabs(ref_loss);
+    const double logits_error = RelativeError(p.model->logits(), ref_logits.data(), ref_logits.size());
+    EXPECT_LT(loss_error, 1e-5) << *loss << " vs " << ref_loss;
+    EXPECT_LT(logits_error, 1e-5);
+    ASSERT_TRUE(p.model->Backward().ok());
+    const std::vector<float> ref_grads = ReadFloats(dir / "grads.bin");
+    const Arena& grads = p.model->grads();
+    size_t offset = 0;
+    double worst_grad = 0;
+    for (int i = 0; i < grads.size(); ++i) {
+      const size_t count = grads.at(i).numel();
+      ASSERT_LE(offset + count, ref_grads.size());
+      const double error = RelativeError(grads.at(i).data<float>(), &ref_grads[offset], count);
+      EXPECT_LT(error, 1e-4) << grads.name(i);
+      worst_grad = std::max(worst_grad, error);
+      offset += count;
+    }
+    EXPECT_EQ(offset, ref_grads.size());
+    std::printf("%-14s loss %.3g  logits %.3g  worst gradient %.3g (relative errors)\n", c.name,
+                loss_error, logits_error, worst_grad);
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace titan
