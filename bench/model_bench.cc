@@ -55,8 +55,10 @@ void Kernels() {
   const int64_t n = b * t;
   auto x = Random(n * d), w = Random(f * d, 0.02f), y = Random(n * f), dy = Random(n * f);
   std::vector<float> dx(n * d), dw(f * d), out(n * f);
-  Row("matmul 2048x512x1536", MedianMs([&] { MatmulForward(out.data(), x.data(), w.data(), n, d, f); }),
-      MedianMs([&] { MatmulBackward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), n, d, f); }));
+  Row("matmul 2048x512x1536",
+      MedianMs([&] { MatmulForward(out.data(), x.data(), w.data(), n, d, f); }), MedianMs([&] {
+        MatmulBackward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), n, d, f);
+      }));
 
   auto norm_w = Random(d);
   std::vector<float> normed(n * d), rstd(n);
@@ -69,14 +71,18 @@ void Kernels() {
   std::vector<float> cos(t * hd / 2), sin(t * hd / 2);
   RopeTable(cos.data(), sin.data(), t, hd, RopeConfig{});
   auto q = Random(n * heads * hd);
-  Row("rope 4x512x8x64", MedianMs([&] { RopeForward(q.data(), cos.data(), sin.data(), b, t, heads, hd); }),
+  Row("rope 4x512x8x64",
+      MedianMs([&] { RopeForward(q.data(), cos.data(), sin.data(), b, t, heads, hd); }),
       MedianMs([&] { RopeBackward(q.data(), cos.data(), sin.data(), b, t, heads, hd); }));
 
   const AttentionShape shape{b, t, heads, kv_heads, hd};
-  auto k = Random(n * kv_heads * hd), val = Random(n * kv_heads * hd), dout = Random(n * heads * hd);
-  std::vector<float> att(n * heads * hd), lse(b * heads * t), dq(att.size()), dk(k.size()), dv(k.size());
-  Row("attention 4x512 h8 kv4 d64",
-      MedianMs([&] { AttentionForward(att.data(), lse.data(), q.data(), k.data(), val.data(), shape); }),
+  auto k = Random(n * kv_heads * hd), val = Random(n * kv_heads * hd),
+       dout = Random(n * heads * hd);
+  std::vector<float> att(n * heads * hd), lse(b * heads * t), dq(att.size()), dk(k.size()),
+      dv(k.size());
+  Row("attention 4x512 h8 kv4 d64", MedianMs([&] {
+        AttentionForward(att.data(), lse.data(), q.data(), k.data(), val.data(), shape);
+      }),
       MedianMs([&] {
         AttentionBackward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                           val.data(), att.data(), lse.data(), shape);
@@ -84,7 +90,8 @@ void Kernels() {
 
   std::vector<float> da(n * f), db(n * f);
   Row("swiglu 2048x1536", MedianMs([&] { SwiGluForward(out.data(), y.data(), dy.data(), n * f); }),
-      MedianMs([&] { SwiGluBackward(da.data(), db.data(), out.data(), y.data(), dy.data(), n * f); }));
+      MedianMs(
+          [&] { SwiGluBackward(da.data(), db.data(), out.data(), y.data(), dy.data(), n * f); }));
 
   auto logits = Random(n * v);
   std::vector<float> dlogits(n * v), loss_lse(n);
@@ -93,7 +100,8 @@ void Kernels() {
   Row("cross_entropy 2048x8192",
       MedianMs([&] { CrossEntropyForward(loss_lse.data(), logits.data(), targets.data(), n, v); }),
       MedianMs([&] {
-        CrossEntropyBackward(dlogits.data(), logits.data(), loss_lse.data(), targets.data(), n, v, 1.0f);
+        CrossEntropyBackward(dlogits.data(), logits.data(), loss_lse.data(), targets.data(), n, v,
+                             1.0f);
       }));
 
   auto table = Random(v * d);
@@ -117,10 +125,12 @@ void Model(const char* name, const LlamaConfig& config, int64_t b, int64_t t) {
   }
   auto forward = [&] { (void)(*model)->Forward(tokens.data(), targets.data(), b, t); };
   const double forward_ms = MedianMs(forward, 3);
-  const double step_ms = MedianMs([&] {
-    forward();
-    (void)(*model)->Backward();
-  }, 3);
+  const double step_ms = MedianMs(
+      [&] {
+        forward();
+        (void)(*model)->Backward();
+      },
+      3);
   Row(name, forward_ms, step_ms - forward_ms);
 }
 

@@ -7,8 +7,10 @@ namespace titan {
 
 bool KeepsStage(BlockPolicy policy, BlockStage stage) {
   switch (policy) {
-    case BlockPolicy::kKeepAll: return true;
-    case BlockPolicy::kRecomputeAll: return false;
+    case BlockPolicy::kKeepAll:
+      return true;
+    case BlockPolicy::kRecomputeAll:
+      return false;
     case BlockPolicy::kKeepMatmuls:
       return stage != BlockStage::kAttentionNorm && stage != BlockStage::kFfnNorm &&
              stage != BlockStage::kSwiGlu;
@@ -18,8 +20,10 @@ bool KeepsStage(BlockPolicy policy, BlockStage stage) {
 
 BlockPolicy ActivationCheckpoint::PolicyFor(int64_t layer_id) const {
   switch (mode) {
-    case Mode::kNone: return BlockPolicy::kKeepAll;
-    case Mode::kFull: return BlockPolicy::kRecomputeAll;
+    case Mode::kNone:
+      return BlockPolicy::kKeepAll;
+    case Mode::kFull:
+      return BlockPolicy::kRecomputeAll;
     case Mode::kSelective:
       if (op) return BlockPolicy::kKeepMatmuls;
       return (layer_id + 1) % every_n == 0 ? BlockPolicy::kRecomputeAll : BlockPolicy::kKeepAll;
@@ -45,7 +49,8 @@ absl::StatusOr<ActivationCheckpoint> ParseActivationCheckpoint(absl::string_view
   } else if (!absl::SimpleAtoi(option, &ac.every_n) || ac.every_n <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "activation_checkpoint.selective_ac_option: expected a positive integer or \"op\", "
-        "found '", option, "'"));
+        "found '",
+        option, "'"));
   }
   return ac;
 }

@@ -24,9 +24,9 @@ enum class BlockStage : uint8_t {
 inline constexpr int kBlockStages = 7;
 
 enum class BlockPolicy : uint8_t {
-  kKeepAll,        // no recomputation
-  kKeepMatmuls,    // op-level: keep matmul and attention outputs, recompute norms and SwiGLU
-  kRecomputeAll,   // keep only the block's input
+  kKeepAll,       // no recomputation
+  kKeepMatmuls,   // op-level: keep matmul and attention outputs, recompute norms and SwiGLU
+  kRecomputeAll,  // keep only the block's input
 };
 
 bool KeepsStage(BlockPolicy policy, BlockStage stage);

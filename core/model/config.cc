@@ -21,10 +21,10 @@ int64_t LlamaConfig::ParameterCount() const {
 absl::Status LlamaConfig::Validate() const {
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || vocab_size <= 0 ||
       multiple_of <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: expected positive sizes, found dim ", dim, ", n_layers ", n_layers, ", n_heads ",
-        n_heads, ", n_kv_heads ", n_kv_heads, ", vocab_size ", vocab_size, ", multiple_of ",
-        multiple_of));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: expected positive sizes, found dim ", dim, ", n_layers ", n_layers,
+                     ", n_heads ", n_heads, ", n_kv_heads ", n_kv_heads, ", vocab_size ",
+                     vocab_size, ", multiple_of ", multiple_of));
   }
   if (dim % n_heads != 0 || head_dim() % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("model: expected n_heads to divide dim into an ",

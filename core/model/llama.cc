@@ -18,7 +18,7 @@ void Zero(float* x, int64_t n) { std::memset(x, 0, n * sizeof(float)); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config,
-                                                                const ActivationCheckpoint& ac) {
+                                                               const ActivationCheckpoint& ac) {
   TITAN_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<LlamaModel> model(new LlamaModel(config, ac));
   const int64_t d = config.dim, kv = config.n_kv_heads * config.head_dim(), f = config.hidden_dim();
@@ -118,25 +118,35 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
     const char* name;
     int64_t size;
   } singles[] = {
-      {&rope_cos_, "rope_cos", seq_len * half}, {&rope_sin_, "rope_sin", seq_len * half},
-      {&final_norm_, "final_norm", n * d},      {&final_rstd_, "final_rstd", n},
-      {&logits_, "logits", n * c.vocab_size},   {&loss_lse_, "loss_lse", n},
-      {&d_residual_, "d_residual", n * d},      {&d_norm_out_, "d_norm_out", n * d},
-      {&d_att_, "d_att", n * qd},               {&d_q_, "d_q", n * qd},
-      {&d_k_, "d_k", n * kvd},                  {&d_v_, "d_v", n * kvd},
-      {&d_h_, "d_h", n * f},                    {&d_a_, "d_a", n * f},
+      {&rope_cos_, "rope_cos", seq_len * half},
+      {&rope_sin_, "rope_sin", seq_len * half},
+      {&final_norm_, "final_norm", n * d},
+      {&final_rstd_, "final_rstd", n},
+      {&logits_, "logits", n * c.vocab_size},
+      {&loss_lse_, "loss_lse", n},
+      {&d_residual_, "d_residual", n * d},
+      {&d_norm_out_, "d_norm_out", n * d},
+      {&d_att_, "d_att", n * qd},
+      {&d_q_, "d_q", n * qd},
+      {&d_k_, "d_k", n * kvd},
+      {&d_v_, "d_v", n * kvd},
+      {&d_h_, "d_h", n * f},
+      {&d_a_, "d_a", n * f},
       {&d_b_, "d_b", n * f},
   };
-  for (const auto& single : singles) TITAN_RETURN_IF_ERROR(plan.Add(single.name, {single.size}).status());
+  for (const auto& single : singles)
+    TITAN_RETURN_IF_ERROR(plan.Add(single.name, {single.size}).status());
   TITAN_ASSIGN_OR_RETURN(acts_arena_, Arena::Allocate(plan));
 
   auto pointer = [&](absl::string_view name) { return acts_arena_.Find(name)->data<float>(); };
   acts_.assign(c.n_layers, BlockActs{});
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    for (size_t i = 0; i < std::size(fields); ++i) acts_[l].*fields[i].field = pointer(slot_names[l][i]);
+    for (size_t i = 0; i < std::size(fields); ++i)
+      acts_[l].*fields[i].field = pointer(slot_names[l][i]);
   }
   residual_.clear();
-  for (int64_t l = 0; l <= c.n_layers; ++l) residual_.push_back(pointer(absl::StrCat("residual.", l)));
+  for (int64_t l = 0; l <= c.n_layers; ++l)
+    residual_.push_back(pointer(absl::StrCat("residual.", l)));
   for (const auto& single : singles) *single.slot = pointer(single.name);
   RopeTable(rope_cos_, rope_sin_, seq_len, c.head_dim(), c.rope);
   attention_shape_ = {batch, seq_len, c.n_heads, c.n_kv_heads, c.head_dim()};
@@ -154,9 +164,9 @@ absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targe
                                                      " at position ", i));
     }
     if (targets[i] != kIgnoreIndex && (targets[i] < 0 || targets[i] >= config_.vocab_size)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model targets: expected ids in [0, ", config_.vocab_size, ") or ", kIgnoreIndex,
-          ", found ", targets[i], " at position ", i));
+      return absl::InvalidArgumentError(absl::StrCat("model targets: expected ids in [0, ",
+                                                     config_.vocab_size, ") or ", kIgnoreIndex,
+                                                     ", found ", targets[i], " at position ", i));
     }
   }
   return absl::OkStatus();
@@ -186,7 +196,8 @@ void LlamaModel::BlockForward(int64_t layer, bool recompute) {
     std::memcpy(x.x_mid, in, n * d * sizeof(float));
     MatmulForward(x.x_mid, x.att, w(kWo), n, qd, d, /*accumulate=*/true);
   }
-  if (run(BlockStage::kFfnNorm)) RmsNormForward(x.ln2, x.rstd2, x.x_mid, w(kFfnNorm), n, d, c.norm_eps);
+  if (run(BlockStage::kFfnNorm))
+    RmsNormForward(x.ln2, x.rstd2, x.x_mid, w(kFfnNorm), n, d, c.norm_eps);
   if (run(BlockStage::kGateUp)) {
     MatmulForward(x.a, x.ln2, w(kW1), n, d, f);
     MatmulForward(x.b, x.ln2, w(kW3), n, d, f);
@@ -250,8 +261,8 @@ void LlamaModel::BlockBackward(int64_t layer) {
   MatmulBackward(d_norm_out_, dw(kWq), d_q_, x.ln1, w(kWq), n, d, qd);
   MatmulBackward(d_norm_out_, dw(kWk), d_k_, x.ln1, w(kWk), n, d, kvd);
   MatmulBackward(d_norm_out_, dw(kWv), d_v_, x.ln1, w(kWv), n, d, kvd);
-  RmsNormBackward(d_residual_, dw(kAttentionNorm), d_norm_out_, residual_[layer],
-                  w(kAttentionNorm), x.rstd1, n, d);
+  RmsNormBackward(d_residual_, dw(kAttentionNorm), d_norm_out_, residual_[layer], w(kAttentionNorm),
+                  x.rstd1, n, d);
 }
 
 absl::Status LlamaModel::Backward() {

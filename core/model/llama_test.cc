@@ -64,8 +64,8 @@ TEST(LlamaTest, ActivationCheckpointingGivesIdenticalGradients) {
   std::vector<float> reference_grads;
   float reference_loss = 0;
   size_t keep_all_bytes = 0;
-  for (auto [mode, option] : {std::pair{"none", ""}, {"full", ""}, {"selective", "2"},
-                              {"selective", "op"}}) {
+  for (auto [mode, option] :
+       {std::pair{"none", ""}, {"full", ""}, {"selective", "2"}, {"selective", "op"}}) {
     SCOPED_TRACE(std::string(mode) + " " + option);
     auto ac = ParseActivationCheckpoint(mode, option);
     ASSERT_TRUE(ac.ok());

@@ -6,8 +6,8 @@ namespace titan {
 
 absl::StatusOr<int> ArenaPlan::Add(std::string name, std::vector<int64_t> shape, DType dtype) {
   if (index_.contains(name)) {
-    return absl::AlreadyExistsError(absl::StrCat("ArenaPlan: expected unique names, found '", name,
-                                                 "' twice"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("ArenaPlan: expected unique names, found '", name, "' twice"));
   }
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
@@ -23,8 +23,8 @@ absl::StatusOr<Arena> Arena::Allocate(const ArenaPlan& plan) {
   Arena arena;
   TITAN_ASSIGN_OR_RETURN(arena.storage_, Storage::Allocate(plan.total_bytes()));
   for (const ArenaPlan::Entry& entry : plan.entries()) {
-    TITAN_ASSIGN_OR_RETURN(Tensor tensor,
-                           Tensor::Over(arena.storage_, entry.byte_offset, entry.shape, entry.dtype));
+    TITAN_ASSIGN_OR_RETURN(
+        Tensor tensor, Tensor::Over(arena.storage_, entry.byte_offset, entry.shape, entry.dtype));
     arena.index_[entry.name] = arena.size();
     arena.tensors_.push_back(std::move(tensor));
     arena.names_.push_back(entry.name);

@@ -30,7 +30,9 @@ int64_t Tiles(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
 // Row pointers into the [b, t, heads, hd] layouts.
 struct Rows {
   const AttentionShape& s;
-  int64_t q(int64_t b, int64_t i, int64_t h) const { return ((b * s.seq_len + i) * s.heads + h) * s.head_dim; }
+  int64_t q(int64_t b, int64_t i, int64_t h) const {
+    return ((b * s.seq_len + i) * s.heads + h) * s.head_dim;
+  }
   int64_t kv(int64_t b, int64_t j, int64_t h) const {
     return ((b * s.seq_len + j) * s.kv_heads + h) * s.head_dim;
   }

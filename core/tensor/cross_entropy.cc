@@ -25,7 +25,8 @@ T CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int64_t n
   // Summed in row order after the parallel part, so the loss does not depend on thread count.
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (targets[i] != kIgnoreIndex) total += static_cast<double>(lse[i]) - logits[i * v + targets[i]];
+    if (targets[i] != kIgnoreIndex)
+      total += static_cast<double>(lse[i]) - logits[i * v + targets[i]];
   }
   const int64_t count = CountTargets(targets, n);
   return count == 0 ? T{0} : static_cast<T>(total / count);

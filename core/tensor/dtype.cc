@@ -37,17 +37,25 @@ namespace {
 
 float LoadAsF32(const void* data, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
   }
 }
 
 void StoreF32(void* data, DType dtype, int64_t i, float value) {
   switch (dtype) {
-    case DType::kBF16: static_cast<uint16_t*>(data)[i] = F32ToBf16(value); break;
-    case DType::kF16: static_cast<uint16_t*>(data)[i] = F32ToF16(value); break;
-    default: static_cast<float*>(data)[i] = value;
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = F32ToBf16(value);
+      break;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = F32ToF16(value);
+      break;
+    default:
+      static_cast<float*>(data)[i] = value;
   }
 }
 
@@ -59,18 +67,19 @@ bool IsFloat16Or32(DType dtype) {
 
 absl::Status ConvertTensor(const TensorView& src, const TensorView& dst) {
   if (!IsFloat16Or32(src.dtype) || !IsFloat16Or32(dst.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("ConvertTensor: expected f32, bf16 or f16, found ",
-                                                   DTypeName(src.dtype), " -> ",
-                                                   DTypeName(dst.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConvertTensor: expected f32, bf16 or f16, found ", DTypeName(src.dtype),
+                     " -> ", DTypeName(dst.dtype)));
   }
   if (src.numel() != dst.numel() || !src.is_contiguous() || !dst.is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ConvertTensor: expected contiguous tensors of equal size, found ", src.numel(), " and ",
-        dst.numel(), " elements"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConvertTensor: expected contiguous tensors of equal size, found ",
+                     src.numel(), " and ", dst.numel(), " elements"));
   }
   const int64_t n = src.numel();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) StoreF32(dst.data, dst.dtype, i, LoadAsF32(src.data, src.dtype, i));
+  for (int64_t i = 0; i < n; ++i)
+    StoreF32(dst.data, dst.dtype, i, LoadAsF32(src.data, src.dtype, i));
   return absl::OkStatus();
 }
 

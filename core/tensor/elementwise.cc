@@ -43,10 +43,10 @@ void Scale(T* x, T scale, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
-#define TITAN_INSTANTIATE_ELEMENTWISE(T)                                 \
-  template void AddForward(T*, const T*, const T*, int64_t);             \
-  template void AddBackward(T*, T*, const T*, int64_t);                  \
-  template void MulForward(T*, const T*, const T*, int64_t);             \
+#define TITAN_INSTANTIATE_ELEMENTWISE(T)                                    \
+  template void AddForward(T*, const T*, const T*, int64_t);                \
+  template void AddBackward(T*, T*, const T*, int64_t);                     \
+  template void MulForward(T*, const T*, const T*, int64_t);                \
   template void MulBackward(T*, T*, const T*, const T*, const T*, int64_t); \
   template void Scale(T*, T, int64_t);
 TITAN_INSTANTIATE_ELEMENTWISE(float)

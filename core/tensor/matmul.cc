@@ -48,11 +48,10 @@ void MatmulForwardBf16(float* out, const uint16_t* inp, const uint16_t* weight, 
 }
 
 template void MatmulForward(float*, const float*, const float*, int64_t, int64_t, int64_t, bool);
-template void MatmulForward(double*, const double*, const double*, int64_t, int64_t, int64_t,
-                            bool);
+template void MatmulForward(double*, const double*, const double*, int64_t, int64_t, int64_t, bool);
 template void MatmulBackward(float*, float*, const float*, const float*, const float*, int64_t,
                              int64_t, int64_t);
-template void MatmulBackward(double*, double*, const double*, const double*, const double*,
-                             int64_t, int64_t, int64_t);
+template void MatmulBackward(double*, double*, const double*, const double*, const double*, int64_t,
+                             int64_t, int64_t);
 
 }  // namespace titan

@@ -30,7 +30,8 @@ TEST(MatmulTest, ForwardMatchesNaiveProduct) {
 
 TEST(MatmulTest, BackwardMatchesFiniteDifferences) {
   const int64_t n = 4, c = 6, oc = 5;
-  auto inp = RandomVector(n * c, 3), weight = RandomVector(oc * c, 4), dout = RandomVector(n * oc, 5);
+  auto inp = RandomVector(n * c, 3), weight = RandomVector(oc * c, 4),
+       dout = RandomVector(n * oc, 5);
   auto loss = [&] {
     std::vector<double> out(n * oc);
     MatmulForward(out.data(), inp.data(), weight.data(), n, c, oc);

@@ -18,8 +18,8 @@ float ScaledFrequency(float freq, const RopeConfig& config) {
 }
 
 template <typename T>
-void Rotate(T* x, const T* cos, const T* sin, int64_t b, int64_t t, int64_t heads,
-            int64_t head_dim, T direction) {
+void Rotate(T* x, const T* cos, const T* sin, int64_t b, int64_t t, int64_t heads, int64_t head_dim,
+            T direction) {
   const int64_t half = head_dim / 2;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < b; ++bi) {

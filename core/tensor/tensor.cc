@@ -10,11 +10,12 @@ namespace titan {
 
 absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes) {
   // aligned_alloc wants a multiple of the alignment, and a zero-byte tensor still needs an address.
-  const size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  const size_t rounded =
+      std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   void* data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("Storage: could not allocate ", bytes,
-                                                     " bytes of host memory"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Storage: could not allocate ", bytes, " bytes of host memory"));
   }
   std::memset(data, 0, rounded);
   return std::shared_ptr<Storage>(new Storage(data, bytes));
@@ -50,7 +51,8 @@ absl::StatusOr<int64_t> CheckedNumel(const std::vector<int64_t>& shape) {
 
 absl::StatusOr<Tensor> Tensor::Zeros(std::vector<int64_t> shape, DType dtype) {
   TITAN_ASSIGN_OR_RETURN(int64_t n, CheckedNumel(shape));
-  TITAN_ASSIGN_OR_RETURN(auto storage, Storage::Allocate(static_cast<size_t>(n) * DTypeSize(dtype)));
+  TITAN_ASSIGN_OR_RETURN(auto storage,
+                         Storage::Allocate(static_cast<size_t>(n) * DTypeSize(dtype)));
   return Over(std::move(storage), 0, std::move(shape), dtype);
 }
 
@@ -59,9 +61,9 @@ absl::StatusOr<Tensor> Tensor::Over(std::shared_ptr<Storage> storage, size_t byt
   TITAN_ASSIGN_OR_RETURN(int64_t n, CheckedNumel(shape));
   const size_t end = byte_offset + static_cast<size_t>(n) * DTypeSize(dtype);
   if (storage == nullptr || end > storage->size()) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "Tensor: expected bytes [", byte_offset, ", ", end, ") inside the storage, found ",
-        storage == nullptr ? 0 : storage->size(), " bytes"));
+    return absl::OutOfRangeError(absl::StrCat("Tensor: expected bytes [", byte_offset, ", ", end,
+                                              ") inside the storage, found ",
+                                              storage == nullptr ? 0 : storage->size(), " bytes"));
   }
   Tensor tensor;
   tensor.storage_ = std::move(storage);
@@ -89,10 +91,10 @@ TensorView Tensor::view() const {
 absl::StatusOr<Tensor> Tensor::Reshape(std::vector<int64_t> shape) const {
   TITAN_ASSIGN_OR_RETURN(int64_t n, CheckedNumel(shape));
   if (n != numel() || !is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Reshape: expected a contiguous tensor of ", n, " elements for [",
-        absl::StrJoin(shape, ", "), "], found ", numel(), " elements in [",
-        absl::StrJoin(shape_, ", "), "]"));
+    return absl::InvalidArgumentError(absl::StrCat("Reshape: expected a contiguous tensor of ", n,
+                                                   " elements for [", absl::StrJoin(shape, ", "),
+                                                   "], found ", numel(), " elements in [",
+                                                   absl::StrJoin(shape_, ", "), "]"));
   }
   return Over(storage_, byte_offset_, std::move(shape), dtype_);
 }

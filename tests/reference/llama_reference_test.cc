@@ -1,12 +1,12 @@
 // titan's Llama 3 against the PyTorch reference (llama_reference.py): same weights, same batch;
 // logits and loss within 1e-5 relative error, every gradient within 1e-4 (relative norm).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <unistd.h>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -90,8 +90,8 @@ Prepared Prepare(const Case& c, const fs::path& dir) {
   std::ofstream(dir / "config.txt")
       << "dim " << c.dim << "\nn_layers " << c.n_layers << "\nn_heads " << c.n_heads
       << "\nn_kv_heads " << c.n_kv_heads << "\nvocab_size " << c.vocab << "\nhidden_dim "
-      << config.hidden_dim() << "\nnorm_eps 1e-05\nrope_theta 500000.0\ntie_embeddings "
-      << c.tied << "\nbatch " << c.batch << "\nseq_len " << c.seq_len << "\n";
+      << config.hidden_dim() << "\nnorm_eps 1e-05\nrope_theta 500000.0\ntie_embeddings " << c.tied
+      << "\nbatch " << c.batch << "\nseq_len " << c.seq_len << "\n";
   std::ofstream names(dir / "params.txt");
   for (int i = 0; i < params.size(); ++i) {
     names << params.name(i) << " " << absl::StrJoin(params.at(i).shape(), " ") << "\n";
@@ -119,10 +119,11 @@ TEST(LlamaReferenceTest, MatchesPyTorch) {
   ASSERT_EQ(std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null"), 0)
       << "the PyTorch reference needs /usr/bin/python3 with torch: install Debian's "
          "python3-torch (tools/setup-deps does)";
-  const fs::path root = fs::path(testing::TempDir()) / absl::StrCat("titan_llama_reference_", getpid());
+  const fs::path root =
+      fs::path(testing::TempDir()) / absl::StrCat("titan_llama_reference_", getpid());
   std::vector<Prepared> prepared;
-  std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
-                                     "/tests/reference/llama_reference.py");
+  std::string command =
+      absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR, "/tests/reference/llama_reference.py");
   for (const Case& c : kCases) {
     prepared.push_back(Prepare(c, root / c.name));
     absl::StrAppend(&command, " ", (root / c.name).string());
@@ -141,7 +142,8 @@ TEST(LlamaReferenceTest, MatchesPyTorch) {
     ASSERT_EQ(ref_logits.size(), static_cast<size_t>(n * c.vocab));
     const float ref_loss = ReadFloats(dir / "loss.bin").at(0);
     const double loss_error = std::fabs(*loss - ref_loss) / std::fabs(ref_loss);
-    const double logits_error = RelativeError(p.model->logits(), ref_logits.data(), ref_logits.size());
+    const double logits_error =
+        RelativeError(p.model->logits(), ref_logits.data(), ref_logits.size());
     EXPECT_LT(loss_error, 1e-5) << *loss << " vs " << ref_loss;
     EXPECT_LT(logits_error, 1e-5);
     ASSERT_TRUE(p.model->Backward().ok());
