@@ -353,13 +353,18 @@ absl::StatusOr<std::vector<int32_t>> PlaceControllers(const Topology& topology,
   // ones, a 2-approximation of the k-center problem.
   std::vector<int> nearest(n, std::numeric_limits<int>::max());
   std::vector<int32_t> sites = {static_cast<int32_t>(random() % n)};
-  std::vector<int> distance(n, -1);
-  std::vector<int32_t> reached;
+  std::vector<int32_t> queue;
   while (true) {
-    Bfs(topology, sites.back(), std::numeric_limits<int>::max(), distance, reached);
-    for (int32_t s : reached) {
-      nearest[s] = std::min(nearest[s], distance[s]);
-      distance[s] = -1;
+    // Hops to the new site, visiting only switches it brings closer.
+    queue.assign(1, sites.back());
+    nearest[sites.back()] = 0;
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const int u = queue[head];
+      for (int v : topology.links[u]) {
+        if (nearest[u] + 1 >= nearest[v]) continue;
+        nearest[v] = nearest[u] + 1;
+        queue.push_back(v);
+      }
     }
     if (static_cast<int>(sites.size()) == count) break;
     sites.push_back(static_cast<int32_t>(std::max_element(nearest.begin(), nearest.end()) -

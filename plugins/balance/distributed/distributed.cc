@@ -2,7 +2,8 @@
 // sharing a potential switch with it) and the loads they send it. Agents run on a pool of
 // threads in synchronous rounds separated by barriers:
 //   1. publish: an agent whose load changed sends it to its neighbours;
-//   2. propose: an agent plans, heaviest switch first, moves to neighbours that would stay below
+//   2. propose: an overloaded agent (above its neighbourhood's mean load; any agent once no
+//      overloaded one can propose) plans, heaviest switch first, moves to neighbours that would stay below
 //      it (planned neighbour load + w < its own planned load) and sends each proposal, carrying
 //      its load before that move;
 //   3. answer: an agent that proposed nothing takes its proposals in (sender, order) sequence and
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cmath>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -69,7 +71,10 @@ class Agents {
     auto between_phases = [this, &phase, max_rounds]() noexcept {
       if (phase == 1) {  // after proposing
         ++rounds_;
-        done_ = proposals_.load() == 0 || rounds_ >= max_rounds;
+        // Overloaded agents propose first; only when none can do all agents try, and the
+        // rounds end when even then nobody proposes.
+        done_ = (proposals_.load() == 0 && everyone_) || rounds_ >= max_rounds;
+        everyone_ = proposals_.load() == 0;
         messages_ += 2 * proposals_.load();  // each proposal and its answer
         proposals_ = 0;
       }
@@ -110,8 +115,21 @@ class Agents {
   }
 
   void Propose(int c, std::vector<double>& planned) {
-    for (int32_t b : neighbours_[c]) planned[b] = published_[b];
+    double lightest = load_[c];
+    for (int32_t b : neighbours_[c]) {
+      planned[b] = published_[b];
+      lightest = std::min(lightest, planned[b]);
+    }
     std::vector<int32_t>& mine = owned_[c];
+    double smallest = INFINITY;
+    for (int32_t s : mine) smallest = std::min(smallest, problem_.switch_load[s]);
+    // Not even the smallest switch fits below this agent at its lightest neighbour.
+    if (mine.empty() || lightest + smallest >= load_[c] - tolerance_) return;
+    if (!everyone_) {  // overloaded: above the mean of its neighbourhood
+      double total = load_[c];
+      for (int32_t b : neighbours_[c]) total += published_[b];
+      if (load_[c] * static_cast<double>(neighbours_[c].size() + 1) <= total) return;
+    }
     std::sort(mine.begin(), mine.end(), [this](int32_t a, int32_t b) {
       const double wa = problem_.switch_load[a], wb = problem_.switch_load[b];
       return wa != wb ? wa > wb : a < b;
@@ -183,6 +201,7 @@ class Agents {
   std::atomic<int64_t> messages_{0};
   int64_t rounds_ = 0;
   bool done_ = false;
+  bool everyone_ = false;  // whether every agent, not only the overloaded, may propose
 };
 
 }  // namespace
