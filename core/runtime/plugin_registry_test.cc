@@ -101,9 +101,9 @@ TEST(PluginRegistry, UnknownNameListsTheAvailableAndSuggestsTheClosest) {
             "no optimizer plugin named 'adamx'; available optimizer plugins: adam, adamw, sgd; "
             "did you mean 'adamw'?");
   EXPECT_TRUE((*registry)->Find("optimizer", "AdamW").ok());
-  auto none = (*registry)->Find("balance", "greedy");
+  auto none = (*registry)->Find("checkpoint", "dcp");
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.status().message().find("available balance plugins: (none)"),
+  EXPECT_NE(none.status().message().find("available checkpoint plugins: (none)"),
             absl::string_view::npos);
 }
 
