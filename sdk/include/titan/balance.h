@@ -25,6 +25,11 @@ struct BalanceResult {
   double lower_bound = 0.0;            // a proven lower bound on the optimum, 0 if none
   int64_t rounds = 0;                  // for iterative and distributed policies
   int64_t messages = 0;                // for distributed policies
+  // LP-rounding policies: the LP value whose rounding produced this assignment (LP* for
+  // lp-round, LST's target T for lst), and the heaviest switch whose LP value was fractional,
+  // so callers can check the guarantees max load <= f * LP* and max load <= T + that switch.
+  double fractional_bound = 0.0;
+  double largest_fractional_load = 0.0;
 };
 
 struct Migration {

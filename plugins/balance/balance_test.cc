@@ -1,0 +1,231 @@
+// Every balance policy, loaded as a plugin, on hundreds of small random instances: valid
+// assignments, each policy's guarantee, the exact optimum below all of them, and clear errors
+// for bad instances.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "core/runtime/plugin_registry.h"
+#include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/local_search.h"
+#include "titan/balance.h"
+
+namespace titan::balance {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kPolicies = {"greedy", "regions", "distributed", "lp-round",
+                                            "lst", "ilp"};
+
+PluginRegistry& Registry() {
+  static PluginRegistry* registry =
+      PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR}).value().release();
+  return *registry;
+}
+
+// The plugin configured with its defaults, with `overrides` on top.
+std::unique_ptr<BalancePlugin> Make(const std::string& name,
+                                    const std::map<std::string, ConfigValue>& overrides = {}) {
+  auto plugin = Registry().Create<BalancePlugin>(name);
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  std::map<std::string, ConfigView::Entry> entries;
+  for (const ConfigKey& key : (*plugin)->ConfigKeys()) {
+    entries[key.name] = {*key.default_value, "default"};
+  }
+  for (const auto& [key, value] : overrides) entries[key] = {value, "test"};
+  EXPECT_TRUE((*plugin)->Configure(ConfigView("control_plane", entries)).ok());
+  return std::move(*plugin);
+}
+
+BalanceProblem RandomProblem(std::mt19937& random) {
+  const int m = std::uniform_int_distribution<int>(1, 7)(random);
+  const int n = std::uniform_int_distribution<int>(1, 24)(random);
+  const int max_f = std::uniform_int_distribution<int>(1, std::min(m, 4))(random);
+  const bool integers = random() % 2 == 0;
+  BalanceProblem problem;
+  problem.controller_capacity.assign(m, std::numeric_limits<double>::infinity());
+  std::vector<int32_t> controllers(m);
+  std::iota(controllers.begin(), controllers.end(), 0);
+  for (int s = 0; s < n; ++s) {
+    double w = integers ? std::uniform_int_distribution<int>(0, 9)(random)
+                        : std::exponential_distribution<double>(1.0)(random);
+    problem.switch_load.push_back(w);
+    std::shuffle(controllers.begin(), controllers.end(), random);
+    const int f = std::uniform_int_distribution<int>(1, max_f)(random);
+    problem.potential.emplace_back(controllers.begin(), controllers.begin() + f);
+    std::vector<double> distance;
+    for (int i = 0; i < f; ++i) distance.push_back(std::uniform_int_distribution<int>(1, 3)(random));
+    problem.distance.push_back(distance);
+  }
+  return problem;
+}
+
+constexpr double kSlack = 1e-6;
+
+TEST(BalancePolicies, MeetTheirGuaranteesOnRandomInstances) {
+  std::map<std::string, std::unique_ptr<BalancePlugin>> policies;
+  for (const std::string& name : kPolicies) policies[name] = Make(name);
+  std::mt19937 random(8);
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE(::testing::Message() << "instance " << trial);
+    const BalanceProblem problem = RandomProblem(random);
+    std::map<std::string, BalanceResult> results;
+    for (const std::string& name : kPolicies) {
+      auto result = policies[name]->Assign(problem);
+      ASSERT_TRUE(result.ok()) << name << ": " << result.status();
+      ASSERT_TRUE(ValidateAssignment(problem, result->controller_of).ok()) << name;
+      results[name] = *std::move(result);
+    }
+    const double optimum = MaxLoad(problem, results["ilp"].controller_of);
+    EXPECT_NEAR(results["ilp"].lower_bound, optimum, kSlack);
+    const double f = MaxPotential(problem);
+    for (const auto& [name, result] : results) {
+      const double load = MaxLoad(problem, result.controller_of);
+      EXPECT_LE(optimum, load + kSlack) << name;
+      EXPECT_LE(result.lower_bound, optimum + kSlack) << name;
+    }
+    const BalanceResult& lp = results["lp-round"];
+    EXPECT_LE(MaxLoad(problem, lp.controller_of), f * lp.fractional_bound + kSlack);
+    const BalanceResult& lst = results["lst"];
+    const double lst_load = MaxLoad(problem, lst.controller_of);
+    EXPECT_LE(lst_load, 2 * lst.fractional_bound + kSlack);
+    EXPECT_LE(lst_load, lst.fractional_bound + lst.largest_fractional_load + kSlack);
+    EXPECT_LE(lst.fractional_bound, optimum + kSlack);
+    for (const char* name : {"greedy", "distributed"}) {
+      EXPECT_EQ(FindImprovingMove(problem, results[name].controller_of), std::nullopt) << name;
+    }
+  }
+}
+
+TEST(BalancePolicies, LpRoundingBoundsAreTightOnAKnownInstance) {
+  // Two controllers, three unit switches each free to go anywhere: LP* = 1.5, OPT = 2.
+  BalanceProblem problem{{1, 1, 1}, {INFINITY, INFINITY}, {{0, 1}, {0, 1}, {0, 1}}, {}};
+  auto lp = Make("lp-round")->Assign(problem);
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  EXPECT_NEAR(lp->fractional_bound, 1.5, 1e-9);
+  auto lst = Make("lst")->Assign(problem);
+  ASSERT_TRUE(lst.ok()) << lst.status();
+  EXPECT_NEAR(lst->fractional_bound, 1.5, 1e-9);  // T = max(LP*, max w)
+  EXPECT_NEAR(MaxLoad(problem, lst->controller_of), 2.0, 1e-9);
+  auto ilp = Make("ilp")->Assign(problem);
+  ASSERT_TRUE(ilp.ok()) << ilp.status();
+  EXPECT_NEAR(ilp->lower_bound, 2.0, 1e-9);
+}
+
+TEST(BalancePolicies, CapacitiesBoundTheLpAndTheOptimum) {
+  // Controller 0 may hold at most 1: the heavy switch must go to controller 1.
+  BalanceProblem problem{{3, 1}, {1, INFINITY}, {{0, 1}, {0, 1}}, {}};
+  for (const char* name : {"lp-round", "lst", "ilp", "greedy"}) {
+    auto result = Make(name)->Assign(problem);
+    ASSERT_TRUE(result.ok()) << name << ": " << result.status();
+    EXPECT_EQ(result->controller_of[0], 1) << name;
+  }
+  problem.controller_capacity = {1, 1};
+  auto lp = Make("lp-round")->Assign(problem);
+  EXPECT_EQ(lp.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BalancePolicies, RebalanceAfterALoadChangeLeavesNoImprovingMove) {
+  std::mt19937 random(88);
+  auto greedy = Make("greedy");
+  auto distributed = Make("distributed");
+  for (int trial = 0; trial < 100; ++trial) {
+    BalanceProblem problem = RandomProblem(random);
+    auto before = greedy->Assign(problem);
+    ASSERT_TRUE(before.ok());
+    for (double& w : problem.switch_load) w *= std::uniform_real_distribution<double>(0, 3)(random);
+    for (BalancePlugin* policy : {greedy.get(), distributed.get()}) {
+      auto moves = policy->Rebalance(problem, before->controller_of);
+      ASSERT_TRUE(moves.ok()) << moves.status();
+      std::vector<int32_t> after = before->controller_of;
+      for (const Migration& move : *moves) {
+        ASSERT_EQ(after[move.switch_index], move.from);
+        after[move.switch_index] = move.to;
+      }
+      ASSERT_TRUE(ValidateAssignment(problem, after).ok());
+      EXPECT_EQ(FindImprovingMove(problem, after), std::nullopt);
+    }
+    for (const char* name : {"lp-round", "lst", "regions"}) {
+      auto moves = Make(name)->Rebalance(problem, before->controller_of);
+      ASSERT_TRUE(moves.ok()) << name << ": " << moves.status();
+      std::vector<int32_t> after = before->controller_of;
+      for (const Migration& move : *moves) after[move.switch_index] = move.to;
+      if (std::string(name) != "regions") {
+        EXPECT_LE(MaxLoad(problem, after), MaxLoad(problem, before->controller_of) + kSlack);
+      }
+    }
+  }
+}
+
+TEST(BalancePolicies, DistributedAnswerDoesNotDependOnThreads) {
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 30; ++trial) {
+    const BalanceProblem problem = RandomProblem(random);
+    auto one = Make("distributed", {{"threads", int64_t{1}}})->Assign(problem);
+    auto four = Make("distributed", {{"threads", int64_t{4}}})->Assign(problem);
+    ASSERT_TRUE(one.ok() && four.ok());
+    EXPECT_EQ(one->controller_of, four->controller_of);
+    EXPECT_EQ(one->rounds, four->rounds);
+    EXPECT_EQ(one->messages, four->messages);
+  }
+}
+
+TEST(BalancePolicies, DistributedCountsRoundsAndMessages) {
+  // All four switches start at their nearest controller 0; two must move to controller 1.
+  BalanceProblem problem{{1, 1, 1, 1}, {INFINITY, INFINITY},
+                         {{0, 1}, {0, 1}, {0, 1}, {0, 1}}, {{1, 2}, {1, 2}, {1, 2}, {1, 2}}};
+  auto result = Make("distributed")->Assign(problem);
+  ASSERT_TRUE(result.ok());
+  EXPECT_NEAR(MaxLoad(problem, result->controller_of), 2.0, 1e-12);
+  EXPECT_GE(result->rounds, 2);  // one that moves, one that finds nothing to propose
+  EXPECT_GT(result->messages, 0);
+}
+
+TEST(BalancePolicies, RegionsSendsEachSwitchToItsNearestController) {
+  BalanceProblem problem{{5, 5}, {INFINITY, INFINITY}, {{0, 1}, {1, 0}}, {{2, 1}, {1, 2}}};
+  auto result = Make("regions")->Assign(problem);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->controller_of, (std::vector<int32_t>{1, 1}));
+}
+
+TEST(BalancePolicies, BadInstancesGetErrorsNamingTheProblem) {
+  const BalanceProblem good{{1, 2}, {INFINITY, INFINITY}, {{0, 1}, {1}}, {}};
+  struct Case {
+    BalanceProblem problem;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({good, "switch 1 has no potential controller"});
+  cases.back().problem.potential[1].clear();
+  cases.push_back({good, "switch 0 has load -1"});
+  cases.back().problem.switch_load[0] = -1;
+  cases.push_back({good, "switch 1 lists controller 5, but the instance has 2 controllers"});
+  cases.back().problem.potential[1] = {5};
+  cases.push_back({good, "switch 0 lists controller 1 twice"});
+  cases.back().problem.potential[0] = {1, 1};
+  cases.push_back({good, "controller 1 has capacity 0"});
+  cases.back().problem.controller_capacity[1] = 0;
+  cases.push_back({good, "the instance has no controllers"});
+  cases.back().problem.controller_capacity.clear();
+  for (const std::string& name : kPolicies) {
+    auto policy = Make(name);
+    for (const Case& bad : cases) {
+      auto result = policy->Assign(bad.problem);
+      EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << name;
+      EXPECT_THAT(std::string(result.status().message()), HasSubstr(bad.message)) << name;
+    }
+    auto moves = policy->Rebalance(good, {0, 0});
+    EXPECT_THAT(std::string(moves.status().message()),
+                HasSubstr("switch 1 is assigned to controller 0, which is not one of its"))
+        << name;
+  }
+}
+
+}  // namespace
+}  // namespace titan::balance

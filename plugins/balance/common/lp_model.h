@@ -1,0 +1,45 @@
+// The LBDC linear program, shared by the LP relaxation (CLP) and the exact ILP (CBC):
+//   minimise L  subject to  sum_{c in P(s)} x_sc = 1          for every switch s
+//                           sum_s w_s x_sc - L <= 0             for every controller c
+//                           sum_s w_s x_sc <= capacity_c        for every capacitated c
+//                           x_sc = 0 where w_s > capacity_c,    x >= 0
+// With x binary it is LBDC itself; relaxed, its optimum LP* is a lower bound on the optimum.
+#ifndef TITAN_PLUGINS_BALANCE_COMMON_LP_MODEL_H_
+#define TITAN_PLUGINS_BALANCE_COMMON_LP_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "coin/CoinPackedMatrix.hpp"
+#include "titan/balance.h"
+#include "titan/status.h"
+
+namespace titan::balance {
+
+struct LpModel {
+  CoinPackedMatrix matrix;  // column-ordered
+  std::vector<double> column_lower, column_upper, objective, row_lower, row_upper;
+  // Column of x_{s, P(s)[i]} is first_column[s] + i; the column of L is load_column.
+  std::vector<int> first_column;
+  int load_column = 0;
+};
+
+LpModel BuildMinMaxModel(const BalanceProblem& problem);
+
+// A basic optimal solution of the relaxation, x parallel to problem.potential.
+struct FractionalAssignment {
+  double objective = 0.0;  // LP*
+  std::vector<std::vector<double>> x;
+};
+
+// Solves the relaxation with CLP's simplex method, so the solution is an extreme point.
+// `log_level` 0 silences the solver.
+absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem,
+                                                     int log_level);
+
+// x values within this of 0 or 1 count as integral.
+inline constexpr double kIntegralTolerance = 1e-7;
+
+}  // namespace titan::balance
+
+#endif  // TITAN_PLUGINS_BALANCE_COMMON_LP_MODEL_H_

@@ -1,0 +1,265 @@
+// distributed: every controller is an agent that knows only its neighbours (the controllers
+// sharing a potential switch with it) and the loads they send it. Agents run on a pool of
+// threads in synchronous rounds separated by barriers:
+//   1. publish: an agent whose load changed sends it to its neighbours;
+//   2. propose: an overloaded agent (above its neighbourhood's mean load; any agent once no
+//      overloaded one can propose) plans, heaviest switch first, moves to neighbours that would stay below
+//      it (planned neighbour load + w < its own planned load) and sends each proposal, carrying
+//      its load before that move;
+//   3. answer: an agent that proposed nothing takes its proposals in (sender, order) sequence and
+//      accepts each that keeps it below the sender's carried load; a proposer rejects them all;
+//   4. apply: senders hand over the accepted switches.
+// Taken in (sender, order) sequence every accepted move is improving (common/local_search.h),
+// so the sum of squared loads falls each round; and the lightest receiver of a round accepts
+// its first proposal, so every round with proposals moves a switch. The rounds end when no agent
+// can propose: no improving single move is left. The answer does not depend on thread timing.
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/local_search.h"
+
+namespace titan::balance {
+namespace {
+
+struct Proposal {
+  int32_t switch_index;
+  int32_t to;
+  double sender_load;  // the sender's planned load before this move
+  bool accepted;
+};
+
+class Agents {
+ public:
+  Agents(const BalanceProblem& problem, std::vector<int32_t> assignment)
+      : problem_(problem),
+        assignment_(std::move(assignment)),
+        tolerance_(LoadTolerance(problem)),
+        load_(ControllerLoads(problem, assignment_)),
+        published_(problem.num_controllers(), -1.0),
+        owned_(problem.num_controllers()),
+        neighbours_(problem.num_controllers()),
+        outbox_(problem.num_controllers()),
+        inbox_(problem.num_controllers()),
+        inbox_lock_(problem.num_controllers()) {
+    for (int s = 0; s < problem.num_switches(); ++s) {
+      owned_[assignment_[s]].push_back(s);
+      for (int32_t a : problem.potential[s]) {
+        for (int32_t b : problem.potential[s]) {
+          if (a != b) neighbours_[a].push_back(b);
+        }
+      }
+    }
+    for (auto& list : neighbours_) {
+      std::sort(list.begin(), list.end());
+      list.erase(std::unique(list.begin(), list.end()), list.end());
+    }
+  }
+
+  // Runs rounds until none has a proposal or `max_rounds` have run.
+  void Run(int num_threads, int64_t max_rounds) {
+    const int m = problem_.num_controllers();
+    num_threads = std::max(1, std::min(num_threads, m));
+    // Runs once per barrier phase, on one thread, while the others wait.
+    int phase = 0;
+    auto between_phases = [this, &phase, max_rounds]() noexcept {
+      if (phase == 1) {  // after proposing
+        ++rounds_;
+        // Overloaded agents propose first; only when none can do all agents try, and the
+        // rounds end when even then nobody proposes.
+        done_ = (proposals_.load() == 0 && everyone_) || rounds_ >= max_rounds;
+        everyone_ = proposals_.load() == 0;
+        messages_ += 2 * proposals_.load();  // each proposal and its answer
+        proposals_ = 0;
+      }
+      phase = (phase + 1) % 4;
+    };
+    std::barrier sync(num_threads, between_phases);
+    auto agent_loop = [&](int thread) {
+      const int begin = static_cast<int>(int64_t{m} * thread / num_threads);
+      const int end = static_cast<int>(int64_t{m} * (thread + 1) / num_threads);
+      std::vector<double> planned(m, 0.0);
+      while (true) {
+        for (int c = begin; c < end; ++c) Publish(c);
+        sync.arrive_and_wait();
+        for (int c = begin; c < end; ++c) Propose(c, planned);
+        sync.arrive_and_wait();
+        if (done_) break;
+        for (int c = begin; c < end; ++c) Answer(c);
+        sync.arrive_and_wait();
+        for (int c = begin; c < end; ++c) Apply(c);
+        sync.arrive_and_wait();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < num_threads; ++t) threads.emplace_back(agent_loop, t);
+    agent_loop(0);
+    for (std::thread& thread : threads) thread.join();
+  }
+
+  const std::vector<int32_t>& assignment() const { return assignment_; }
+  int64_t rounds() const { return rounds_; }
+  int64_t messages() const { return messages_; }
+
+ private:
+  void Publish(int c) {
+    if (published_[c] == load_[c]) return;
+    published_[c] = load_[c];
+    messages_ += static_cast<int64_t>(neighbours_[c].size());
+  }
+
+  void Propose(int c, std::vector<double>& planned) {
+    double lightest = load_[c];
+    for (int32_t b : neighbours_[c]) {
+      planned[b] = published_[b];
+      lightest = std::min(lightest, planned[b]);
+    }
+    std::vector<int32_t>& mine = owned_[c];
+    double smallest = INFINITY;
+    for (int32_t s : mine) smallest = std::min(smallest, problem_.switch_load[s]);
+    // Not even the smallest switch fits below this agent at its lightest neighbour.
+    if (mine.empty() || lightest + smallest >= load_[c] - tolerance_) return;
+    if (!everyone_) {  // overloaded: above the mean of its neighbourhood
+      double total = load_[c];
+      for (int32_t b : neighbours_[c]) total += published_[b];
+      if (load_[c] * static_cast<double>(neighbours_[c].size() + 1) <= total) return;
+    }
+    std::sort(mine.begin(), mine.end(), [this](int32_t a, int32_t b) {
+      const double wa = problem_.switch_load[a], wb = problem_.switch_load[b];
+      return wa != wb ? wa > wb : a < b;
+    });
+    double own = load_[c];
+    for (int32_t s : mine) {
+      const double w = problem_.switch_load[s];
+      int32_t to = -1;
+      for (int32_t b : problem_.potential[s]) {
+        if (b == c || planned[b] + w > problem_.controller_capacity[b]) continue;
+        if (to < 0 || planned[b] < planned[to]) to = b;
+      }
+      if (to < 0 || planned[to] + w >= own - tolerance_) continue;
+      outbox_[c].push_back({s, to, own, false});
+      {
+        std::lock_guard<std::mutex> lock(inbox_lock_[to]);
+        inbox_[to].push_back({c, static_cast<int32_t>(outbox_[c].size() - 1)});
+      }
+      own -= w;
+      planned[to] += w;
+    }
+    proposals_ += static_cast<int64_t>(outbox_[c].size());
+  }
+
+  void Answer(int c) {
+    std::vector<std::pair<int32_t, int32_t>>& inbox = inbox_[c];
+    if (outbox_[c].empty()) {
+      std::sort(inbox.begin(), inbox.end());
+      for (const auto& [sender, index] : inbox) {
+        Proposal& proposal = outbox_[sender][index];
+        const double w = problem_.switch_load[proposal.switch_index];
+        if (load_[c] + w < proposal.sender_load - tolerance_ &&
+            load_[c] + w <= problem_.controller_capacity[c]) {
+          proposal.accepted = true;
+          load_[c] += w;
+          owned_[c].push_back(proposal.switch_index);
+        }
+      }
+    }
+    inbox.clear();
+  }
+
+  void Apply(int c) {
+    std::vector<Proposal>& sent = outbox_[c];
+    bool moved = false;
+    for (const Proposal& proposal : sent) {
+      if (!proposal.accepted) continue;
+      load_[c] -= problem_.switch_load[proposal.switch_index];
+      assignment_[proposal.switch_index] = proposal.to;
+      moved = true;
+    }
+    if (moved) {
+      std::erase_if(owned_[c], [&](int32_t s) { return assignment_[s] != c; });
+    }
+    sent.clear();
+  }
+
+  const BalanceProblem& problem_;
+  std::vector<int32_t> assignment_;
+  const double tolerance_;
+  std::vector<double> load_;
+  std::vector<double> published_;  // what each agent last sent its neighbours
+  std::vector<std::vector<int32_t>> owned_;
+  std::vector<std::vector<int32_t>> neighbours_;
+  std::vector<std::vector<Proposal>> outbox_;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> inbox_;  // (sender, outbox index)
+  std::vector<std::mutex> inbox_lock_;
+  std::atomic<int64_t> proposals_{0};
+  std::atomic<int64_t> messages_{0};
+  int64_t rounds_ = 0;
+  bool done_ = false;
+  bool everyone_ = false;  // whether every agent, not only the overloaded, may propose
+};
+
+}  // namespace
+
+class Distributed : public BalancePlugin {
+ public:
+  std::vector<ConfigKey> ConfigKeys() const override {
+    return {ConfigKey{"threads", ConfigType::kInt, ConfigValue(int64_t{0}),
+                      "threads the agents run on; 0: one per core, at most 8", 0.0, 1024.0, {}},
+            ConfigKey{"max_rounds", ConfigType::kInt, ConfigValue(int64_t{100000}),
+                      "stop after this many rounds even if agents still propose", 1.0, {}, {}}};
+  }
+
+  absl::Status Configure(const ConfigView& config) override {
+    TITAN_ASSIGN_OR_RETURN(int64_t threads, config.GetInt("threads"));
+    TITAN_ASSIGN_OR_RETURN(max_rounds_, config.GetInt("max_rounds"));
+    threads_ = threads > 0 ? static_cast<int>(threads)
+                           : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    return absl::OkStatus();
+  }
+
+  // Agents start from the static regions (each switch at its nearest controller).
+  absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
+    TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
+    return Converge(problem, NearestControllers(problem));
+  }
+
+  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
+                                                   const std::vector<int32_t>& current) override {
+    TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
+    TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
+    TITAN_ASSIGN_OR_RETURN(BalanceResult result, Converge(problem, current));
+    return Diff(current, result.controller_of);
+  }
+
+ private:
+  absl::StatusOr<BalanceResult> Converge(const BalanceProblem& problem,
+                                         std::vector<int32_t> start) {
+    Agents agents(problem, std::move(start));
+    try {
+      agents.Run(threads_, max_rounds_);
+    } catch (const std::system_error& error) {  // no thread could be started
+      return absl::ResourceExhaustedError(
+          absl::StrCat("distributed: cannot start the agent threads: ", error.what()));
+    }
+    BalanceResult result;
+    result.controller_of = agents.assignment();
+    result.rounds = agents.rounds();
+    result.messages = agents.messages();
+    result.lower_bound = TrivialLowerBound(problem);
+    return result;
+  }
+
+  int threads_ = 1;
+  int64_t max_rounds_ = 100000;
+};
+
+}  // namespace titan::balance
+
+TITAN_PLUGIN(titan::BalancePlugin, titan::balance::Distributed, "distributed", "1.0.0",
+             "message-passing controller agents migrating switches to lighter neighbours")

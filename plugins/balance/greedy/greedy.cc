@@ -1,0 +1,52 @@
+// greedy: the centralized heuristic. Largest switch first to its least-loaded potential
+// controller, then a migration phase that moves switches off the heavier controller of any pair
+// while that lowers it without making the other as heavy (see common/local_search.h). It ends
+// with no improving single move, so in particular no single move lowers the maximum load.
+#include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/local_search.h"
+
+namespace titan::balance {
+
+class Greedy : public BalancePlugin {
+ public:
+  std::vector<ConfigKey> ConfigKeys() const override {
+    return {ConfigKey{"migrate", ConfigType::kBool, ConfigValue(true),
+                      "run the migration phase after the largest-first assignment", {}, {}, {}}};
+  }
+
+  absl::Status Configure(const ConfigView& config) override {
+    TITAN_ASSIGN_OR_RETURN(migrate_, config.GetBool("migrate"));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
+    TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
+    BalanceResult result;
+    result.controller_of = LargestFirst(problem);
+    if (migrate_) {
+      std::vector<double> loads = ControllerLoads(problem, result.controller_of);
+      result.rounds = ImproveByMoves(problem, result.controller_of, loads);
+    }
+    result.lower_bound = TrivialLowerBound(problem);
+    return result;
+  }
+
+  // Starts from the current assignment, so only the moves the migration phase needs happen.
+  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
+                                                   const std::vector<int32_t>& current) override {
+    TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
+    TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
+    std::vector<int32_t> next = current;
+    std::vector<double> loads = ControllerLoads(problem, next);
+    ImproveByMoves(problem, next, loads);
+    return Diff(current, next);
+  }
+
+ private:
+  bool migrate_ = true;
+};
+
+}  // namespace titan::balance
+
+TITAN_PLUGIN(titan::BalancePlugin, titan::balance::Greedy, "greedy", "1.0.0",
+             "largest switch first to the least-loaded controller, then improving migrations")

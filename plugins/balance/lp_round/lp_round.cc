@@ -1,0 +1,56 @@
+// lp-round: solve the LP relaxation (common/lp_model.h) and send every switch to the controller
+// with its largest x. That x is at least 1/|P(s)| >= 1/f, so each controller carries at most f
+// times its fractional load: an f-approximation, with LP* reported as the lower bound.
+#include <algorithm>
+
+#include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/lp_model.h"
+
+namespace titan::balance {
+
+class LpRound : public BalancePlugin {
+ public:
+  std::vector<ConfigKey> ConfigKeys() const override {
+    return {ConfigKey{"solver_log", ConfigType::kInt, ConfigValue(int64_t{0}),
+                      "CLP log level, 0 (silent) to 4", 0.0, 4.0, {}}};
+  }
+
+  absl::Status Configure(const ConfigView& config) override {
+    TITAN_ASSIGN_OR_RETURN(int64_t level, config.GetInt("solver_log"));
+    solver_log_ = static_cast<int>(level);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
+    TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
+    TITAN_ASSIGN_OR_RETURN(FractionalAssignment lp, SolveRelaxation(problem, solver_log_));
+    BalanceResult result;
+    result.controller_of.resize(problem.num_switches());
+    for (int s = 0; s < problem.num_switches(); ++s) {
+      const std::vector<double>& x = lp.x[s];
+      const size_t best = std::max_element(x.begin(), x.end()) - x.begin();
+      result.controller_of[s] = problem.potential[s][best];
+      if (x[best] < 1.0 - kIntegralTolerance) {
+        result.largest_fractional_load =
+            std::max(result.largest_fractional_load, problem.switch_load[s]);
+      }
+    }
+    result.fractional_bound = lp.objective;
+    result.lower_bound = std::max(lp.objective, TrivialLowerBound(problem));
+    return result;
+  }
+
+  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
+                                                   const std::vector<int32_t>& current) override {
+    TITAN_ASSIGN_OR_RETURN(BalanceResult fresh, Assign(problem));
+    return MigrateIfLower(problem, current, fresh.controller_of);
+  }
+
+ private:
+  int solver_log_ = 0;
+};
+
+}  // namespace titan::balance
+
+TITAN_PLUGIN(titan::BalancePlugin, titan::balance::LpRound, "lp-round", "1.0.0",
+             "LP relaxation (CLP) rounded to each switch's largest share: an f-approximation")

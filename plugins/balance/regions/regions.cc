@@ -1,0 +1,30 @@
+// regions: the static baseline. Each switch goes to its nearest potential controller (ties to
+// the one listed first), whatever the loads; this is what a fixed partition of the topology
+// into controller regions does, and the reference the balancing policies are measured against.
+#include "plugins/balance/common/instance.h"
+
+namespace titan::balance {
+
+class Regions : public BalancePlugin {
+ public:
+  absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
+    TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
+    BalanceResult result;
+    result.controller_of = NearestControllers(problem);
+    result.lower_bound = TrivialLowerBound(problem);
+    return result;
+  }
+
+  // Loads do not move regions: only switches away from their nearest controller go back.
+  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
+                                                   const std::vector<int32_t>& current) override {
+    TITAN_ASSIGN_OR_RETURN(BalanceResult nearest, Assign(problem));
+    TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
+    return Diff(current, nearest.controller_of);
+  }
+};
+
+}  // namespace titan::balance
+
+TITAN_PLUGIN(titan::BalancePlugin, titan::balance::Regions, "regions", "1.0.0",
+             "static baseline: every switch to its nearest controller")

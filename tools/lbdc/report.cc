@@ -1,0 +1,142 @@
+#include "tools/lbdc/report.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace titan::lbdc {
+namespace {
+
+absl::StatusOr<std::ofstream> Open(const std::string& path) {
+  std::ofstream out(path);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot write"));
+  return out;
+}
+
+absl::Status Close(std::ofstream& out, const std::string& path) {
+  out.close();
+  if (!out) return absl::DataLossError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
+  // One line per policy: its initial assignment, then what the load changes cost it.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const Measurement*>> by_policy;
+  for (const Measurement& row : rows) {
+    if (by_policy[row.policy].empty()) order.push_back(row.policy);
+    by_policy[row.policy].push_back(&row);
+  }
+  const bool changes = !rows.empty() && std::any_of(rows.begin(), rows.end(),
+                                                    [](const auto& r) { return r.step > 0; });
+  out << absl::StrFormat("%-12s %12s %12s %7s %11s %10s %8s %10s", "policy", "max load",
+                         "lower bound", "ratio", "stddev", "time ms", "rounds", "messages");
+  if (changes) out << absl::StrFormat(" %11s %11s", "moves/chg", "worst ratio");
+  out << "\n";
+  for (const std::string& policy : order) {
+    const std::vector<const Measurement*>& steps = by_policy[policy];
+    const Measurement& first = *steps.front();
+    out << absl::StrFormat("%-12s %12.4g %12.4g %7.4f %11.4g %10.1f %8d %10d", policy,
+                           first.max_load, first.lower_bound, first.ratio, first.stddev,
+                           first.runtime_ms, first.rounds, first.messages);
+    if (changes) {
+      double moves = 0, worst = 0;
+      for (const Measurement* step : steps) {
+        moves += static_cast<double>(step->migrations);
+        worst = std::max(worst, step->ratio);
+      }
+      out << absl::StrFormat(" %11.1f %11.4f", moves / std::max<size_t>(1, steps.size() - 1),
+                             worst);
+    }
+    out << "\n";
+  }
+}
+
+absl::Status WriteCsv(const std::vector<Measurement>& rows, const std::string& path) {
+  TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
+  out << "policy,step,max_load,lower_bound,ratio,stddev,migrations,runtime_ms,rounds,messages\n";
+  for (const Measurement& r : rows) {
+    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d\n", r.policy, r.step,
+                           r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
+                           r.runtime_ms, r.rounds, r.messages);
+  }
+  return Close(out, path);
+}
+
+absl::Status WriteJson(const std::vector<Measurement>& rows, const std::string& path) {
+  TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
+  out << "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Measurement& r = rows[i];
+    out << absl::StrFormat(
+        "  {\"policy\": \"%s\", \"step\": %d, \"max_load\": %.10g, \"lower_bound\": %.10g, "
+        "\"ratio\": %.6f, \"stddev\": %.10g, \"migrations\": %d, \"runtime_ms\": %.3f, "
+        "\"rounds\": %d, \"messages\": %d}%s\n",
+        r.policy, r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
+        r.runtime_ms, r.rounds, r.messages, i + 1 < rows.size() ? "," : "");
+  }
+  out << "]\n";
+  return Close(out, path);
+}
+
+absl::Status WriteSvg(const std::vector<PolicyLoads>& loads, double lower_bound,
+                      const std::string& path) {
+  constexpr double kWidth = 800, kHeight = 450, kLeft = 70, kRight = 150, kTop = 30,
+                   kBottom = 50;
+  const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                            "#8c564b", "#e377c2", "#7f7f7f"};
+  double top = lower_bound;
+  size_t m = 1;
+  for (const PolicyLoads& p : loads) {
+    for (double w : p.loads) top = std::max(top, w);
+    m = std::max(m, p.loads.size());
+  }
+  top = top > 0 ? top * 1.05 : 1.0;
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto x = [&](size_t i) { return kLeft + plot_w * (m == 1 ? 0.5 : double(i) / double(m - 1)); };
+  auto y = [&](double v) { return kTop + plot_h * (1.0 - v / top); };
+  TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
+  out << absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"white\"/>\n<text x=\"%g\" y=\"18\">Controller loads, heaviest first</text>\n",
+      kWidth, kHeight, kLeft);
+  out << absl::StrFormat(
+      "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n<line x1=\"%g\" "
+      "y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n",
+      kLeft, kTop, kLeft, kTop + plot_h, kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h);
+  for (int tick = 0; tick <= 4; ++tick) {
+    const double v = top * tick / 4;
+    out << absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.4g</text>\n",
+                           kLeft - 5, y(v) + 4, v);
+  }
+  out << absl::StrFormat(
+      "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">controllers (%d), sorted by load</text>\n",
+      kLeft + plot_w / 2, kHeight - 15, m);
+  out << absl::StrFormat(
+      "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\" stroke-dasharray=\"4\"/>"
+      "\n<text x=\"%g\" y=\"%g\">lower bound</text>\n",
+      kLeft, y(lower_bound), kLeft + plot_w, y(lower_bound), kLeft + plot_w + 8,
+      y(lower_bound) + 4);
+  for (size_t p = 0; p < loads.size(); ++p) {
+    std::vector<double> sorted = loads[p].loads;
+    std::sort(sorted.rbegin(), sorted.rend());
+    const char* colour = kColours[p % 8];
+    out << "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" << colour << "\" points=\"";
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      out << absl::StrFormat("%.1f,%.1f ", x(i), y(sorted[i]));
+    }
+    out << "\"/>\n";
+    out << absl::StrFormat("<text x=\"%g\" y=\"%g\" fill=\"%s\">%s</text>\n",
+                           kLeft + plot_w + 8, kTop + 16 * (p + 1), colour, loads[p].policy);
+  }
+  out << "</svg>\n";
+  return Close(out, path);
+}
+
+}  // namespace titan::lbdc
