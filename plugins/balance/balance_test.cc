@@ -1,6 +1,8 @@
 // Every balance policy, loaded as a plugin, on hundreds of small random instances: valid
 // assignments, each policy's guarantee, the exact optimum below all of them, and clear errors
 // for bad instances.
+#include "titan/balance.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,15 +15,14 @@
 #include "core/runtime/plugin_registry.h"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
-#include "titan/balance.h"
 
 namespace titan::balance {
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kPolicies = {"greedy", "regions", "distributed", "lp-round",
-                                            "lst", "ilp"};
+const std::vector<std::string> kPolicies = {"greedy",   "regions", "distributed",
+                                            "lp-round", "lst",     "ilp"};
 
 PluginRegistry& Registry() {
   static PluginRegistry* registry =
@@ -60,7 +61,8 @@ BalanceProblem RandomProblem(std::mt19937& random) {
     const int f = std::uniform_int_distribution<int>(1, max_f)(random);
     problem.potential.emplace_back(controllers.begin(), controllers.begin() + f);
     std::vector<double> distance;
-    for (int i = 0; i < f; ++i) distance.push_back(std::uniform_int_distribution<int>(1, 3)(random));
+    for (int i = 0; i < f; ++i)
+      distance.push_back(std::uniform_int_distribution<int>(1, 3)(random));
     problem.distance.push_back(distance);
   }
   return problem;
@@ -178,8 +180,10 @@ TEST(BalancePolicies, DistributedAnswerDoesNotDependOnThreads) {
 
 TEST(BalancePolicies, DistributedCountsRoundsAndMessages) {
   // All four switches start at their nearest controller 0; two must move to controller 1.
-  BalanceProblem problem{{1, 1, 1, 1}, {INFINITY, INFINITY},
-                         {{0, 1}, {0, 1}, {0, 1}, {0, 1}}, {{1, 2}, {1, 2}, {1, 2}, {1, 2}}};
+  BalanceProblem problem{{1, 1, 1, 1},
+                         {INFINITY, INFINITY},
+                         {{0, 1}, {0, 1}, {0, 1}, {0, 1}},
+                         {{1, 2}, {1, 2}, {1, 2}, {1, 2}}};
   auto result = Make("distributed")->Assign(problem);
   ASSERT_TRUE(result.ok());
   EXPECT_NEAR(MaxLoad(problem, result->controller_of), 2.0, 1e-12);

@@ -25,15 +25,14 @@ absl::StatusOr<std::vector<std::vector<double>>> ReadTrace(const std::string& pa
     for (absl::string_view field : absl::StrSplit(text, ',')) {
       double value;
       if (!absl::SimpleAtod(field, &value) || !std::isfinite(value) || value < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ":", number, ": '", field, "' is not a flow count (a number >= 0)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", number, ": '", field, "' is not a flow count (a number >= 0)"));
       }
       loads.push_back(value);
     }
     if (static_cast<int>(loads.size()) != n) {
       return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": ", loads.size(),
-                                                     " values; expected one per switch (", n,
-                                                     ")"));
+                                                     " values; expected one per switch (", n, ")"));
     }
     snapshots.push_back(std::move(loads));
   }
@@ -62,8 +61,7 @@ absl::StatusOr<std::vector<double>> Parameters(absl::string_view spec, size_t pr
 
 absl::StatusOr<std::vector<std::vector<double>>> MakeLoads(const std::string& spec,
                                                            int num_switches, int changes,
-                                                           double drift,
-                                                           std::mt19937_64& random) {
+                                                           double drift, std::mt19937_64& random) {
   if (absl::StartsWith(spec, "trace:")) return ReadTrace(spec.substr(6), num_switches);
   std::vector<double> first(num_switches);
   if (absl::StartsWith(spec, "uniform") && (spec.size() == 7 || spec[7] == ':')) {

@@ -17,8 +17,7 @@ namespace titan::lbdc {
 // ignored.
 absl::StatusOr<std::vector<std::vector<double>>> MakeLoads(const std::string& spec,
                                                            int num_switches, int changes,
-                                                           double drift,
-                                                           std::mt19937_64& random);
+                                                           double drift, std::mt19937_64& random);
 
 }  // namespace titan::lbdc
 

@@ -47,8 +47,8 @@ constexpr const char* kUsage = R"(usage: titan-lbdc [flags]
 
 struct Options {
   std::string topology = "fat-tree:8", placement = "k-center", loads = "uniform:1,100";
-  std::vector<std::string> controllers_at, policies = {"regions", "greedy", "distributed",
-                                                       "lp-round", "lst"};
+  std::vector<std::string> controllers_at,
+      policies = {"regions", "greedy", "distributed", "lp-round", "lst"};
   std::vector<std::string> sets, plugin_dirs;  // sets: POLICY.KEY=VALUE
   int controllers = 8, hops = 2, max_potential = 0, changes = 0;
   double drift = 0.3;
@@ -63,19 +63,20 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
                     int64_t high) -> absl::StatusOr<int64_t> {
     int64_t value;
     if (!absl::SimpleAtoi(text, &value) || value < low || value > high) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", text, ": expected an ",
-                                                     "integer in ", low, "..", high));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", text, ": expected an ", "integer in ", low, "..", high));
     }
     return value;
   };
   const std::vector<std::string> flags = {
-      "topology", "controllers", "placement", "controllers-at", "hops", "max-potential",
-      "loads", "changes", "drift", "policies", "set", "seed", "csv", "json", "svg",
-      "plugin-dir", "quiet", "help"};
+      "topology", "controllers", "placement", "controllers-at", "hops",  "max-potential",
+      "loads",    "changes",     "drift",     "policies",       "set",   "seed",
+      "csv",      "json",        "svg",       "plugin-dir",     "quiet", "help"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'; ", "flags "
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'; ",
+                                                     "flags "
                                                      "are --name=value (see --help)"));
     }
     arg = arg.substr(2);
@@ -168,8 +169,8 @@ absl::StatusOr<ConfigValue> ParseValue(const ConfigKey& key, const std::string& 
   if (const std::string* choice = std::get_if<std::string>(&value);
       choice && !key.choices.empty() &&
       std::find(key.choices.begin(), key.choices.end(), *choice) == key.choices.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": expected one of ",
-                                                   absl::StrJoin(key.choices, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": expected one of ", absl::StrJoin(key.choices, ", ")));
   }
   return value;
 }
@@ -191,8 +192,7 @@ absl::StatusOr<std::unique_ptr<BalancePlugin>> MakePolicy(const PluginRegistry& 
   for (const std::string& set : sets) {
     const size_t dot = set.find('.'), equals = set.find('=');
     if (dot == std::string::npos || equals == std::string::npos || equals < dot) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--set=", set, ": expected POLICY.KEY=VALUE"));
+      return absl::InvalidArgumentError(absl::StrCat("--set=", set, ": expected POLICY.KEY=VALUE"));
     }
     if (set.substr(0, dot) != name) continue;
     const std::string key_name = set.substr(dot + 1, equals - dot - 1);
@@ -200,9 +200,9 @@ absl::StatusOr<std::unique_ptr<BalancePlugin>> MakePolicy(const PluginRegistry& 
     auto key = std::find_if(keys.begin(), keys.end(),
                             [&](const ConfigKey& k) { return k.name == key_name; });
     if (key == keys.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": policy '", name, "' has no key '", key_name, "'",
-          names.empty() ? " (it takes none)" : DidYouMean(key_name, names)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": policy '", name, "' has no key '", key_name, "'",
+                       names.empty() ? " (it takes none)" : DidYouMean(key_name, names)));
     }
     TITAN_ASSIGN_OR_RETURN(ConfigValue value, ParseValue(*key, set.substr(equals + 1), where));
     entries[key_name] = {std::move(value), where};
@@ -264,9 +264,9 @@ absl::Status Prefixed(const std::string& policy, const absl::Status& status) {
 absl::Status Run(const Options& o) {
   std::mt19937_64 random(o.seed);
   TITAN_ASSIGN_OR_RETURN(Topology topology, MakeTopology(o.topology, random));
-  TITAN_ASSIGN_OR_RETURN(std::vector<int32_t> sites,
-                         PlaceControllers(topology, o.placement, o.controllers, o.controllers_at,
-                                          random));
+  TITAN_ASSIGN_OR_RETURN(
+      std::vector<int32_t> sites,
+      PlaceControllers(topology, o.placement, o.controllers, o.controllers_at, random));
   TITAN_ASSIGN_OR_RETURN(BalanceProblem problem,
                          PotentialControllers(topology, sites, o.hops, o.max_potential));
   TITAN_ASSIGN_OR_RETURN(std::vector<std::vector<double>> snapshots,

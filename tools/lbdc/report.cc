@@ -62,8 +62,8 @@ absl::Status WriteCsv(const std::vector<Measurement>& rows, const std::string& p
   out << "policy,step,max_load,lower_bound,ratio,stddev,migrations,runtime_ms,rounds,messages\n";
   for (const Measurement& r : rows) {
     out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d\n", r.policy, r.step,
-                           r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
-                           r.runtime_ms, r.rounds, r.messages);
+                           r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations, r.runtime_ms,
+                           r.rounds, r.messages);
   }
   return Close(out, path);
 }
@@ -77,8 +77,8 @@ absl::Status WriteJson(const std::vector<Measurement>& rows, const std::string& 
         "  {\"policy\": \"%s\", \"step\": %d, \"max_load\": %.10g, \"lower_bound\": %.10g, "
         "\"ratio\": %.6f, \"stddev\": %.10g, \"migrations\": %d, \"runtime_ms\": %.3f, "
         "\"rounds\": %d, \"messages\": %d}%s\n",
-        r.policy, r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
-        r.runtime_ms, r.rounds, r.messages, i + 1 < rows.size() ? "," : "");
+        r.policy, r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations, r.runtime_ms,
+        r.rounds, r.messages, i + 1 < rows.size() ? "," : "");
   }
   out << "]\n";
   return Close(out, path);
@@ -86,10 +86,9 @@ absl::Status WriteJson(const std::vector<Measurement>& rows, const std::string& 
 
 absl::Status WriteSvg(const std::vector<PolicyLoads>& loads, double lower_bound,
                       const std::string& path) {
-  constexpr double kWidth = 800, kHeight = 450, kLeft = 70, kRight = 150, kTop = 30,
-                   kBottom = 50;
-  const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                            "#8c564b", "#e377c2", "#7f7f7f"};
+  constexpr double kWidth = 800, kHeight = 450, kLeft = 70, kRight = 150, kTop = 30, kBottom = 50;
+  const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                            "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
   double top = lower_bound;
   size_t m = 1;
   for (const PolicyLoads& p : loads) {
@@ -112,8 +111,8 @@ absl::Status WriteSvg(const std::vector<PolicyLoads>& loads, double lower_bound,
       kLeft, kTop, kLeft, kTop + plot_h, kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h);
   for (int tick = 0; tick <= 4; ++tick) {
     const double v = top * tick / 4;
-    out << absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.4g</text>\n",
-                           kLeft - 5, y(v) + 4, v);
+    out << absl::StrFormat("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.4g</text>\n", kLeft - 5,
+                           y(v) + 4, v);
   }
   out << absl::StrFormat(
       "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">controllers (%d), sorted by load</text>\n",
@@ -132,8 +131,8 @@ absl::Status WriteSvg(const std::vector<PolicyLoads>& loads, double lower_bound,
       out << absl::StrFormat("%.1f,%.1f ", x(i), y(sorted[i]));
     }
     out << "\"/>\n";
-    out << absl::StrFormat("<text x=\"%g\" y=\"%g\" fill=\"%s\">%s</text>\n",
-                           kLeft + plot_w + 8, kTop + 16 * (p + 1), colour, loads[p].policy);
+    out << absl::StrFormat("<text x=\"%g\" y=\"%g\" fill=\"%s\">%s</text>\n", kLeft + plot_w + 8,
+                           kTop + 16 * (p + 1), colour, loads[p].policy);
   }
   out << "</svg>\n";
   return Close(out, path);

@@ -1,15 +1,15 @@
 #include "tools/lbdc/topology.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 #include <utility>
-
-#include <nlohmann/json.hpp>
-#include <toml++/toml.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -120,7 +120,8 @@ Topology Waxman(int n, double alpha, double beta, double degree, std::mt19937_64
 
 absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& text) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  if (json.is_discarded())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expected a JSON object"));
   }
@@ -208,8 +209,8 @@ absl::StatusOr<Topology> ReadTopologyFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   const bool json = absl::EndsWith(path, ".json");
-  TITAN_ASSIGN_OR_RETURN(Described d, json ? ReadJson(path, text.str())
-                                           : ReadToml(path, text.str()));
+  TITAN_ASSIGN_OR_RETURN(Described d,
+                         json ? ReadJson(path, text.str()) : ReadToml(path, text.str()));
   if (d.switches.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": 'switches' lists no switch"));
   }
@@ -280,9 +281,11 @@ absl::StatusOr<Topology> MakeTopology(const std::string& spec, std::mt19937_64& 
   const std::string kind = spec.substr(0, colon);
   const std::vector<std::string> kinds = {"fat-tree", "leaf-spine", "waxman"};
   if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end() || colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--topology=", spec, ": expected fat-tree:K, leaf-spine:LEAVES,SPINES, "
-        "waxman:N[,ALPHA,BETA,DEGREE] or a .json/.toml file", DidYouMean(kind, kinds)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--topology=", spec,
+                     ": expected fat-tree:K, leaf-spine:LEAVES,SPINES, "
+                     "waxman:N[,ALPHA,BETA,DEGREE] or a .json/.toml file",
+                     DidYouMean(kind, kinds)));
   }
   TITAN_ASSIGN_OR_RETURN(std::vector<double> p, Numbers(spec.substr(colon + 1), spec));
   auto bad = [&](const char* expected) {
@@ -324,9 +327,9 @@ absl::StatusOr<std::vector<int32_t>> PlaceControllers(const Topology& topology,
     for (const std::string& name : given) {
       auto it = index.find(name);
       if (it == index.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "controller site '", name, "' is not a switch of the topology",
-            DidYouMean(name, topology.name)));
+        return absl::InvalidArgumentError(absl::StrCat("controller site '", name,
+                                                       "' is not a switch of the topology",
+                                                       DidYouMean(name, topology.name)));
       }
       sites.push_back(it->second);
     }
@@ -367,8 +370,8 @@ absl::StatusOr<std::vector<int32_t>> PlaceControllers(const Topology& topology,
       }
     }
     if (static_cast<int>(sites.size()) == count) break;
-    sites.push_back(static_cast<int32_t>(std::max_element(nearest.begin(), nearest.end()) -
-                                         nearest.begin()));
+    sites.push_back(
+        static_cast<int32_t>(std::max_element(nearest.begin(), nearest.end()) - nearest.begin()));
   }
   std::sort(sites.begin(), sites.end());
   return sites;
@@ -396,9 +399,9 @@ absl::StatusOr<BalanceProblem> PotentialControllers(const Topology& topology,
   for (int s = 0; s < n; ++s) {
     std::vector<std::pair<int, int32_t>>& list = within[s];
     if (list.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "switch '", topology.name[s], "' has no controller within ", hops,
-          " hops; raise --hops or add controllers"));
+      return absl::InvalidArgumentError(absl::StrCat("switch '", topology.name[s],
+                                                     "' has no controller within ", hops,
+                                                     " hops; raise --hops or add controllers"));
     }
     std::sort(list.begin(), list.end());
     if (max_potential > 0 && static_cast<int>(list.size()) > max_potential) {

@@ -15,9 +15,9 @@
 namespace titan::lbdc {
 
 struct Topology {
-  std::vector<std::string> name;             // per switch
-  std::vector<std::vector<int32_t>> links;   // adjacency lists
-  std::vector<std::string> controllers_at;   // switch names, when the file places controllers
+  std::vector<std::string> name;            // per switch
+  std::vector<std::vector<int32_t>> links;  // adjacency lists
+  std::vector<std::string> controllers_at;  // switch names, when the file places controllers
   int size() const { return static_cast<int>(name.size()); }
 };
 

@@ -24,8 +24,8 @@ absl::Status ValidateProblem(const BalanceProblem& problem) {
   for (int c = 0; c < m; ++c) {
     const double capacity = problem.controller_capacity[c];
     if (std::isnan(capacity) || capacity <= 0.0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "controller ", c, " has capacity ", capacity, "; expected > 0 (or +inf for none)"));
+      return absl::InvalidArgumentError(absl::StrCat("controller ", c, " has capacity ", capacity,
+                                                     "; expected > 0 (or +inf for none)"));
     }
   }
   std::vector<int> seen(m, -1);
@@ -37,14 +37,14 @@ absl::Status ValidateProblem(const BalanceProblem& problem) {
     }
     const std::vector<int32_t>& candidates = problem.potential[s];
     if (candidates.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "switch ", s, " has no potential controller (none within the hop limit)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("switch ", s, " has no potential controller (none within the hop limit)"));
     }
     for (int32_t c : candidates) {
       if (c < 0 || c >= m) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("switch ", s, " lists controller ", c, ", but the instance has ", m,
-                         " controllers (0..", m - 1, ")"));
+        return absl::InvalidArgumentError(absl::StrCat("switch ", s, " lists controller ", c,
+                                                       ", but the instance has ", m,
+                                                       " controllers (0..", m - 1, ")"));
       }
       if (seen[c] == s) {
         return absl::InvalidArgumentError(
@@ -53,9 +53,9 @@ absl::Status ValidateProblem(const BalanceProblem& problem) {
       seen[c] = s;
     }
     if (!problem.distance.empty() && problem.distance[s].size() != candidates.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("switch ", s, " has ", candidates.size(), " potential controllers but ",
-                       problem.distance[s].size(), " distances"));
+      return absl::InvalidArgumentError(absl::StrCat("switch ", s, " has ", candidates.size(),
+                                                     " potential controllers but ",
+                                                     problem.distance[s].size(), " distances"));
     }
   }
   return absl::OkStatus();
@@ -71,9 +71,9 @@ absl::Status ValidateAssignment(const BalanceProblem& problem,
   for (int s = 0; s < problem.num_switches(); ++s) {
     const std::vector<int32_t>& candidates = problem.potential[s];
     if (std::find(candidates.begin(), candidates.end(), assignment[s]) == candidates.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "switch ", s, " is assigned to controller ", assignment[s],
-          ", which is not one of its potential controllers"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("switch ", s, " is assigned to controller ", assignment[s],
+                       ", which is not one of its potential controllers"));
     }
   }
   return absl::OkStatus();
@@ -119,8 +119,7 @@ int MaxPotential(const BalanceProblem& problem) {
   return static_cast<int>(f);
 }
 
-std::vector<Migration> Diff(const std::vector<int32_t>& current,
-                            const std::vector<int32_t>& next) {
+std::vector<Migration> Diff(const std::vector<int32_t>& current, const std::vector<int32_t>& next) {
   std::vector<Migration> moves;
   for (size_t s = 0; s < current.size(); ++s) {
     if (current[s] != next[s]) moves.push_back({static_cast<int32_t>(s), current[s], next[s]});

@@ -25,9 +25,8 @@ std::vector<int32_t> LargestFirst(const BalanceProblem& problem) {
   const int n = problem.num_switches();
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return problem.switch_load[a] > problem.switch_load[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return problem.switch_load[a] > problem.switch_load[b]; });
   std::vector<double> loads(problem.num_controllers(), 0.0);
   std::vector<int32_t> assignment(n, -1);
   for (int s : order) {

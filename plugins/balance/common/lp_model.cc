@@ -66,8 +66,7 @@ LpModel BuildMinMaxModel(const BalanceProblem& problem) {
   return model;
 }
 
-absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem,
-                                                     int log_level) {
+absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem, int log_level) {
   const LpModel model = BuildMinMaxModel(problem);
   ClpSimplex simplex;
   simplex.setLogLevel(log_level);
@@ -79,17 +78,17 @@ absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& probl
     options.setPresolveType(ClpSolve::presolveOn);
     simplex.initialSolve(options);
   } catch (const CoinError& error) {
-    return absl::InternalError(absl::StrCat("CLP failed in ", error.methodName(), ": ",
-                                            error.message()));
+    return absl::InternalError(
+        absl::StrCat("CLP failed in ", error.methodName(), ": ", error.message()));
   }
   if (simplex.isProvenPrimalInfeasible()) {
     return absl::FailedPreconditionError(
         "the controller capacities admit no assignment, not even a fractional one");
   }
   if (!simplex.isProvenOptimal()) {
-    return absl::InternalError(absl::StrCat(
-        "CLP stopped without an optimal solution of the LP relaxation (status ",
-        simplex.status(), ", secondary status ", simplex.secondaryStatus(), ")"));
+    return absl::InternalError(
+        absl::StrCat("CLP stopped without an optimal solution of the LP relaxation (status ",
+                     simplex.status(), ", secondary status ", simplex.secondaryStatus(), ")"));
   }
   const double* solution = simplex.primalColumnSolution();
   FractionalAssignment result;

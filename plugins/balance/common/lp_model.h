@@ -34,8 +34,7 @@ struct FractionalAssignment {
 
 // Solves the relaxation with CLP's simplex method, so the solution is an extreme point.
 // `log_level` 0 silences the solver.
-absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem,
-                                                     int log_level);
+absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem, int log_level);
 
 // x values within this of 0 or 1 count as integral.
 inline constexpr double kIntegralTolerance = 1e-7;

@@ -3,9 +3,9 @@
 // threads in synchronous rounds separated by barriers:
 //   1. publish: an agent whose load changed sends it to its neighbours;
 //   2. propose: an overloaded agent (above its neighbourhood's mean load; any agent once no
-//      overloaded one can propose) plans, heaviest switch first, moves to neighbours that would stay below
-//      it (planned neighbour load + w < its own planned load) and sends each proposal, carrying
-//      its load before that move;
+//      overloaded one can propose) plans, heaviest switch first, moves to neighbours that would
+//      stay below it (planned neighbour load + w < its own planned load) and sends each proposal,
+//      carrying its load before that move;
 //   3. answer: an agent that proposed nothing takes its proposals in (sender, order) sequence and
 //      accepts each that keeps it below the sender's carried load; a proposer rejects them all;
 //   4. apply: senders hand over the accepted switches.
@@ -209,17 +209,28 @@ class Agents {
 class Distributed : public BalancePlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"threads", ConfigType::kInt, ConfigValue(int64_t{0}),
-                      "threads the agents run on; 0: one per core, at most 8", 0.0, 1024.0, {}},
-            ConfigKey{"max_rounds", ConfigType::kInt, ConfigValue(int64_t{100000}),
-                      "stop after this many rounds even if agents still propose", 1.0, {}, {}}};
+    return {ConfigKey{"threads",
+                      ConfigType::kInt,
+                      ConfigValue(int64_t{0}),
+                      "threads the agents run on; 0: one per core, at most 8",
+                      0.0,
+                      1024.0,
+                      {}},
+            ConfigKey{"max_rounds",
+                      ConfigType::kInt,
+                      ConfigValue(int64_t{100000}),
+                      "stop after this many rounds even if agents still propose",
+                      1.0,
+                      {},
+                      {}}};
   }
 
   absl::Status Configure(const ConfigView& config) override {
     TITAN_ASSIGN_OR_RETURN(int64_t threads, config.GetInt("threads"));
     TITAN_ASSIGN_OR_RETURN(max_rounds_, config.GetInt("max_rounds"));
-    threads_ = threads > 0 ? static_cast<int>(threads)
-                           : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    threads_ = threads > 0
+                   ? static_cast<int>(threads)
+                   : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     return absl::OkStatus();
   }
 

@@ -10,8 +10,13 @@ namespace titan::balance {
 class Greedy : public BalancePlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"migrate", ConfigType::kBool, ConfigValue(true),
-                      "run the migration phase after the largest-first assignment", {}, {}, {}}};
+    return {ConfigKey{"migrate",
+                      ConfigType::kBool,
+                      ConfigValue(true),
+                      "run the migration phase after the largest-first assignment",
+                      {},
+                      {},
+                      {}}};
   }
 
   absl::Status Configure(const ConfigView& config) override {

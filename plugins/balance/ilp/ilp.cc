@@ -17,11 +17,21 @@ namespace titan::balance {
 class Ilp : public BalancePlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"time_limit_s", ConfigType::kFloat, ConfigValue(0.0),
+    return {ConfigKey{"time_limit_s",
+                      ConfigType::kFloat,
+                      ConfigValue(0.0),
                       "stop the search after this many seconds (0: none); the result is then the "
-                      "best assignment found and lower_bound CBC's best bound", 0.0, {}, {}},
-            ConfigKey{"solver_log", ConfigType::kInt, ConfigValue(int64_t{0}),
-                      "CBC log level, 0 (silent) to 4", 0.0, 4.0, {}}};
+                      "best assignment found and lower_bound CBC's best bound",
+                      0.0,
+                      {},
+                      {}},
+            ConfigKey{"solver_log",
+                      ConfigType::kInt,
+                      ConfigValue(int64_t{0}),
+                      "CBC log level, 0 (silent) to 4",
+                      0.0,
+                      4.0,
+                      {}}};
   }
 
   absl::Status Configure(const ConfigView& config) override {
@@ -42,14 +52,13 @@ class Ilp : public BalancePlugin {
       OsiClpSolverInterface solver;
       solver.messageHandler()->setLogLevel(solver_log_);
       solver.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
-                         model.objective.data(), model.row_lower.data(),
-                         model.row_upper.data());
+                         model.objective.data(), model.row_lower.data(), model.row_upper.data());
       for (int column = 0; column < model.load_column; ++column) solver.setInteger(column);
       CbcModel cbc(solver);
       cbc.setLogLevel(solver_log_);
       if (time_limit_s_ > 0.0) cbc.setMaximumSeconds(time_limit_s_);
-      if (!start.empty()) cbc.setBestSolution(start.data(), static_cast<int>(start.size()),
-                                              start[model.load_column]);
+      if (!start.empty())
+        cbc.setBestSolution(start.data(), static_cast<int>(start.size()), start[model.load_column]);
       cbc.branchAndBound();
       if (cbc.isProvenInfeasible()) {
         return absl::FailedPreconditionError("the controller capacities admit no assignment");
@@ -62,8 +71,8 @@ class Ilp : public BalancePlugin {
       bound = cbc.getBestPossibleObjValue();
       optimal = cbc.isProvenOptimal();
     } catch (const CoinError& error) {
-      return absl::InternalError(absl::StrCat("CBC failed in ", error.methodName(), ": ",
-                                              error.message()));
+      return absl::InternalError(
+          absl::StrCat("CBC failed in ", error.methodName(), ": ", error.message()));
     }
     BalanceResult result;
     result.controller_of.resize(problem.num_switches());

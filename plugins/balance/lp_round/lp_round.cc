@@ -11,8 +11,13 @@ namespace titan::balance {
 class LpRound : public BalancePlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"solver_log", ConfigType::kInt, ConfigValue(int64_t{0}),
-                      "CLP log level, 0 (silent) to 4", 0.0, 4.0, {}}};
+    return {ConfigKey{"solver_log",
+                      ConfigType::kInt,
+                      ConfigValue(int64_t{0}),
+                      "CLP log level, 0 (silent) to 4",
+                      0.0,
+                      4.0,
+                      {}}};
   }
 
   absl::Status Configure(const ConfigView& config) override {

@@ -48,8 +48,13 @@ std::vector<int32_t> MatchFractional(const std::vector<int>& fractional,
 class Lst : public BalancePlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"solver_log", ConfigType::kInt, ConfigValue(int64_t{0}),
-                      "CLP log level, 0 (silent) to 4", 0.0, 4.0, {}}};
+    return {ConfigKey{"solver_log",
+                      ConfigType::kInt,
+                      ConfigValue(int64_t{0}),
+                      "CLP log level, 0 (silent) to 4",
+                      0.0,
+                      4.0,
+                      {}}};
   }
 
   absl::Status Configure(const ConfigView& config) override {
