@@ -80,6 +80,25 @@ inline absl::Status AdamStep(const AdamSettings& settings, const OptimizerStep& 
   return absl::OkStatus();
 }
 
+// Adam and AdamW as one plugin class: they differ only in where weight decay enters and in
+// torch.optim's default decay (0 for Adam, 0.1 here for AdamW as in TorchTitan).
+template <bool kDecoupledWeightDecay>
+class AdamFamily : public OptimizerPlugin {
+ public:
+  std::vector<ConfigKey> ConfigKeys() const override {
+    return AdamConfigKeys(kDecoupledWeightDecay ? 0.1 : 0.0);
+  }
+  absl::Status Configure(const ConfigView& config) override {
+    settings_.decoupled_weight_decay = kDecoupledWeightDecay;
+    return ReadAdamSettings(config, settings_);
+  }
+  std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
+  absl::Status Step(const OptimizerStep& step) override { return AdamStep(settings_, step); }
+
+ private:
+  AdamSettings settings_;
+};
+
 }  // namespace titan::optimizer
 
 #endif  // TITAN_PLUGINS_OPTIMIZER_ADAM_UPDATE_H_
