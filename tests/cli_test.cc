@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -57,13 +58,32 @@ TEST(TitanRun, ListsPluginsWithKindNameVersionAbiPathAndSummary) {
 }
 
 TEST(TitanRun, DefaultRecipeValidatesAndListsItsPlugins) {
-  Result r = Titan("--recipe recipes/llama3_debug.toml");
+  // A tiny run of the default recipe: byte tokenizer, two steps of 2 x 16 tokens.
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=2 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=4 --job.dump_folder=" +
+      (std::filesystem::temp_directory_path() / "titan_cli_test_run").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::ContainsRegex("step 2\\] loss [0-9.]+  grad_norm"));
+  EXPECT_THAT(r.output, HasSubstr("[generate] sample:"));
   EXPECT_THAT(r.output,
               HasSubstr("[rank 0 step -] [job] uses device plugin 'cpu' 1.0.0 (<built-in>)"));
   EXPECT_THAT(r.output, HasSubstr("[optimizer] uses optimizer plugin 'adamw' 1.0.0"));
   EXPECT_THAT(r.output,
               HasSubstr("recipe is valid; mesh pp=1 dp_replicate=1 dp_shard=1 cp=1 tp=1"));
+}
+
+TEST(TitanRun, TrainingDataErrorsAreExplained) {
+  Result missing = Titan(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte "
+      "--training.dataset_path=/nonexistent/corpus");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output, HasSubstr("\"/nonexistent/corpus\": no such file or folder"));
+  Result vocab =
+      Titan("--recipe recipes/llama3_debug.toml --model.tokenizer_path=/nonexistent/tok.model");
+  EXPECT_EQ(vocab.exit_code, 2);
+  EXPECT_THAT(vocab.output, HasSubstr("/nonexistent/tok.model: cannot open the tokenizer file"));
 }
 
 TEST(TitanRun, EveryShippedRecipeValidates) {
@@ -90,7 +110,7 @@ TEST(TitanRun, PrintsTheEffectiveRecipeWithOverrides) {
       "--recipe recipes/llama3_debug.toml --print-recipe --training.steps=20 "
       "--optimizer.weight_decay=0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("[training]\nlocal_batch_size = 8\n"));
+  EXPECT_THAT(r.output, HasSubstr("[training]\nlocal_batch_size = 4\n"));
   EXPECT_THAT(r.output, HasSubstr("steps = 20\n"));
   EXPECT_THAT(r.output, HasSubstr("weight_decay = 0.0\n"));
   EXPECT_THAT(r.output, HasSubstr("[debug]\nseed = 0\n"));

@@ -17,6 +17,8 @@
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
+#include "core/train/trainer.h"
+#include "titan/optimizer.h"
 
 namespace titan {
 namespace {
@@ -148,9 +150,21 @@ int Run(const std::vector<std::string>& args) {
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
                mesh->degree(MeshDim::kDpShard), mesh->degree(MeshDim::kCp),
                mesh->degree(MeshDim::kTp));
-  spdlog::warn(
-      "this build has no trainer yet: the recipe was validated and its plugins loaded, "
-      "nothing was trained");
+  if (world_size > 1) {
+    spdlog::error("training on {} ranks is not built yet; run one process", world_size);
+    return kExitError;
+  }
+  OptimizerPlugin* optimizer = nullptr;
+  for (const Recipe::SelectedPlugin& plugin : recipe->plugins()) {
+    // The optimizer section selects plugins of kind "optimizer" only.
+    if (plugin.section == "optimizer")
+      optimizer = static_cast<OptimizerPlugin*>(plugin.instance.get());
+  }
+  absl::Status trained = Train(*recipe, *optimizer);
+  if (!trained.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(trained.message()));
+    return trained.code() == absl::StatusCode::kInternal ? kExitError : kExitUsage;
+  }
   return kExitOk;
 }
 

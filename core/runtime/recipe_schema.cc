@@ -114,6 +114,24 @@ std::vector<SectionSchema> MakeSchema() {
               {"bfloat16", "float32"}),
        String("mixed_precision_reduce", "float32", "dtype of gradient reductions", {"float32"})}));
   schema.push_back(Section(
+      "data", "how training.dataset_path is read and tokenized",
+      {String("text_field", "text", "JSON Lines field holding a document's text"),
+       String("text_separator", "",
+              "a line that separates documents in text files (\"%\" in fortune files); empty: "
+              "one file is one document"),
+       String("on_bad_record", "error",
+              "a malformed JSON line or record without text_field: stop with an error, or skip "
+              "it and report the count",
+              {"error", "skip"}),
+       Int("bpe_vocab_size", 1792, 256, kNoLimit,
+           "ordinary tokens of the BPE vocabulary learned when model.tokenizer_path is empty "
+           "(Llama 3's 256 special tokens come on top)")}));
+  schema.push_back(Section(
+      "validation", "held-out loss during training",
+      {Float("split", 0.05, 0.0, 0.5, "fraction of the packed windows held out for validation"),
+       Int("freq", 0, 0, kNoLimit, "compute the validation loss every this many steps; 0: never"),
+       Int("steps", 8, 1, kNoLimit, "microbatches per validation")}));
+  schema.push_back(Section(
       "parallelism", "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp)",
       {Int("data_parallel_replicate_degree", 1, 1, kNoLimit, "DDP / HSDP replicas"),
        Int("data_parallel_shard_degree", -1, -1, kNoLimit,
@@ -168,7 +186,17 @@ std::vector<SectionSchema> MakeSchema() {
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
   schema.push_back(Section("metrics", "what is logged",
-                           {Int("log_freq", 10, 1, kNoLimit, "log every this many steps")}));
+                           {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
+                            Float("peak_tflops", 0.0, 0.0, kNoLimit,
+                                  "peak TFLOP/s of one rank's device, for MFU; 0: measured by "
+                                  "a matmul probe at start")}));
+  schema.push_back(Section(
+      "generate", "text sampled from the model after training",
+      {Int("max_new_tokens", 0, 0, kNoLimit, "tokens to sample; 0: no sample"),
+       String("prompt", "", "text the sample continues"),
+       Float("temperature", 0.8, 0.0, kNoLimit, "softmax temperature; 0 always takes the top"),
+       Int("top_k", 50, 0, kNoLimit, "sample among this many most likely tokens; 0: all"),
+       Float("top_p", 0.95, 0.0, 1.0, "sample among the fewest tokens holding this probability")}));
   schema.push_back(PluginSection(
       "comm", "communication between ranks",
       {String("backend", "auto", "comm plugin: mpi, nccl, ...; auto = none for one rank, else mpi"),

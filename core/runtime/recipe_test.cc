@@ -45,6 +45,7 @@ TEST(Recipe, ShippedRecipesValidate) {
   }
 }
 
+// TorchTitan's model and optimizer values; batch, length and steps sized for 2 CPU cores.
 TEST(Recipe, DebugRecipeCarriesTorchTitanValues) {
   auto raw = ParseRecipeFile(absl::StrCat(TITAN_SOURCE_DIR, "/recipes/llama3_debug.toml"));
   ASSERT_TRUE(raw.ok());
@@ -53,10 +54,11 @@ TEST(Recipe, DebugRecipeCarriesTorchTitanValues) {
   EXPECT_EQ(*recipe->section("model").GetString("flavor"), "debugmodel");
   EXPECT_EQ(*recipe->section("optimizer").GetFloat("lr"), 8e-4);
   EXPECT_EQ(*recipe->section("optimizer").GetFloat("beta2"), 0.95);  // adamw default
-  EXPECT_EQ(*recipe->section("lr_scheduler").GetInt("warmup_steps"), 2);
-  EXPECT_EQ(*recipe->section("training").GetInt("local_batch_size"), 8);
-  EXPECT_EQ(*recipe->section("training").GetInt("seq_len"), 2048);
-  EXPECT_EQ(*recipe->section("training").GetInt("steps"), 10);
+  EXPECT_EQ(*recipe->section("lr_scheduler").GetInt("warmup_steps"), 6);
+  EXPECT_EQ(*recipe->section("training").GetInt("local_batch_size"), 4);
+  EXPECT_EQ(*recipe->section("training").GetInt("seq_len"), 128);
+  EXPECT_EQ(*recipe->section("training").GetInt("steps"), 60);
+  EXPECT_EQ(*recipe->section("data").GetString("text_separator"), "%");
   EXPECT_EQ(*recipe->section("activation_checkpoint").GetString("selective_ac_option"), "2");
   ASSERT_EQ(recipe->plugins().size(), 2u);  // the cpu device and adamw
   EXPECT_STREQ(recipe->plugins()[0].info->descriptor->name, "cpu");

@@ -1,0 +1,39 @@
+// Reads the documents of a corpus in the forms public pre-training corpora ship in: plain text
+// files, JSON Lines and zstd-compressed JSON Lines (streamed), a single file or a folder.
+#ifndef TITAN_CORE_DATA_DOCUMENTS_H_
+#define TITAN_CORE_DATA_DOCUMENTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "titan/status.h"
+
+namespace titan {
+
+struct DocumentOptions {
+  std::string text_field = "text";  // the JSON Lines field holding a document's text
+  // A line of plain text that separates documents ("%" in fortune files); empty: one file is
+  // one document.
+  std::string text_separator;
+  bool skip_bad_records = false;  // false: a malformed record is an error
+};
+
+struct DocumentReport {
+  int64_t files = 0;
+  int64_t documents = 0;
+  int64_t skipped = 0;
+  std::string first_skip;  // where and why the first skipped record was skipped
+};
+
+// Calls `sink` with each non-empty document of `path` (a file, or a folder read recursively in
+// name order: *.jsonl and *.jsonl.zst as JSON Lines, *.txt and files without an extension as
+// text, others ignored). Missing or empty data is an error naming the path.
+absl::Status ReadDocuments(const std::string& path, const DocumentOptions& options,
+                           const std::function<void(absl::string_view)>& sink,
+                           DocumentReport* report);
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_DATA_DOCUMENTS_H_

@@ -1,0 +1,83 @@
+#include "core/data/documents.h"
+
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DocumentsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("titan_documents_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    std::ofstream(dir_ / name, std::ios::binary) << bytes;
+    return (dir_ / name).string();
+  }
+  absl::Status Read(const std::string& path, const DocumentOptions& options) {
+    docs_.clear();
+    report_ = {};
+    return ReadDocuments(
+        path, options, [&](absl::string_view d) { docs_.emplace_back(d); }, &report_);
+  }
+  fs::path dir_;
+  std::vector<std::string> docs_;
+  DocumentReport report_;
+};
+
+TEST_F(DocumentsTest, TextWithSeparator) {
+  std::string path = Write("fortunes", "one\nline\n%\ntwo\n%\n\n%\nthree");
+  DocumentOptions options;
+  options.text_separator = "%";
+  ASSERT_TRUE(Read(path, options).ok());
+  EXPECT_EQ(docs_, (std::vector<std::string>{"one\nline\n", "two\n", "three"}));
+  ASSERT_TRUE(Read(path, {}).ok());
+  EXPECT_EQ(docs_.size(), 1u);
+}
+
+TEST_F(DocumentsTest, JsonlPlainAndZstdInOneFolder) {
+  const std::string jsonl = "{\"text\": \"a\"}\n{\"text\": \"b\", \"id\": 2}\n{\"text\": \"c\"}";
+  Write("1.jsonl", jsonl);
+  std::string compressed(ZSTD_compressBound(jsonl.size()), '\0');
+  compressed.resize(
+      ZSTD_compress(compressed.data(), compressed.size(), jsonl.data(), jsonl.size(), 3));
+  Write("2.jsonl.zst", compressed);
+  Write("ignored.bin", "zzz");
+  ASSERT_TRUE(Read(dir_.string(), {}).ok());
+  EXPECT_EQ(docs_, (std::vector<std::string>{"a", "b", "c", "a", "b", "c"}));
+  EXPECT_EQ(report_.files, 2);
+
+  Write("2.jsonl.zst", compressed.substr(0, compressed.size() - 4));
+  absl::Status truncated = Read(dir_.string(), {});
+  EXPECT_NE(std::string(truncated.message()).find("2.jsonl.zst"), std::string::npos);
+}
+
+TEST_F(DocumentsTest, BadRecordIsAnErrorOrACountedSkip) {
+  std::string path = Write("d.jsonl", "{\"text\": \"a\"}\n{\"text\": \n{\"body\": \"x\"}\n");
+  absl::Status error = Read(path, {});
+  EXPECT_NE(std::string(error.message()).find("d.jsonl:2: malformed JSON"), std::string::npos)
+      << error;
+  DocumentOptions skip;
+  skip.skip_bad_records = true;
+  ASSERT_TRUE(Read(path, skip).ok());
+  EXPECT_EQ(docs_, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(report_.skipped, 2);
+  EXPECT_NE(report_.first_skip.find("d.jsonl:2"), std::string::npos);
+}
+
+TEST_F(DocumentsTest, MissingOrEmptyData) {
+  EXPECT_EQ(Read((dir_ / "none").string(), {}).code(), absl::StatusCode::kNotFound);
+  absl::Status empty = Read(Write("empty.txt", "  \n"), {});
+  EXPECT_NE(std::string(empty.message()).find("no documents"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace titan

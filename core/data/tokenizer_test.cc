@@ -1,0 +1,133 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/data/bpe_tokenizer.h"
+#include "core/data/bpe_trainer.h"
+#include "core/data/byte_tokenizer.h"
+#include "core/data/pretokenize.h"
+
+namespace titan {
+namespace {
+
+std::string RandomBytes(std::mt19937& rng, size_t n) {
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+const char kCorpus[] =
+    "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs.\n"
+    "It's 12345 o'clock, and they're   here!\n\nNaïve café — ünïcödé 東京 ok?";
+
+std::unique_ptr<BpeTokenizer> TrainOnCorpus(int64_t vocab) {
+  BpeTrainer trainer;
+  for (int i = 0; i < 3; ++i) trainer.AddText(kCorpus);
+  auto ranks = trainer.Train(vocab);
+  EXPECT_TRUE(ranks.ok()) << ranks.status();
+  auto tokenizer = BpeTokenizer::Create(*ranks, "test");
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return std::move(*tokenizer);
+}
+
+TEST(ByteTokenizer, RoundTripsArbitraryBytes) {
+  ByteTokenizer tokenizer;
+  std::mt19937 rng(1);
+  std::string text = RandomBytes(rng, 1000);
+  std::vector<int32_t> tokens = tokenizer.Encode(text);
+  ASSERT_EQ(tokens.size(), text.size());
+  EXPECT_EQ(tokenizer.Decode(tokens), text);
+  EXPECT_EQ(tokenizer.vocab_size(), 512);
+  std::vector<int32_t> special = {tokenizer.bos_id(), 'a', tokenizer.eos_id()};
+  EXPECT_EQ(tokenizer.Decode(special), "<|begin_of_text|>a<|end_of_text|>");
+}
+
+TEST(PreTokenizer, SplitsLikeLlama3) {
+  PreTokenizer p;
+  std::vector<absl::string_view> pieces = p.Split("Hello world's 12345 ok!!\n\n  x");
+  std::vector<std::string> got(pieces.begin(), pieces.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"Hello", " world", "'s", " ", "123", "45", " ok",
+                                           "!!\n\n", " ", " x"}));
+}
+
+TEST(PreTokenizer, CoversInvalidUtf8ByteByByte) {
+  PreTokenizer p;
+  std::string text = "ab\xff\xfe cd\xc3";
+  std::vector<absl::string_view> pieces = p.Split(text);
+  std::string joined;
+  for (auto piece : pieces) joined += std::string(piece);
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(std::string(pieces[1]), "\xff");
+}
+
+TEST(BpeTrainer, LearnsFrequentPairsFirst) {
+  BpeTrainer trainer;
+  trainer.AddText("aaaa aaaa aaaa bb");
+  auto ranks = trainer.Train(258);
+  ASSERT_TRUE(ranks.ok());
+  ASSERT_EQ(ranks->size(), 258u);
+  EXPECT_EQ((*ranks)[256], "aa");
+  EXPECT_EQ((*ranks)[257], "aaaa");
+  EXPECT_FALSE(trainer.Train(10).ok());
+}
+
+TEST(BpeTrainer, IsDeterministic) {
+  BpeTrainer a, b;
+  a.AddText(kCorpus);
+  b.AddText(kCorpus);
+  EXPECT_EQ(*a.Train(300), *b.Train(300));
+}
+
+TEST(BpeTokenizer, KnownEncodingAndRoundTrips) {
+  std::unique_ptr<BpeTokenizer> tokenizer = TrainOnCorpus(400);
+  std::vector<int32_t> tokens = tokenizer->Encode(" the fox");
+  ASSERT_EQ(tokens.size(), 2u);  // " the" and " fox" were learned
+  EXPECT_EQ(tokenizer->Decode(tokens), " the fox");
+  EXPECT_EQ(tokenizer->ranks()[tokens[1]], " fox");
+  std::mt19937 rng(2);
+  for (int i = 0; i < 20; ++i) {
+    std::string text = RandomBytes(rng, 200) + kCorpus;
+    EXPECT_EQ(tokenizer->Decode(tokenizer->Encode(text)), text);
+  }
+  EXPECT_LT(tokenizer->Encode(kCorpus).size(), sizeof(kCorpus) / 2);
+}
+
+TEST(BpeTokenizer, SpecialTokens) {
+  std::unique_ptr<BpeTokenizer> tokenizer = TrainOnCorpus(300);
+  const std::string text = "<|begin_of_text|>the fox<|eot_id|>";
+  std::vector<int32_t> with = tokenizer->EncodeWithSpecialTokens(text);
+  EXPECT_EQ(with.front(), tokenizer->bos_id());
+  EXPECT_EQ(with.back(), tokenizer->bos_id() + 9);
+  EXPECT_EQ(tokenizer->Decode(with), text);
+  std::vector<int32_t> plain = tokenizer->Encode(text);  // corpus text never becomes control
+  for (int32_t t : plain) EXPECT_LT(t, tokenizer->bos_id());
+  EXPECT_EQ(tokenizer->Decode(plain), text);
+  EXPECT_EQ(tokenizer->vocab_size(), 300 + 256);
+}
+
+TEST(BpeTokenizer, TiktokenFileRoundTripAndErrors) {
+  std::unique_ptr<BpeTokenizer> tokenizer = TrainOnCorpus(320);
+  auto dir = std::filesystem::temp_directory_path() / "titan_tokenizer_test";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "vocab.tiktoken").string();
+  ASSERT_TRUE(WriteTiktoken(tokenizer->ranks(), path).ok());
+  auto loaded = BpeTokenizer::LoadTiktoken(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->ranks(), tokenizer->ranks());
+  EXPECT_EQ((*loaded)->Encode(kCorpus), tokenizer->Encode(kCorpus));
+
+  auto missing = BpeTokenizer::LoadTiktoken((dir / "none").string());
+  EXPECT_NE(std::string(missing.status().message()).find("cannot open"), std::string::npos);
+  std::ofstream((dir / "bad").string()) << "QQ== 0\nnot-base64!! 1\n";
+  auto bad = BpeTokenizer::LoadTiktoken((dir / "bad").string());
+  EXPECT_NE(std::string(bad.status().message()).find("bad:2"), std::string::npos);
+  std::ofstream((dir / "short").string()) << "QQ== 0\n";
+  auto short_vocab = BpeTokenizer::LoadTiktoken((dir / "short").string());
+  EXPECT_NE(std::string(short_vocab.status().message()).find("single byte"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace titan

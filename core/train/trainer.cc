@@ -1,0 +1,283 @@
+#include "core/train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "core/data/bpe_tokenizer.h"
+#include "core/data/bpe_trainer.h"
+#include "core/data/documents.h"
+#include "core/data/packed_loader.h"
+#include "core/model/llama.h"
+#include "core/runtime/logging.h"
+#include "core/train/generate.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/metrics.h"
+
+namespace titan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Every document of the dataset, read once: the BPE trainer and the packer both need them.
+absl::StatusOr<std::vector<std::string>> ReadCorpus(const Recipe& recipe) {
+  const ConfigView& training = recipe.section("training");
+  const ConfigView& data = recipe.section("data");
+  DocumentOptions options;
+  TITAN_ASSIGN_OR_RETURN(options.text_field, data.GetString("text_field"));
+  TITAN_ASSIGN_OR_RETURN(options.text_separator, data.GetString("text_separator"));
+  TITAN_ASSIGN_OR_RETURN(std::string on_bad, data.GetString("on_bad_record"));
+  options.skip_bad_records = on_bad == "skip";
+  TITAN_ASSIGN_OR_RETURN(std::string path, training.GetString("dataset_path"));
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "training.dataset_path is empty: name a text, .jsonl or .jsonl.zst file or folder");
+  }
+  std::vector<std::string> documents;
+  DocumentReport report;
+  TITAN_RETURN_IF_ERROR(ReadDocuments(
+      path, options, [&](absl::string_view d) { documents.emplace_back(d); }, &report));
+  spdlog::info("[data] {}: {} documents from {} file(s)", path, report.documents, report.files);
+  if (report.skipped > 0) {
+    spdlog::warn("[data] skipped {} bad record(s) (data.on_bad_record = \"skip\"); the first: {}",
+                 report.skipped, report.first_skip);
+  }
+  return documents;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Recipe& recipe,
+                                                         const std::vector<std::string>& docs) {
+  TITAN_ASSIGN_OR_RETURN(std::string path, recipe.section("model").GetString("tokenizer_path"));
+  if (!path.empty()) return LoadTokenizer(path);
+  TITAN_ASSIGN_OR_RETURN(int64_t vocab, recipe.section("data").GetInt("bpe_vocab_size"));
+  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
+  auto start = Clock::now();
+  BpeTrainer trainer;
+  for (const std::string& doc : docs) trainer.AddText(doc);
+  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> ranks, trainer.Train(vocab));
+  std::filesystem::create_directories(dump);
+  std::string out = (std::filesystem::path(dump) / "tokenizer.tiktoken").string();
+  TITAN_RETURN_IF_ERROR(WriteTiktoken(ranks, out));
+  spdlog::info("[data] learned a BPE vocabulary of {} tokens in {:.1f}s, written to {}",
+               ranks.size(), Seconds(start), out);
+  TITAN_ASSIGN_OR_RETURN(auto bpe, BpeTokenizer::Create(std::move(ranks), out));
+  return std::unique_ptr<Tokenizer>(std::move(bpe));
+}
+
+double EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t batches, int64_t batch,
+                int64_t seq_len) {
+  std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
+  double total = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    loader.Next(tokens.data(), targets.data());
+    total += *model.Forward(tokens.data(), targets.data(), batch, seq_len);
+  }
+  return total / static_cast<double>(batches);
+}
+
+}  // namespace
+
+double ClipGradNorm(float* grads, int64_t count, double max_norm) {
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum)
+  for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(grads[i]) * grads[i];
+  const double norm = std::sqrt(sum);
+  if (max_norm > 0 && std::isfinite(norm)) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) {
+      const float c = static_cast<float>(coef);
+#pragma omp parallel for
+      for (int64_t i = 0; i < count; ++i) grads[i] *= c;
+    }
+  }
+  return norm;
+}
+
+absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
+  const ConfigView& training = recipe.section("training");
+  TITAN_ASSIGN_OR_RETURN(int64_t batch, training.GetInt("local_batch_size"));
+  TITAN_ASSIGN_OR_RETURN(int64_t global_batch, training.GetInt("global_batch_size"));
+  TITAN_ASSIGN_OR_RETURN(int64_t seq_len, training.GetInt("seq_len"));
+  TITAN_ASSIGN_OR_RETURN(int64_t steps, training.GetInt("steps"));
+  TITAN_ASSIGN_OR_RETURN(double max_norm, training.GetFloat("max_norm"));
+  TITAN_ASSIGN_OR_RETURN(int64_t seed, recipe.section("debug").GetInt("seed"));
+  TITAN_ASSIGN_OR_RETURN(double peak_lr, recipe.section("optimizer").GetFloat("lr"));
+  if (global_batch < 0) global_batch = batch;
+  if (global_batch % batch != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("training.global_batch_size = ", global_batch,
+                                                   " is not a multiple of local_batch_size ", batch,
+                                                   " x 1 data-parallel rank"));
+  }
+  const int64_t accumulation = global_batch / batch;
+
+  // Data and tokenizer.
+  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> documents, ReadCorpus(recipe));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(recipe, documents));
+  std::vector<int32_t> stream;
+  for (const std::string& doc : documents) {
+    PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream);
+  }
+  documents.clear();
+  const ConfigView& validation = recipe.section("validation");
+  TITAN_ASSIGN_OR_RETURN(double split, validation.GetFloat("split"));
+  TITAN_ASSIGN_OR_RETURN(int64_t eval_freq, validation.GetInt("freq"));
+  TITAN_ASSIGN_OR_RETURN(int64_t eval_steps, validation.GetInt("steps"));
+  const int64_t windows = static_cast<int64_t>(stream.size()) / (seq_len + 1);
+  const int64_t held_out =
+      eval_freq > 0 ? std::max<int64_t>(batch, std::llround(windows * split)) : 0;
+  std::vector<int32_t> held(
+      stream.end() - std::min<int64_t>(held_out * (seq_len + 1), stream.size()), stream.end());
+  stream.resize(stream.size() - held.size());
+  spdlog::info("[data] {} tokens ({} windows of {}), {} held out for validation",
+               stream.size() + held.size(), windows, seq_len + 1, held_out);
+  TITAN_ASSIGN_OR_RETURN(PackedLoader loader,
+                         PackedLoader::Create(std::move(stream), seq_len, batch, seed, 0, 1));
+  std::optional<PackedLoader> eval_loader;
+  if (held_out > 0) {
+    TITAN_ASSIGN_OR_RETURN(eval_loader, PackedLoader::Create(std::move(held), seq_len, batch, seed,
+                                                             0, 1, /*shuffle=*/false));
+  }
+
+  // Model.
+  TITAN_ASSIGN_OR_RETURN(std::string flavor, recipe.section("model").GetString("flavor"));
+  TITAN_ASSIGN_OR_RETURN(LlamaConfig config, LlamaFlavor(flavor));
+  config.vocab_size = tokenizer->vocab_size();
+  const ConfigView& ac_section = recipe.section("activation_checkpoint");
+  TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac_section.GetString("mode"));
+  TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
+  TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint ac, ParseActivationCheckpoint(ac_mode, ac_option));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac));
+  model->Initialize(static_cast<uint64_t>(seed));
+  spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
+               config.vocab_size, config.ParameterCount() / 1e6);
+
+  // Optimizer buffers: one flat run each for parameters, gradients and state.
+  float* params = model->params().flat_data();
+  float* grads = model->grads().flat_data();
+  const int64_t count = static_cast<int64_t>(model->params().flat_size());
+  std::vector<ParamSegment> segments;
+  for (const Parameter& p : model->Parameters()) {
+    segments.push_back(
+        {static_cast<float*>(p.value.data) - params, p.value.numel(), p.weight_decay});
+  }
+  std::vector<float> state(optimizer.StateNames().size() * count, 0.0f);
+
+  const ConfigView& lr_section = recipe.section("lr_scheduler");
+  TITAN_ASSIGN_OR_RETURN(int64_t warmup, lr_section.GetInt("warmup_steps"));
+  TITAN_ASSIGN_OR_RETURN(double decay_ratio, lr_section.GetFloat("decay_ratio"));
+  TITAN_ASSIGN_OR_RETURN(std::string decay_type, lr_section.GetString("decay_type"));
+  TITAN_ASSIGN_OR_RETURN(double min_lr_factor, lr_section.GetFloat("min_lr_factor"));
+  const LrSchedule schedule(steps, warmup, decay_ratio, decay_type, min_lr_factor);
+
+  const ConfigView& metrics = recipe.section("metrics");
+  TITAN_ASSIGN_OR_RETURN(int64_t log_freq, metrics.GetInt("log_freq"));
+  TITAN_ASSIGN_OR_RETURN(double peak_tflops, metrics.GetFloat("peak_tflops"));
+  if (peak_tflops <= 0) {
+    peak_tflops = MeasurePeakTflops();
+    spdlog::info(
+        "[metrics] peak {:.3f} TFLOP/s measured by a matmul probe (metrics.peak_tflops "
+        "sets it)",
+        peak_tflops);
+  }
+  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
+  TITAN_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(dump));
+  // TorchTitan's count: 6 per parameter per token plus attention's 12 * layers * dim * seq_len.
+  const double flop_per_token = 6.0 * static_cast<double>(config.ParameterCount()) +
+                                12.0 * config.n_layers * config.dim * seq_len;
+
+  std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
+  spdlog::info("[train] {} steps of {} x {} tokens ({} microbatch(es) of {}), logging to {}", steps,
+               global_batch, seq_len, accumulation, batch, log.path());
+  const auto run_start = Clock::now();
+  auto window_start = Clock::now();
+  double data_s = 0;
+  for (int64_t step = 1; step <= steps; ++step) {
+    SetLogStep(step);
+    model->ZeroGrad();
+    double loss = 0;
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      auto data_start = Clock::now();
+      loader.Next(tokens.data(), targets.data());
+      data_s += Seconds(data_start);
+      TITAN_ASSIGN_OR_RETURN(float micro_loss,
+                             model->Forward(tokens.data(), targets.data(), batch, seq_len));
+      if (!std::isfinite(micro_loss)) {
+        return absl::InternalError(
+            absl::StrCat("step ", step, ": the loss is ", micro_loss,
+                         "; stopping (lower optimizer.lr or check the data)"));
+      }
+      loss += micro_loss / static_cast<double>(accumulation);
+      TITAN_RETURN_IF_ERROR(model->Backward());
+    }
+    if (accumulation > 1) {
+      const float scale = 1.0f / static_cast<float>(accumulation);
+      for (int64_t i = 0; i < count; ++i) grads[i] *= scale;
+    }
+    const double grad_norm = ClipGradNorm(grads, count, max_norm);
+    if (!std::isfinite(grad_norm)) {
+      return absl::InternalError(absl::StrCat("step ", step, ": the gradient norm is ", grad_norm,
+                                              "; stopping (lower optimizer.lr or check the data)"));
+    }
+    const double lr = peak_lr * schedule.Factor(step);
+    OptimizerStep update{FlatF32(params, count),
+                         FlatF32(grads, count),
+                         FlatF32(state.data(), static_cast<int64_t>(state.size())),
+                         segments,
+                         lr,
+                         step};
+    TITAN_RETURN_IF_ERROR(optimizer.Step(update));
+
+    if (step % log_freq == 0 || step == steps || step == 1) {
+      const double seconds = Seconds(window_start);
+      const int64_t logged_steps =
+          step == 1 ? 1 : (step % log_freq == 0 ? log_freq : step % log_freq);
+      StepMetrics m;
+      m.step = step, m.loss = loss, m.grad_norm = grad_norm, m.lr = lr;
+      m.tps = static_cast<double>(logged_steps * global_batch * seq_len) / seconds;
+      m.tflops = m.tps * flop_per_token / 1e12;
+      m.mfu = 100.0 * m.tflops / peak_tflops;
+      m.mem_gib = PeakMemoryGib();
+      m.data_s = data_s / static_cast<double>(logged_steps);
+      log.Log(m);
+      window_start = Clock::now();
+      data_s = 0;
+    }
+    if (eval_loader && step % eval_freq == 0) {
+      log.LogEval(
+          step, EvalLoss(*model, *eval_loader,
+                         std::min(eval_steps, eval_loader->num_windows() / batch), batch, seq_len));
+    }
+    log.Progress(step, steps, Seconds(run_start));
+  }
+  log.Progress(steps, steps, Seconds(run_start));
+  SetLogStep(-1);
+  spdlog::info("[train] done: {} steps in {:.1f}s; metrics in {}", steps, Seconds(run_start),
+               log.path());
+
+  const ConfigView& sample = recipe.section("generate");
+  TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
+  if (max_new_tokens > 0) {
+    SamplingOptions options;
+    TITAN_ASSIGN_OR_RETURN(std::string prompt, sample.GetString("prompt"));
+    TITAN_ASSIGN_OR_RETURN(options.temperature, sample.GetFloat("temperature"));
+    TITAN_ASSIGN_OR_RETURN(options.top_k, sample.GetInt("top_k"));
+    TITAN_ASSIGN_OR_RETURN(options.top_p, sample.GetFloat("top_p"));
+    std::vector<int32_t> text = {tokenizer->bos_id()};
+    std::vector<int32_t> encoded = tokenizer->Encode(prompt);
+    text.insert(text.end(), encoded.begin(), encoded.end());
+    TITAN_RETURN_IF_ERROR(Generate(*model, text, max_new_tokens, seq_len, tokenizer->eos_id(),
+                                   options, static_cast<uint64_t>(seed)));
+    spdlog::info("[generate] sample:\n{}",
+                 tokenizer->Decode(std::span<const int32_t>(text).subspan(1)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace titan
