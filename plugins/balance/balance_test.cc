@@ -120,6 +120,38 @@ TEST(BalancePolicies, LpRoundingBoundsAreTightOnAKnownInstance) {
   EXPECT_NEAR(ilp->lower_bound, 2.0, 1e-9);
 }
 
+TEST(BalancePolicies, IlpStopsAtGreedyWhenGreedyMeetsTheBound) {
+  // Loads 1..6 on three free controllers: LPT reaches the average, 7, so it is optimal.
+  BalanceProblem problem{{1, 2, 3, 4, 5, 6}, {INFINITY, INFINITY, INFINITY}, {}, {}};
+  problem.potential.assign(6, {0, 1, 2});
+  auto ilp = Make("ilp")->Assign(problem);
+  ASSERT_TRUE(ilp.ok()) << ilp.status();
+  EXPECT_NEAR(MaxLoad(problem, ilp->controller_of), 7.0, 1e-9);
+  EXPECT_NEAR(ilp->lower_bound, 7.0, 1e-9);  // proven optimal
+}
+
+TEST(BalancePolicies, IlpFinishesOnASymmetricInstance) {
+  // A fat-tree k=4 (20 switches) with 3 controllers all within reach of every switch and real
+  // loads: identical controllers make CBC's proof take hours, so the time limit must end it
+  // with a valid assignment, no worse than greedy's, and a lower bound below it.
+  std::mt19937 random(4);
+  BalanceProblem problem;
+  problem.controller_capacity.assign(3, INFINITY);
+  for (int s = 0; s < 20; ++s) {
+    problem.switch_load.push_back(std::uniform_real_distribution<double>(1, 100)(random));
+    problem.potential.push_back({0, 1, 2});
+  }
+  auto ilp = Make("ilp", {{"time_limit_s", 0.5}})->Assign(problem);
+  ASSERT_TRUE(ilp.ok()) << ilp.status();
+  ASSERT_TRUE(ValidateAssignment(problem, ilp->controller_of).ok());
+  auto greedy = Make("greedy")->Assign(problem);
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  const double load = MaxLoad(problem, ilp->controller_of);
+  EXPECT_LE(load, MaxLoad(problem, greedy->controller_of) + kSlack);
+  EXPECT_LE(ilp->lower_bound, load + kSlack);
+  EXPECT_GE(ilp->lower_bound, TrivialLowerBound(problem) - kSlack);
+}
+
 TEST(BalancePolicies, CapacitiesBoundTheLpAndTheOptimum) {
   // Controller 0 may hold at most 1: the heavy switch must go to controller 1.
   BalanceProblem problem{{3, 1}, {1, INFINITY}, {{0, 1}, {0, 1}}, {}};

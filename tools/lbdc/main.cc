@@ -309,6 +309,7 @@ absl::Status Run(const Options& o) {
         current = result->controller_of;
         row.rounds = result->rounds;
         row.messages = result->messages;
+        row.own_bound = result->lower_bound;
         bound[0] = std::max(bound[0], result->lower_bound);
       } else {
         absl::StatusOr<std::vector<Migration>> moves = policies[p]->Rebalance(problem, current);
@@ -321,6 +322,7 @@ absl::Status Run(const Options& o) {
           absl::StatusOr<BalanceResult> fresh = policies[p]->Assign(problem);
           if (!fresh.ok()) return Prefixed(name, fresh.status());
           bound[step] = std::max(bound[step], fresh->lower_bound);
+          row.own_bound = fresh->lower_bound;
         }
       }
       const std::vector<double> loads = Loads(problem, current);

@@ -22,7 +22,14 @@ absl::Status Close(std::ofstream& out, const std::string& path) {
   return absl::OkStatus();
 }
 
+// 1 - own bound / max load, as a percentage.
+double GapPercent(const Measurement& row) {
+  return row.max_load > 0 ? 100.0 * (1.0 - row.own_bound / row.max_load) : 0.0;
+}
+
 }  // namespace
+
+bool ProvenOptimal(const Measurement& row) { return row.own_bound >= row.max_load * (1.0 - 1e-9); }
 
 void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
   // One line per policy: its initial assignment, then what the load changes cost it.
@@ -34,8 +41,9 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
   }
   const bool changes = !rows.empty() && std::any_of(rows.begin(), rows.end(),
                                                     [](const auto& r) { return r.step > 0; });
-  out << absl::StrFormat("%-12s %12s %12s %7s %11s %10s %8s %10s", "policy", "max load",
-                         "lower bound", "ratio", "stddev", "time ms", "rounds", "messages");
+  out << absl::StrFormat("%-12s %12s %12s %7s %11s %10s %8s %10s %9s", "policy", "max load",
+                         "lower bound", "ratio", "stddev", "time ms", "rounds", "messages",
+                         "own gap");
   if (changes) out << absl::StrFormat(" %11s %11s", "moves/chg", "worst ratio");
   out << "\n";
   for (const std::string& policy : order) {
@@ -44,6 +52,14 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
     out << absl::StrFormat("%-12s %12.4g %12.4g %7.4f %11.4g %10.1f %8d %10d", policy,
                            first.max_load, first.lower_bound, first.ratio, first.stddev,
                            first.runtime_ms, first.rounds, first.messages);
+    // Only a policy that proves a bound of its own has a gap to show.
+    if (ProvenOptimal(first)) {
+      out << absl::StrFormat(" %9s", "optimal");
+    } else if (first.own_bound > 0) {
+      out << absl::StrFormat(" %8.3f%%", GapPercent(first));
+    } else {
+      out << absl::StrFormat(" %9s", "-");
+    }
     if (changes) {
       double moves = 0, worst = 0;
       for (const Measurement* step : steps) {
@@ -59,11 +75,13 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
 
 absl::Status WriteCsv(const std::vector<Measurement>& rows, const std::string& path) {
   TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
-  out << "policy,step,max_load,lower_bound,ratio,stddev,migrations,runtime_ms,rounds,messages\n";
+  out << "policy,step,max_load,lower_bound,ratio,stddev,migrations,runtime_ms,rounds,messages,"
+         "own_bound,proven_optimal\n";
   for (const Measurement& r : rows) {
-    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d\n", r.policy, r.step,
-                           r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations, r.runtime_ms,
-                           r.rounds, r.messages);
+    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d,%.10g,%s\n", r.policy,
+                           r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
+                           r.runtime_ms, r.rounds, r.messages, r.own_bound,
+                           ProvenOptimal(r) ? "true" : "false");
   }
   return Close(out, path);
 }
@@ -76,9 +94,10 @@ absl::Status WriteJson(const std::vector<Measurement>& rows, const std::string& 
     out << absl::StrFormat(
         "  {\"policy\": \"%s\", \"step\": %d, \"max_load\": %.10g, \"lower_bound\": %.10g, "
         "\"ratio\": %.6f, \"stddev\": %.10g, \"migrations\": %d, \"runtime_ms\": %.3f, "
-        "\"rounds\": %d, \"messages\": %d}%s\n",
+        "\"rounds\": %d, \"messages\": %d, \"own_bound\": %.10g, \"proven_optimal\": %s}%s\n",
         r.policy, r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations, r.runtime_ms,
-        r.rounds, r.messages, i + 1 < rows.size() ? "," : "");
+        r.rounds, r.messages, r.own_bound, ProvenOptimal(r) ? "true" : "false",
+        i + 1 < rows.size() ? "," : "");
   }
   out << "]\n";
   return Close(out, path);

@@ -19,12 +19,17 @@ struct Measurement {
   double max_load = 0.0;
   double lower_bound = 0.0;  // the best of LP*, LST's T, max w, sum w / m known at this step
   double ratio = 0.0;        // max_load / lower_bound
-  double stddev = 0.0;       // of the controller loads
-  int64_t migrations = 0;    // moves this step made (0 at step 0)
+  // The bound on the optimum this policy proved itself (0: none). When it reaches max_load the
+  // result is proven optimal; else its own gap is 1 - own_bound / max_load.
+  double own_bound = 0.0;
+  double stddev = 0.0;     // of the controller loads
+  int64_t migrations = 0;  // moves this step made (0 at step 0)
   double runtime_ms = 0.0;
   int64_t rounds = 0;
   int64_t messages = 0;
 };
+
+bool ProvenOptimal(const Measurement& row);
 
 struct PolicyLoads {
   std::string policy;

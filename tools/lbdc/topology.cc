@@ -119,9 +119,18 @@ Topology Waxman(int n, double alpha, double beta, double degree, std::mt19937_64
 }
 
 absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& text) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    // Name the place as line:column, as the TOML reader does.
+    const size_t end = std::min<size_t>(error.byte > 0 ? error.byte - 1 : 0, text.size());
+    const size_t line = 1 + std::count(text.begin(), text.begin() + end, '\n');
+    const size_t newline = end == 0 ? std::string::npos : text.rfind('\n', end - 1);
+    const size_t column = newline == std::string::npos ? end + 1 : end - newline;
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", line, ":", column, ": not valid JSON"));
+  }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expected a JSON object"));
   }

@@ -1,14 +1,53 @@
 #include "plugins/balance/common/lp_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "coin/ClpPrimalColumnSteepest.hpp"
 #include "coin/ClpSimplex.hpp"
-#include "coin/ClpSolve.hpp"
 #include "coin/CoinError.hpp"
+#include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/local_search.h"
 
 namespace titan::balance {
+namespace {
+
+// Makes greedy's assignment the starting basis: each switch's assigned x, L, and the slacks of
+// every load row but the heaviest one's (which L covers) and of the capacity rows. It is
+// non-singular (triangular after ordering) and near-optimal, so primal simplex starts close.
+void StartFromGreedy(const BalanceProblem& problem, const LpModel& model, ClpSimplex& simplex) {
+  std::vector<int32_t> assignment = LargestFirst(problem);
+  std::vector<double> loads = ControllerLoads(problem, assignment);
+  ImproveByMoves(problem, assignment, loads);
+  const int n = problem.num_switches();
+  const int heaviest =
+      static_cast<int>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+  double* x = simplex.primalColumnSolution();
+  for (int column = 0; column < simplex.numberColumns(); ++column) {
+    simplex.setColumnStatus(column, ClpSimplex::atLowerBound);
+    x[column] = 0.0;
+  }
+  for (int row = 0; row < simplex.numberRows(); ++row) {
+    simplex.setRowStatus(row, ClpSimplex::basic);
+  }
+  for (int s = 0; s < n; ++s) {
+    const std::vector<int32_t>& candidates = problem.potential[s];
+    const int column =
+        model.first_column[s] +
+        static_cast<int>(std::find(candidates.begin(), candidates.end(), assignment[s]) -
+                         candidates.begin());
+    simplex.setColumnStatus(column, ClpSimplex::basic);
+    x[column] = 1.0;
+    simplex.setRowStatus(s, ClpSimplex::atLowerBound);
+  }
+  simplex.setColumnStatus(model.load_column, ClpSimplex::basic);
+  x[model.load_column] = loads[heaviest];
+  simplex.setRowStatus(n + heaviest, ClpSimplex::atUpperBound);
+}
+
+}  // namespace
 
 LpModel BuildMinMaxModel(const BalanceProblem& problem) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -73,10 +112,14 @@ absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& probl
   try {
     simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
                         model.objective.data(), model.row_lower.data(), model.row_upper.data());
-    ClpSolve options;
-    options.setSolveType(ClpSolve::useDual);
-    options.setPresolveType(ClpSolve::presolveOn);
-    simplex.initialSolve(options);
+    // Dual simplex from the slack basis took about four pivots per switch (10,000 switches:
+    // 41,698 pivots, 43 s; 100,000: not done in 300 s). From greedy's basis, within a fraction
+    // of a percent of LP*, primal simplex needs a few thousand. Pricing all 800,000 columns with
+    // steepest edge then dominated; mode 4 prices partially while that is cheaper.
+    StartFromGreedy(problem, model, simplex);
+    ClpPrimalColumnSteepest pricing(4);
+    simplex.setPrimalColumnPivotAlgorithm(pricing);
+    simplex.primal();
   } catch (const CoinError& error) {
     return absl::InternalError(
         absl::StrCat("CLP failed in ", error.methodName(), ": ", error.message()));

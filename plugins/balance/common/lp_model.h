@@ -32,7 +32,8 @@ struct FractionalAssignment {
   std::vector<std::vector<double>> x;
 };
 
-// Solves the relaxation with CLP's simplex method, so the solution is an extreme point.
+// Solves the relaxation with CLP's primal simplex method, started from greedy's assignment, so
+// the solution is an extreme point.
 // `log_level` 0 silences the solver.
 absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem, int log_level);
 

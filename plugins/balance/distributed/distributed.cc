@@ -13,6 +13,14 @@
 // so the sum of squared loads falls each round; and the lightest receiver of a round accepts
 // its first proposal, so every round with proposals moves a switch. The rounds end when no agent
 // can propose: no improving single move is left. The answer does not depend on thread timing.
+//
+// Most rounds of the long tail change a few agents only, so an agent re-plans only when its
+// plan could differ from the empty one it made last time: it proposed last round, its switches
+// or load changed, a neighbour published a new load, or the rule for who may propose changed.
+// Otherwise it would plan the same nothing again, so skipping it changes no answer. Each agent
+// keeps its switches sorted heaviest first, re-sorting only when it accepts some, with their
+// loads beside them, and the potential lists are laid out by starting controller, so that
+// planning reads memory in order (it was bound by cache misses).
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -27,6 +35,14 @@
 
 namespace titan::balance {
 namespace {
+
+// A switch as the agent holding it sees it: its load and where its potential controllers lie in
+// Agents::candidates_.
+struct Held {
+  double load;
+  int32_t switch_index;
+  int32_t first, end;
+};
 
 struct Proposal {
   int32_t switch_index;
@@ -43,23 +59,26 @@ class Agents {
         tolerance_(LoadTolerance(problem)),
         load_(ControllerLoads(problem, assignment_)),
         published_(problem.num_controllers(), -1.0),
+        published_in_(problem.num_controllers(), -1),
+        replan_(problem.num_controllers(), 1),
         owned_(problem.num_controllers()),
+        candidates_begin_(problem.num_switches()),
         neighbours_(problem.num_controllers()),
         outbox_(problem.num_controllers()),
         inbox_(problem.num_controllers()),
         inbox_lock_(problem.num_controllers()) {
-    for (int s = 0; s < problem.num_switches(); ++s) {
-      owned_[assignment_[s]].push_back(s);
-      for (int32_t a : problem.potential[s]) {
-        for (int32_t b : problem.potential[s]) {
-          if (a != b) neighbours_[a].push_back(b);
-        }
+    std::vector<std::vector<int32_t>> starting(problem.num_controllers());
+    for (int s = 0; s < problem.num_switches(); ++s) starting[assignment_[s]].push_back(s);
+    for (const std::vector<int32_t>& switches : starting) {
+      for (int32_t s : switches) {
+        candidates_begin_[s] = static_cast<int32_t>(candidates_.size());
+        candidates_.insert(candidates_.end(), problem.potential[s].begin(),
+                           problem.potential[s].end());
       }
     }
-    for (auto& list : neighbours_) {
-      std::sort(list.begin(), list.end());
-      list.erase(std::unique(list.begin(), list.end()), list.end());
-    }
+    for (int s = 0; s < problem.num_switches(); ++s) owned_[assignment_[s]].push_back(MakeHeld(s));
+    for (std::vector<Held>& mine : owned_) std::sort(mine.begin(), mine.end(), HeavierFirst);
+    FindNeighbours();
   }
 
   // Runs rounds until none has a proposal or `max_rounds` have run.
@@ -74,6 +93,7 @@ class Agents {
         // Overloaded agents propose first; only when none can do all agents try, and the
         // rounds end when even then nobody proposes.
         done_ = (proposals_.load() == 0 && everyone_) || rounds_ >= max_rounds;
+        rule_changed_ = everyone_ != (proposals_.load() == 0);
         everyone_ = proposals_.load() == 0;
         messages_ += 2 * proposals_.load();  // each proposal and its answer
         proposals_ = 0;
@@ -108,42 +128,85 @@ class Agents {
   int64_t messages() const { return messages_; }
 
  private:
+  // neighbours_[a]: the controllers sharing a potential switch with a, each once, in order.
+  void FindNeighbours() {
+    const int m = problem_.num_controllers();
+    std::vector<std::vector<int32_t>> switches_of(m);
+    for (int s = 0; s < problem_.num_switches(); ++s) {
+      for (int32_t a : problem_.potential[s]) switches_of[a].push_back(s);
+    }
+    std::vector<int32_t> listed_for(m, -1);
+    for (int32_t a = 0; a < m; ++a) {
+      listed_for[a] = a;
+      for (int32_t s : switches_of[a]) {
+        for (int32_t b : problem_.potential[s]) {
+          if (listed_for[b] == a) continue;
+          listed_for[b] = a;
+          neighbours_[a].push_back(b);
+        }
+      }
+      std::sort(neighbours_[a].begin(), neighbours_[a].end());
+    }
+  }
+
+  Held MakeHeld(int32_t s) const {
+    const int32_t first = candidates_begin_[s];
+    return {problem_.switch_load[s], s, first,
+            first + static_cast<int32_t>(problem_.potential[s].size())};
+  }
+
+  static bool HeavierFirst(const Held& a, const Held& b) {
+    return a.load != b.load ? a.load > b.load : a.switch_index < b.switch_index;
+  }
+
+  // Whether c's plan could differ from its last, empty one (see the top of this file).
+  bool MustReplan(int c) const {
+    if (replan_[c] || rule_changed_) return true;
+    return std::any_of(neighbours_[c].begin(), neighbours_[c].end(),
+                       [this](int32_t b) { return published_in_[b] == rounds_; });
+  }
+
   void Publish(int c) {
     if (published_[c] == load_[c]) return;
     published_[c] = load_[c];
+    published_in_[c] = rounds_;
     messages_ += static_cast<int64_t>(neighbours_[c].size());
   }
 
   void Propose(int c, std::vector<double>& planned) {
+    if (!MustReplan(c)) return;
+    replan_[c] = 0;
     double lightest = load_[c];
     for (int32_t b : neighbours_[c]) {
       planned[b] = published_[b];
       lightest = std::min(lightest, planned[b]);
     }
-    std::vector<int32_t>& mine = owned_[c];
-    double smallest = INFINITY;
-    for (int32_t s : mine) smallest = std::min(smallest, problem_.switch_load[s]);
+    const std::vector<Held>& mine = owned_[c];
     // Not even the smallest switch fits below this agent at its lightest neighbour.
-    if (mine.empty() || lightest + smallest >= load_[c] - tolerance_) return;
+    if (mine.empty() || lightest + mine.back().load >= load_[c] - tolerance_) {
+      return;
+    }
     if (!everyone_) {  // overloaded: above the mean of its neighbourhood
       double total = load_[c];
       for (int32_t b : neighbours_[c]) total += published_[b];
       if (load_[c] * static_cast<double>(neighbours_[c].size() + 1) <= total) return;
     }
-    std::sort(mine.begin(), mine.end(), [this](int32_t a, int32_t b) {
-      const double wa = problem_.switch_load[a], wb = problem_.switch_load[b];
-      return wa != wb ? wa > wb : a < b;
-    });
+    // Planned loads only grow, so `lightest` still bounds them: a switch that does not fit
+    // there fits nowhere, and once the smallest does not, none does.
+    const double smallest = mine.back().load;
     double own = load_[c];
-    for (int32_t s : mine) {
-      const double w = problem_.switch_load[s];
+    for (const Held& held : mine) {
+      const double w = held.load;
+      if (lightest + smallest >= own - tolerance_) break;
+      if (lightest + w >= own - tolerance_) continue;
       int32_t to = -1;
-      for (int32_t b : problem_.potential[s]) {
+      for (int32_t i = held.first; i < held.end; ++i) {
+        const int32_t b = candidates_[i];
         if (b == c || planned[b] + w > problem_.controller_capacity[b]) continue;
         if (to < 0 || planned[b] < planned[to]) to = b;
       }
       if (to < 0 || planned[to] + w >= own - tolerance_) continue;
-      outbox_[c].push_back({s, to, own, false});
+      outbox_[c].push_back({held.switch_index, to, own, false});
       {
         std::lock_guard<std::mutex> lock(inbox_lock_[to]);
         inbox_[to].push_back({c, static_cast<int32_t>(outbox_[c].size() - 1)});
@@ -152,12 +215,15 @@ class Agents {
       planned[to] += w;
     }
     proposals_ += static_cast<int64_t>(outbox_[c].size());
+    replan_[c] = !outbox_[c].empty();
   }
 
   void Answer(int c) {
     std::vector<std::pair<int32_t, int32_t>>& inbox = inbox_[c];
     if (outbox_[c].empty()) {
       std::sort(inbox.begin(), inbox.end());
+      std::vector<Held>& mine = owned_[c];
+      const size_t before = mine.size();
       for (const auto& [sender, index] : inbox) {
         Proposal& proposal = outbox_[sender][index];
         const double w = problem_.switch_load[proposal.switch_index];
@@ -165,8 +231,14 @@ class Agents {
             load_[c] + w <= problem_.controller_capacity[c]) {
           proposal.accepted = true;
           load_[c] += w;
-          owned_[c].push_back(proposal.switch_index);
+          mine.push_back(MakeHeld(proposal.switch_index));
         }
+      }
+      if (mine.size() != before) {
+        const auto taken = mine.begin() + static_cast<ptrdiff_t>(before);
+        std::sort(taken, mine.end(), HeavierFirst);
+        std::inplace_merge(mine.begin(), taken, mine.end(), HeavierFirst);
+        replan_[c] = 1;
       }
     }
     inbox.clear();
@@ -182,7 +254,9 @@ class Agents {
       moved = true;
     }
     if (moved) {
-      std::erase_if(owned_[c], [&](int32_t s) { return assignment_[s] != c; });
+      std::erase_if(owned_[c],
+                    [&](const Held& held) { return assignment_[held.switch_index] != c; });
+      replan_[c] = 1;
     }
     sent.clear();
   }
@@ -191,8 +265,12 @@ class Agents {
   std::vector<int32_t> assignment_;
   const double tolerance_;
   std::vector<double> load_;
-  std::vector<double> published_;  // what each agent last sent its neighbours
-  std::vector<std::vector<int32_t>> owned_;
+  std::vector<double> published_;      // what each agent last sent its neighbours
+  std::vector<int64_t> published_in_;  // the round it last sent a new load
+  std::vector<char> replan_;           // per agent, written by its own thread only
+  std::vector<std::vector<Held>> owned_;
+  std::vector<int32_t> candidates_;        // every P(s), those of one starting controller together
+  std::vector<int32_t> candidates_begin_;  // per switch
   std::vector<std::vector<int32_t>> neighbours_;
   std::vector<std::vector<Proposal>> outbox_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> inbox_;  // (sender, outbox index)
@@ -201,7 +279,8 @@ class Agents {
   std::atomic<int64_t> messages_{0};
   int64_t rounds_ = 0;
   bool done_ = false;
-  bool everyone_ = false;  // whether every agent, not only the overloaded, may propose
+  bool everyone_ = false;      // whether every agent, not only the overloaded, may propose
+  bool rule_changed_ = false;  // whether everyone_ changed after the last proposals
 };
 
 }  // namespace
