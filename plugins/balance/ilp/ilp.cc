@@ -29,6 +29,7 @@
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
 #include "plugins/balance/common/lp_model.h"
+#include "plugins/balance/common/solver_policy.h"
 
 namespace titan::balance {
 namespace {
@@ -93,30 +94,25 @@ Search BranchAndBound(OsiClpSolverInterface& solver, double time_limit_s, int lo
 
 }  // namespace
 
-class Ilp : public BalancePlugin {
+class Ilp : public SolverPolicy {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"time_limit_s",
-                      ConfigType::kFloat,
-                      ConfigValue(60.0),
-                      "stop CBC's search after this many seconds; the result is then the best "
-                      "assignment found and lower_bound CBC's best bound (below the max load)",
-                      0.001,
-                      {},
-                      {}},
-            ConfigKey{"solver_log",
-                      ConfigType::kInt,
-                      ConfigValue(int64_t{0}),
-                      "CBC log level, 0 (silent) to 4",
-                      0.0,
-                      4.0,
-                      {}}};
+    std::vector<ConfigKey> keys = SolverPolicy::ConfigKeys();
+    keys.push_back(
+        ConfigKey{"time_limit_s",
+                  ConfigType::kFloat,
+                  ConfigValue(60.0),
+                  "stop CBC's search after this many seconds; the result is then the best "
+                  "assignment found and lower_bound CBC's best bound (below the max load)",
+                  0.001,
+                  {},
+                  {}});
+    return keys;
   }
 
   absl::Status Configure(const ConfigView& config) override {
+    TITAN_RETURN_IF_ERROR(SolverPolicy::Configure(config));
     TITAN_ASSIGN_OR_RETURN(time_limit_s_, config.GetFloat("time_limit_s"));
-    TITAN_ASSIGN_OR_RETURN(int64_t level, config.GetInt("solver_log"));
-    solver_log_ = static_cast<int>(level);
     return absl::OkStatus();
   }
 
@@ -150,12 +146,12 @@ class Ilp : public BalancePlugin {
     Search search;
     try {
       OsiClpSolverInterface solver;
-      solver.messageHandler()->setLogLevel(solver_log_);
+      solver.messageHandler()->setLogLevel(solver_log());
       solver.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
                          model.objective.data(), model.row_lower.data(), model.row_upper.data());
       for (int column = 0; column < model.load_column; ++column) solver.setInteger(column);
       if (integral) solver.setInteger(model.load_column);
-      search = BranchAndBound(solver, time_limit_s_, solver_log_);
+      search = BranchAndBound(solver, time_limit_s_, solver_log());
     } catch (const CoinError& error) {
       return absl::InternalError(
           absl::StrCat("CBC failed in ", error.methodName(), ": ", error.message()));
@@ -183,15 +179,8 @@ class Ilp : public BalancePlugin {
     return result;
   }
 
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
-    TITAN_ASSIGN_OR_RETURN(BalanceResult fresh, Assign(problem));
-    return MigrateIfLower(problem, current, fresh.controller_of);
-  }
-
  private:
   double time_limit_s_ = 60.0;
-  int solver_log_ = 0;
 };
 
 }  // namespace titan::balance

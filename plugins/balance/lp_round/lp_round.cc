@@ -5,30 +5,15 @@
 
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/lp_model.h"
+#include "plugins/balance/common/solver_policy.h"
 
 namespace titan::balance {
 
-class LpRound : public BalancePlugin {
+class LpRound : public SolverPolicy {
  public:
-  std::vector<ConfigKey> ConfigKeys() const override {
-    return {ConfigKey{"solver_log",
-                      ConfigType::kInt,
-                      ConfigValue(int64_t{0}),
-                      "CLP log level, 0 (silent) to 4",
-                      0.0,
-                      4.0,
-                      {}}};
-  }
-
-  absl::Status Configure(const ConfigView& config) override {
-    TITAN_ASSIGN_OR_RETURN(int64_t level, config.GetInt("solver_log"));
-    solver_log_ = static_cast<int>(level);
-    return absl::OkStatus();
-  }
-
   absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
     TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
-    TITAN_ASSIGN_OR_RETURN(FractionalAssignment lp, SolveRelaxation(problem, solver_log_));
+    TITAN_ASSIGN_OR_RETURN(FractionalAssignment lp, SolveRelaxation(problem, solver_log()));
     BalanceResult result;
     result.controller_of.resize(problem.num_switches());
     for (int s = 0; s < problem.num_switches(); ++s) {
@@ -44,15 +29,6 @@ class LpRound : public BalancePlugin {
     result.lower_bound = std::max(lp.objective, TrivialLowerBound(problem));
     return result;
   }
-
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
-    TITAN_ASSIGN_OR_RETURN(BalanceResult fresh, Assign(problem));
-    return MigrateIfLower(problem, current, fresh.controller_of);
-  }
-
- private:
-  int solver_log_ = 0;
 };
 
 }  // namespace titan::balance
