@@ -16,6 +16,7 @@
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
+#include "core/train/train_step.h"
 
 namespace titan {
 namespace {
@@ -84,22 +85,6 @@ double EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t batches, int64_
 
 }  // namespace
 
-double ClipGradNorm(float* grads, int64_t count, double max_norm) {
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-  for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(grads[i]) * grads[i];
-  const double norm = std::sqrt(sum);
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) {
-      const float c = static_cast<float>(coef);
-#pragma omp parallel for
-      for (int64_t i = 0; i < count; ++i) grads[i] *= c;
-    }
-  }
-  return norm;
-}
-
 absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   const ConfigView& training = recipe.section("training");
   TITAN_ASSIGN_OR_RETURN(int64_t batch, training.GetInt("local_batch_size"));
@@ -158,16 +143,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
 
-  // Optimizer buffers: one flat run each for parameters, gradients and state.
-  float* params = model->params().flat_data();
-  float* grads = model->grads().flat_data();
-  const int64_t count = static_cast<int64_t>(model->params().flat_size());
-  std::vector<ParamSegment> segments;
-  for (const Parameter& p : model->Parameters()) {
-    segments.push_back(
-        {static_cast<float*>(p.value.data) - params, p.value.numel(), p.weight_decay});
-  }
-  std::vector<float> state(optimizer.StateNames().size() * count, 0.0f);
+  TITAN_ASSIGN_OR_RETURN(TrainStep train_step, TrainStep::Create(*model, optimizer, batch, seq_len,
+                                                                 accumulation, max_norm));
 
   const ConfigView& lr_section = recipe.section("lr_scheduler");
   TITAN_ASSIGN_OR_RETURN(int64_t warmup, lr_section.GetInt("warmup_steps"));
@@ -192,7 +169,6 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   const double flop_per_token = 6.0 * static_cast<double>(config.ParameterCount()) +
                                 12.0 * config.n_layers * config.dim * seq_len;
 
-  std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
   spdlog::info("[train] {} steps of {} x {} tokens ({} microbatch(es) of {}), logging to {}", steps,
                global_batch, seq_len, accumulation, batch, log.path());
   const auto run_start = Clock::now();
@@ -200,46 +176,20 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   double data_s = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     SetLogStep(step);
-    model->ZeroGrad();
-    double loss = 0;
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
-      auto data_start = Clock::now();
-      loader.Next(tokens.data(), targets.data());
-      data_s += Seconds(data_start);
-      TITAN_ASSIGN_OR_RETURN(float micro_loss,
-                             model->Forward(tokens.data(), targets.data(), batch, seq_len));
-      if (!std::isfinite(micro_loss)) {
-        return absl::InternalError(
-            absl::StrCat("step ", step, ": the loss is ", micro_loss,
-                         "; stopping (lower optimizer.lr or check the data)"));
-      }
-      loss += micro_loss / static_cast<double>(accumulation);
-      TITAN_RETURN_IF_ERROR(model->Backward());
-    }
-    if (accumulation > 1) {
-      const float scale = 1.0f / static_cast<float>(accumulation);
-      for (int64_t i = 0; i < count; ++i) grads[i] *= scale;
-    }
-    const double grad_norm = ClipGradNorm(grads, count, max_norm);
-    if (!std::isfinite(grad_norm)) {
-      return absl::InternalError(absl::StrCat("step ", step, ": the gradient norm is ", grad_norm,
-                                              "; stopping (lower optimizer.lr or check the data)"));
-    }
     const double lr = peak_lr * schedule.Factor(step);
-    OptimizerStep update{FlatF32(params, count),
-                         FlatF32(grads, count),
-                         FlatF32(state.data(), static_cast<int64_t>(state.size())),
-                         segments,
-                         lr,
-                         step};
-    TITAN_RETURN_IF_ERROR(optimizer.Step(update));
+    TITAN_ASSIGN_OR_RETURN(StepResult result,
+                           train_step.Run(step, lr, [&](int32_t* tokens, int32_t* targets) {
+                             auto data_start = Clock::now();
+                             loader.Next(tokens, targets);
+                             data_s += Seconds(data_start);
+                           }));
 
     if (step % log_freq == 0 || step == steps || step == 1) {
       const double seconds = Seconds(window_start);
       const int64_t logged_steps =
           step == 1 ? 1 : (step % log_freq == 0 ? log_freq : step % log_freq);
       StepMetrics m;
-      m.step = step, m.loss = loss, m.grad_norm = grad_norm, m.lr = lr;
+      m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
       m.tps = static_cast<double>(logged_steps * global_batch * seq_len) / seconds;
       m.tflops = m.tps * flop_per_token / 1e12;
       m.mfu = 100.0 * m.tflops / peak_tflops;

@@ -11,10 +11,6 @@ namespace titan {
 
 absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer);
 
-// Scales `grads` so their global L2 norm is at most max_norm (0: no clipping), as
-// torch.nn.utils.clip_grad_norm_ does; returns the norm before clipping.
-double ClipGradNorm(float* grads, int64_t count, double max_norm);
-
 }  // namespace titan
 
 #endif  // TITAN_CORE_TRAIN_TRAINER_H_

@@ -96,14 +96,10 @@ def feed_forward(x, p, prefix):
     return F.linear(gate, p[prefix + "w2.weight"])
 
 
-def run_case(case):
-    c = read_config(case)
-    p = read_params(case)
-    n = c["batch"] * c["seq_len"]
-    tokens = np.fromfile(os.path.join(case, "tokens.bin"), dtype=np.int32).astype(np.int64)
-    targets = np.fromfile(os.path.join(case, "targets.bin"), dtype=np.int32).astype(np.int64)
-    tokens = torch.from_numpy(tokens).view(c["batch"], c["seq_len"])
-    targets = torch.from_numpy(targets).view(n)
+def forward(c, p, tokens, targets):
+    """Logits [batch * seq_len, vocab] and the mean cross-entropy loss of int64 tokens and
+    targets, each [batch, seq_len]."""
+    n = tokens.numel()
     freqs_cis = rope_frequencies(c["dim"] // c["n_heads"], c["seq_len"], c["rope_theta"])
     eps = c["norm_eps"]
 
@@ -116,7 +112,20 @@ def run_case(case):
                              prefix + "feed_forward.")
     output = p["tok_embeddings.weight"] if c["tie_embeddings"] else p["output.weight"]
     logits = F.linear(rms_norm(h, p["norm.weight"], eps), output).view(n, -1)
-    loss = F.cross_entropy(logits, targets)
+    return logits, F.cross_entropy(logits, targets.reshape(n))
+
+
+def read_ints(path, shape):
+    return torch.from_numpy(np.fromfile(path, dtype=np.int32).astype(np.int64)).view(*shape)
+
+
+def run_case(case):
+    c = read_config(case)
+    p = read_params(case)
+    shape = (c["batch"], c["seq_len"])
+    tokens = read_ints(os.path.join(case, "tokens.bin"), shape)
+    targets = read_ints(os.path.join(case, "targets.bin"), shape)
+    logits, loss = forward(c, p, tokens, targets)
     loss.backward()
 
     logits.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))

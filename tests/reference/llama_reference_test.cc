@@ -7,16 +7,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/model/llama.h"
 #include "core/tensor/cross_entropy.h"
+#include "tests/reference/reference_files.h"
 
 namespace titan {
 namespace {
 
+using reference::ReadFloats;
+using reference::RelativeError;
+using reference::WriteBinary;
 namespace fs = std::filesystem;
 
 struct Case {
@@ -26,29 +28,6 @@ struct Case {
   const char* ac_mode;
   const char* ac_option;
 };
-
-template <typename T>
-void WriteBinary(const fs::path& path, const T* data, size_t count) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
-}
-
-std::vector<float> ReadFloats(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::vector<float> values(static_cast<size_t>(in.tellg()) / sizeof(float));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
-  return values;
-}
-
-double RelativeError(const float* actual, const float* expected, size_t n) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < n; ++i) {
-    diff += std::pow(static_cast<double>(actual[i]) - expected[i], 2);
-    norm += std::pow(static_cast<double>(expected[i]), 2);
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
 
 LlamaConfig ConfigOf(const Case& c) {
   LlamaConfig config;
@@ -85,22 +64,7 @@ Prepared Prepare(const Case& c, const fs::path& dir) {
   }
   p.targets[n / 2] = kIgnoreIndex;
 
-  fs::create_directories(dir);
-  const LlamaConfig config = ConfigOf(c);
-  std::ofstream(dir / "config.txt")
-      << "dim " << c.dim << "\nn_layers " << c.n_layers << "\nn_heads " << c.n_heads
-      << "\nn_kv_heads " << c.n_kv_heads << "\nvocab_size " << c.vocab << "\nhidden_dim "
-      << config.hidden_dim() << "\nnorm_eps 1e-05\nrope_theta 500000.0\ntie_embeddings " << c.tied
-      << "\nbatch " << c.batch << "\nseq_len " << c.seq_len << "\n";
-  std::ofstream names(dir / "params.txt");
-  for (int i = 0; i < params.size(); ++i) {
-    names << params.name(i) << " " << absl::StrJoin(params.at(i).shape(), " ") << "\n";
-  }
-  std::ofstream values(dir / "params.bin", std::ios::binary);
-  for (int i = 0; i < params.size(); ++i) {
-    values.write(static_cast<const char*>(params.at(i).raw_data()),
-                 static_cast<std::streamsize>(params.at(i).nbytes()));
-  }
+  reference::WriteModel(ConfigOf(c), *p.model, c.batch, c.seq_len, dir);
   WriteBinary(dir / "tokens.bin", p.tokens.data(), n);
   WriteBinary(dir / "targets.bin", p.targets.data(), n);
   return p;
@@ -116,9 +80,7 @@ const Case kCases[] = {
 };
 
 TEST(LlamaReferenceTest, MatchesPyTorch) {
-  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null"), 0)
-      << "the PyTorch reference needs /usr/bin/python3 with torch: install Debian's "
-         "python3-torch (tools/setup-deps does)";
+  ASSERT_TRUE(reference::HaveTorch()) << reference::kNoTorch;
   const fs::path root =
       fs::path(testing::TempDir()) / absl::StrCat("titan_llama_reference_", getpid());
   std::vector<Prepared> prepared;

@@ -1,0 +1,121 @@
+#include "core/train/train_step.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/runtime/plugin_registry.h"
+#include "core/runtime/recipe.h"
+
+namespace titan {
+namespace {
+
+TEST(ClipGradNorm, ScalesToMaxNormAndReportsTheNormBefore) {
+  std::vector<float> g = {3.0f, 4.0f};
+  EXPECT_DOUBLE_EQ(ClipGradNorm(g.data(), 2, 1.0), 5.0);
+  EXPECT_NEAR(std::hypot(g[0], g[1]), 1.0, 1e-6);
+  std::vector<float> small = {0.3f, 0.4f};
+  EXPECT_NEAR(ClipGradNorm(small.data(), 2, 1.0), 0.5, 1e-7);
+  EXPECT_FLOAT_EQ(small[0], 0.3f);  // below max_norm: untouched
+  std::vector<float> bad = {NAN, 1.0f};
+  EXPECT_FALSE(std::isfinite(ClipGradNorm(bad.data(), 2, 1.0)));
+}
+
+constexpr int64_t kSeqLen = 9, kVocab = 43;
+
+std::unique_ptr<LlamaModel> TinyModel() {
+  LlamaConfig config;
+  config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
+  config.vocab_size = kVocab, config.multiple_of = 16;
+  auto model = LlamaModel::Create(config, *ParseActivationCheckpoint("none", ""));
+  EXPECT_TRUE(model.ok()) << model.status();
+  (*model)->Initialize(5);
+  return std::move(*model);
+}
+
+struct LoadedAdamW {
+  std::unique_ptr<PluginRegistry> registry;
+  std::unique_ptr<OptimizerPlugin> optimizer;
+};
+
+LoadedAdamW AdamW() {
+  LoadedAdamW setup;
+  setup.registry = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
+  auto raw = ParseRecipeText("[optimizer]\nname = \"adamw\"\nlr = 0.01\n", "test.toml");
+  auto recipe = ValidateRecipe(*raw, *setup.registry);
+  EXPECT_TRUE(recipe.ok()) << recipe.status();
+  setup.optimizer = std::move(setup.registry->Create<OptimizerPlugin>("adamw")).value();
+  EXPECT_TRUE(setup.optimizer->Configure(recipe->section("optimizer")).ok());
+  return setup;
+}
+
+// Sequence `row` of a fixed pseudo-random corpus.
+void FillRows(int64_t first_row, int64_t rows, int32_t* tokens, int32_t* targets) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t t = 0; t < kSeqLen; ++t) {
+      const int64_t i = (first_row + r) * kSeqLen + t;
+      tokens[r * kSeqLen + t] = static_cast<int32_t>((i * 31 + 7) % kVocab);
+      targets[r * kSeqLen + t] = static_cast<int32_t>((i * 17 + 3) % kVocab);
+    }
+  }
+}
+
+std::vector<float> Params(const LlamaModel& model) {
+  const float* p = model.params().flat_data();
+  return std::vector<float>(p, p + model.params().flat_size());
+}
+
+TEST(TrainStep, AccumulationOfTwoEqualsOneStepOnTheDoubledBatch) {
+  LoadedAdamW opt_a = AdamW(), opt_b = AdamW();
+  std::unique_ptr<LlamaModel> accumulated = TinyModel(), doubled = TinyModel();
+  auto step_a = TrainStep::Create(*accumulated, *opt_a.optimizer, 2, kSeqLen, 2, 1.0);
+  auto step_b = TrainStep::Create(*doubled, *opt_b.optimizer, 4, kSeqLen, 1, 1.0);
+  ASSERT_TRUE(step_a.ok() && step_b.ok());
+  for (int64_t step = 1; step <= 2; ++step) {
+    int64_t row = (step - 1) * 4;
+    auto a = step_a->Run(step, 0.01, [&](int32_t* tokens, int32_t* targets) {
+      FillRows(row, 2, tokens, targets);
+      row += 2;
+    });
+    auto b = step_b->Run(step, 0.01, [&](int32_t* tokens, int32_t* targets) {
+      FillRows((step - 1) * 4, 4, tokens, targets);
+    });
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_NEAR(a->loss, b->loss, 1e-6 * b->loss);
+    EXPECT_NEAR(a->grad_norm, b->grad_norm, 1e-5 * b->grad_norm);
+  }
+  const std::vector<float> pa = Params(*accumulated), pb = Params(*doubled);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    diff += std::pow(pa[i] - pb[i], 2.0);
+    norm += std::pow(pb[i], 2.0);
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-6);
+  // The optimizer state moved too, and identically.
+  const Arena& sa = step_a->optimizer_state();
+  ASSERT_EQ(sa.size(), 2);
+  EXPECT_EQ(sa.name(0), "exp_avg");
+  EXPECT_NE(sa.at(1).data<float>()[0], 0.0f);
+}
+
+TEST(TrainStep, NonFiniteLossStopsNamingTheStep) {
+  LoadedAdamW opt = AdamW();
+  std::unique_ptr<LlamaModel> model = TinyModel();
+  auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
+  ASSERT_TRUE(step.ok());
+  auto next = [](int32_t* tokens, int32_t* targets) { FillRows(0, 1, tokens, targets); };
+  ASSERT_TRUE(step->Run(1, 0.01, next).ok());
+  model->params().flat_data()[0] = std::numeric_limits<float>::infinity();
+  model->params().at(1).data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> before = Params(*model);
+  auto result = step->Run(2, 0.01, next);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("step 2: the loss is nan"), std::string::npos)
+      << result.status();
+  EXPECT_EQ(std::memcmp(before.data(), Params(*model).data(), before.size() * 4), 0);
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,75 @@
+// The raw files titan's C++ reference tests exchange with the PyTorch scripts beside them
+// (run by /usr/bin/python3, Debian's interpreter with python3-torch).
+#ifndef TITAN_TESTS_REFERENCE_REFERENCE_FILES_H_
+#define TITAN_TESTS_REFERENCE_REFERENCE_FILES_H_
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "core/model/llama.h"
+
+namespace titan::reference {
+
+namespace fs = std::filesystem;
+
+template <typename T>
+void WriteBinary(const fs::path& path, const T* data, size_t count) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+}
+
+inline std::vector<float> ReadFloats(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  std::vector<float> values(static_cast<size_t>(in.tellg()) / sizeof(float));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+  return values;
+}
+
+// ||actual - expected|| / ||expected||.
+inline double RelativeError(const float* actual, const float* expected, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += std::pow(static_cast<double>(actual[i]) - expected[i], 2);
+    norm += std::pow(static_cast<double>(expected[i]), 2);
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+// config.txt, params.txt and params.bin as llama_reference.py's read_config/read_params expect.
+inline void WriteModel(const LlamaConfig& config, const LlamaModel& model, int64_t batch,
+                       int64_t seq_len, const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.txt")
+      << "dim " << config.dim << "\nn_layers " << config.n_layers << "\nn_heads " << config.n_heads
+      << "\nn_kv_heads " << config.n_kv_heads << "\nvocab_size " << config.vocab_size
+      << "\nhidden_dim " << config.hidden_dim()
+      << "\nnorm_eps 1e-05\nrope_theta 500000.0\ntie_embeddings " << config.tie_embeddings
+      << "\nbatch " << batch << "\nseq_len " << seq_len << "\n";
+  const Arena& params = model.params();
+  std::ofstream names(dir / "params.txt");
+  std::ofstream values(dir / "params.bin", std::ios::binary);
+  for (int i = 0; i < params.size(); ++i) {
+    names << params.name(i) << " " << absl::StrJoin(params.at(i).shape(), " ") << "\n";
+    values.write(static_cast<const char*>(params.at(i).raw_data()),
+                 static_cast<std::streamsize>(params.at(i).nbytes()));
+  }
+}
+
+// Whether /usr/bin/python3 can import torch; the tests say how to get it when not.
+inline bool HaveTorch() {
+  return std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0;
+}
+
+constexpr const char* kNoTorch =
+    "the PyTorch reference needs /usr/bin/python3 with torch: install Debian's python3-torch "
+    "(tools/setup-deps does)";
+
+}  // namespace titan::reference
+
+#endif  // TITAN_TESTS_REFERENCE_REFERENCE_FILES_H_
