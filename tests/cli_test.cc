@@ -2,12 +2,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -59,12 +61,29 @@ TEST(TitanRun, ListsPluginsWithKindNameVersionAbiPathAndSummary) {
 
 TEST(TitanRun, DefaultRecipeValidatesAndListsItsPlugins) {
   // A tiny run of the default recipe: byte tokenizer, two steps of 2 x 16 tokens.
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_test_run_", getpid());
   Result r = Titan(
       "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=2 "
       "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
       "--generate.max_new_tokens=4 --job.dump_folder=" +
-      (std::filesystem::temp_directory_path() / "titan_cli_test_run").string());
+      dump.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // metrics.jsonl: one JSON object per logged step (log_freq = 1) with the documented keys.
+  std::ifstream metrics(dump / "metrics.jsonl");
+  std::string line;
+  int64_t expected_step = 1;
+  while (std::getline(metrics, line)) {
+    const nlohmann::json object = nlohmann::json::parse(line);
+    EXPECT_EQ(object.at("step").get<int64_t>(), expected_step++) << line;
+    for (const char* key : {"loss", "grad_norm", "lr", "tps", "tflops", "mfu", "mem_gib"}) {
+      ASSERT_TRUE(object.contains(key) && object.at(key).is_number()) << key << " in " << line;
+    }
+    EXPECT_GT(object.at("loss").get<double>(), 0.0);
+    EXPECT_GT(object.at("mem_gib").get<double>(), 0.0);
+  }
+  EXPECT_EQ(expected_step, 3) << "expected the two steps' objects";
+  std::filesystem::remove_all(dump);
   EXPECT_THAT(r.output, testing::ContainsRegex("step 2\\] loss [0-9.]+  grad_norm"));
   EXPECT_THAT(r.output, HasSubstr("[generate] sample:"));
   EXPECT_THAT(r.output,
@@ -84,6 +103,19 @@ TEST(TitanRun, TrainingDataErrorsAreExplained) {
       Titan("--recipe recipes/llama3_debug.toml --model.tokenizer_path=/nonexistent/tok.model");
   EXPECT_EQ(vocab.exit_code, 2);
   EXPECT_THAT(vocab.output, HasSubstr("/nonexistent/tok.model: cannot open the tokenizer file"));
+}
+
+TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
+  // An absurd learning rate blows the weights up after the first update.
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=5 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--lr_scheduler.warmup_steps=0 --optimizer.lr=1e30 --generate.max_new_tokens=0 "
+      "--job.dump_folder=" +
+      (std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_nan_", getpid())).string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              testing::ContainsRegex("step [2-5]: the (loss|gradient norm) is (nan|inf)"));
 }
 
 TEST(TitanRun, EveryShippedRecipeValidates) {

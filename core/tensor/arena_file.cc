@@ -1,0 +1,135 @@
+#include "core/tensor/arena_file.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace titan {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'I', 'T', 'A', 'N', 'A', 'R', 'N'};
+constexpr uint32_t kVersion = 1;
+
+template <typename T>
+void Put(std::ostream& out, T value) {
+  out.write(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+void PutString(std::ostream& out, absl::string_view s) {
+  Put(out, static_cast<uint32_t>(s.size()));
+  out.write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+// Reads with the file's name and the place in every error.
+class Reader {
+ public:
+  Reader(const std::string& path) : path_(path), in_(path, std::ios::binary) {}
+  bool is_open() const { return static_cast<bool>(in_); }
+
+  absl::Status Bytes(void* data, size_t count, absl::string_view what) {
+    in_.read(static_cast<char*>(data), static_cast<std::streamsize>(count));
+    if (static_cast<size_t>(in_.gcount()) != count) {
+      return absl::DataLossError(absl::StrCat(path_, ": truncated at byte ", offset_, ": expected ",
+                                              count, " bytes of ", what));
+    }
+    offset_ += count;
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::StatusOr<T> Get(absl::string_view what) {
+    T value;
+    TITAN_RETURN_IF_ERROR(Bytes(&value, sizeof(value), what));
+    return value;
+  }
+  absl::StatusOr<std::string> GetString(absl::string_view what) {
+    TITAN_ASSIGN_OR_RETURN(uint32_t size, Get<uint32_t>(what));
+    if (size > 4096) return Error(absl::StrCat(what, ": a length below 4096, found ", size));
+    std::string s(size, '\0');
+    TITAN_RETURN_IF_ERROR(Bytes(s.data(), size, what));
+    return s;
+  }
+  absl::Status Error(absl::string_view message) const {
+    return absl::DataLossError(absl::StrCat(path_, " (byte ", offset_, "): expected ", message));
+  }
+  bool AtEnd() { return in_.peek() == std::char_traits<char>::eof(); }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+absl::Status WriteArena(const Arena& arena, const std::string& path) {
+  // A temporary name first, so a failed write never leaves a damaged file under `path`.
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", temporary));
+    out.write(kMagic, sizeof(kMagic));
+    Put(out, kVersion);
+    Put(out, static_cast<uint32_t>(arena.size()));
+    for (int i = 0; i < arena.size(); ++i) {
+      const Tensor& t = arena.at(i);
+      PutString(out, arena.name(i));
+      PutString(out, DTypeName(t.dtype()));
+      Put(out, static_cast<uint32_t>(t.shape().size()));
+      for (int64_t d : t.shape()) Put(out, d);
+      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+    }
+    if (!out.flush()) return absl::DataLossError(absl::StrCat("writing ", temporary, " failed"));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error)
+    return absl::InternalError(absl::StrCat("cannot rename ", temporary, ": ", error.message()));
+  return absl::OkStatus();
+}
+
+absl::Status ReadArena(const std::string& path, const Arena& arena) {
+  Reader in(path);
+  if (!in.is_open()) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  char magic[sizeof(kMagic)];
+  TITAN_RETURN_IF_ERROR(in.Bytes(magic, sizeof(magic), "the magic"));
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return in.Error("the magic \"TITANARN\" of a titan arena file");
+  }
+  TITAN_ASSIGN_OR_RETURN(uint32_t version, in.Get<uint32_t>("the version"));
+  if (version != kVersion) return in.Error(absl::StrCat("version ", kVersion, ", found ", version));
+  TITAN_ASSIGN_OR_RETURN(uint32_t count, in.Get<uint32_t>("the tensor count"));
+  if (count != static_cast<uint32_t>(arena.size())) {
+    return in.Error(absl::StrCat(arena.size(), " tensors, found ", count));
+  }
+  // Read into a copy first: a file that fails half-way leaves the arena as it was.
+  std::vector<std::vector<char>> values(count);
+  for (int i = 0; i < arena.size(); ++i) {
+    const Tensor& t = arena.at(i);
+    TITAN_ASSIGN_OR_RETURN(std::string name, in.GetString("a tensor name"));
+    TITAN_ASSIGN_OR_RETURN(std::string dtype, in.GetString("a dtype name"));
+    TITAN_ASSIGN_OR_RETURN(uint32_t rank, in.Get<uint32_t>("a rank"));
+    if (rank > 8) return in.Error(absl::StrCat("a rank of at most 8, found ", rank));
+    std::vector<int64_t> shape(rank);
+    for (int64_t& d : shape) {
+      TITAN_ASSIGN_OR_RETURN(d, in.Get<int64_t>("a dimension"));
+    }
+    if (name != arena.name(i) || dtype != DTypeName(t.dtype()) || shape != t.shape()) {
+      return in.Error(absl::StrCat("tensor ", i, " to be ", arena.name(i), " ",
+                                   DTypeName(t.dtype()), " [", absl::StrJoin(t.shape(), ", "),
+                                   "], found ", name, " ", dtype, " [", absl::StrJoin(shape, ", "),
+                                   "]"));
+    }
+    values[i].resize(t.nbytes());
+    TITAN_RETURN_IF_ERROR(in.Bytes(values[i].data(), t.nbytes(), absl::StrCat("tensor ", name)));
+  }
+  if (!in.AtEnd()) return in.Error("the end of the file after the last tensor");
+  for (int i = 0; i < arena.size(); ++i) {
+    std::memcpy(arena.at(i).raw_data(), values[i].data(), values[i].size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace titan
