@@ -118,6 +118,41 @@ TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
               testing::ContainsRegex("step [2-5]: the (loss|gradient norm) is (nan|inf)"));
 }
 
+TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_shards_", getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream corpus(dir / "corpus.txt");
+    for (int i = 0; i < 40; ++i) corpus << "fortune number " << i << " says hello\n%\n";
+  }
+  const std::string shards = (dir / "shards").string();
+  Result tokenize = Shell(absl::StrCat(TITAN_TOKENIZE, " --input=", (dir / "corpus.txt").string(),
+                                       " --tokenizer=byte --text-separator=% --threads=2 "
+                                       "--output=",
+                                       shards));
+  ASSERT_EQ(tokenize.exit_code, 0) << tokenize.output;
+  EXPECT_THAT(tokenize.output, testing::ContainsRegex("40 documents, [0-9]+ tokens in 1 shard"));
+  EXPECT_THAT(tokenize.output, HasSubstr("tokens/s with 2 thread(s)"));
+  const std::string run =
+      "--recipe recipes/llama3_debug.toml --data.format=tokens --training.steps=2 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=0 --job.dump_folder=" +
+      (dir / "out").string() + " --training.dataset_path=" + shards;
+  Result trained = Titan(run + " --model.tokenizer_path=byte");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_THAT(trained.output, HasSubstr("tokens from 1 shard(s)"));
+  Result no_tokenizer = Titan(run);
+  EXPECT_EQ(no_tokenizer.exit_code, 2);
+  EXPECT_THAT(no_tokenizer.output, HasSubstr("needs the tokenizer the shards were made with"));
+  const std::filesystem::path shard = std::filesystem::path(shards) / "shard_00000.tok";
+  std::filesystem::resize_file(shard, std::filesystem::file_size(shard) - 3);
+  Result corrupt = Titan(run + " --model.tokenizer_path=byte");
+  EXPECT_EQ(corrupt.exit_code, 2);
+  EXPECT_THAT(corrupt.output, HasSubstr(shard.string() + ": the header (byte 16) announces"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TitanRun, EveryShippedRecipeValidates) {
   for (const char* name : {"llama3_debug", "llama3_8b", "llama3_70b", "llama3_405b"}) {
     Result r = Titan(absl::StrCat("--recipe recipes/", name, ".toml --validate"));

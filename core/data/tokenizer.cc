@@ -1,8 +1,10 @@
 #include "core/data/tokenizer.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/byte_tokenizer.h"
+#include "core/data/hf_tokenizer.h"
 
 namespace titan {
 
@@ -28,6 +30,10 @@ const std::vector<std::string>& Llama3SpecialTokens() {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
   if (path == "byte") return std::make_unique<ByteTokenizer>();
+  if (absl::EndsWith(path, ".json")) {
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> hf, LoadHuggingFaceTokenizer(path));
+    return std::unique_ptr<Tokenizer>(std::move(hf));
+  }
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> bpe, BpeTokenizer::LoadTiktoken(path));
   return std::unique_ptr<Tokenizer>(std::move(bpe));
 }

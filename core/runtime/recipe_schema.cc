@@ -115,7 +115,12 @@ std::vector<SectionSchema> MakeSchema() {
        String("mixed_precision_reduce", "float32", "dtype of gradient reductions", {"float32"})}));
   schema.push_back(Section(
       "data", "how training.dataset_path is read and tokenized",
-      {String("text_field", "text", "JSON Lines field holding a document's text"),
+      {String("format", "text",
+              "text: documents (plain text, .jsonl, .jsonl.zst) tokenized at start; tokens: "
+              "pre-tokenized shards (*.tok, from titan-tokenize) made with "
+              "model.tokenizer_path",
+              {"text", "tokens"}),
+       String("text_field", "text", "JSON Lines field holding a document's text"),
        String("text_separator", "",
               "a line that separates documents in text files (\"%\" in fortune files); empty: "
               "one file is one document"),

@@ -11,6 +11,7 @@
 #include "core/data/bpe_trainer.h"
 #include "core/data/documents.h"
 #include "core/data/packed_loader.h"
+#include "core/data/token_shard.h"
 #include "core/model/llama.h"
 #include "core/runtime/logging.h"
 #include "core/train/generate.h"
@@ -72,6 +73,42 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Recipe& recipe,
   return std::unique_ptr<Tokenizer>(std::move(bpe));
 }
 
+// The packed training stream: pre-tokenized shards (data.format = "tokens", made by
+// titan-tokenize with the tokenizer the recipe names), or documents tokenized now.
+absl::Status LoadTokens(const Recipe& recipe, std::unique_ptr<Tokenizer>& tokenizer,
+                        std::vector<int32_t>& stream) {
+  TITAN_ASSIGN_OR_RETURN(std::string format, recipe.section("data").GetString("format"));
+  if (format == "tokens") {
+    TITAN_ASSIGN_OR_RETURN(std::string path, recipe.section("model").GetString("tokenizer_path"));
+    if (path.empty()) {
+      return recipe.section("model").Error(
+          "tokenizer_path",
+          "data.format = \"tokens\" needs the tokenizer the shards were made "
+          "with (model.tokenizer_path)");
+    }
+    TITAN_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(path));
+    TITAN_ASSIGN_OR_RETURN(std::string data, recipe.section("training").GetString("dataset_path"));
+    int64_t shards = 0;
+    TITAN_ASSIGN_OR_RETURN(stream, ReadTokenShards(data, &shards));
+    spdlog::info("[data] {}: {} tokens from {} shard(s)", data, stream.size(), shards);
+    const int32_t vocab = static_cast<int32_t>(tokenizer->vocab_size());
+    for (int32_t token : stream) {
+      if (token >= vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(data, ": token ", token, " is outside the vocabulary of ", vocab, " of ",
+                         path, "; were the shards made with another tokenizer?"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> documents, ReadCorpus(recipe));
+  TITAN_ASSIGN_OR_RETURN(tokenizer, MakeTokenizer(recipe, documents));
+  for (const std::string& doc : documents) {
+    PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream);
+  }
+  return absl::OkStatus();
+}
+
 double EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t batches, int64_t batch,
                 int64_t seq_len) {
   std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
@@ -103,13 +140,9 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   const int64_t accumulation = global_batch / batch;
 
   // Data and tokenizer.
-  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> documents, ReadCorpus(recipe));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(recipe, documents));
+  std::unique_ptr<Tokenizer> tokenizer;
   std::vector<int32_t> stream;
-  for (const std::string& doc : documents) {
-    PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream);
-  }
-  documents.clear();
+  TITAN_RETURN_IF_ERROR(LoadTokens(recipe, tokenizer, stream));
   const ConfigView& validation = recipe.section("validation");
   TITAN_ASSIGN_OR_RETURN(double split, validation.GetFloat("split"));
   TITAN_ASSIGN_OR_RETURN(int64_t eval_freq, validation.GetInt("freq"));

@@ -1,0 +1,100 @@
+#include "tools/tokenize/shard_writer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/data/packed_loader.h"
+#include "core/data/token_shard.h"
+
+namespace titan {
+namespace {
+
+class Sharder {
+ public:
+  Sharder(const Tokenizer& tokenizer, const ShardOptions& options)
+      : tokenizer_(tokenizer), options_(options) {}
+
+  // Encodes the block on the worker threads, then packs it in document order.
+  absl::Status AddBlock(std::vector<std::string>& block) {
+    std::vector<std::vector<int32_t>> encoded(block.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < block.size(); i = next++)
+        encoded[i] = tokenizer_.Encode(block[i]);
+    };
+    std::vector<std::thread> workers;
+    const int helpers = std::max(1, options_.threads) - 1;
+    for (int t = 0; t < helpers; ++t) workers.emplace_back(work);
+    work();
+    for (std::thread& worker : workers) worker.join();
+    for (size_t i = 0; i < block.size(); ++i) {
+      const size_t before = current_.size();
+      PackDocument(encoded[i], tokenizer_.bos_id(), tokenizer_.eos_id(), current_);
+      report_.tokens += static_cast<int64_t>(current_.size() - before);
+      report_.bytes_read += static_cast<int64_t>(block[i].size());
+      ++report_.documents;
+      if (static_cast<int64_t>(current_.size()) >= options_.shard_tokens) {
+        TITAN_RETURN_IF_ERROR(Flush());
+      }
+    }
+    block.clear();
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    if (current_.empty()) return absl::OkStatus();
+    const std::string path = (std::filesystem::path(options_.output) /
+                              absl::StrFormat("shard_%05d%s", report_.shards, kTokenShardExtension))
+                                 .string();
+    TITAN_RETURN_IF_ERROR(WriteTokenShard(path, current_));
+    ++report_.shards;
+    current_.clear();
+    return absl::OkStatus();
+  }
+
+  const ShardReport& report() const { return report_; }
+
+ private:
+  const Tokenizer& tokenizer_;
+  const ShardOptions& options_;
+  std::vector<int32_t> current_;
+  ShardReport report_;
+};
+
+}  // namespace
+
+absl::StatusOr<ShardReport> WriteShards(const std::string& input, const DocumentOptions& documents,
+                                        const Tokenizer& tokenizer, const ShardOptions& options,
+                                        const ShardProgress& progress) {
+  std::error_code error;
+  std::filesystem::create_directories(options.output, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--output=", options.output, ": cannot create the folder: ", error.message()));
+  }
+  Sharder sharder(tokenizer, options);
+  std::vector<std::string> block;
+  absl::Status failed;
+  DocumentReport read_report;
+  TITAN_RETURN_IF_ERROR(ReadDocuments(
+      input, documents,
+      [&](absl::string_view document) {
+        if (!failed.ok()) return;
+        block.emplace_back(document);
+        if (static_cast<int64_t>(block.size()) < options.block_documents) return;
+        failed = sharder.AddBlock(block);
+        if (failed.ok() && progress) progress(sharder.report());
+      },
+      &read_report));
+  TITAN_RETURN_IF_ERROR(failed);
+  TITAN_RETURN_IF_ERROR(sharder.AddBlock(block));
+  TITAN_RETURN_IF_ERROR(sharder.Flush());
+  if (progress) progress(sharder.report());
+  return sharder.report();
+}
+
+}  // namespace titan

@@ -1,0 +1,66 @@
+#include "tools/tokenize/shard_writer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "core/data/packed_loader.h"
+#include "core/data/token_shard.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(WriteShards, PacksDocumentsInOrderWhateverTheThreadCount) {
+  const fs::path dir = fs::path(testing::TempDir()) / absl::StrCat("titan_tokenize_", getpid());
+  fs::create_directories(dir);
+  std::vector<std::string> docs;
+  std::ofstream corpus(dir / "corpus.txt");
+  for (int i = 0; i < 23; ++i) {
+    // The reader keeps each document's line ends.
+    docs.push_back(absl::StrCat("document ", i, std::string(i % 5, '!'), "\n"));
+    corpus << docs.back() << "%\n";
+  }
+  corpus.close();
+  auto tokenizer = LoadTokenizer("byte");
+  ASSERT_TRUE(tokenizer.ok());
+  std::vector<int32_t> expected;
+  for (const std::string& doc : docs) {
+    PackDocument((*tokenizer)->Encode(doc), (*tokenizer)->bos_id(), (*tokenizer)->eos_id(),
+                 expected);
+  }
+  DocumentOptions documents;
+  documents.text_separator = "%";
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    ShardOptions options;
+    options.output = (dir / absl::StrCat("out", threads)).string();
+    options.threads = threads;
+    options.shard_tokens = 40;
+    options.block_documents = 4;
+    int progress_calls = 0;
+    auto report = WriteShards((dir / "corpus.txt").string(), documents, **tokenizer, options,
+                              [&](const ShardReport&) { ++progress_calls; });
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->documents, 23);
+    EXPECT_EQ(report->tokens, static_cast<int64_t>(expected.size()));
+    EXPECT_GT(report->shards, 2);
+    EXPECT_GE(progress_calls, 6);
+    int64_t shards = 0;
+    auto stream = ReadTokenShards(options.output, &shards);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    EXPECT_EQ(shards, report->shards);
+    EXPECT_EQ(*stream, expected);
+  }
+  auto missing = WriteShards((dir / "nothing").string(), documents, **tokenizer,
+                             ShardOptions{(dir / "out").string()}, nullptr);
+  EXPECT_FALSE(missing.ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace titan
