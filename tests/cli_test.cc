@@ -83,6 +83,21 @@ TEST(TitanRun, DefaultRecipeValidatesAndListsItsPlugins) {
     EXPECT_GT(object.at("mem_gib").get<double>(), 0.0);
   }
   EXPECT_EQ(expected_step, 3) << "expected the two steps' objects";
+  // The saved model samples text through titan-generate; greedy sampling is deterministic.
+  const std::string generate =
+      absl::StrCat(TITAN_GENERATE, " --model=", (dump / "model.arena").string(),
+                   " --tokenizer=byte --prompt=Hi --max-new-tokens=5 "
+                   "--temperature=0 --seq-len=16");
+  Result first = Shell(generate), second = Shell(generate);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(first.output, second.output);
+  EXPECT_THAT(first.output, testing::StartsWith("Hi"));
+  Result wrong_flavor = Shell(generate + " --flavor=llama3_8b_no_such_flavor");
+  EXPECT_EQ(wrong_flavor.exit_code, 1) << wrong_flavor.output;
+  Result bad_file = Shell(
+      absl::StrCat(TITAN_GENERATE, " --model=", dump.string(), "/metrics.jsonl --tokenizer=byte"));
+  EXPECT_EQ(bad_file.exit_code, 1);
+  EXPECT_THAT(bad_file.output, HasSubstr("metrics.jsonl (byte 8): expected the magic"));
   std::filesystem::remove_all(dump);
   EXPECT_THAT(r.output, testing::ContainsRegex("step 2\\] loss [0-9.]+  grad_norm"));
   EXPECT_THAT(r.output, HasSubstr("[generate] sample:"));
@@ -116,6 +131,8 @@ TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output,
               testing::ContainsRegex("step [2-5]: the (loss|gradient norm) is (nan|inf)"));
+  std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                              absl::StrCat("titan_cli_nan_", getpid()));
 }
 
 TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {

@@ -14,6 +14,7 @@
 #include "core/data/token_shard.h"
 #include "core/model/llama.h"
 #include "core/runtime/logging.h"
+#include "core/tensor/arena_file.h"
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
@@ -243,6 +244,10 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   SetLogStep(-1);
   spdlog::info("[train] done: {} steps in {:.1f}s; metrics in {}", steps, Seconds(run_start),
                log.path());
+  // The trained parameters, for titan-generate (the checkpoint issue adds full checkpoints).
+  const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
+  TITAN_RETURN_IF_ERROR(WriteArena(model->params(), model_path));
+  spdlog::info("[train] model saved to {}", model_path);
 
   const ConfigView& sample = recipe.section("generate");
   TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
