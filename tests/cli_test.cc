@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "titan/abi.h"
 
 namespace {
 
@@ -142,7 +143,8 @@ TEST(TitanRun, BadPluginsAreRefusedWithTheirPath) {
   EXPECT_EQ(abi.exit_code, 1);
   EXPECT_THAT(abi.output, HasSubstr(kTestPlugins +
                                     "/bad_abi/titan_optimizer_badabi.so: plugin "
-                                    "built for titan plugin ABI 999, but this titan uses ABI 1"));
+                                    "built for titan plugin ABI 999, but this titan uses ABI " +
+                                    std::to_string(TITAN_ABI_VERSION)));
   Result text = Titan("--list-plugins --plugin-dir " + kTestPlugins + "/not_a_library");
   EXPECT_EQ(text.exit_code, 1);
   EXPECT_THAT(text.output,
@@ -204,7 +206,7 @@ TEST(TitanRun, UsageMistakesAreExplained) {
   EXPECT_THAT(help.output, HasSubstr("--section.key=value"));
   Result version = Titan("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_THAT(version.output, HasSubstr("(plugin ABI 1)"));
+  EXPECT_THAT(version.output, HasSubstr("(plugin ABI " + std::to_string(TITAN_ABI_VERSION) + ")"));
 }
 
 }  // namespace
