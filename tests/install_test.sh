@@ -24,7 +24,8 @@ plugin=$work/example/titan_optimizer_lion.so
 # The installed titan-run finds its own plugins in the prefix, not the build tree.
 list=$(env -u TITAN_PLUGIN_PATH "$prefix/bin/titan-run" --plugin-dir "$work/example" --list-plugins)
 echo "$list"
-grep -Eq "^optimizer +lion +0\.1\.0 +1 +$plugin\$" <<<"$list" || fail "lion not listed"
+abi=$(sed -n 's/^#define TITAN_ABI_VERSION \([0-9]*\)$/\1/p' "$prefix/include/titan/abi.h")
+grep -Eq "^optimizer +lion +0\.1\.0 +$abi +$plugin\$" <<<"$list" || fail "lion not listed"
 grep -q "Lion: sign of interpolated momentum" <<<"$list" || fail "lion summary not listed"
 grep -q "$prefix/lib/titan/plugins/titan_optimizer_adamw.so" <<<"$list" || fail "adamw not found in the prefix"
 [ -f "$prefix/share/titan/recipes/llama3_debug.toml" ] || fail "recipes were not installed"

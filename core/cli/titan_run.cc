@@ -12,12 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/cli/options.h"
+#include "core/runtime/device_mesh.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/train/trainer.h"
+#include "titan/comm.h"
 #include "titan/optimizer.h"
 
 namespace titan {
@@ -46,6 +48,30 @@ int LaunchedWorldSize() {
     if (value != nullptr && absl::SimpleAtoi(value, &size) && size > 0) return size;
   }
   return 1;
+}
+
+// Connects this rank to the job through the comm plugin the recipe selects ("auto": mpi,
+// created and configured here since the recipe then selects none) and builds the mesh.
+absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
+                                                    const PluginRegistry& registry,
+                                                    const MeshShape& shape,
+                                                    std::unique_ptr<CommPlugin>& auto_comm) {
+  CommPlugin* comm = nullptr;
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == "comm") comm = static_cast<CommPlugin*>(plugin.instance.get());
+  }
+  if (comm == nullptr) {
+    absl::StatusOr<std::unique_ptr<CommPlugin>> created = registry.Create<CommPlugin>("mpi");
+    if (!created.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "comm.backend = \"auto\" needs the mpi comm plugin: ", created.status().message()));
+    }
+    auto_comm = std::move(*created);
+    TITAN_RETURN_IF_ERROR(auto_comm->Configure(recipe.section("comm")));
+    comm = auto_comm.get();
+  }
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, comm->ConnectWorld());
+  return BuildDeviceMesh(std::move(world), shape);
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -135,22 +161,29 @@ int Run(const std::vector<std::string>& args) {
     spdlog::error("{}: {}", options->recipe, std::string(mesh.status().message()));
     return kExitUsage;
   }
-  if (world_size > 1) {
-    // Several ranks need a communicator; "auto" means MPI on the CPU.
-    std::string backend = *recipe->section("comm").GetString("backend");
-    if (backend == "auto") backend = "mpi";
-    auto comm = (*registry)->Find("comm", backend);
-    if (!comm.ok()) {
-      spdlog::error("{} ranks were launched, which needs a comm plugin: {}", world_size,
-                    std::string(comm.status().message()));
-      return kExitError;
-    }
-  }
   spdlog::info("{}: recipe is valid; mesh pp={} dp_replicate={} dp_shard={} cp={} tp={}",
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
                mesh->degree(MeshDim::kDpShard), mesh->degree(MeshDim::kCp),
                mesh->degree(MeshDim::kTp));
+  std::unique_ptr<CommPlugin> auto_comm;  // outlives the mesh made through it
+  std::unique_ptr<DeviceMesh> device_mesh;
   if (world_size > 1) {
+    absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
+        JoinJob(*recipe, **registry, *mesh, auto_comm);
+    if (!joined.ok()) {
+      spdlog::error("{} ranks were launched: {}", world_size,
+                    std::string(joined.status().message()));
+      return kExitError;
+    }
+    device_mesh = std::move(*joined);
+    SetLogRank(device_mesh->world().rank());
+    spdlog::info(
+        "[comm] rank {} of {}: mesh coordinates pp={} dp_replicate={} dp_shard={} cp={} "
+        "tp={}",
+        device_mesh->world().rank(), device_mesh->world().size(),
+        device_mesh->coordinate(MeshDim::kPp), device_mesh->coordinate(MeshDim::kDpReplicate),
+        device_mesh->coordinate(MeshDim::kDpShard), device_mesh->coordinate(MeshDim::kCp),
+        device_mesh->coordinate(MeshDim::kTp));
     spdlog::error("training on {} ranks is not built yet; run one process", world_size);
     return kExitError;
   }

@@ -4,7 +4,10 @@
 #define TITAN_COMMUNICATOR_H_
 
 #include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "titan/status.h"
 #include "titan/tensor_view.h"
 
@@ -32,6 +35,13 @@ class Communicator {
 
   // Ranks passing the same color form a new communicator, ordered by key.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
+
+  // Writes this rank's flight record (its last collectives) and returns the file written;
+  // backends that keep none say so. Timeouts and fatal errors write one without being asked.
+  virtual absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) {
+    return absl::UnimplementedError(
+        absl::StrCat("this communicator keeps no flight record (asked for: ", reason, ")"));
+  }
 };
 
 }  // namespace titan

@@ -1,0 +1,378 @@
+// The `mpi` comm plugin: the job's communicators over OpenMPI. Every operation is started
+// non-blocking and polled against `[comm] train_timeout_seconds`, so a rank that dies or
+// stalls turns into an error naming the rank, the collective and its sequence number on
+// every rank still waiting, instead of a hang; the flight recorder keeps the last ones.
+// MPI cannot cancel a collective: after a timeout the communicator refuses further work, and
+// the caller's buffer may still be written (by a late peer) until the process exits.
+//
+// MPI runs at MPI_THREAD_FUNNELED: titan issues every collective from the thread that
+// connected (overlap comes from non-blocking requests, not from threads), and FUNNELED
+// avoids the locking OpenMPI adds for MPI_THREAD_MULTIPLE. A call from another thread is
+// refused with an error rather than left to corrupt MPI's state.
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/comm/mpi/flight_recorder.h"
+#include "plugins/comm/mpi/primitives.h"
+#include "titan/comm.h"
+
+namespace titan::mpi {
+namespace {
+
+// What every communicator of this process shares.
+struct Job {
+  Job(std::chrono::seconds timeout, int world_rank, size_t trace_size, std::string trace_folder)
+      : timeout(timeout),
+        world_rank(world_rank),
+        thread(std::this_thread::get_id()),
+        recorder(trace_size, std::move(trace_folder), world_rank) {}
+  std::chrono::seconds timeout;
+  int world_rank;
+  std::thread::id thread;
+  FlightRecorder recorder;
+};
+
+// A request that timed out stays active inside MPI, with the staging buffer it may still
+// write; MPI_Finalize must not run while one can never complete (it would hang).
+struct PendingRequest {
+  MPI_Request request;
+  std::shared_ptr<void> staging;
+};
+std::mutex pending_mutex;
+std::vector<PendingRequest> pending;
+std::chrono::seconds finalize_drain{1};
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  auto deadline = std::chrono::steady_clock::now() + finalize_drain;
+  for (PendingRequest& p : pending) {
+    int code = MPI_SUCCESS;
+    // A peer that never arrives: leave MPI to the launcher rather than hang in Finalize.
+    if (WaitUntil(p.request, deadline, code) != WaitResult::kDone) return;
+  }
+  MPI_Finalize();
+}
+
+// The MPI_COMM_WORLD ranks of a communicator's members, in its rank order.
+std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return std::make_shared<const std::vector<int>>(std::move(global));
+}
+
+// Runs `body`, turning an escaping exception (bad_alloc) into a Status naming `op`.
+absl::Status Guarded(absl::string_view op, const std::function<absl::Status()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(op, ": ", e.what()));
+  }
+}
+
+struct Staging {
+  std::vector<float> in, out;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<Job> job)
+      : comm_(comm), name_(std::move(name)), job_(std::move(job)) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    members_ = WorldRanks(comm_, size_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && broken_.empty()) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  absl::Status AllReduce(TensorView buffer, ReduceOp op) override {
+    return Guarded("all-reduce", [&] { return Reduce("all-reduce", buffer, buffer, op); });
+  }
+  absl::Status ReduceScatter(const TensorView& input, TensorView output, ReduceOp op) override {
+    return Guarded("reduce-scatter", [&] { return Reduce("reduce-scatter", input, output, op); });
+  }
+
+  absl::Status AllGather(const TensorView& input, TensorView output) override {
+    TITAN_RETURN_IF_ERROR(CheckBuffers("all-gather", output, input, size_));
+    int bytes = static_cast<int>(input.nbytes());
+    // Gathering in place (input is this rank's chunk of output) is what FSDP does.
+    const void* send = input.data == static_cast<char*>(output.data) + int64_t{bytes} * rank_
+                           ? MPI_IN_PLACE
+                           : input.data;
+    return Run("all-gather", output.nbytes(), members_, nullptr, [&](MPI_Request* r) {
+      return MPI_Iallgather(send, bytes, MPI_BYTE, output.data, bytes, MPI_BYTE, comm_, r);
+    });
+  }
+
+  absl::Status Broadcast(TensorView buffer, int root) override {
+    TITAN_RETURN_IF_ERROR(CheckBuffers("broadcast", buffer, buffer, 1));
+    TITAN_RETURN_IF_ERROR(CheckPeer("broadcast", root, true));
+    return Run("broadcast", buffer.nbytes(), members_, nullptr, [&](MPI_Request* r) {
+      return MPI_Ibcast(buffer.data, static_cast<int>(buffer.nbytes()), MPI_BYTE, root, comm_, r);
+    });
+  }
+
+  absl::Status Send(const TensorView& buffer, int peer, int tag) override {
+    return PointToPoint("send", buffer, peer, tag);
+  }
+  absl::Status Recv(TensorView buffer, int peer, int tag) override {
+    return PointToPoint("recv", buffer, peer, tag);
+  }
+
+  absl::Status Barrier() override {
+    return Run("barrier", 0, members_, nullptr,
+               [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    if (color < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("split of ", name_, ": color ", color, " must be >= 0"));
+    }
+    // MPI has no non-blocking split: a barrier first bounds the wait for the other ranks.
+    TITAN_RETURN_IF_ERROR(
+        Run("split", 0, members_, nullptr, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); }));
+    MPI_Comm part;
+    absl::Status split = MpiStatus(MPI_Comm_split(comm_, color, key, &part));
+    if (!split.ok()) {
+      return absl::InternalError(absl::StrCat("rank ", job_->world_rank, ": split of ", name_,
+                                              " failed: ", split.message()));
+    }
+    try {
+      return std::unique_ptr<Communicator>(
+          new MpiCommunicator(part, absl::StrCat(name_, "/split(", color, ")"), job_));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("split of ", name_, ": ", e.what()));
+    }
+  }
+
+  absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) override {
+    try {
+      return job_->recorder.Dump(reason);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("flight recorder: ", e.what()));
+    }
+  }
+
+ private:
+  // All-reduce (output == input) and reduce-scatter; bf16 is reduced in f32.
+  absl::Status Reduce(absl::string_view op, const TensorView& input, TensorView output,
+                      ReduceOp reduce) {
+    bool in_place = input.data == output.data;
+    TITAN_RETURN_IF_ERROR(CheckBuffers(op, input, output, in_place ? 1 : size_));
+    absl::StatusOr<MPI_Datatype> type = ReductionType(input.dtype, reduce);
+    if (!type.ok())
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", type.status().message()));
+    auto staging = std::make_shared<Staging>();
+    const void* send = input.data;
+    void* receive = output.data;
+    if (input.dtype == DType::kBF16) {
+      staging->in = Bf16ToF32(input);
+      staging->out.resize(in_place ? 0 : static_cast<size_t>(output.numel()));
+      send = staging->in.data();
+      receive = in_place ? staging->in.data() : staging->out.data();
+    }
+    int count = static_cast<int>(output.numel());
+    TITAN_RETURN_IF_ERROR(Run(op, input.nbytes(), members_, staging, [&](MPI_Request* r) {
+      return in_place ? MPI_Iallreduce(MPI_IN_PLACE, receive, count, *type, ReductionOp(reduce),
+                                       comm_, r)
+                      : MPI_Ireduce_scatter_block(send, receive, count, *type, ReductionOp(reduce),
+                                                  comm_, r);
+    }));
+    float* result = static_cast<float*>(receive);
+    if (reduce == ReduceOp::kAvg) {
+      for (int i = 0; i < count; ++i) result[i] /= static_cast<float>(size_);
+    }
+    if (input.dtype == DType::kBF16) F32ToBf16(in_place ? staging->in : staging->out, output);
+    return absl::OkStatus();
+  }
+
+  absl::Status PointToPoint(absl::string_view op, const TensorView& buffer, int peer, int tag) {
+    TITAN_RETURN_IF_ERROR(CheckBuffers(op, buffer, buffer, 1));
+    TITAN_RETURN_IF_ERROR(CheckPeer(op, peer, false));
+    auto peers = std::make_shared<const std::vector<int>>(
+        std::vector<int>{(*members_)[static_cast<size_t>(peer)]});
+    int bytes = static_cast<int>(buffer.nbytes());
+    return Run(op, buffer.nbytes(), peers, nullptr, [&](MPI_Request* r) {
+      return op == "send" ? MPI_Isend(buffer.data, bytes, MPI_BYTE, peer, tag, comm_, r)
+                          : MPI_Irecv(buffer.data, bytes, MPI_BYTE, peer, tag, comm_, r);
+    });
+  }
+
+  // `large` holds `chunks` times the elements of `small`, same dtype, both contiguous on the
+  // CPU, and a message fits MPI's int count.
+  absl::Status CheckBuffers(absl::string_view op, const TensorView& large, const TensorView& small,
+                            int chunks) const {
+    for (const TensorView* view : {&large, &small}) {
+      if (view->device.type != DeviceType::kCpu || !view->is_contiguous()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, " on ", name_, ": buffers must be contiguous and on the CPU"));
+      }
+    }
+    if (large.dtype != small.dtype || large.numel() != small.numel() * chunks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " on ", name_, " (", size_, " ranks): expected ", chunks, " x ", small.numel(), " ",
+          DTypeName(small.dtype), " elements, found ", large.numel(), " ", DTypeName(large.dtype)));
+    }
+    if (large.nbytes() > static_cast<size_t>(INT_MAX)) {
+      return absl::InvalidArgumentError(absl::StrCat(op, " on ", name_, ": ", large.nbytes(),
+                                                     " bytes exceed one MPI message; split it"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckPeer(absl::string_view op, int peer, bool self_ok) const {
+    if (peer < 0 || peer >= size_ || (!self_ok && peer == rank_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " on ", name_, ": rank ", peer, " is not a peer of rank ", rank_, " among ", size_));
+    }
+    return absl::OkStatus();
+  }
+
+  // Starts one operation, waits for it against the job's timeout and records it.
+  absl::Status Run(absl::string_view op, size_t bytes,
+                   std::shared_ptr<const std::vector<int>> peers, std::shared_ptr<void> staging,
+                   const std::function<int(MPI_Request*)>& start) {
+    std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
+                                    " on ", name_, " (", size_, " ranks)");
+    if (!broken_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": the communicator is unusable after an earlier ", broken_));
+    }
+    if (std::this_thread::get_id() != job_->thread) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": called from another thread than the one that connected (MPI is FUNNELED)"));
+    }
+    int64_t sequence = ++sequence_;
+    int64_t handle = job_->recorder.Start(
+        {sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
+    MPI_Request request = MPI_REQUEST_NULL;
+    int code = start(&request);
+    WaitResult result = WaitResult::kFailed;
+    if (code == MPI_SUCCESS) {
+      result = WaitUntil(request, std::chrono::steady_clock::now() + job_->timeout, code);
+    }
+    if (result == WaitResult::kDone) {
+      job_->recorder.Finish(handle, "completed");
+      return absl::OkStatus();
+    }
+    std::string failure;
+    if (result == WaitResult::kTimedOut) {
+      job_->recorder.Finish(handle, "timed out");
+      std::lock_guard<std::mutex> lock(pending_mutex);
+      pending.push_back({request, std::move(staging)});
+      failure = absl::StrCat("did not complete within ", job_->timeout.count(),
+                             "s (a peer died or stalled)");
+    } else {
+      job_->recorder.Finish(handle, "failed");
+      failure = absl::StrCat("failed: ", MpiStatus(code).message());
+    }
+    broken_ = absl::StrCat(op, " #", sequence, " that ", failure);
+    absl::StatusOr<std::string> dumped = DumpFlightRecord(what);
+    std::string record = dumped.ok() ? absl::StrCat("flight record in ", *dumped)
+                                     : std::string(dumped.status().message());
+    std::string message = absl::StrCat(what, " ", failure, "; ", record);
+    return result == WaitResult::kTimedOut ? absl::DeadlineExceededError(message)
+                                           : absl::InternalError(message);
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  std::shared_ptr<Job> job_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::shared_ptr<const std::vector<int>> members_;
+  int64_t sequence_ = 0;
+  std::string broken_;  // what made the communicator unusable; empty while it works
+};
+
+class MpiComm : public CommPlugin {
+ public:
+  std::vector<ConfigKey> ConfigKeys() const override {
+    ConfigKey folder;
+    folder.name = "trace_folder";
+    folder.type = ConfigType::kString;
+    folder.default_value = std::string("./outputs/flight_recorder");
+    folder.help = "where the flight recorder writes on a timeout, an error or request";
+    return {folder};
+  }
+
+  absl::Status Configure(const ConfigView& config) override {
+    // Under comm.backend = "auto" the core passes only its own [comm] keys: keep defaults.
+    if (config.Has("train_timeout_seconds")) timeout_ = *config.GetInt("train_timeout_seconds");
+    if (config.Has("trace_buf_size")) trace_buf_size_ = *config.GetInt("trace_buf_size");
+    if (config.Has("trace_folder")) trace_folder_ = *config.GetString("trace_folder");
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld() override {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = MPI_THREAD_SINGLE;
+      absl::Status init =
+          MpiStatus(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+      if (!init.ok()) return absl::InternalError(absl::StrCat("MPI_Init_thread: ", init.message()));
+      if (provided < MPI_THREAD_FUNNELED) {
+        return absl::FailedPreconditionError(
+            "MPI_Init_thread: this MPI library does not provide MPI_THREAD_FUNNELED");
+      }
+      // Long enough for a late peer to complete what timed out, so Finalize can still run.
+      finalize_drain = std::chrono::seconds(3 * timeout_);
+      std::atexit(FinalizeAtExit);
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    try {
+      if (job_ == nullptr) {
+        int world_rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+        job_ = std::make_shared<Job>(std::chrono::seconds(timeout_), world_rank,
+                                     static_cast<size_t>(trace_buf_size_), trace_folder_);
+      }
+      // A private copy of MPI_COMM_WORLD, so titan's traffic never matches anyone else's.
+      MPI_Comm world;
+      absl::Status dup = MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+      if (!dup.ok()) return absl::InternalError(absl::StrCat("MPI_Comm_dup: ", dup.message()));
+      return std::unique_ptr<Communicator>(new MpiCommunicator(world, "world", job_));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("connecting to the MPI job: ", e.what()));
+    }
+  }
+
+ private:
+  int64_t timeout_ = 100;
+  int64_t trace_buf_size_ = 20000;
+  std::string trace_folder_ = "./outputs/flight_recorder";
+  std::shared_ptr<Job> job_;
+};
+
+}  // namespace
+}  // namespace titan::mpi
+
+TITAN_PLUGIN(titan::CommPlugin, titan::mpi::MpiComm, "mpi", "1.0.0",
+             "communicators over MPI with collective timeouts and a flight recorder")

@@ -1,0 +1,270 @@
+// Runs under `mpirun -np N` (N = 1, 2, 4): every rank runs every test, and each result is
+// checked against values computed by hand from the rank numbers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/runtime/device_mesh.h"
+#include "core/runtime/plugin_registry.h"
+#include "titan/comm.h"
+
+namespace titan {
+namespace {
+
+constexpr int kTimeoutSeconds = 2;
+
+// Every rank of one mpirun shares the launcher as parent, so they agree on this folder.
+std::string TraceFolder() {
+  return testing::TempDir() + "titan_mpi_trace_" + std::to_string(getppid());
+}
+
+// One plugin instance for the whole binary: MPI is initialised once per process.
+CommPlugin& Mpi() {
+  static PluginRegistry* registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})->release();
+  static CommPlugin* plugin = [] {
+    CommPlugin* comm = registry->Create<CommPlugin>("mpi")->release();
+    std::map<std::string, ConfigView::Entry> entries = {
+        {"train_timeout_seconds", {int64_t{kTimeoutSeconds}, "test"}},
+        {"trace_buf_size", {int64_t{8}, "test"}},
+        {"trace_folder", {TraceFolder(), "test"}}};
+    EXPECT_TRUE(comm->Configure(ConfigView("comm", entries)).ok());
+    return comm;
+  }();
+  return *plugin;
+}
+
+std::unique_ptr<Communicator> World() { return std::move(Mpi().ConnectWorld()).value(); }
+
+TensorView View(std::vector<float>& v) { return FlatF32(v.data(), static_cast<int64_t>(v.size())); }
+template <typename T>
+TensorView View(std::vector<T>& v, DType dtype) {
+  return TensorView{v.data(), dtype, Device{}, {static_cast<int64_t>(v.size())}, {}};
+}
+
+uint16_t ToBf16(float f) {  // round to nearest even, independent of the plugin's code
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t lower = bits & 0xffffu, upper = bits >> 16;
+  if (lower > 0x8000u || (lower == 0x8000u && (upper & 1u))) ++upper;
+  return static_cast<uint16_t>(upper);
+}
+float FromBf16(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+TEST(MpiCommTest, AllReduceF32EveryOp) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+    std::vector<float> v = {float(r + 1), float(10 * r)};
+    ASSERT_TRUE(world->AllReduce(View(v), op).ok());
+    float sum0 = n * (n + 1) / 2.0f, sum1 = 10.0f * n * (n - 1) / 2;
+    std::vector<float> expected = {sum0, sum1};
+    if (op == ReduceOp::kAvg) expected = {sum0 / n, sum1 / n};
+    if (op == ReduceOp::kMax) expected = {float(n), 10.0f * (n - 1)};
+    if (op == ReduceOp::kMin) expected = {1.0f, 0.0f};
+    EXPECT_EQ(v, expected) << "op " << static_cast<int>(op);
+  }
+}
+
+TEST(MpiCommTest, AllReduceIntegers) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  std::vector<int32_t> i32 = {r, -r};
+  ASSERT_TRUE(world->AllReduce(View(i32, DType::kI32), ReduceOp::kMax).ok());
+  EXPECT_EQ(i32, (std::vector<int32_t>{n - 1, 0}));
+  std::vector<int64_t> i64 = {int64_t{1} << 40, r};
+  ASSERT_TRUE(world->AllReduce(View(i64, DType::kI64), ReduceOp::kSum).ok());
+  EXPECT_EQ(i64, (std::vector<int64_t>{n * (int64_t{1} << 40), n * (n - 1) / 2}));
+  absl::Status avg = world->AllReduce(View(i64, DType::kI64), ReduceOp::kAvg);
+  EXPECT_EQ(avg.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MpiCommTest, Bf16IsReducedInF32) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  // 1 + 2^-8 + ... : summed in bf16 each 2^-8 rounds away; summed in f32 they add up.
+  std::vector<uint16_t> v = {ToBf16(r == 0 ? 1.0f : 0.00390625f), ToBf16(0.5f * (r + 1))};
+  ASSERT_TRUE(world->AllReduce(View(v, DType::kBF16), ReduceOp::kSum).ok());
+  EXPECT_EQ(v[0], ToBf16(1.0f + 0.00390625f * (n - 1)));
+  EXPECT_EQ(FromBf16(v[1]), 0.25f * n * (n + 1));
+}
+
+TEST(MpiCommTest, ReduceScatterF32AndBf16) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  std::vector<float> in(2 * n), out(2);
+  for (int i = 0; i < 2 * n; ++i) in[i] = float(100 * r + i);
+  ASSERT_TRUE(world->ReduceScatter(View(in), View(out), ReduceOp::kSum).ok());
+  float ranks = 100.0f * n * (n - 1) / 2;
+  EXPECT_EQ(out, (std::vector<float>{ranks + n * float(2 * r), ranks + n * float(2 * r + 1)}));
+
+  std::vector<uint16_t> in16(n), out16(1);
+  for (int i = 0; i < n; ++i) in16[i] = ToBf16(float(i + r));
+  ASSERT_TRUE(
+      world->ReduceScatter(View(in16, DType::kBF16), View(out16, DType::kBF16), ReduceOp::kAvg)
+          .ok());
+  EXPECT_EQ(FromBf16(out16[0]), float(r) + (n - 1) / 2.0f);
+}
+
+TEST(MpiCommTest, AllGatherOutOfPlaceAndInPlace) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  std::vector<int32_t> in = {r, 7 * r}, out(2 * n, -1), expected;
+  for (int i = 0; i < n; ++i) expected.insert(expected.end(), {i, 7 * i});
+  ASSERT_TRUE(world->AllGather(View(in, DType::kI32), View(out, DType::kI32)).ok());
+  EXPECT_EQ(out, expected);
+
+  std::vector<int32_t> shared(2 * n, -1);
+  shared[2 * r] = r;
+  shared[2 * r + 1] = 7 * r;
+  TensorView chunk{shared.data() + 2 * r, DType::kI32, Device{}, {2}, {}};
+  ASSERT_TRUE(world->AllGather(chunk, View(shared, DType::kI32)).ok());
+  EXPECT_EQ(shared, expected);
+
+  std::vector<int32_t> wrong(2 * n + 1);
+  absl::Status status = world->AllGather(View(in, DType::kI32), View(wrong, DType::kI32));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+}
+
+TEST(MpiCommTest, BroadcastFromLastRank) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  std::vector<float> v = {float(r), float(r) + 0.5f};
+  ASSERT_TRUE(world->Broadcast(View(v), n - 1).ok());
+  EXPECT_EQ(v, (std::vector<float>{float(n - 1), n - 0.5f}));
+  EXPECT_EQ(world->Broadcast(View(v), n).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MpiCommTest, SendRecvBetweenPairs) {
+  auto world = World();
+  int r = world->rank();
+  if (world->size() == 1) {
+    std::vector<float> v(1);
+    EXPECT_EQ(world->Send(View(v), 0, 0).code(), absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  int peer = r ^ 1;  // 0<->1, 2<->3; even sends first so the pair never waits on itself
+  std::vector<float> mine = {float(r), 3.0f}, theirs(2);
+  if (r % 2 == 0) {
+    ASSERT_TRUE(world->Send(View(mine), peer, 5).ok());
+    ASSERT_TRUE(world->Recv(View(theirs), peer, 5).ok());
+  } else {
+    ASSERT_TRUE(world->Recv(View(theirs), peer, 5).ok());
+    ASSERT_TRUE(world->Send(View(mine), peer, 5).ok());
+  }
+  EXPECT_EQ(theirs, (std::vector<float>{float(peer), 3.0f}));
+  EXPECT_TRUE(world->Barrier().ok());
+}
+
+TEST(MpiCommTest, SplitByParityOrderedByKey) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  auto half = world->Split(r % 2, -r);  // descending key: the highest rank comes first
+  ASSERT_TRUE(half.ok()) << half.status();
+  int members = (n + 1 - r % 2) / 2;
+  EXPECT_EQ((*half)->size(), members);
+  std::vector<int32_t> sum = {r};
+  ASSERT_TRUE((*half)->AllReduce(View(sum, DType::kI32), ReduceOp::kSum).ok());
+  int expected = 0, position = 0;
+  for (int i = r % 2; i < n; i += 2) {
+    expected += i;
+    if (i > r) ++position;
+  }
+  EXPECT_EQ(sum[0], expected);
+  EXPECT_EQ((*half)->rank(), position);
+}
+
+TEST(MpiCommTest, MeshGroupsHoldTheRanksDifferingAlongOneDim) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  MeshShape shape;  // 2x2 (dp_replicate x dp_shard) at 4 ranks, else dp_shard = n
+  shape.degrees = {1, n == 4 ? 2 : 1, n == 4 ? 2 : n, 1, 1};
+  auto mesh = BuildDeviceMesh(std::move(world), shape);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  DeviceMesh& m = **mesh;
+  int shard = shape.degree(MeshDim::kDpShard);
+  EXPECT_EQ(m.coordinate(MeshDim::kDpReplicate), r / shard);
+  EXPECT_EQ(m.coordinate(MeshDim::kDpShard), r % shard);
+  EXPECT_EQ(m.coordinate(MeshDim::kPp), 0);
+  EXPECT_EQ(m.group(MeshDim::kPp).size(), 1);
+  EXPECT_EQ(m.group(MeshDim::kTp).size(), 1);
+  EXPECT_EQ(m.group(MeshDim::kDpShard).rank(), r % shard);
+  EXPECT_EQ(m.group(MeshDim::kDpReplicate).rank(), r / shard);
+
+  // The world ranks in each group, gathered in the group's order.
+  for (MeshDim dim : {MeshDim::kDpShard, MeshDim::kDpReplicate}) {
+    Communicator& group = m.group(dim);
+    std::vector<int32_t> me = {r}, all(group.size());
+    ASSERT_TRUE(group.AllGather(View(me, DType::kI32), View(all, DType::kI32)).ok());
+    std::vector<int32_t> expected;
+    for (int i = 0; i < group.size(); ++i) {
+      expected.push_back(dim == MeshDim::kDpShard ? r - r % shard + i : r % shard + i * shard);
+    }
+    EXPECT_EQ(all, expected) << MeshDimName(dim);
+  }
+}
+
+TEST(MpiCommTest, FlightRecordOnRequest) {
+  auto world = World();
+  ASSERT_TRUE(world->Barrier().ok());
+  auto path = world->DumpFlightRecord("asked by the test");
+  ASSERT_TRUE(path.ok()) << path.status();
+  nlohmann::json record = nlohmann::json::parse(std::ifstream(*path));
+  EXPECT_EQ(record["rank"], world->rank());
+  EXPECT_EQ(record["reason"], "asked by the test");
+  ASSERT_FALSE(record["collectives"].empty());
+  EXPECT_LE(record["collectives"].size(), 8u);  // trace_buf_size
+  const nlohmann::json& last = record["collectives"].back();
+  EXPECT_EQ(last["op"], "barrier");
+  EXPECT_EQ(last["state"], "completed");
+  EXPECT_EQ(last["peers"].size(), static_cast<size_t>(world->size()));
+  EXPECT_LE(last["start_us"].get<int64_t>(), last["end_us"].get<int64_t>());
+}
+
+// Last: the world it breaks is not used again. The last rank arrives after the timeout;
+// every other rank must give up within it, naming itself, the collective and its number.
+TEST(MpiCommTest, ZzStalledRankTimesOutEverySurvivor) {
+  auto world = World();
+  int n = world->size(), r = world->rank();
+  if (n == 1) GTEST_SKIP() << "needs a peer to wait for";
+  ASSERT_TRUE(world->Barrier().ok());  // #1
+  // Never freed: MPI may complete the abandoned all-reduce into it as late as MPI_Finalize,
+  // which runs after static destructors would have.
+  std::vector<float>& v = *new std::vector<float>{1.0f};
+  if (r == n - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500 * kTimeoutSeconds));
+    (void)world->AllReduce(View(v), ReduceOp::kSum);  // lets the others' requests finish
+    return;
+  }
+  auto start = std::chrono::steady_clock::now();
+  absl::Status status = world->AllReduce(View(v), ReduceOp::kSum);  // #2
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_LT(waited, kTimeoutSeconds + 1.0);
+  std::string message(status.message());
+  EXPECT_NE(message.find("rank " + std::to_string(r) + ": all-reduce #2 on world"),
+            std::string::npos)
+      << message;
+  std::string file = TraceFolder() + "/flight_recorder_rank" + std::to_string(r) + ".json";
+  EXPECT_NE(message.find(file), std::string::npos) << message;
+  nlohmann::json record = nlohmann::json::parse(std::ifstream(file));
+  const nlohmann::json& last = record["collectives"].back();
+  EXPECT_EQ(last["op"], "all-reduce");
+  EXPECT_EQ(last["sequence"], 2);
+  EXPECT_EQ(last["state"], "timed out");
+  // A broken communicator refuses further work at once instead of waiting again.
+  EXPECT_EQ(world->Barrier().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,39 @@
+// The small pieces the MPI communicator is built from: element types, bf16 staging, turning
+// MPI error codes into Status, and waiting on a request against a deadline.
+#ifndef TITAN_PLUGINS_COMM_MPI_PRIMITIVES_H_
+#define TITAN_PLUGINS_COMM_MPI_PRIMITIVES_H_
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "titan/communicator.h"
+#include "titan/status.h"
+
+namespace titan::mpi {
+
+// The MPI type a reduction runs in: f32 for f32 and bf16 (bf16 is staged in f32), the
+// integer types as themselves; anything else cannot be reduced.
+absl::StatusOr<MPI_Datatype> ReductionType(DType dtype, ReduceOp op);
+MPI_Op ReductionOp(ReduceOp op);  // kAvg reduces as kSum, then divides
+
+// bf16 <-> f32; the narrowing rounds to nearest even, as the model's kernels do.
+std::vector<float> Bf16ToF32(const TensorView& view);
+void F32ToBf16(const std::vector<float>& values, TensorView& view);
+
+// "MPI error: <what MPI says>" for a failed call, ok for MPI_SUCCESS.
+absl::Status MpiStatus(int code);
+
+enum class WaitResult : uint8_t { kDone, kTimedOut, kFailed };
+
+// Polls `request` with MPI_Test until it completes, fails or `deadline` passes; a request
+// that times out is left active (MPI forbids freeing a pending collective).
+WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
+                     int& error_code);
+
+}  // namespace titan::mpi
+
+#endif  // TITAN_PLUGINS_COMM_MPI_PRIMITIVES_H_
