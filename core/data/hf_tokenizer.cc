@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/data/pretokenize.h"
 
 namespace titan {
 namespace {
@@ -68,6 +69,49 @@ absl::StatusOr<std::string> ByteLevelDecode(absl::string_view text) {
   return out;
 }
 
+namespace {
+
+// titan splits text with Llama 3's pattern only; a file asking for another pre-tokenization
+// (GPT-2's ByteLevel regex, whitespace splitting, ...) is refused rather than encoded
+// differently from its own library.
+absl::Status CheckPreTokenizer(const nlohmann::json& json, const std::string& path) {
+  const std::string expected =
+      absl::StrCat("Llama 3's: a Split with the pattern ", kLlama3Pattern,
+                   ", optionally in a Sequence with a ByteLevel whose use_regex is false");
+  auto refuse = [&](absl::string_view where) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", where, ": expected the pre-tokenization ", expected));
+  };
+  const auto pre = json.find("pre_tokenizer");
+  if (pre == json.end() || !pre->is_object()) return refuse("pre_tokenizer");
+  std::vector<nlohmann::json> steps = {*pre};
+  if (pre->value("type", "") == "Sequence") {
+    const auto list = pre->find("pretokenizers");
+    if (list == pre->end() || !list->is_array()) return refuse("pre_tokenizer.pretokenizers");
+    steps.clear();
+    for (const nlohmann::json& step : *list) steps.push_back(step);
+  }
+  bool split = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const nlohmann::json& step = steps[i];
+    const std::string where = absl::StrCat("pre_tokenizer step ", i);
+    const std::string type = step.is_object() ? step.value("type", "") : "";
+    if (type == "Split") {
+      const auto pattern = step.find("pattern");
+      if (pattern == step.end() || !pattern->is_object() ||
+          pattern->value("Regex", "") != kLlama3Pattern) {
+        return refuse(absl::StrCat(where, " (Split)"));
+      }
+      split = true;
+    } else if (type != "ByteLevel" || step.value("use_regex", true)) {
+      return refuse(absl::StrCat(where, " (", type, ")"));
+    }
+  }
+  return split ? absl::OkStatus() : refuse("pre_tokenizer");
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadHuggingFaceTokenizer(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the tokenizer file"));
@@ -82,6 +126,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadHuggingFaceTokenizer(const std
   if (model == json.end() || !model->is_object() || model->value("type", "") != "BPE") {
     return error("model.type", "\"BPE\" (titan reads byte-level BPE tokenizer.json files)");
   }
+  if (absl::Status status = CheckPreTokenizer(json, path); !status.ok()) return status;
   const auto vocab = model->find("vocab");
   if (vocab == model->end() || !vocab->is_object() || vocab->empty()) {
     return error("model.vocab", "an object of token -> id");

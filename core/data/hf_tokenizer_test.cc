@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/data/pretokenize.h"
 
 namespace titan {
 namespace {
@@ -25,7 +26,14 @@ nlohmann::json SmallTokenizer() {
       {"added_tokens",
        {{{"id", 260}, {"content", "<|begin_of_text|>"}, {"special", true}},
         {{"id", 261}, {"content", "<|end_of_text|>"}, {"special", true}}}},
-      {"pre_tokenizer", {{"type", "ByteLevel"}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", std::string(kLlama3Pattern)}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"h e", "l l", "he ll", "Ġ w"}}}}};
 }
 
@@ -80,6 +88,20 @@ TEST_F(HfTokenizerTest, BadFilesAreErrorsNamingFileAndPlace) {
   status = LoadTokenizer(Write(foreign_special)).status();
   EXPECT_NE(status.message().find("added_tokens[1] (\"<eos>\", id 261)"), std::string::npos)
       << status;
+}
+
+TEST_F(HfTokenizerTest, RefusesAnotherPreTokenization) {
+  nlohmann::json gpt2 = SmallTokenizer();
+  gpt2["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+  auto tokenizer = LoadHuggingFaceTokenizer(Write(gpt2));
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_NE(tokenizer.status().message().find(path_ + ": pre_tokenizer step 0 (ByteLevel): "
+                                                      "expected the pre-tokenization Llama 3's"),
+            std::string::npos)
+      << tokenizer.status();
+  nlohmann::json none = SmallTokenizer();
+  none.erase("pre_tokenizer");
+  EXPECT_FALSE(LoadHuggingFaceTokenizer(Write(none)).ok());
 }
 
 }  // namespace
