@@ -17,17 +17,13 @@ void EmbeddingForward(T* out, const int32_t* tokens, const T* table, int64_t n, 
 
 template <typename T>
 void EmbeddingBackward(T* dtable, const T* dout, const int32_t* tokens, int64_t n, int64_t c) {
-  const int64_t chunks = internal::ColumnChunks(c);
-#pragma omp parallel for schedule(static)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const int64_t begin = chunk * internal::kColumnChunk;
-    const int64_t end = std::min(c, begin + internal::kColumnChunk);
+  internal::ForEachColumnChunk(c, [&](int64_t begin, int64_t end) {
     for (int64_t i = 0; i < n; ++i) {
       T* row = dtable + static_cast<int64_t>(tokens[i]) * c;
       const T* grad = dout + i * c;
       for (int64_t j = begin; j < end; ++j) row[j] += grad[j];
     }
-  }
+  });
 }
 
 template void EmbeddingForward(float*, const int32_t*, const float*, int64_t, int64_t);

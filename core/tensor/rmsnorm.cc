@@ -37,17 +37,13 @@ void RmsNormBackward(T* dinp, T* dweight, const T* dout, const T* inp, const T* 
     T* dx = dinp + i * c;
     for (int64_t j = 0; j < c; ++j) dx[j] += r * (weight[j] * dy[j] - x[j] * coefficient);
   }
-  const int64_t chunks = internal::ColumnChunks(c);
-#pragma omp parallel for schedule(static)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const int64_t begin = chunk * internal::kColumnChunk;
-    const int64_t end = std::min(c, begin + internal::kColumnChunk);
+  internal::ForEachColumnChunk(c, [&](int64_t begin, int64_t end) {
     for (int64_t i = 0; i < n; ++i) {
       const T* x = inp + i * c;
       const T* dy = dout + i * c;
       for (int64_t j = begin; j < end; ++j) dweight[j] += dy[j] * x[j] * rstd[i];
     }
-  }
+  });
 }
 
 template void RmsNormForward(float*, float*, const float*, const float*, int64_t, int64_t, double);
