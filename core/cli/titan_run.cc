@@ -18,6 +18,7 @@
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
+#include "core/runtime/single_process_comm.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
 #include "titan/optimizer.h"
@@ -167,7 +168,15 @@ int Run(const std::vector<std::string>& args) {
                mesh->degree(MeshDim::kTp));
   std::unique_ptr<CommPlugin> auto_comm;  // outlives the mesh made through it
   std::unique_ptr<DeviceMesh> device_mesh;
-  if (world_size > 1) {
+  if (world_size == 1) {
+    absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
+        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh);
+    if (!single.ok()) {
+      spdlog::error("{}", std::string(single.status().message()));
+      return kExitError;
+    }
+    device_mesh = std::move(*single);
+  } else {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
         JoinJob(*recipe, **registry, *mesh, auto_comm);
     if (!joined.ok()) {
@@ -184,8 +193,6 @@ int Run(const std::vector<std::string>& args) {
         device_mesh->coordinate(MeshDim::kPp), device_mesh->coordinate(MeshDim::kDpReplicate),
         device_mesh->coordinate(MeshDim::kDpShard), device_mesh->coordinate(MeshDim::kCp),
         device_mesh->coordinate(MeshDim::kTp));
-    spdlog::error("training on {} ranks is not built yet; run one process", world_size);
-    return kExitError;
   }
   OptimizerPlugin* optimizer = nullptr;
   for (const Recipe::SelectedPlugin& plugin : recipe->plugins()) {
@@ -193,7 +200,7 @@ int Run(const std::vector<std::string>& args) {
     if (plugin.section == "optimizer")
       optimizer = static_cast<OptimizerPlugin*>(plugin.instance.get());
   }
-  absl::Status trained = Train(*recipe, *optimizer);
+  absl::Status trained = Train(*recipe, *optimizer, *device_mesh, **registry);
   if (!trained.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(trained.message()));
     return trained.code() == absl::StatusCode::kInternal ? kExitError : kExitUsage;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor/arena_file.h"
 #include "core/tensor/cross_entropy.h"
 #include "core/tensor/embedding.h"
 #include "core/tensor/matmul.h"
@@ -51,20 +52,54 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(plan));
   TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(plan));
+  model->plan_ = std::move(plan);
+  for (int i = 0; i < model->params_.size(); ++i) {
+    Parameter p;
+    p.name = model->params_.name(i);
+    p.full_shape = model->params_.at(i).shape();
+    p.value = model->params_.at(i).view();
+    p.grad = model->grads_.at(i).view();
+    model->parameters_.push_back(std::move(p));
+  }
+  // Parameters are added in arena order, so each module's own parameters stay in model order.
+  auto& parameters = model->parameters_;
+  model->root_.AddParameter(&parameters[model->tok_embeddings_]);
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    auto layer = std::make_unique<ModuleNode>(absl::StrCat("layers.", l));
+    for (int index : model->blocks_[l].weights) layer->AddParameter(&parameters[index]);
+    model->root_.AddChild(layer.get());
+    model->layer_modules_.push_back(std::move(layer));
+  }
+  model->root_.AddParameter(&parameters[model->norm_]);
+  if (!config.tie_embeddings) model->root_.AddParameter(&parameters[model->output_]);
   return model;
 }
 
-std::vector<Parameter> LlamaModel::Parameters() const {
-  std::vector<Parameter> parameters;
-  for (int i = 0; i < params_.size(); ++i) {
-    Parameter p;
-    p.name = params_.name(i);
-    p.full_shape = params_.at(i).shape();
-    p.value = params_.at(i).view();
-    p.grad = grads_.at(i).view();
-    parameters.push_back(std::move(p));
+void LlamaModel::ReleaseUnusedStorage() {
+  auto points_into = [](const Arena& arena, const TensorView& view) {
+    const float* begin = arena.flat_data();
+    const float* data = view.data_as<const float>();
+    return begin != nullptr && data >= begin && data < begin + arena.flat_size();
+  };
+  bool values_used = false, grads_used = false;
+  for (const Parameter& p : parameters_) {
+    values_used = values_used || points_into(params_, p.value);
+    grads_used = grads_used || points_into(grads_, p.grad);
   }
-  return parameters;
+  if (!values_used) params_ = Arena();
+  if (!grads_used) grads_ = Arena();
+}
+
+absl::Status LlamaModel::SaveParameters(const std::string& path) const {
+  TITAN_ASSIGN_OR_RETURN(Arena copy, Arena::Allocate(plan_));
+  for (int i = 0; i < copy.size(); ++i) {
+    if (parameters_[i].value.data == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "saving ", path, ": parameter ", parameters_[i].name, " is sharded; unshard it first"));
+    }
+    std::memcpy(copy.at(i).data<float>(), parameters_[i].value.data, copy.at(i).nbytes());
+  }
+  return WriteArena(copy, path);
 }
 
 void LlamaModel::ZeroGrad() { Zero(grads_.flat_data(), grads_.flat_size()); }
@@ -219,12 +254,34 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
   TITAN_RETURN_IF_ERROR(CheckTokens(tokens, targets));
   const int64_t n = batch * seq_len, d = config_.dim;
   tokens_.assign(tokens, tokens + n);
+  tokens_valid_ = true;
   targets_.assign(targets, targets + n);
+  TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   EmbeddingForward(residual_[0], tokens, Param(tok_embeddings_), n, d);
-  for (int64_t l = 0; l < config_.n_layers; ++l) BlockForward(l, /*recompute=*/false);
+  TITAN_RETURN_IF_ERROR(ForwardLayers());
   RmsNormForward(final_norm_, final_rstd_, residual_.back(), Param(norm_), n, d, config_.norm_eps);
   MatmulForward(logits_, final_norm_, Param(output_), n, d, config_.vocab_size);
-  return CrossEntropyForward(loss_lse_, logits_, targets, n, config_.vocab_size);
+  const float loss = CrossEntropyForward(loss_lse_, logits_, targets, n, config_.vocab_size);
+  TITAN_RETURN_IF_ERROR(root_.AfterForward());
+  return loss;
+}
+
+absl::Status LlamaModel::ForwardLayers() {
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    TITAN_RETURN_IF_ERROR(layer_modules_[l]->BeforeForward());
+    BlockForward(l, /*recompute=*/false);
+    TITAN_RETURN_IF_ERROR(layer_modules_[l]->AfterForward());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::BackwardLayers() {
+  for (int64_t l = config_.n_layers - 1; l >= 0; --l) {
+    TITAN_RETURN_IF_ERROR(layer_modules_[l]->BeforeBackward());
+    BlockBackward(l);
+    TITAN_RETURN_IF_ERROR(layer_modules_[l]->AfterBackward());
+  }
+  return absl::OkStatus();
 }
 
 // The gradient of the residual stream flows through d_residual_, which each block updates in
@@ -266,21 +323,22 @@ void LlamaModel::BlockBackward(int64_t layer) {
 }
 
 absl::Status LlamaModel::Backward() {
-  if (tokens_.empty()) {
+  if (!tokens_valid_) {
     return absl::FailedPreconditionError("model: Backward needs a Forward first");
   }
   const int64_t n = batch_ * seq_len_, d = config_.dim, v = config_.vocab_size;
   float* d_logits = logits_;  // the logits are spent: their gradient takes their place
+  tokens_valid_ = false;
+  TITAN_RETURN_IF_ERROR(root_.BeforeBackward());
   CrossEntropyBackward(d_logits, logits_, loss_lse_, targets_.data(), n, v, 1.0f);
   Zero(d_norm_out_, n * d);
   MatmulBackward(d_norm_out_, Grad(output_), d_logits, final_norm_, Param(output_), n, d, v);
   Zero(d_residual_, n * d);
   RmsNormBackward(d_residual_, Grad(norm_), d_norm_out_, residual_.back(), Param(norm_),
                   final_rstd_, n, d);
-  for (int64_t l = config_.n_layers - 1; l >= 0; --l) BlockBackward(l);
+  TITAN_RETURN_IF_ERROR(BackwardLayers());
   EmbeddingBackward(Grad(tok_embeddings_), d_residual_, tokens_.data(), n, d);
-  tokens_.clear();
-  return absl::OkStatus();
+  return root_.AfterBackward();
 }
 
 }  // namespace titan

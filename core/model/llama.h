@@ -11,6 +11,7 @@
 
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
+#include "core/model/module_node.h"
 #include "core/tensor/arena.h"
 #include "core/tensor/attention.h"
 #include "titan/module.h"
@@ -24,10 +25,19 @@ class LlamaModel {
 
   const LlamaConfig& config() const { return config_; }
   // TorchTitan's names ("layers.3.attention.wq.weight"), in one arena each for values and grads.
+  // Empty once parallel plugins keep the parameters elsewhere (see ReleaseUnusedStorage).
   const Arena& params() const { return params_; }
   const Arena& grads() const { return grads_; }
-  // The same tensors as the SDK's Parameters, for optimizer and parallel plugins.
-  std::vector<Parameter> Parameters() const;
+  // The same tensors as the SDK's Parameters, in arena order; the model computes with whatever
+  // their value and grad point at, so plugins can move them.
+  const std::vector<Parameter>& Parameters() const { return parameters_; }
+  // The module tree parallel plugins transform: the root holds tok_embeddings, norm and output,
+  // its children are the blocks "layers.N".
+  Module& root() { return root_; }
+  // Frees the parameter and gradient arenas when no parameter points into them any more.
+  void ReleaseUnusedStorage();
+  // Writes every parameter's current value to `path` in the arena file format.
+  absl::Status SaveParameters(const std::string& path) const;
 
   // TorchTitan's initialization, a pure function of the seed and each parameter's name.
   void Initialize(uint64_t seed);
@@ -58,16 +68,22 @@ class LlamaModel {
       : config_(config), ac_(ac) {}
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
   absl::Status CheckTokens(const int32_t* tokens, const int32_t* targets) const;
-  float* Param(int index) const { return params_.at(index).data<float>(); }
-  float* Grad(int index) const { return grads_.at(index).data<float>(); }
+  float* Param(int index) const { return parameters_[index].value.data_as<float>(); }
+  float* Grad(int index) const { return parameters_[index].grad.data_as<float>(); }
   // The forward pass runs every stage and writes the residual into layer + 1; the recompute
   // before the backward runs only the stages whose outputs the block's policy did not keep.
   void BlockForward(int64_t layer, bool recompute);
   void BlockBackward(int64_t layer);
+  absl::Status ForwardLayers();
+  absl::Status BackwardLayers();
 
   LlamaConfig config_;
   ActivationCheckpoint ac_;
+  ArenaPlan plan_;
   Arena params_, grads_;
+  std::vector<Parameter> parameters_;
+  ModuleNode root_{""};
+  std::vector<std::unique_ptr<ModuleNode>> layer_modules_;
   int tok_embeddings_ = -1, norm_ = -1, output_ = -1;
   std::vector<Block> blocks_;
 
@@ -80,6 +96,7 @@ class LlamaModel {
   float *rope_cos_, *rope_sin_, *final_norm_, *final_rstd_, *logits_, *loss_lse_;
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   std::vector<int32_t> tokens_, targets_;
+  bool tokens_valid_ = false;  // a Forward's activations await their Backward
 };
 
 }  // namespace titan

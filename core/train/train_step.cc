@@ -1,16 +1,27 @@
 #include "core/train/train_step.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
 namespace titan {
 
-double ClipGradNorm(float* grads, int64_t count, double max_norm) {
+double SumOfSquares(const float* values, int64_t count) {
   double sum = 0;
 #pragma omp parallel for reduction(+ : sum)
-  for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(grads[i]) * grads[i];
-  const double norm = std::sqrt(sum);
+  for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
+  return sum;
+}
+
+double ClipGradNorm(float* grads, int64_t count, double max_norm) {
+  const double norm = std::sqrt(SumOfSquares(grads, count));
+  ClipToNorm(grads, count, norm, max_norm);
+  return norm;
+}
+
+void ClipToNorm(float* grads, int64_t count, double norm, double max_norm) {
   if (max_norm > 0 && std::isfinite(norm)) {
     const double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0) {
@@ -19,12 +30,11 @@ double ClipGradNorm(float* grads, int64_t count, double max_norm) {
       for (int64_t i = 0; i < count; ++i) grads[i] *= c;
     }
   }
-  return norm;
 }
 
 absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& optimizer,
                                             int64_t batch, int64_t seq_len, int64_t accumulation,
-                                            double max_norm) {
+                                            double max_norm, DataParallelContext dp) {
   if (batch < 1 || seq_len < 1 || accumulation < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("TrainStep: expected batch, seq_len and accumulation steps >= 1, found ",
@@ -34,14 +44,30 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   step.model_ = &model, step.optimizer_ = &optimizer;
   step.batch_ = batch, step.seq_len_ = seq_len, step.accumulation_ = accumulation;
   step.max_norm_ = max_norm;
-  const float* params = model.params().flat_data();
-  const int64_t count = static_cast<int64_t>(model.params().flat_size());
-  for (const Parameter& p : model.Parameters()) {
-    step.segments_.push_back(
-        {static_cast<const float*>(p.value.data) - params, p.value.numel(), p.weight_decay});
+  step.dp_ = dp;
+  std::optional<LocalParameters> local;
+  if (dp.plugin != nullptr) local = dp.plugin->local_parameters();
+  if (local) {
+    step.params_ = local->params.data_as<float>();
+    step.grads_ = local->grads.data_as<float>();
+    step.count_ = local->params.numel();
+    step.segments_ = local->segments;
+  } else {
+    step.params_ = model.params().flat_data();
+    step.grads_ = model.grads().flat_data();
+    step.count_ = static_cast<int64_t>(model.params().flat_size());
+    for (const Parameter& p : model.Parameters()) {
+      step.segments_.push_back(
+          {p.value.data_as<const float>() - step.params_, p.value.numel(), p.weight_decay});
+    }
   }
-  // The arena pads each tensor to 64 bytes and the parameter buffer is a multiple of that, so
-  // the slots lie back to back as OptimizerStep::state expects.
+  const int64_t count = step.count_;
+  // The arena pads each tensor to 64 bytes; a count that is a multiple of 16 floats (the model's
+  // buffer always is) keeps the slots back to back as OptimizerStep::state expects.
+  if (optimizer.StateNames().size() > 1 && count % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TrainStep: the optimizer's flat buffer of ", count, " values is not a multiple of 16"));
+  }
   ArenaPlan plan;
   for (const std::string& name : optimizer.StateNames()) {
     TITAN_RETURN_IF_ERROR(plan.Add(name, {count}).status());
@@ -52,22 +78,51 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   return step;
 }
 
+int64_t TrainStep::state_bytes() const {
+  return (2 * count_ + static_cast<int64_t>(state_.flat_size())) * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status TrainStep::ReduceLoss(double& loss) const {
+  if (dp_.loss_group == nullptr || dp_.loss_group->size() == 1) return absl::OkStatus();
+  float value = static_cast<float>(loss);
+  TITAN_RETURN_IF_ERROR(dp_.loss_group->AllReduce(FlatF32(&value, 1), ReduceOp::kAvg));
+  loss = value;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> TrainStep::GradNorm() const {
+  double sum = SumOfSquares(grads_, count_);
+  Communicator* shards = dp_.plugin != nullptr ? dp_.plugin->gradient_shard_group() : nullptr;
+  if (shards != nullptr && shards->size() > 1) {
+    // Two floats carry the double: the high part and what it misses.
+    float parts[2] = {static_cast<float>(sum), 0.0f};
+    parts[1] = static_cast<float>(sum - static_cast<double>(parts[0]));
+    TITAN_RETURN_IF_ERROR(shards->AllReduce(FlatF32(parts, 2), ReduceOp::kSum));
+    sum = static_cast<double>(parts[0]) + static_cast<double>(parts[1]);
+  }
+  return std::sqrt(sum);
+}
+
 absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMicrobatch& next) {
-  model_->ZeroGrad();
+  std::fill(grads_, grads_ + count_, 0.0f);
   StepResult result;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    if (dp_.plugin != nullptr) dp_.plugin->set_requires_gradient_sync(micro + 1 == accumulation_);
     next(tokens_.data(), targets_.data());
     TITAN_ASSIGN_OR_RETURN(float loss,
                            model_->Forward(tokens_.data(), targets_.data(), batch_, seq_len_));
-    if (!std::isfinite(loss)) {
-      return absl::InternalError(absl::StrCat("step ", step, ": the loss is ", loss,
-                                              "; stopping (lower optimizer.lr or check the data)"));
-    }
     result.loss += loss / static_cast<double>(accumulation_);
     TITAN_RETURN_IF_ERROR(model_->Backward());
   }
-  float* grads = model_->grads().flat_data();
-  const int64_t count = static_cast<int64_t>(model_->grads().flat_size());
+  if (dp_.plugin != nullptr) TITAN_RETURN_IF_ERROR(dp_.plugin->WaitForGradients());
+  // Checked once the ranks have averaged their losses, so that every rank stops together.
+  TITAN_RETURN_IF_ERROR(ReduceLoss(result.loss));
+  if (!std::isfinite(result.loss)) {
+    return absl::InternalError(absl::StrCat("step ", step, ": the loss is ", result.loss,
+                                            "; stopping (lower optimizer.lr or check the data)"));
+  }
+  float* grads = grads_;
+  const int64_t count = count_;
   if (accumulation_ > 1) {
     // Each microbatch's loss is a mean over its tokens: averaging makes the step's gradient that
     // of the mean loss over the global batch.
@@ -75,14 +130,15 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
 #pragma omp parallel for
     for (int64_t i = 0; i < count; ++i) grads[i] *= scale;
   }
-  result.grad_norm = ClipGradNorm(grads, count, max_norm_);
+  TITAN_ASSIGN_OR_RETURN(result.grad_norm, GradNorm());
+  ClipToNorm(grads, count, result.grad_norm, max_norm_);
   if (!std::isfinite(result.grad_norm)) {
     return absl::InternalError(absl::StrCat("step ", step, ": the gradient norm is ",
                                             result.grad_norm,
                                             "; stopping (lower optimizer.lr or check the data)"));
   }
   const int64_t state_count = static_cast<int64_t>(state_.flat_size());
-  OptimizerStep update{FlatF32(model_->params().flat_data(), count),
+  OptimizerStep update{FlatF32(params_, count),
                        FlatF32(grads, count),
                        FlatF32(state_count > 0 ? state_.flat_data() : nullptr, state_count),
                        segments_,

@@ -1,7 +1,9 @@
-// One optimizer step of single-process training: the microbatches' gradients summed and averaged
-// (global batch = local batch x accumulation steps), clipped by global norm, checked for NaN/Inf,
-// then the optimizer's update with the scheduled lr. The optimizer state lives in an arena, one
-// tensor per state slot, so a checkpoint saves and restores it (core/tensor/arena_file.h).
+// One optimizer step: the microbatches' gradients summed and averaged (global batch = local batch
+// x accumulation steps x data-parallel ranks, the data-parallel plugin averaging across ranks),
+// clipped by global norm, checked for NaN/Inf, then the optimizer's update with the scheduled lr.
+// The optimizer updates the model's flat buffers, or this rank's shard when the data-parallel
+// plugin keeps the parameters (fsdp). Its state lives in an arena, one tensor per state slot, so
+// a checkpoint saves and restores it (core/tensor/arena_file.h).
 #ifndef TITAN_CORE_TRAIN_TRAIN_STEP_H_
 #define TITAN_CORE_TRAIN_TRAIN_STEP_H_
 
@@ -12,6 +14,7 @@
 #include "core/model/llama.h"
 #include "core/tensor/arena.h"
 #include "titan/optimizer.h"
+#include "titan/parallel.h"
 
 namespace titan {
 
@@ -23,23 +26,38 @@ struct StepResult {
 // Fills tokens and targets, each [batch, seq_len], with the next microbatch.
 using NextMicrobatch = std::function<void(int32_t* tokens, int32_t* targets)>;
 
+// How a step's gradients and loss are shared across ranks; the default is one rank.
+struct DataParallelContext {
+  ParallelPlugin* plugin = nullptr;    // ddp or fsdp, already applied to the model
+  Communicator* loss_group = nullptr;  // the ranks whose losses average into the step's loss
+};
+
 class TrainStep {
  public:
   static absl::StatusOr<TrainStep> Create(LlamaModel& model, OptimizerPlugin& optimizer,
                                           int64_t batch, int64_t seq_len, int64_t accumulation,
-                                          double max_norm);
+                                          double max_norm, DataParallelContext dp = {});
 
   // Runs optimizer step `step` (1 on the first); a non-finite loss or gradient norm is an error
   // naming the step, and leaves the parameters as they were.
   absl::StatusOr<StepResult> Run(int64_t step, double lr, const NextMicrobatch& next);
 
-  // exp_avg, exp_avg_sq, ... each as long as the model's flat parameter buffer.
+  // exp_avg, exp_avg_sq, ... each as long as the flat parameter buffer the optimizer updates.
   const Arena& optimizer_state() const { return state_; }
+  // Bytes of parameters, gradients and optimizer state this rank keeps between steps.
+  int64_t state_bytes() const;
 
  private:
   TrainStep() = default;
+  absl::Status ReduceLoss(double& loss) const;
+  absl::StatusOr<double> GradNorm() const;
+
   LlamaModel* model_ = nullptr;
   OptimizerPlugin* optimizer_ = nullptr;
+  DataParallelContext dp_;
+  float* params_ = nullptr;  // the flat buffers the optimizer updates
+  float* grads_ = nullptr;
+  int64_t count_ = 0;
   int64_t batch_ = 0, seq_len_ = 0, accumulation_ = 1;
   double max_norm_ = 0;
   std::vector<ParamSegment> segments_;
@@ -50,6 +68,10 @@ class TrainStep {
 // Scales `grads` so their global L2 norm is at most max_norm (0: no clipping), as
 // torch.nn.utils.clip_grad_norm_ does; returns the norm before clipping.
 double ClipGradNorm(float* grads, int64_t count, double max_norm);
+// The pieces, for gradients sharded across ranks: the local sum of squares, and the scaling
+// once the global norm is known.
+double SumOfSquares(const float* values, int64_t count);
+void ClipToNorm(float* grads, int64_t count, double norm, double max_norm);
 
 }  // namespace titan
 

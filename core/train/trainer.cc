@@ -7,18 +7,13 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "core/data/bpe_tokenizer.h"
-#include "core/data/bpe_trainer.h"
-#include "core/data/documents.h"
-#include "core/data/packed_loader.h"
-#include "core/data/token_shard.h"
 #include "core/model/llama.h"
 #include "core/runtime/logging.h"
-#include "core/tensor/arena_file.h"
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
 #include "core/train/train_step.h"
+#include "core/train/training_data.h"
 
 namespace titan {
 namespace {
@@ -29,101 +24,52 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// Every document of the dataset, read once: the BPE trainer and the packer both need them.
-absl::StatusOr<std::vector<std::string>> ReadCorpus(const Recipe& recipe) {
-  const ConfigView& training = recipe.section("training");
-  const ConfigView& data = recipe.section("data");
-  DocumentOptions options;
-  TITAN_ASSIGN_OR_RETURN(options.text_field, data.GetString("text_field"));
-  TITAN_ASSIGN_OR_RETURN(options.text_separator, data.GetString("text_separator"));
-  TITAN_ASSIGN_OR_RETURN(std::string on_bad, data.GetString("on_bad_record"));
-  options.skip_bad_records = on_bad == "skip";
-  TITAN_ASSIGN_OR_RETURN(std::string path, training.GetString("dataset_path"));
-  if (path.empty()) {
-    return absl::InvalidArgumentError(
-        "training.dataset_path is empty: name a text, .jsonl or .jsonl.zst file or folder");
-  }
-  std::vector<std::string> documents;
-  DocumentReport report;
-  TITAN_RETURN_IF_ERROR(ReadDocuments(
-      path, options, [&](absl::string_view d) { documents.emplace_back(d); }, &report));
-  spdlog::info("[data] {}: {} documents from {} file(s)", path, report.documents, report.files);
-  if (report.skipped > 0) {
-    spdlog::warn("[data] skipped {} bad record(s) (data.on_bad_record = \"skip\"); the first: {}",
-                 report.skipped, report.first_skip);
-  }
-  return documents;
-}
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Recipe& recipe,
-                                                         const std::vector<std::string>& docs) {
-  TITAN_ASSIGN_OR_RETURN(std::string path, recipe.section("model").GetString("tokenizer_path"));
-  if (!path.empty()) return LoadTokenizer(path);
-  TITAN_ASSIGN_OR_RETURN(int64_t vocab, recipe.section("data").GetInt("bpe_vocab_size"));
-  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  auto start = Clock::now();
-  BpeTrainer trainer;
-  for (const std::string& doc : docs) trainer.AddText(doc);
-  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> ranks, trainer.Train(vocab));
-  std::filesystem::create_directories(dump);
-  std::string out = (std::filesystem::path(dump) / "tokenizer.tiktoken").string();
-  TITAN_RETURN_IF_ERROR(WriteTiktoken(ranks, out));
-  spdlog::info("[data] learned a BPE vocabulary of {} tokens in {:.1f}s, written to {}",
-               ranks.size(), Seconds(start), out);
-  TITAN_ASSIGN_OR_RETURN(auto bpe, BpeTokenizer::Create(std::move(ranks), out));
-  return std::unique_ptr<Tokenizer>(std::move(bpe));
-}
-
-// The packed training stream: pre-tokenized shards (data.format = "tokens", made by
-// titan-tokenize with the tokenizer the recipe names), or documents tokenized now.
-absl::Status LoadTokens(const Recipe& recipe, std::unique_ptr<Tokenizer>& tokenizer,
-                        std::vector<int32_t>& stream) {
-  TITAN_ASSIGN_OR_RETURN(std::string format, recipe.section("data").GetString("format"));
-  if (format == "tokens") {
-    TITAN_ASSIGN_OR_RETURN(std::string path, recipe.section("model").GetString("tokenizer_path"));
-    if (path.empty()) {
-      return recipe.section("model").Error(
-          "tokenizer_path",
-          "data.format = \"tokens\" needs the tokenizer the shards were made "
-          "with (model.tokenizer_path)");
-    }
-    TITAN_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(path));
-    TITAN_ASSIGN_OR_RETURN(std::string data, recipe.section("training").GetString("dataset_path"));
-    int64_t shards = 0;
-    TITAN_ASSIGN_OR_RETURN(stream, ReadTokenShards(data, &shards));
-    spdlog::info("[data] {}: {} tokens from {} shard(s)", data, stream.size(), shards);
-    const int32_t vocab = static_cast<int32_t>(tokenizer->vocab_size());
-    for (int32_t token : stream) {
-      if (token >= vocab) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(data, ": token ", token, " is outside the vocabulary of ", vocab, " of ",
-                         path, "; were the shards made with another tokenizer?"));
-      }
-    }
-    return absl::OkStatus();
-  }
-  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> documents, ReadCorpus(recipe));
-  TITAN_ASSIGN_OR_RETURN(tokenizer, MakeTokenizer(recipe, documents));
-  for (const std::string& doc : documents) {
-    PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream);
-  }
-  return absl::OkStatus();
-}
-
-double EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t batches, int64_t batch,
-                int64_t seq_len) {
+// The mean validation loss over `batches` global batches, averaged across the data-parallel
+// ranks (each evaluates its own part).
+absl::StatusOr<double> EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t batches,
+                                int64_t batch, int64_t seq_len, Communicator& ranks) {
   std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
     loader.Next(tokens.data(), targets.data());
-    total += *model.Forward(tokens.data(), targets.data(), batch, seq_len);
+    TITAN_ASSIGN_OR_RETURN(float loss, model.Forward(tokens.data(), targets.data(), batch, seq_len));
+    total += loss;
   }
-  return total / static_cast<double>(batches);
+  float mean = static_cast<float>(total / static_cast<double>(batches));
+  TITAN_RETURN_IF_ERROR(ranks.AllReduce(FlatF32(&mean, 1), ReduceOp::kAvg));
+  return mean;
+}
+
+// TorchTitan's choice of data-parallel plugin: fsdp whenever dp_shard > 1 (HSDP when
+// dp_replicate > 1 too), ddp for dp_replicate alone, none on one data-parallel rank.
+absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
+                                                                   const PluginRegistry& registry,
+                                                                   const MeshShape& shape) {
+  for (MeshDim dim : {MeshDim::kPp, MeshDim::kCp, MeshDim::kTp}) {
+    if (shape.degree(dim) > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the ", MeshDimName(dim), " degree is ", shape.degree(dim),
+          ", but titan trains only data-parallel layouts so far (dp_replicate, dp_shard)"));
+    }
+  }
+  const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
+                     : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
+                                                               : nullptr;
+  if (name == nullptr) return nullptr;
+  absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin = registry.Create<ParallelPlugin>(name);
+  if (!plugin.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("the mesh needs the ", name,
+                                                      " parallel plugin: ",
+                                                      plugin.status().message()));
+  }
+  TITAN_RETURN_IF_ERROR((*plugin)->Configure(recipe.section("parallelism")));
+  return std::move(*plugin);
 }
 
 }  // namespace
 
-absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
+absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh& mesh,
+                   const PluginRegistry& registry) {
   const ConfigView& training = recipe.section("training");
   TITAN_ASSIGN_OR_RETURN(int64_t batch, training.GetInt("local_batch_size"));
   TITAN_ASSIGN_OR_RETURN(int64_t global_batch, training.GetInt("global_batch_size"));
@@ -132,37 +78,30 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   TITAN_ASSIGN_OR_RETURN(double max_norm, training.GetFloat("max_norm"));
   TITAN_ASSIGN_OR_RETURN(int64_t seed, recipe.section("debug").GetInt("seed"));
   TITAN_ASSIGN_OR_RETURN(double peak_lr, recipe.section("optimizer").GetFloat("lr"));
-  if (global_batch < 0) global_batch = batch;
-  if (global_batch % batch != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("training.global_batch_size = ", global_batch,
-                                                   " is not a multiple of local_batch_size ", batch,
-                                                   " x 1 data-parallel rank"));
+  const MeshShape& shape = mesh.shape();
+  const int dp_shard = shape.degree(MeshDim::kDpShard);
+  const int dp_degree = shape.degree(MeshDim::kDpReplicate) * dp_shard;
+  const int dp_rank = mesh.coordinate(MeshDim::kDpReplicate) * dp_shard +
+                      mesh.coordinate(MeshDim::kDpShard);
+  const bool lead = mesh.world().rank() == 0;  // logs metrics, saves and samples
+  if (global_batch < 0) global_batch = batch * dp_degree;
+  if (global_batch % (batch * dp_degree) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.global_batch_size = ", global_batch, " is not a multiple of local_batch_size ",
+        batch, " x ", dp_degree, " data-parallel rank(s)"));
   }
-  const int64_t accumulation = global_batch / batch;
+  const int64_t accumulation = global_batch / (batch * dp_degree);
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> data_parallel,
+                         DataParallelPlugin(recipe, registry, shape));
 
-  // Data and tokenizer.
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::vector<int32_t> stream;
-  TITAN_RETURN_IF_ERROR(LoadTokens(recipe, tokenizer, stream));
+  TITAN_ASSIGN_OR_RETURN(TrainingData data,
+                         LoadTrainingData(recipe, batch, seq_len, dp_rank, dp_degree));
+  std::unique_ptr<Tokenizer>& tokenizer = data.tokenizer;
+  PackedLoader& loader = data.train;
+  std::optional<PackedLoader>& eval_loader = data.eval;
   const ConfigView& validation = recipe.section("validation");
-  TITAN_ASSIGN_OR_RETURN(double split, validation.GetFloat("split"));
   TITAN_ASSIGN_OR_RETURN(int64_t eval_freq, validation.GetInt("freq"));
   TITAN_ASSIGN_OR_RETURN(int64_t eval_steps, validation.GetInt("steps"));
-  const int64_t windows = static_cast<int64_t>(stream.size()) / (seq_len + 1);
-  const int64_t held_out =
-      eval_freq > 0 ? std::max<int64_t>(batch, std::llround(windows * split)) : 0;
-  std::vector<int32_t> held(
-      stream.end() - std::min<int64_t>(held_out * (seq_len + 1), stream.size()), stream.end());
-  stream.resize(stream.size() - held.size());
-  spdlog::info("[data] {} tokens ({} windows of {}), {} held out for validation",
-               stream.size() + held.size(), windows, seq_len + 1, held_out);
-  TITAN_ASSIGN_OR_RETURN(PackedLoader loader,
-                         PackedLoader::Create(std::move(stream), seq_len, batch, seed, 0, 1));
-  std::optional<PackedLoader> eval_loader;
-  if (held_out > 0) {
-    TITAN_ASSIGN_OR_RETURN(eval_loader, PackedLoader::Create(std::move(held), seq_len, batch, seed,
-                                                             0, 1, /*shuffle=*/false));
-  }
 
   // Model.
   TITAN_ASSIGN_OR_RETURN(std::string flavor, recipe.section("model").GetString("flavor"));
@@ -177,8 +116,16 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
 
-  TITAN_ASSIGN_OR_RETURN(TrainStep train_step, TrainStep::Create(*model, optimizer, batch, seq_len,
-                                                                 accumulation, max_norm));
+  if (data_parallel != nullptr) {
+    TITAN_RETURN_IF_ERROR(data_parallel->Apply(model->root(), mesh));
+    model->ReleaseUnusedStorage();
+  }
+  TITAN_ASSIGN_OR_RETURN(
+      TrainStep train_step,
+      TrainStep::Create(*model, optimizer, batch, seq_len, accumulation, max_norm,
+                        DataParallelContext{data_parallel.get(), &mesh.world()}));
+  spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
+               static_cast<double>(train_step.state_bytes()) / (1 << 20));
 
   const ConfigView& lr_section = recipe.section("lr_scheduler");
   TITAN_ASSIGN_OR_RETURN(int64_t warmup, lr_section.GetInt("warmup_steps"));
@@ -198,13 +145,19 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
         peak_tflops);
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  TITAN_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(dump));
+  std::optional<MetricsLog> log;
+  if (lead) {
+    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump));
+  }
   // TorchTitan's count: 6 per parameter per token plus attention's 12 * layers * dim * seq_len.
   const double flop_per_token = 6.0 * static_cast<double>(config.ParameterCount()) +
                                 12.0 * config.n_layers * config.dim * seq_len;
 
-  spdlog::info("[train] {} steps of {} x {} tokens ({} microbatch(es) of {}), logging to {}", steps,
-               global_batch, seq_len, accumulation, batch, log.path());
+  spdlog::info(
+      "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
+      "rank(s)){}",
+      steps, global_batch, seq_len, accumulation, batch, dp_degree,
+      log ? ", logging to " + log->path() : "");
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
   double data_s = 0;
@@ -218,36 +171,39 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer) {
                              data_s += Seconds(data_start);
                            }));
 
-    if (step % log_freq == 0 || step == steps || step == 1) {
+    if (log && (step % log_freq == 0 || step == steps || step == 1)) {
       const double seconds = Seconds(window_start);
       const int64_t logged_steps =
           step == 1 ? 1 : (step % log_freq == 0 ? log_freq : step % log_freq);
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
-      m.tps = static_cast<double>(logged_steps * global_batch * seq_len) / seconds;
+      m.tps = static_cast<double>(logged_steps * batch * accumulation * seq_len) / seconds;
       m.tflops = m.tps * flop_per_token / 1e12;
       m.mfu = 100.0 * m.tflops / peak_tflops;
       m.mem_gib = PeakMemoryGib();
       m.data_s = data_s / static_cast<double>(logged_steps);
-      log.Log(m);
+      log->Log(m);
       window_start = Clock::now();
       data_s = 0;
     }
     if (eval_loader && step % eval_freq == 0) {
-      log.LogEval(
-          step, EvalLoss(*model, *eval_loader,
-                         std::min(eval_steps, eval_loader->num_windows() / batch), batch, seq_len));
+      const int64_t batches = std::min(eval_steps, eval_loader->num_windows() / (batch * dp_degree));
+      TITAN_ASSIGN_OR_RETURN(double eval_loss, EvalLoss(*model, *eval_loader, batches, batch,
+                                                        seq_len, mesh.world()));
+      if (log) log->LogEval(step, eval_loss);
     }
-    log.Progress(step, steps, Seconds(run_start));
+    if (log) log->Progress(step, steps, Seconds(run_start));
   }
-  log.Progress(steps, steps, Seconds(run_start));
+  if (log) log->Progress(steps, steps, Seconds(run_start));
   SetLogStep(-1);
-  spdlog::info("[train] done: {} steps in {:.1f}s; metrics in {}", steps, Seconds(run_start),
-               log.path());
+  spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
+  // From here on every rank holds the whole model, so saving and sampling need no collectives.
+  if (data_parallel != nullptr) TITAN_RETURN_IF_ERROR(data_parallel->Unshard());
+  if (!lead) return absl::OkStatus();
   // The trained parameters, for titan-generate (the checkpoint issue adds full checkpoints).
   const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
-  TITAN_RETURN_IF_ERROR(WriteArena(model->params(), model_path));
-  spdlog::info("[train] model saved to {}", model_path);
+  TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+  spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
 
   const ConfigView& sample = recipe.section("generate");
   TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));

@@ -5,12 +5,15 @@
 // MPI cannot cancel a collective: after a timeout the communicator refuses further work, and
 // the caller's buffer may still be written (by a late peer) until the process exits.
 //
-// MPI runs at MPI_THREAD_FUNNELED: titan issues every collective from the thread that
-// connected (overlap comes from non-blocking requests, not from threads), and FUNNELED
-// avoids the locking OpenMPI adds for MPI_THREAD_MULTIPLE. A call from another thread is
-// refused with an error rather than left to corrupt MPI's state.
+// MPI runs at MPI_THREAD_MULTIPLE: data-parallel plugins overlap collectives with compute by
+// issuing them from a communication thread while the main thread computes (OpenMPI makes no
+// progress on a non-blocking collective unless a thread is inside MPI). The operations of one
+// communicator are serialized by a lock; their order must still be the same on every rank.
+// Forming communicators (connecting, splitting) waits `init_timeout_seconds`, every other
+// operation `train_timeout_seconds`.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,14 +36,15 @@ namespace {
 
 // What every communicator of this process shares.
 struct Job {
-  Job(std::chrono::seconds timeout, int world_rank, size_t trace_size, std::string trace_folder)
-      : timeout(timeout),
+  Job(std::chrono::seconds init_timeout, std::chrono::seconds timeout, int world_rank,
+      size_t trace_size, std::string trace_folder)
+      : init_timeout(init_timeout),
+        timeout(timeout),
         world_rank(world_rank),
-        thread(std::this_thread::get_id()),
         recorder(trace_size, std::move(trace_folder), world_rank) {}
+  std::chrono::seconds init_timeout;
   std::chrono::seconds timeout;
   int world_rank;
-  std::thread::id thread;
   FlightRecorder recorder;
 };
 
@@ -95,8 +100,8 @@ struct Staging {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<Job> job)
-      : comm_(comm), name_(std::move(name)), job_(std::move(job)) {
+  MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<Job> job, bool owned = true)
+      : comm_(comm), name_(std::move(name)), job_(std::move(job)), owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     members_ = WorldRanks(comm_, size_);
@@ -104,7 +109,7 @@ class MpiCommunicator : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && broken_.empty()) MPI_Comm_free(&comm_);
+    if (!finalized && broken_.empty() && owned_) MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -144,6 +149,13 @@ class MpiCommunicator : public Communicator {
     return PointToPoint("recv", buffer, peer, tag);
   }
 
+  // Waits for every rank of the job to connect, against the init timeout.
+  absl::Status JoinBarrier() {
+    return Run(
+        "join", 0, members_, nullptr, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); },
+        job_->init_timeout);
+  }
+
   absl::Status Barrier() override {
     return Run("barrier", 0, members_, nullptr,
                [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
@@ -155,8 +167,10 @@ class MpiCommunicator : public Communicator {
           absl::StrCat("split of ", name_, ": color ", color, " must be >= 0"));
     }
     // MPI has no non-blocking split: a barrier first bounds the wait for the other ranks.
-    TITAN_RETURN_IF_ERROR(
-        Run("split", 0, members_, nullptr, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); }));
+    TITAN_RETURN_IF_ERROR(Run(
+        "split", 0, members_, nullptr, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); },
+        job_->init_timeout));
+    std::lock_guard<std::mutex> lock(mutex_);
     MPI_Comm part;
     absl::Status split = MpiStatus(MPI_Comm_split(comm_, color, key, &part));
     if (!split.ok()) {
@@ -254,19 +268,19 @@ class MpiCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
-  // Starts one operation, waits for it against the job's timeout and records it.
+  // Starts one operation, waits for it against `timeout` (the job's train timeout unless
+  // given) and records it.
   absl::Status Run(absl::string_view op, size_t bytes,
                    std::shared_ptr<const std::vector<int>> peers, std::shared_ptr<void> staging,
-                   const std::function<int(MPI_Request*)>& start) {
+                   const std::function<int(MPI_Request*)>& start,
+                   std::optional<std::chrono::seconds> timeout = std::nullopt) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::chrono::seconds limit = timeout.value_or(job_->timeout);
     std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
                                     " on ", name_, " (", size_, " ranks)");
     if (!broken_.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, ": the communicator is unusable after an earlier ", broken_));
-    }
-    if (std::this_thread::get_id() != job_->thread) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": called from another thread than the one that connected (MPI is FUNNELED)"));
     }
     int64_t sequence = ++sequence_;
     int64_t handle = job_->recorder.Start(
@@ -275,7 +289,7 @@ class MpiCommunicator : public Communicator {
     int code = start(&request);
     WaitResult result = WaitResult::kFailed;
     if (code == MPI_SUCCESS) {
-      result = WaitUntil(request, std::chrono::steady_clock::now() + job_->timeout, code);
+      result = WaitUntil(request, std::chrono::steady_clock::now() + limit, code);
     }
     if (result == WaitResult::kDone) {
       job_->recorder.Finish(handle, "completed");
@@ -286,7 +300,7 @@ class MpiCommunicator : public Communicator {
       job_->recorder.Finish(handle, "timed out");
       std::lock_guard<std::mutex> lock(pending_mutex);
       pending.push_back({request, std::move(staging)});
-      failure = absl::StrCat("did not complete within ", job_->timeout.count(),
+      failure = absl::StrCat("did not complete within ", limit.count(),
                              "s (a peer died or stalled)");
     } else {
       job_->recorder.Finish(handle, "failed");
@@ -304,9 +318,11 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   std::string name_;
   std::shared_ptr<Job> job_;
+  bool owned_ = true;  // freed with the communicator (MPI_COMM_WORLD itself is not)
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<const std::vector<int>> members_;
+  std::mutex mutex_;  // one operation at a time on this communicator
   int64_t sequence_ = 0;
   std::string broken_;  // what made the communicator unusable; empty while it works
 };
@@ -324,6 +340,8 @@ class MpiComm : public CommPlugin {
 
   absl::Status Configure(const ConfigView& config) override {
     // Under comm.backend = "auto" the core passes only its own [comm] keys: keep defaults.
+    if (config.Has("init_timeout_seconds"))
+      init_timeout_ = *config.GetInt("init_timeout_seconds");
     if (config.Has("train_timeout_seconds")) timeout_ = *config.GetInt("train_timeout_seconds");
     if (config.Has("trace_buf_size")) trace_buf_size_ = *config.GetInt("trace_buf_size");
     if (config.Has("trace_folder")) trace_folder_ = *config.GetString("trace_folder");
@@ -336,14 +354,15 @@ class MpiComm : public CommPlugin {
     if (!initialized) {
       int provided = MPI_THREAD_SINGLE;
       absl::Status init =
-          MpiStatus(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+          MpiStatus(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
       if (!init.ok()) return absl::InternalError(absl::StrCat("MPI_Init_thread: ", init.message()));
-      if (provided < MPI_THREAD_FUNNELED) {
+      if (provided < MPI_THREAD_MULTIPLE) {
         return absl::FailedPreconditionError(
-            "MPI_Init_thread: this MPI library does not provide MPI_THREAD_FUNNELED");
+            "MPI_Init_thread: this MPI library does not provide MPI_THREAD_MULTIPLE, which "
+            "titan's communication threads need");
       }
       // Long enough for a late peer to complete what timed out, so Finalize can still run.
-      finalize_drain = std::chrono::seconds(3 * timeout_);
+      finalize_drain = std::chrono::seconds(3 * std::max(timeout_, init_timeout_));
       std::atexit(FinalizeAtExit);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -351,10 +370,14 @@ class MpiComm : public CommPlugin {
       if (job_ == nullptr) {
         int world_rank = 0;
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-        job_ = std::make_shared<Job>(std::chrono::seconds(timeout_), world_rank,
+        job_ = std::make_shared<Job>(std::chrono::seconds(init_timeout_),
+                                     std::chrono::seconds(timeout_), world_rank,
                                      static_cast<size_t>(trace_buf_size_), trace_folder_);
       }
       // A private copy of MPI_COMM_WORLD, so titan's traffic never matches anyone else's.
+      // MPI_Comm_dup blocks until every rank arrives; a barrier first bounds that wait.
+      MpiCommunicator launched(MPI_COMM_WORLD, "launched", job_, /*owned=*/false);
+      TITAN_RETURN_IF_ERROR(launched.JoinBarrier());
       MPI_Comm world;
       absl::Status dup = MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &world));
       if (!dup.ok()) return absl::InternalError(absl::StrCat("MPI_Comm_dup: ", dup.message()));
@@ -365,6 +388,7 @@ class MpiComm : public CommPlugin {
   }
 
  private:
+  int64_t init_timeout_ = 300;
   int64_t timeout_ = 100;
   int64_t trace_buf_size_ = 20000;
   std::string trace_folder_ = "./outputs/flight_recorder";

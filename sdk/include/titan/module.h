@@ -16,7 +16,9 @@ namespace titan {
 
 // How a parameter is laid out along one mesh dimension.
 struct Placement {
-  enum class Kind : uint8_t { kReplicate, kShard };
+  // kShard splits tensor_dim evenly across the mesh dimension; kFlatShard gives each rank a
+  // contiguous run of the row-major elements (Parameter::shard says which).
+  enum class Kind : uint8_t { kReplicate, kShard, kFlatShard };
   Kind kind = Kind::kReplicate;
   int tensor_dim = 0;  // the tensor dimension split across the mesh dimension, for kShard
 };
@@ -24,10 +26,18 @@ struct Placement {
 struct Parameter {
   std::string name;                 // fully qualified, e.g. "layers.3.attention.wq.weight"
   std::vector<int64_t> full_shape;  // the logical shape, before any sharding
-  TensorView value;                 // this rank's piece
-  TensorView grad;                  // same shape as value
+  // What the module computes with: this rank's piece along the tensor-parallel dimensions. A
+  // plugin that keeps parameters sharded (fsdp) points these at gathered storage before the
+  // module runs and may set them to null in between.
+  TensorView value;
+  TensorView grad;  // same shape as value; the module accumulates into it
   std::array<Placement, kMeshDims> placements;  // one per MeshDim
   bool weight_decay = true;
+  // With flat sharding (fsdp): this rank's contiguous run of value's row-major elements, from
+  // element shard_offset on, and its gradient. Empty when the parameter is not sharded so.
+  TensorView shard;
+  TensorView shard_grad;
+  int64_t shard_offset = 0;
 };
 
 // Called around a module's forward and backward; parallel plugins use these to gather

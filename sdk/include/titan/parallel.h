@@ -3,19 +3,49 @@
 #ifndef TITAN_PARALLEL_H_
 #define TITAN_PARALLEL_H_
 
+#include <optional>
+#include <vector>
+
 #include "titan/device_mesh.h"
 #include "titan/module.h"
+#include "titan/optimizer.h"
 #include "titan/plugin.h"
 
 namespace titan {
+
+// The flat f32 buffers this rank's optimizer updates when a plugin keeps the parameters
+// itself (fsdp: this rank's shard of every parameter, back to back).
+struct LocalParameters {
+  TensorView params;
+  TensorView grads;  // same length; holds the reduced gradients once WaitForGradients returns
+  std::vector<ParamSegment> segments;
+};
 
 class ParallelPlugin : public Plugin {
  public:
   // The mesh dimension this plugin implements.
   virtual MeshDim dimension() const = 0;
   // Applies the transformation to the model in place; called in TorchTitan's order
-  // (pp, tp, float8, activation checkpointing, fsdp/ddp).
+  // (pp, tp, float8, activation checkpointing, fsdp/ddp), after the model is initialized and
+  // before the first forward.
   virtual absl::Status Apply(Module& model, DeviceMesh& mesh) = 0;
+
+  // Whether the coming backward must reduce gradients across ranks; false for all but the last
+  // microbatch of a step under gradient accumulation (plugins may reduce anyway).
+  virtual void set_requires_gradient_sync(bool /*sync*/) {}
+  // Returns once the gradients of every backward so far are reduced.
+  virtual absl::Status WaitForGradients() { return absl::OkStatus(); }
+
+  // Gathers every parameter for good, so the model holds them whole until the process ends
+  // (for export and text generation after training). Collective.
+  virtual absl::Status Unshard() { return absl::OkStatus(); }
+
+  // Plugins that keep the parameters themselves (fsdp) return this rank's part, which the
+  // optimizer then updates in place; the others return nothing and the model's buffers stay.
+  virtual std::optional<LocalParameters> local_parameters() { return std::nullopt; }
+  // The group whose ranks' local gradients together make up the global gradient (their squared
+  // norms add up); null when every rank holds all of it.
+  virtual Communicator* gradient_shard_group() { return nullptr; }
 };
 
 template <>

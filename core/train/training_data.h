@@ -1,0 +1,28 @@
+// The data of a training run: the tokenizer (loaded, or learned from the corpus) and this
+// data-parallel rank's loaders over the packed token stream and its validation split.
+#ifndef TITAN_CORE_TRAIN_TRAINING_DATA_H_
+#define TITAN_CORE_TRAIN_TRAINING_DATA_H_
+
+#include <memory>
+#include <optional>
+
+#include "core/data/packed_loader.h"
+#include "core/data/tokenizer.h"
+#include "core/runtime/recipe.h"
+
+namespace titan {
+
+struct TrainingData {
+  std::unique_ptr<Tokenizer> tokenizer;
+  PackedLoader train;
+  std::optional<PackedLoader> eval;  // empty when validation.freq is 0
+};
+
+// Reads or tokenizes the recipe's dataset, learns or loads the tokenizer, splits off the
+// validation windows and builds this data-parallel rank's loaders.
+absl::StatusOr<TrainingData> LoadTrainingData(const Recipe& recipe, int64_t local_batch,
+                                              int64_t seq_len, int dp_rank, int dp_degree);
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_TRAIN_TRAINING_DATA_H_

@@ -1,0 +1,70 @@
+// One FSDP unit (a block, or the root's own parameters) as a flat buffer: its parameters'
+// elements back to back, padded to a multiple of the shard degree, rank r keeping the r-th
+// contiguous run. Gathering is one all-gather of the runs; reducing gradients is one
+// reduce-scatter into the runs (then an all-reduce across replicas under HSDP).
+#ifndef TITAN_PLUGINS_PARALLEL_FSDP_FLAT_UNIT_H_
+#define TITAN_PLUGINS_PARALLEL_FSDP_FLAT_UNIT_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "titan/communicator.h"
+#include "titan/module.h"
+#include "titan/optimizer.h"
+
+namespace titan::fsdp {
+
+// Reuses freed gathered buffers of the same size: every step gathers each unit again, and
+// fresh allocations of that size would fault in their pages each time. Thread-safe.
+class BufferPool {
+ public:
+  std::unique_ptr<float[]> Take(int64_t count);  // zeroed
+  void Give(std::unique_ptr<float[]> buffer, int64_t count);
+  // Bytes held in gathered buffers, in use and free, at the most.
+  int64_t peak_bytes() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<int64_t, std::unique_ptr<float[]>>> free_;
+  int64_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+class FlatUnit {
+ public:
+  // Lays out `parameters` for `degree` ranks; this rank (`rank`) keeps its run at
+  // `local_offset` in the plugin's local buffers.
+  FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int64_t local_offset);
+
+  int64_t shard_count() const { return shard_; }  // elements each rank keeps (padding included)
+  int64_t local_offset() const { return local_offset_; }
+
+  // Copies this rank's run out of the parameters' current (whole) values into `local` and
+  // `local_grad` (the plugin's buffers), points each parameter's shard there and its value and
+  // grad at nothing; appends the weight-decay runs as optimizer segments.
+  void Shard(float* local, float* local_grad, std::vector<ParamSegment>& segments);
+
+  // Into `full` (padded size): every rank's run of `local`.
+  absl::Status Gather(Communicator& shard_group, const float* local, float* full) const;
+  // Adds the mean over all ranks of `full_grad` (padded size) to this rank's run of
+  // `local_grad`; `replicas` (HSDP) also averages across the replica group. `scratch` holds
+  // one run.
+  absl::Status ReduceGradients(Communicator& shard_group, Communicator* replicas,
+                               const float* full_grad, float* scratch, float* local_grad) const;
+
+  int64_t padded_count() const { return shard_ * degree_; }
+  // Points the parameters' value (or grad) at the elements of a gathered buffer, or at nothing.
+  void PointValues(float* full) const;
+  void PointGrads(float* full) const;
+
+ private:
+  std::vector<Parameter*> parameters_;
+  std::vector<int64_t> offsets_;  // each parameter's first element in the flat buffer
+  int degree_, rank_;
+  int64_t shard_ = 0, local_offset_ = 0;
+};
+
+}  // namespace titan::fsdp
+
+#endif  // TITAN_PLUGINS_PARALLEL_FSDP_FLAT_UNIT_H_
