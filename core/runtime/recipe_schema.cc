@@ -135,7 +135,7 @@ std::vector<SectionSchema> MakeSchema() {
       "validation", "held-out loss during training",
       {Float("split", 0.05, 0.0, 0.5, "fraction of the packed windows held out for validation"),
        Int("freq", 0, 0, kNoLimit, "compute the validation loss every this many steps; 0: never"),
-       Int("steps", 8, 1, kNoLimit, "microbatches per validation")}));
+       Int("steps", 8, 1, kNoLimit, "global batches per validation")}));
   schema.push_back(Section(
       "parallelism", "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp)",
       {Int("data_parallel_replicate_degree", 1, 1, kNoLimit, "DDP / HSDP replicas"),

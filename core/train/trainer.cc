@@ -187,7 +187,9 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       data_s = 0;
     }
     if (eval_loader && step % eval_freq == 0) {
-      const int64_t batches = std::min(eval_steps, eval_loader->num_windows() / (batch * dp_degree));
+      // Each validation step covers a global batch, as a training step does.
+      const int64_t batches = std::min(eval_steps * accumulation,
+                                       eval_loader->num_windows() / (batch * dp_degree));
       TITAN_ASSIGN_OR_RETURN(double eval_loss, EvalLoss(*model, *eval_loader, batches, batch,
                                                         seq_len, mesh.world()));
       if (log) log->LogEval(step, eval_loss);

@@ -13,12 +13,12 @@
 // operation `train_timeout_seconds`.
 #include <mpi.h>
 
-#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,27 +49,22 @@ struct Job {
 };
 
 // A request that timed out stays active inside MPI, with the staging buffer it may still
-// write; MPI_Finalize must not run while one can never complete (it would hang).
+// write. MPI_Finalize would wait for it, for ever if its peer died, so a process holding one
+// exits without finalizing and leaves the other ranks to the launcher: a surviving rank
+// must exit within the timeout, not hang on a dead one.
 struct PendingRequest {
   MPI_Request request;
   std::shared_ptr<void> staging;
 };
 std::mutex pending_mutex;
 std::vector<PendingRequest> pending;
-std::chrono::seconds finalize_drain{1};
 
 void FinalizeAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
   std::lock_guard<std::mutex> lock(pending_mutex);
-  auto deadline = std::chrono::steady_clock::now() + finalize_drain;
-  for (PendingRequest& p : pending) {
-    int code = MPI_SUCCESS;
-    // A peer that never arrives: leave MPI to the launcher rather than hang in Finalize.
-    if (WaitUntil(p.request, deadline, code) != WaitResult::kDone) return;
-  }
-  MPI_Finalize();
+  if (pending.empty()) MPI_Finalize();
 }
 
 // The MPI_COMM_WORLD ranks of a communicator's members, in its rank order.
@@ -327,6 +322,36 @@ class MpiCommunicator : public Communicator {
   std::string broken_;  // what made the communicator unusable; empty while it works
 };
 
+// MPI_Init waits for every rank of the job to start, for ever if one never does: it runs on
+// a thread of its own so the wait is bounded by the init timeout.
+absl::Status InitializeMpi(std::chrono::seconds timeout) {
+  struct Result {
+    int code = MPI_SUCCESS;
+    int provided = MPI_THREAD_SINGLE;
+  };
+  auto result = std::make_shared<std::promise<Result>>();
+  std::future<Result> done = result->get_future();
+  std::thread([result] {
+    Result r;
+    r.code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &r.provided);
+    result->set_value(r);
+  }).detach();
+  if (done.wait_for(timeout) != std::future_status::ready) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("MPI_Init did not complete within ", timeout.count(),
+                     "s: not every rank of the job started (comm.init_timeout_seconds)"));
+  }
+  Result r = done.get();
+  absl::Status init = MpiStatus(r.code);
+  if (!init.ok()) return absl::InternalError(absl::StrCat("MPI_Init_thread: ", init.message()));
+  if (r.provided < MPI_THREAD_MULTIPLE) {
+    return absl::FailedPreconditionError(
+        "MPI_Init_thread: this MPI library does not provide MPI_THREAD_MULTIPLE, which "
+        "titan's communication threads need");
+  }
+  return absl::OkStatus();
+}
+
 class MpiComm : public CommPlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
@@ -352,17 +377,7 @@ class MpiComm : public CommPlugin {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      int provided = MPI_THREAD_SINGLE;
-      absl::Status init =
-          MpiStatus(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-      if (!init.ok()) return absl::InternalError(absl::StrCat("MPI_Init_thread: ", init.message()));
-      if (provided < MPI_THREAD_MULTIPLE) {
-        return absl::FailedPreconditionError(
-            "MPI_Init_thread: this MPI library does not provide MPI_THREAD_MULTIPLE, which "
-            "titan's communication threads need");
-      }
-      // Long enough for a late peer to complete what timed out, so Finalize can still run.
-      finalize_drain = std::chrono::seconds(3 * std::max(timeout_, init_timeout_));
+      TITAN_RETURN_IF_ERROR(InitializeMpi(std::chrono::seconds(init_timeout_)));
       std::atexit(FinalizeAtExit);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

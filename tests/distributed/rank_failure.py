@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""Kills one rank of a 2-rank fsdp run mid-training and checks that the survivor gives up
+within [comm] train_timeout_seconds with an error naming itself, the collective and its
+sequence number, and that its flight record holds that collective as timed out.
+
+    rank_failure.py --titan-run BIN --recipe FILE --out DIR
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TIMEOUT_S = 3
+# Only a guard against a hang of this script itself; nothing is asserted about speed.
+GUARD_S = 300
+
+
+def rank_processes(marker, rank):
+    """PIDs of the titan-run processes of this test (their command line holds `marker`)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "titan-run" in cmdline and marker in cmdline and \
+                f"OMPI_COMM_WORLD_RANK={rank}" in environ:
+            found.append(int(pid))
+    return found
+
+
+def logged_steps(out):
+    try:
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--titan-run", required=True)
+    parser.add_argument("--recipe", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    shutil.rmtree(args.out, ignore_errors=True)
+    trace = os.path.join(args.out, "trace")
+    # --enable-recovery: mpirun keeps the survivor running, as a launcher that does not kill
+    # the whole job on one death would, so that the survivor's own detection is what is tested.
+    command = ["mpirun", "--enable-recovery", "--oversubscribe", "--allow-run-as-root", "-np", "2",
+               args.titan_run, "--recipe", args.recipe, f"--job.dump_folder={args.out}",
+               "--training.steps=1000", "--training.local_batch_size=2",
+               "--generate.max_new_tokens=0", "--comm.backend=mpi",
+               f"--comm.train_timeout_seconds={TIMEOUT_S}", f"--comm.trace_folder={trace}"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    deadline = time.monotonic() + GUARD_S
+    while logged_steps(args.out) < 2:
+        if job.poll() is not None or time.monotonic() > deadline:
+            job.kill()
+            print(job.communicate()[0])
+            sys.exit("the run never reached step 2")
+        time.sleep(0.2)
+    victims = rank_processes(args.out, 1)
+    if len(victims) != 1:
+        job.kill()
+        sys.exit(f"expected one process of rank 1, found {victims}")
+    os.kill(victims[0], signal.SIGKILL)
+    print(f"killed rank 1 (pid {victims[0]}) after step {logged_steps(args.out)}", flush=True)
+    try:
+        output, _ = job.communicate(timeout=GUARD_S)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        print(job.communicate()[0])
+        sys.exit("the surviving rank hung after its peer died")
+    print(output)
+
+    pattern = (r"\[rank 0 step \d+\] .*rank 0: (all-gather|reduce-scatter|all-reduce) #(\d+) on "
+               r"(\S+) \(2 ranks\) did not complete within " + str(TIMEOUT_S) + r"s")
+    match = re.search(pattern, output)
+    if not match:
+        sys.exit("rank 0 did not report the collective that timed out, naming itself, "
+                 "the collective and its sequence number")
+    op, sequence, comm = match.group(1), int(match.group(2)), match.group(3)
+    record_path = os.path.join(trace, "flight_recorder_rank0.json")
+    if record_path not in output:
+        sys.exit(f"the error does not name the flight record {record_path}")
+    with open(record_path) as f:
+        record = json.load(f)
+    timed_out = [c for c in record["collectives"] if c["state"] == "timed out"]
+    if len(timed_out) != 1:
+        sys.exit(f"expected one timed-out collective in {record_path}, found {timed_out}")
+    last = timed_out[0]
+    if (last["op"], last["sequence"], last["comm"]) != (op, sequence, comm):
+        sys.exit(f"the flight record's timed-out collective {last} is not the reported "
+                 f"{op} #{sequence} on {comm}")
+    if sorted(last["peers"]) != [0, 1]:
+        sys.exit(f"the timed-out collective's peers are {last['peers']}, expected [0, 1]")
+    print(f"ok: rank 0 gave up on {op} #{sequence} on {comm} and recorded it")
+
+
+if __name__ == "__main__":
+    main()

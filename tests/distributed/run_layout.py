@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""Trains a recipe under one parallel layout and, given a baseline, checks its losses.
+
+    run_layout.py --titan-run BIN --recipe FILE --out DIR --ranks N [--baseline DIR]
+                  [--tolerance 1e-5] [-- --section.key=value ...]
+
+Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
+DIR/metrics.jsonl. With --baseline, every step's training loss and every validation loss must be
+within the relative tolerance of the baseline run's; the comparison is printed as a table.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def losses(folder):
+    path = os.path.join(folder, "metrics.jsonl")
+    train, evals = {}, {}
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            if "loss" in record:
+                train[record["step"]] = record["loss"]
+            if "eval_loss" in record:
+                evals[record["step"]] = record["eval_loss"]
+    return train, evals
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--titan-run", required=True)
+    parser.add_argument("--recipe", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--baseline")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+
+    shutil.rmtree(args.out, ignore_errors=True)
+    command = [args.titan_run, "--recipe", args.recipe, f"--job.dump_folder={args.out}"]
+    command += args.overrides
+    if args.ranks > 1:
+        command = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(args.ranks)] + command
+    # One thread per rank: the ranks share this machine's cores.
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    print(" ".join(command), flush=True)
+    run = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    if run.returncode != 0:
+        print(run.stdout)
+        sys.exit(f"the run failed with exit status {run.returncode}")
+    if not args.baseline:
+        return
+
+    train, evals = losses(args.out)
+    base_train, base_evals = losses(args.baseline)
+    failures = 0
+    for kind, got, want in (("train", train, base_train), ("eval", evals, base_evals)):
+        if sorted(got) != sorted(want):
+            sys.exit(f"{kind} losses logged at steps {sorted(got)}, the baseline at {sorted(want)}")
+        for step in sorted(want):
+            rel = abs(got[step] - want[step]) / abs(want[step])
+            ok = rel <= args.tolerance
+            failures += not ok
+            print(f"{kind} step {step:3d}: {got[step]:.6f} vs baseline {want[step]:.6f}  "
+                  f"rel {rel:.1e} {'ok' if ok else 'EXCEEDS ' + str(args.tolerance)}")
+    if not train:
+        sys.exit("no training losses were logged")
+    if failures:
+        sys.exit(f"{failures} loss(es) differ from the single-rank run by more than "
+                 f"{args.tolerance} relative")
+
+
+if __name__ == "__main__":
+    main()
