@@ -65,8 +65,8 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   // The arena pads each tensor to 64 bytes; a count that is a multiple of 16 floats (the model's
   // buffer always is) keeps the slots back to back as OptimizerStep::state expects.
   if (optimizer.StateNames().size() > 1 && count % 16 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TrainStep: the optimizer's flat buffer of ", count, " values is not a multiple of 16"));
+    return absl::InvalidArgumentError(absl::StrCat("TrainStep: the optimizer's flat buffer of ",
+                                                   count, " values is not a multiple of 16"));
   }
   ArenaPlan plan;
   for (const std::string& name : optimizer.StateNames()) {
@@ -79,7 +79,8 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
 }
 
 int64_t TrainStep::state_bytes() const {
-  return (2 * count_ + static_cast<int64_t>(state_.flat_size())) * static_cast<int64_t>(sizeof(float));
+  return (2 * count_ + static_cast<int64_t>(state_.flat_size())) *
+         static_cast<int64_t>(sizeof(float));
 }
 
 absl::Status TrainStep::ReduceLoss(double& loss) const {

@@ -32,7 +32,8 @@ absl::StatusOr<double> EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
     loader.Next(tokens.data(), targets.data());
-    TITAN_ASSIGN_OR_RETURN(float loss, model.Forward(tokens.data(), targets.data(), batch, seq_len));
+    TITAN_ASSIGN_OR_RETURN(float loss,
+                           model.Forward(tokens.data(), targets.data(), batch, seq_len));
     total += loss;
   }
   float mean = static_cast<float>(total / static_cast<double>(batches));
@@ -58,9 +59,8 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe&
   if (name == nullptr) return nullptr;
   absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin = registry.Create<ParallelPlugin>(name);
   if (!plugin.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("the mesh needs the ", name,
-                                                      " parallel plugin: ",
-                                                      plugin.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the mesh needs the ", name, " parallel plugin: ", plugin.status().message()));
   }
   TITAN_RETURN_IF_ERROR((*plugin)->Configure(recipe.section("parallelism")));
   return std::move(*plugin);
@@ -81,14 +81,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   const MeshShape& shape = mesh.shape();
   const int dp_shard = shape.degree(MeshDim::kDpShard);
   const int dp_degree = shape.degree(MeshDim::kDpReplicate) * dp_shard;
-  const int dp_rank = mesh.coordinate(MeshDim::kDpReplicate) * dp_shard +
-                      mesh.coordinate(MeshDim::kDpShard);
+  const int dp_rank =
+      mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
   const bool lead = mesh.world().rank() == 0;  // logs metrics, saves and samples
   if (global_batch < 0) global_batch = batch * dp_degree;
   if (global_batch % (batch * dp_degree) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.global_batch_size = ", global_batch, " is not a multiple of local_batch_size ",
-        batch, " x ", dp_degree, " data-parallel rank(s)"));
+    return absl::InvalidArgumentError(absl::StrCat("training.global_batch_size = ", global_batch,
+                                                   " is not a multiple of local_batch_size ", batch,
+                                                   " x ", dp_degree, " data-parallel rank(s)"));
   }
   const int64_t accumulation = global_batch / (batch * dp_degree);
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> data_parallel,
@@ -188,10 +188,10 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
     }
     if (eval_loader && step % eval_freq == 0) {
       // Each validation step covers a global batch, as a training step does.
-      const int64_t batches = std::min(eval_steps * accumulation,
-                                       eval_loader->num_windows() / (batch * dp_degree));
-      TITAN_ASSIGN_OR_RETURN(double eval_loss, EvalLoss(*model, *eval_loader, batches, batch,
-                                                        seq_len, mesh.world()));
+      const int64_t batches =
+          std::min(eval_steps * accumulation, eval_loader->num_windows() / (batch * dp_degree));
+      TITAN_ASSIGN_OR_RETURN(double eval_loss,
+                             EvalLoss(*model, *eval_loader, batches, batch, seq_len, mesh.world()));
       if (log) log->LogEval(step, eval_loss);
     }
     if (log) log->Progress(step, steps, Seconds(run_start));

@@ -125,9 +125,9 @@ absl::StatusOr<TrainingData> LoadTrainingData(const Recipe& recipe, int64_t loca
   stream.resize(stream.size() - held.size());
   spdlog::info("[data] {} tokens ({} windows of {}), {} held out for validation",
                stream.size() + held.size(), windows, seq_len + 1, held_out);
-  TITAN_ASSIGN_OR_RETURN(PackedLoader train,
-                         PackedLoader::Create(std::move(stream), seq_len, local_batch, seed,
-                                              dp_rank, dp_degree));
+  TITAN_ASSIGN_OR_RETURN(
+      PackedLoader train,
+      PackedLoader::Create(std::move(stream), seq_len, local_batch, seed, dp_rank, dp_degree));
   TrainingData data{std::move(tokenizer), std::move(train), std::nullopt};
   if (held_out > 0) {
     TITAN_ASSIGN_OR_RETURN(data.eval, PackedLoader::Create(std::move(held), seq_len, local_batch,

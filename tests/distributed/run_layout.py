@@ -2,15 +2,18 @@
 """Trains a recipe under one parallel layout and, given a baseline, checks its losses.
 
     run_layout.py --titan-run BIN --recipe FILE --out DIR --ranks N [--baseline DIR]
-                  [--tolerance 1e-5] [-- --section.key=value ...]
+                  [--tolerance 1e-5] [--state-fraction F] [-- --section.key=value ...]
 
 Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
-DIR/metrics.jsonl. With --baseline, every step's training loss and every validation loss must be
-within the relative tolerance of the baseline run's; the comparison is printed as a table.
+DIR/metrics.jsonl and DIR/output.log. With --baseline, every step's training loss and every
+validation loss must be within the relative tolerance of the baseline run's; the comparison is
+printed as a table. With --state-fraction, every rank's parameters, gradients and optimizer state
+must take that fraction of the baseline's (1/N under fsdp over N ranks), to within 1%.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +32,12 @@ def losses(folder):
     return train, evals
 
 
+def state_mib(log):
+    """Each rank's "[memory] parameters, gradients and optimizer state: X MiB" figure."""
+    return [float(x) for x in
+            re.findall(r"parameters, gradients and optimizer state: ([0-9.]+) MiB", log)]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--titan-run", required=True)
@@ -37,6 +46,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--baseline")
     parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--state-fraction", type=float)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
 
@@ -50,11 +60,25 @@ def main():
     print(" ".join(command), flush=True)
     run = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
+    with open(os.path.join(args.out, "output.log"), "w") as f:
+        f.write(run.stdout)
     if run.returncode != 0:
         print(run.stdout)
         sys.exit(f"the run failed with exit status {run.returncode}")
     if not args.baseline:
         return
+
+    if args.state_fraction is not None:
+        with open(os.path.join(args.baseline, "output.log")) as f:
+            (base,) = state_mib(f.read())
+        ranks = state_mib(run.stdout)
+        if len(ranks) != args.ranks:
+            sys.exit(f"expected a memory line from each of {args.ranks} ranks, found {ranks}")
+        for mib in ranks:
+            print(f"state {mib:.1f} MiB per rank vs {base:.1f} MiB on one rank "
+                  f"(expected x{args.state_fraction:.3f})")
+            if abs(mib - base * args.state_fraction) > 0.01 * base * args.state_fraction:
+                sys.exit("per-rank state does not match the expected fraction")
 
     train, evals = losses(args.out)
     base_train, base_evals = losses(args.baseline)

@@ -295,8 +295,8 @@ class MpiCommunicator : public Communicator {
       job_->recorder.Finish(handle, "timed out");
       std::lock_guard<std::mutex> lock(pending_mutex);
       pending.push_back({request, std::move(staging)});
-      failure = absl::StrCat("did not complete within ", limit.count(),
-                             "s (a peer died or stalled)");
+      failure =
+          absl::StrCat("did not complete within ", limit.count(), "s (a peer died or stalled)");
     } else {
       job_->recorder.Finish(handle, "failed");
       failure = absl::StrCat("failed: ", MpiStatus(code).message());
@@ -365,8 +365,7 @@ class MpiComm : public CommPlugin {
 
   absl::Status Configure(const ConfigView& config) override {
     // Under comm.backend = "auto" the core passes only its own [comm] keys: keep defaults.
-    if (config.Has("init_timeout_seconds"))
-      init_timeout_ = *config.GetInt("init_timeout_seconds");
+    if (config.Has("init_timeout_seconds")) init_timeout_ = *config.GetInt("init_timeout_seconds");
     if (config.Has("train_timeout_seconds")) timeout_ = *config.GetInt("train_timeout_seconds");
     if (config.Has("trace_buf_size")) trace_buf_size_ = *config.GetInt("trace_buf_size");
     if (config.Has("trace_folder")) trace_folder_ = *config.GetString("trace_folder");

@@ -271,10 +271,10 @@ TEST(MpiCommTest, ZzStalledRankTimesOutEverySurvivor) {
 // Run alone in its own process (the filter *LateRankJoin*): the last rank starts after the
 // init timeout, and every other rank must give up joining within it instead of waiting.
 TEST(MpiCommTest, LateRankJoinTimesOut) {
-  const int n = std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE") ? std::getenv("OMPI_COMM_WORLD_SIZE")
-                                                               : "1");
-  const int r = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK")
-                                                               : "0");
+  const int n =
+      std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE") ? std::getenv("OMPI_COMM_WORLD_SIZE") : "1");
+  const int r =
+      std::atoi(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "0");
   if (n == 1) GTEST_SKIP() << "needs a late peer";
   if (r == n - 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 * kTimeoutSeconds));

@@ -17,7 +17,8 @@ namespace {
 // A module's gradients as runs of contiguous memory: one all-reduce per run.
 std::vector<TensorView> Bucket(const std::vector<Parameter*>& parameters) {
   std::vector<std::pair<float*, int64_t>> pieces;
-  for (const Parameter* p : parameters) pieces.emplace_back(p->grad.data_as<float>(), p->grad.numel());
+  for (const Parameter* p : parameters)
+    pieces.emplace_back(p->grad.data_as<float>(), p->grad.numel());
   std::sort(pieces.begin(), pieces.end());
   std::vector<TensorView> runs;
   float* begin = nullptr;
@@ -90,8 +91,8 @@ absl::Status Ddp::Apply(Module& model, DeviceMesh& mesh) {
     std::vector<Parameter*> parameters = module->parameters();
     for (const Parameter* p : parameters) {
       if (p->grad.data == nullptr || p->grad.dtype != DType::kF32 || !p->grad.is_contiguous()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ddp: parameter ", p->name, " must have a contiguous f32 gradient"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("ddp: parameter ", p->name, " must have a contiguous f32 gradient"));
       }
     }
     module->AddHooks(std::make_unique<BucketHooks>(*this, Bucket(parameters)));

@@ -37,9 +37,10 @@ int64_t BufferPool::peak_bytes() const {
   return peak_bytes_;
 }
 
-FlatUnit::FlatUnit(std::vector<Parameter*> parameters, int degree, int rank,
-                   int64_t local_offset)
-    : parameters_(std::move(parameters)), degree_(degree), rank_(rank),
+FlatUnit::FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int64_t local_offset)
+    : parameters_(std::move(parameters)),
+      degree_(degree),
+      rank_(rank),
       local_offset_(local_offset) {
   int64_t total = 0;
   for (const Parameter* p : parameters_) {
@@ -80,9 +81,9 @@ absl::Status FlatUnit::Gather(Communicator& shard_group, const float* local, flo
 absl::Status FlatUnit::ReduceGradients(Communicator& shard_group, Communicator* replicas,
                                        const float* full_grad, float* scratch,
                                        float* local_grad) const {
-  TITAN_RETURN_IF_ERROR(shard_group.ReduceScatter(
-      FlatF32(const_cast<float*>(full_grad), padded_count()), FlatF32(scratch, shard_),
-      ReduceOp::kAvg));
+  TITAN_RETURN_IF_ERROR(
+      shard_group.ReduceScatter(FlatF32(const_cast<float*>(full_grad), padded_count()),
+                                FlatF32(scratch, shard_), ReduceOp::kAvg));
   if (replicas != nullptr) {
     TITAN_RETURN_IF_ERROR(replicas->AllReduce(FlatF32(scratch, shard_), ReduceOp::kAvg));
   }

@@ -25,9 +25,9 @@ struct Unit {
   Module* module = nullptr;
   std::unique_ptr<FlatUnit> flat;
   bool reshard_after_forward = true;
-  std::unique_ptr<float[]> full;       // gathered values, or null
+  std::unique_ptr<float[]> full;                              // gathered values, or null
   std::optional<std::shared_future<absl::Status>> gathering;  // set while a gather is queued
-  std::unique_ptr<float[]> full_grad;  // the backward's gradients, or null
+  std::unique_ptr<float[]> full_grad;                         // the backward's gradients, or null
 };
 
 class Fsdp : public ParallelPlugin {
@@ -39,9 +39,9 @@ class Fsdp : public ParallelPlugin {
       TITAN_ASSIGN_OR_RETURN(policy_, config.GetString("fsdp_reshard_after_forward"));
     }
     if (policy_ != "default" && policy_ != "always" && policy_ != "never") {
-      return config.Error("fsdp_reshard_after_forward",
-                          absl::StrCat("expected default, always or never, found \"", policy_,
-                                       "\""));
+      return config.Error(
+          "fsdp_reshard_after_forward",
+          absl::StrCat("expected default, always or never, found \"", policy_, "\""));
     }
     return absl::OkStatus();
   }
@@ -94,10 +94,10 @@ class Fsdp : public ParallelPlugin {
     Unit& unit = units_[u];
     unit.flat->PointGrads(nullptr);
     // The task owns the gradient buffer and hands it back to the pool when reduced.
-    std::shared_ptr<float[]> full_grad(unit.full_grad.release(), [this, n = unit.flat->padded_count()](
-                                                                     float* buffer) {
-      pool_.Give(std::unique_ptr<float[]>(buffer), n);
-    });
+    std::shared_ptr<float[]> full_grad(unit.full_grad.release(),
+                                       [this, n = unit.flat->padded_count()](float* buffer) {
+                                         pool_.Give(std::unique_ptr<float[]>(buffer), n);
+                                       });
     const FlatUnit* flat = unit.flat.get();
     reductions_.push_back(stream_.Enqueue([this, flat, full_grad] {
       return flat->ReduceGradients(*shard_group_, replica_group_, full_grad.get(), scratch_.data(),
@@ -177,8 +177,7 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   for (size_t u = 0; u < modules.size(); ++u) {
     std::vector<Parameter*> parameters = modules[u]->parameters();
     for (const Parameter* p : parameters) {
-      if (p->value.data == nullptr || p->value.dtype != DType::kF32 ||
-          !p->value.is_contiguous()) {
+      if (p->value.data == nullptr || p->value.dtype != DType::kF32 || !p->value.is_contiguous()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "fsdp: parameter ", p->name, " must be an f32 contiguous tensor with values"));
       }
@@ -189,8 +188,8 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
     // TorchTitan's policies: "default" keeps the last block gathered (backward needs it first)
     // and the root too (FSDP2 never reshards the root after forward).
     const bool is_root = u == 0, is_last_block = u == blocks;
-    unit.reshard_after_forward = policy_ == "always" ||
-                                 (policy_ == "default" && !is_root && !is_last_block);
+    unit.reshard_after_forward =
+        policy_ == "always" || (policy_ == "default" && !is_root && !is_last_block);
     local_count += unit.flat->shard_count();
     largest = std::max(largest, unit.flat->shard_count());
     units_.push_back(std::move(unit));
