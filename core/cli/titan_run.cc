@@ -71,7 +71,9 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
     TITAN_RETURN_IF_ERROR(auto_comm->Configure(recipe.section("comm")));
     comm = auto_comm.get();
   }
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, comm->ConnectWorld());
+  TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
+                         comm->ConnectWorld(JoinOptions{dump_folder}));
   return BuildDeviceMesh(std::move(world), shape);
 }
 
@@ -203,6 +205,12 @@ int Run(const std::vector<std::string>& args) {
   absl::Status trained = Train(*recipe, *optimizer, *device_mesh, **registry);
   if (!trained.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(trained.message()));
+    if (device_mesh->world().size() > 1) {
+      // The collectives up to the failure, for comparing ranks (a timeout has written one).
+      absl::StatusOr<std::string> record =
+          device_mesh->world().DumpFlightRecord(absl::StrCat("fatal error: ", trained.message()));
+      if (record.ok()) spdlog::error("flight record in {}", *record);
+    }
     return trained.code() == absl::StatusCode::kInternal ? kExitError : kExitUsage;
   }
   return kExitOk;

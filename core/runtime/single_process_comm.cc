@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessCommunicator::Split(i
   return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessComm::ConnectWorld() {
+absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessComm::ConnectWorld(const JoinOptions&) {
   return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
 }
 

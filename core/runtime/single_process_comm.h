@@ -25,7 +25,7 @@ class SingleProcessCommunicator : public Communicator {
 
 class SingleProcessComm : public CommPlugin {
  public:
-  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override;
 };
 
 }  // namespace titan

@@ -9,7 +9,7 @@ namespace {
 
 TEST(SingleProcessComm, CollectivesOnOneRankAreIdentities) {
   SingleProcessComm plugin;
-  auto world = plugin.ConnectWorld();
+  auto world = plugin.ConnectWorld({});
   ASSERT_TRUE(world.ok());
   Communicator& comm = **world;
   EXPECT_EQ(comm.rank(), 0);

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Kills one rank of a 2-rank fsdp run mid-training and checks that the survivor gives up
-within [comm] train_timeout_seconds with an error naming itself, the collective and its
-sequence number, and that its flight record holds that collective as timed out.
+"""Asks both ranks of a 2-rank fsdp run for their flight records with SIGUSR1, then kills one
+rank mid-training and checks that the survivor gives up within [comm] train_timeout_seconds
+with an error naming itself, the collective and its sequence number, and that its flight
+record holds that collective as timed out.
 
     rank_failure.py --titan-run BIN --recipe FILE --out DIR
 """
@@ -70,10 +71,25 @@ def main():
             print(job.communicate()[0])
             sys.exit("the run never reached step 2")
         time.sleep(0.2)
-    victims = rank_processes(args.out, 1)
-    if len(victims) != 1:
+    processes = [rank_processes(args.out, rank) for rank in (0, 1)]
+    if [len(p) for p in processes] != [1, 1]:
         job.kill()
-        sys.exit(f"expected one process of rank 1, found {victims}")
+        sys.exit(f"expected one process per rank, found {processes}")
+    for (pid,) in processes:
+        os.kill(pid, signal.SIGUSR1)
+    requested = os.path.join(trace, "flight_recorder_rank1.json")
+    while not os.path.exists(requested):
+        if job.poll() is not None or time.monotonic() > deadline:
+            job.kill()
+            print(job.communicate()[0])
+            sys.exit(f"SIGUSR1 did not make rank 1 write {requested}")
+        time.sleep(0.2)
+    with open(requested) as f:
+        record = json.load(f)
+    if record.get("reason") != "SIGUSR1" or not any(
+            c["state"] == "completed" for c in record["collectives"]):
+        sys.exit(f"the record written on request is not one: {str(record)[:300]}")
+    victims = processes[1]
     os.kill(victims[0], signal.SIGKILL)
     print(f"killed rank 1 (pid {victims[0]}) after step {logged_steps(args.out)}", flush=True)
     try:

@@ -13,10 +13,14 @@
 // operation `train_timeout_seconds`.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
@@ -58,6 +62,9 @@ struct PendingRequest {
 };
 std::mutex pending_mutex;
 std::vector<PendingRequest> pending;
+
+std::atomic<bool> dump_requested{false};
+extern "C" void RequestDump(int) { dump_requested.store(true); }
 
 void FinalizeAtExit() {
   int finalized = 0;
@@ -180,6 +187,15 @@ class MpiCommunicator : public Communicator {
     }
   }
 
+  // A SIGUSR1 asks every rank it reaches for its flight record; a rank serves it from its
+  // next collective (or the one it is stuck in).
+  void ServeDumpRequest() {
+    if (!dump_requested.exchange(false)) return;
+    absl::StatusOr<std::string> dumped = DumpFlightRecord("SIGUSR1");
+    std::fprintf(stderr, "rank %d: flight record %s\n", job_->world_rank,
+                 dumped.ok() ? dumped->c_str() : std::string(dumped.status().message()).c_str());
+  }
+
   absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) override {
     try {
       return job_->recorder.Dump(reason);
@@ -270,6 +286,7 @@ class MpiCommunicator : public Communicator {
                    const std::function<int(MPI_Request*)>& start,
                    std::optional<std::chrono::seconds> timeout = std::nullopt) {
     std::lock_guard<std::mutex> lock(mutex_);
+    ServeDumpRequest();
     const std::chrono::seconds limit = timeout.value_or(job_->timeout);
     std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
                                     " on ", name_, " (", size_, " ranks)");
@@ -284,7 +301,8 @@ class MpiCommunicator : public Communicator {
     int code = start(&request);
     WaitResult result = WaitResult::kFailed;
     if (code == MPI_SUCCESS) {
-      result = WaitUntil(request, std::chrono::steady_clock::now() + limit, code);
+      result = WaitUntil(request, std::chrono::steady_clock::now() + limit, code,
+                         [this] { ServeDumpRequest(); });
     }
     if (result == WaitResult::kDone) {
       job_->recorder.Finish(handle, "completed");
@@ -358,8 +376,10 @@ class MpiComm : public CommPlugin {
     ConfigKey folder;
     folder.name = "trace_folder";
     folder.type = ConfigType::kString;
-    folder.default_value = std::string("./outputs/flight_recorder");
-    folder.help = "where the flight recorder writes on a timeout, an error or request";
+    folder.default_value = std::string("");
+    folder.help =
+        "where the flight recorder writes on a timeout, an error or request; empty = "
+        "<job.dump_folder>/flight_recorder";
     return {folder};
   }
 
@@ -372,7 +392,7 @@ class MpiComm : public CommPlugin {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld() override {
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -386,7 +406,8 @@ class MpiComm : public CommPlugin {
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
         job_ = std::make_shared<Job>(std::chrono::seconds(init_timeout_),
                                      std::chrono::seconds(timeout_), world_rank,
-                                     static_cast<size_t>(trace_buf_size_), trace_folder_);
+                                     static_cast<size_t>(trace_buf_size_), TraceFolder(options));
+        std::signal(SIGUSR1, RequestDump);
       }
       // A private copy of MPI_COMM_WORLD, so titan's traffic never matches anyone else's.
       // MPI_Comm_dup blocks until every rank arrives; a barrier first bounds that wait.
@@ -405,7 +426,14 @@ class MpiComm : public CommPlugin {
   int64_t init_timeout_ = 300;
   int64_t timeout_ = 100;
   int64_t trace_buf_size_ = 20000;
-  std::string trace_folder_ = "./outputs/flight_recorder";
+  std::string TraceFolder(const JoinOptions& options) const {
+    if (!trace_folder_.empty()) return trace_folder_;
+    return (std::filesystem::path(options.dump_folder.empty() ? "." : options.dump_folder) /
+            "flight_recorder")
+        .string();
+  }
+
+  std::string trace_folder_;  // empty: <job.dump_folder>/flight_recorder
   std::shared_ptr<Job> job_;
 };
 

@@ -41,7 +41,7 @@ CommPlugin& Mpi() {
   return *plugin;
 }
 
-std::unique_ptr<Communicator> World() { return std::move(Mpi().ConnectWorld()).value(); }
+std::unique_ptr<Communicator> World() { return std::move(Mpi().ConnectWorld({})).value(); }
 
 TensorView View(std::vector<float>& v) { return FlatF32(v.data(), static_cast<int64_t>(v.size())); }
 template <typename T>
@@ -280,7 +280,7 @@ TEST(MpiCommTest, LateRankJoinTimesOut) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 * kTimeoutSeconds));
     return;  // never joins: the launcher ends it once the others have given up
   }
-  absl::StatusOr<std::unique_ptr<Communicator>> world = Mpi().ConnectWorld();
+  absl::StatusOr<std::unique_ptr<Communicator>> world = Mpi().ConnectWorld({});
   ASSERT_FALSE(world.ok());
   EXPECT_EQ(world.status().code(), absl::StatusCode::kDeadlineExceeded) << world.status();
   EXPECT_NE(world.status().message().find("did not complete within 2s"), std::string::npos)

@@ -74,7 +74,7 @@ absl::Status MpiStatus(int code) {
 }
 
 WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
-                     int& error_code) {
+                     int& error_code, const std::function<void()>& between_polls) {
   // Spin briefly for small fast collectives, then back off so a waiting rank leaves the
   // cores to the ones still computing.
   auto pause = std::chrono::microseconds(1);
@@ -85,6 +85,7 @@ WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point
     if (error_code != MPI_SUCCESS) return WaitResult::kFailed;
     if (done) return WaitResult::kDone;
     if (std::chrono::steady_clock::now() >= deadline) return WaitResult::kTimedOut;
+    if (between_polls) between_polls();
     if (polls < 1000) {
       std::this_thread::yield();
     } else {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -30,9 +31,10 @@ absl::Status MpiStatus(int code);
 enum class WaitResult : uint8_t { kDone, kTimedOut, kFailed };
 
 // Polls `request` with MPI_Test until it completes, fails or `deadline` passes; a request
-// that times out is left active (MPI forbids freeing a pending collective).
+// that times out is left active (MPI forbids freeing a pending collective). `between_polls`,
+// when given, runs while the wait goes on (it serves flight-record requests).
 WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
-                     int& error_code);
+                     int& error_code, const std::function<void()>& between_polls = nullptr);
 
 }  // namespace titan::mpi
 

@@ -3,16 +3,23 @@
 #define TITAN_COMM_H_
 
 #include <memory>
+#include <string>
 
 #include "titan/communicator.h"
 #include "titan/plugin.h"
 
 namespace titan {
 
+// What the job tells its comm plugin when joining.
+struct JoinOptions {
+  std::string dump_folder;  // job.dump_folder: diagnostics such as flight records go under it
+};
+
 class CommPlugin : public Plugin {
  public:
   // Joins the job: every launched rank calls this once.
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld() = 0;
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(
+      const JoinOptions& options) = 0;
 };
 
 template <>
