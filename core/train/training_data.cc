@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Recipe& recipe,
   } else {
     spdlog::info("[data] learned a BPE vocabulary of {} tokens in {:.1f}s", ranks.size(), seconds);
   }
-  TITAN_ASSIGN_OR_RETURN(auto bpe, BpeTokenizer::Create(std::move(ranks), out));
+  TITAN_ASSIGN_OR_RETURN(auto bpe, BpeTokenizer::FromRanks(std::move(ranks), out));
   return std::unique_ptr<Tokenizer>(std::move(bpe));
 }
 
