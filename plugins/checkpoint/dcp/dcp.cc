@@ -139,8 +139,10 @@ absl::Status Dcp::Save(const std::string& folder, std::span<const CheckpointPiec
 
   std::vector<const CheckpointPiece*> assigned;
   for (const CheckpointPiece& piece : pieces) {
-    if (owner.at(PieceKey{piece.name, piece.offset, piece.data.shape}) == comm.rank()) {
+    auto it = owner.find(PieceKey{piece.name, piece.offset, piece.data.shape});
+    if (it != owner.end() && it->second == comm.rank()) {
       assigned.push_back(&piece);
+      owner.erase(it);  // a second copy on this rank is a replica too
     }
   }
   const std::string file = absl::StrCat("rank-", comm.rank(), ".bin");
