@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -239,6 +240,7 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
                                      const TrainState& state) {
   const bool last = step == steps;
   if (step % interval_ != 0 && !last) return absl::OkStatus();
+  const auto start = std::chrono::steady_clock::now();
   TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
   const bool model_only = last && last_model_only_;
   StatePieces pieces;
@@ -262,6 +264,11 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   background_ = std::thread([this, folder, owned, metadata = std::move(metadata)]() mutable {
     background_status_ = Save(folder, owned->pieces, std::move(metadata));
   });
+  spdlog::info(
+      "[checkpoint] step {}: training paused {:.2f}s for the snapshot; writing {} in the "
+      "background",
+      step, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      folder);
   return absl::OkStatus();
 }
 
@@ -272,7 +279,7 @@ absl::Status Checkpointer::Save(const std::string& folder, std::vector<Checkpoin
   if (!saved.ok()) return absl::Status(saved.code(), absl::StrCat("checkpoint: ", saved.message()));
   spdlog::info("[checkpoint] saved {} in {:.2f}s{}", folder,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-               async_ ? " (in the background)" : "");
+               async_ ? " (in the background)" : " (training paused meanwhile)");
   if (comm_->rank() == 0) RemoveOld();
   return absl::OkStatus();
 }
