@@ -144,8 +144,11 @@ std::vector<SectionSchema> MakeSchema() {
        String("fsdp_reshard_after_forward", "default", "free gathered parameters after forward",
               {"default", "always", "never"}),
        Int("tensor_parallel_degree", 1, 1, kNoLimit, "tensor (and sequence) parallel ranks"),
-       Bool("enable_async_tensor_parallel", false, "overlap TP communication with compute"),
-       Bool("disable_loss_parallel", false, "gather logits instead of a vocab-parallel loss"),
+       Bool("enable_async_tensor_parallel", false,
+            "overlap TP communication with compute (not implemented: warns, runs synchronously)"),
+       Bool(
+           "disable_loss_parallel", false,
+           "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
        Int("pipeline_parallel_degree", 1, 1, kNoLimit, "pipeline stages"),
        String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
               {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),

@@ -25,20 +25,12 @@ class TensorParallel : public ParallelPlugin {
   MeshDim dimension() const override { return MeshDim::kTp; }
 
   absl::Status Configure(const ConfigView& config) override {
-    const struct {
-      const char* key;
-      const char* why;
-    } kUnsupported[] = {
-        {"disable_loss_parallel",
-         "the tp plugin computes the loss vocabulary-parallel only (gathering the logits is not "
-         "implemented)"},
-        {"enable_async_tensor_parallel",
-         "the tp plugin's collectives run on the compute thread (async TP is not implemented)"},
-    };
-    for (const auto& entry : kUnsupported) {
-      if (!config.Has(entry.key)) continue;
-      TITAN_ASSIGN_OR_RETURN(bool set, config.GetBool(entry.key));
-      if (set) return config.Error(entry.key, absl::StrCat("expected false: ", entry.why));
+    if (!config.Has("disable_loss_parallel")) return absl::OkStatus();
+    TITAN_ASSIGN_OR_RETURN(bool gather_logits, config.GetBool("disable_loss_parallel"));
+    if (gather_logits) {
+      return config.Error("disable_loss_parallel",
+                          "expected false: the tp plugin computes the loss vocabulary-parallel "
+                          "only (gathering the logits is not implemented)");
     }
     return absl::OkStatus();
   }
