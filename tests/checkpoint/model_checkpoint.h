@@ -31,15 +31,22 @@ inline LlamaConfig SmallConfig(bool tied = false) {
   return config;
 }
 
-// Initialised from `seed`, with the norm weights moved off 1 so they are tested too.
+// Initialised from `seed`, with the norm weights moved off 1 so they are tested too, and wq, wk
+// scaled up: with TorchTitan's small initial values attention is nearly uniform, and the logits
+// would hardly depend on how the rotary embedding is laid out.
 inline std::unique_ptr<LlamaModel> SmallModel(const LlamaConfig& config, uint64_t seed = 42) {
   std::unique_ptr<LlamaModel> model = std::move(LlamaModel::Create(config)).value();
   model->Initialize(seed);
   const Arena& params = model->params();
   for (int i = 0; i < params.size(); ++i) {
-    if (params.name(i).find("norm") == std::string::npos) continue;
+    const std::string& name = params.name(i);
     float* w = params.at(i).data<float>();
-    for (int64_t j = 0; j < params.at(i).numel(); ++j) w[j] = 1.0f + 0.1f * std::sin(j + i);
+    for (int64_t j = 0; j < params.at(i).numel(); ++j) {
+      if (name.find("norm") != std::string::npos) w[j] = 1.0f + 0.1f * std::sin(j + i);
+      if (name.find(".wq.") != std::string::npos || name.find(".wk.") != std::string::npos) {
+        w[j] *= 8.0f;
+      }
+    }
   }
   return model;
 }
