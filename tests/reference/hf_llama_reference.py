@@ -77,7 +77,8 @@ def write_safetensors(path, tensors, metadata):
 def rope_inv_freq(config, head_dim):
     """transformers' _compute_default_rope_parameters, then _compute_llama3_parameters."""
     base = config["rope_theta"]
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+    inv_freq = 1.0 / (base ** exponents)
     scaling = config.get("rope_scaling")
     if not scaling or scaling.get("rope_type", scaling.get("type")) != "llama3":
         return inv_freq
@@ -91,7 +92,8 @@ def rope_inv_freq(config, head_dim):
     inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
     smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
         high_freq_factor - low_freq_factor)
-    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    smoothed_inv_freq = ((1 - smooth_factor) * inv_freq_llama / factor
+                         + smooth_factor * inv_freq_llama)
     is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
     return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
 
@@ -125,21 +127,25 @@ def forward(config, w, tokens):
     for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         x = rms_norm(h, w[p + "input_layernorm.weight"], eps)
-        q = F.linear(x, w[p + "self_attn.q_proj.weight"]).view(b, t, heads, head_dim).transpose(1, 2)
-        k = F.linear(x, w[p + "self_attn.k_proj.weight"]).view(b, t, kv_heads, head_dim).transpose(1, 2)
-        v = F.linear(x, w[p + "self_attn.v_proj.weight"]).view(b, t, kv_heads, head_dim).transpose(1, 2)
+        q = F.linear(x, w[p + "self_attn.q_proj.weight"]).view(b, t, heads, head_dim)
+        k = F.linear(x, w[p + "self_attn.k_proj.weight"]).view(b, t, kv_heads, head_dim)
+        v = F.linear(x, w[p + "self_attn.v_proj.weight"]).view(b, t, kv_heads, head_dim)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         repeats = heads // kv_heads  # repeat_kv
         k = k[:, :, None].expand(b, kv_heads, repeats, t, head_dim).reshape(b, heads, t, head_dim)
         v = v[:, :, None].expand(b, kv_heads, repeats, t, head_dim).reshape(b, heads, t, head_dim)
         scores = q @ k.transpose(2, 3) * head_dim ** -0.5 + mask
         attention = F.softmax(scores, dim=-1, dtype=torch.float32) @ v
-        h = h + F.linear(attention.transpose(1, 2).reshape(b, t, -1), w[p + "self_attn.o_proj.weight"])
+        attention = attention.transpose(1, 2).reshape(b, t, -1)
+        h = h + F.linear(attention, w[p + "self_attn.o_proj.weight"])
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        gate = F.silu(F.linear(x, w[p + "mlp.gate_proj.weight"])) * F.linear(x, w[p + "mlp.up_proj.weight"])
+        gate = F.silu(F.linear(x, w[p + "mlp.gate_proj.weight"]))
+        gate = gate * F.linear(x, w[p + "mlp.up_proj.weight"])
         h = h + F.linear(gate, w[p + "mlp.down_proj.weight"])
     h = rms_norm(h, w["model.norm.weight"], eps)
-    lm_head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
+    tied = config["tie_word_embeddings"]
+    lm_head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
     return F.linear(h, lm_head).view(b * t, -1)
 
 
