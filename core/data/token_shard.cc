@@ -30,7 +30,52 @@ struct Header {
 static_assert(sizeof(Header) == kHeaderBytes);
 static_assert(std::endian::native == std::endian::little, "token shards are little-endian");
 
+// Width-typed loops, so that the compiler vectorizes the widening and the scan.
+template <typename T>
+const T* As(const unsigned char* data) {
+  return reinterpret_cast<const T*>(data);
+}
+
+template <typename T>
+int64_t FindOutsideTyped(const T* tokens, int64_t count, int64_t limit) {
+  // Chunked: a branch-free maximum per chunk, and a search only in a chunk that has a hit.
+  constexpr int64_t kChunk = 1 << 16;
+  for (int64_t begin = 0; begin < count; begin += kChunk) {
+    const int64_t end = std::min(count, begin + kChunk);
+    T high = 0;
+    for (int64_t i = begin; i < end; ++i) high = std::max(high, tokens[i]);
+    if (static_cast<int64_t>(high) < limit) continue;
+    for (int64_t i = begin; i < end; ++i) {
+      if (static_cast<int64_t>(tokens[i]) >= limit) return i;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+int32_t TokenSpan::operator[](int64_t i) const {
+  int32_t value;
+  Read(i, 1, &value);
+  return value;
+}
+
+void TokenSpan::Read(int64_t begin, int64_t count, int32_t* out) const {
+  // The header is 24 bytes and mappings start on a page, so the tokens are aligned for their width.
+  if (width_ == 2) {
+    const uint16_t* tokens = As<uint16_t>(data_) + begin;
+    for (int64_t i = 0; i < count; ++i) out[i] = tokens[i];
+  } else {
+    std::memcpy(out, data_ + 4 * begin, static_cast<size_t>(count) * 4);
+  }
+}
+
+int64_t TokenSpan::FindOutside(int64_t limit) const {
+  // Read as unsigned: a negative int32 in memory, or a uint32 token of 2^31 and above in a shard,
+  // is outside too.
+  return width_ == 2 ? FindOutsideTyped(As<uint16_t>(data_), count_, limit)
+                     : FindOutsideTyped(As<uint32_t>(data_), count_, limit);
+}
 
 absl::Status WriteTokenShard(const std::string& path, std::span<const int32_t> tokens) {
   const bool narrow =
@@ -109,9 +154,9 @@ absl::StatusOr<TokenShard> TokenShard::Open(const std::string& path) {
         path, ": the header (byte 16) announces ", header.count, " tokens of ", header.token_bytes,
         " bytes, but the file holds ", payload, " bytes after the header: truncated or corrupt"));
   }
-  shard.width_ = static_cast<int>(header.token_bytes);
-  shard.count_ = static_cast<int64_t>(header.count);
-  shard.tokens_ = static_cast<const unsigned char*>(shard.map_) + kHeaderBytes;
+  shard.tokens_ =
+      TokenSpan(static_cast<const unsigned char*>(shard.map_) + kHeaderBytes,
+                static_cast<int64_t>(header.count), static_cast<int>(header.token_bytes));
   return shard;
 }
 
@@ -122,59 +167,13 @@ TokenShard& TokenShard::operator=(TokenShard&& other) noexcept {
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
-    tokens_ = std::exchange(other.tokens_, nullptr);
-    count_ = std::exchange(other.count_, 0);
-    width_ = std::exchange(other.width_, 0);
+    tokens_ = std::exchange(other.tokens_, TokenSpan());
   }
   return *this;
 }
 
 TokenShard::~TokenShard() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
-}
-
-int32_t TokenShard::operator[](int64_t i) const {
-  if (width_ == 2) {
-    uint16_t value;
-    std::memcpy(&value, tokens_ + 2 * i, 2);
-    return value;
-  }
-  uint32_t value;
-  std::memcpy(&value, tokens_ + 4 * i, 4);
-  return static_cast<int32_t>(value);
-}
-
-void TokenShard::AppendTo(std::vector<int32_t>& out) const {
-  const size_t start = out.size();
-  out.resize(start + static_cast<size_t>(count_));
-  for (int64_t i = 0; i < count_; ++i) out[start + i] = (*this)[i];
-}
-
-absl::StatusOr<std::vector<int32_t>> ReadTokenShards(const std::string& path,
-                                                     int64_t* shard_count) {
-  std::error_code error;
-  std::vector<std::string> files;
-  if (std::filesystem::is_directory(path, error)) {
-    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
-      if (entry.is_regular_file() && entry.path().extension() == kTokenShardExtension) {
-        files.push_back(entry.path().string());
-      }
-    }
-    std::sort(files.begin(), files.end());
-    if (files.empty()) {
-      return absl::NotFoundError(absl::StrCat("\"", path, "\": a folder without token shards (*",
-                                              kTokenShardExtension, ")"));
-    }
-  } else {
-    files.push_back(path);
-  }
-  std::vector<int32_t> stream;
-  for (const std::string& file : files) {
-    TITAN_ASSIGN_OR_RETURN(TokenShard shard, TokenShard::Open(file));
-    shard.AppendTo(stream);
-  }
-  if (shard_count != nullptr) *shard_count = static_cast<int64_t>(files.size());
-  return stream;
 }
 
 }  // namespace titan

@@ -29,20 +29,31 @@ TEST_F(TokenShardTest, RoundTripsNarrowAndWideTokens) {
   auto a = TokenShard::Open(Path("a.tok"));
   auto b = TokenShard::Open(Path("b.tok"));
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->token_bytes(), 2);
-  EXPECT_EQ(b->token_bytes(), 4);
+  EXPECT_EQ(a->tokens().width(), 2);
+  EXPECT_EQ(b->tokens().width(), 4);
   EXPECT_EQ(fs::file_size(Path("a.tok")), 24u + 4 * 2);
-  for (size_t i = 0; i < narrow.size(); ++i) EXPECT_EQ((*a)[i], narrow[i]);
-  for (size_t i = 0; i < wide.size(); ++i) EXPECT_EQ((*b)[i], wide[i]);
-  // A folder reads its shards in name order as one stream.
-  std::ofstream(Path("notes.txt")) << "not a shard";
-  int64_t shards = 0;
-  auto stream = ReadTokenShards(dir_.string(), &shards);
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  EXPECT_EQ(shards, 2);
-  std::vector<int32_t> expected = narrow;
-  expected.insert(expected.end(), wide.begin(), wide.end());
-  EXPECT_EQ(*stream, expected);
+  for (size_t i = 0; i < narrow.size(); ++i) EXPECT_EQ(a->tokens()[i], narrow[i]);
+  for (size_t i = 0; i < wide.size(); ++i) EXPECT_EQ(b->tokens()[i], wide[i]);
+  std::vector<int32_t> middle(2);
+  b->tokens().Read(1, 2, middle.data());
+  EXPECT_EQ(middle, (std::vector<int32_t>{65536, 128255}));
+  // A moved shard keeps its mapping, so spans taken before the move stay valid.
+  const void* data = a->tokens().data();
+  TokenShard moved = std::move(*a);
+  EXPECT_EQ(moved.tokens().data(), data);
+  EXPECT_EQ(moved.tokens()[2], 65535);
+}
+
+TEST(TokenSpan, FindOutsideFindsTheFirstTokenOutsideTheVocabulary) {
+  std::vector<int32_t> tokens(200000, 5);
+  tokens[150001] = 9;
+  tokens[170000] = -3;
+  const TokenSpan span(tokens);
+  EXPECT_EQ(span.FindOutside(10), 170000);
+  EXPECT_EQ(span.FindOutside(9), 150001);
+  const std::vector<uint16_t> narrow = {1, 65535, 2};
+  EXPECT_EQ(TokenSpan(narrow.data(), 3, 2).FindOutside(65535), 1);
+  EXPECT_EQ(TokenSpan(narrow.data(), 3, 2).FindOutside(65536), -1);
 }
 
 TEST_F(TokenShardTest, TruncatedShardIsAnErrorNamingTheFile) {
@@ -55,9 +66,6 @@ TEST_F(TokenShardTest, TruncatedShardIsAnErrorNamingTheFile) {
   EXPECT_NE(shard.status().message().find("announces 5 tokens of 2 bytes, but the file holds 8"),
             std::string::npos)
       << shard.status();
-  // ReadTokenShards passes the error on, naming the file.
-  auto stream = ReadTokenShards(dir_.string());
-  EXPECT_NE(stream.status().message().find("t.tok"), std::string::npos);
 }
 
 TEST_F(TokenShardTest, CorruptHeadersAreErrors) {
@@ -77,9 +85,6 @@ TEST_F(TokenShardTest, CorruptHeadersAreErrors) {
   EXPECT_NE(TokenShard::Open(Path("w.tok")).status().message().find("width of 2 or 4 bytes"),
             std::string::npos);
   EXPECT_EQ(TokenShard::Open(Path("missing.tok")).status().code(), absl::StatusCode::kNotFound);
-  fs::create_directories(dir_ / "empty");
-  EXPECT_EQ(ReadTokenShards((dir_ / "empty").string()).status().code(),
-            absl::StatusCode::kNotFound);
   EXPECT_FALSE(WriteTokenShard(Path("neg.tok"), std::vector<int32_t>{-1}).ok());
 }
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <random>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/bpe_trainer.h"
 #include "core/data/byte_tokenizer.h"
@@ -27,7 +28,7 @@ std::unique_ptr<BpeTokenizer> TrainOnCorpus(int64_t vocab) {
   for (int i = 0; i < 3; ++i) trainer.AddText(kCorpus);
   auto ranks = trainer.Train(vocab);
   EXPECT_TRUE(ranks.ok()) << ranks.status();
-  auto tokenizer = BpeTokenizer::Create(*ranks, "test");
+  auto tokenizer = BpeTokenizer::FromRanks(*ranks, "test");
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
   return std::move(*tokenizer);
 }
@@ -50,6 +51,40 @@ TEST(PreTokenizer, SplitsLikeLlama3) {
   std::vector<std::string> got(pieces.begin(), pieces.end());
   EXPECT_EQ(got, (std::vector<std::string>{"Hello", " world", "'s", " ", "123", "45", " ok",
                                            "!!\n\n", " ", " x"}));
+}
+
+TEST(PreTokenizer, Gpt2PatternAndGeneralSplits) {
+  auto gpt2 = PreTokenizer::Create(kGpt2Pattern, false, SplitBehavior::kIsolated);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  std::vector<absl::string_view> pieces = gpt2->Split("Hello world's 12345 ok!!\n\n  x");
+  EXPECT_EQ(
+      std::vector<std::string>(pieces.begin(), pieces.end()),
+      (std::vector<std::string>{"Hello", " world", "'s", " 12345", " ok", "!!", "\n\n ", " x"}));
+  // Text a pattern skips is a piece, except that each invalid UTF-8 byte in it is one alone.
+  auto space = PreTokenizer::Create(" ", true, SplitBehavior::kIsolated);
+  ASSERT_TRUE(space.ok()) << space.status();
+  pieces = space->Split(
+      "ab c\xff\xc3\xa9"
+      "d");
+  EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()),
+            (std::vector<std::string>{"ab", " ", "c", "\xff",
+                                      "\xc3\xa9"
+                                      "d"}));
+  auto removed = PreTokenizer::Create("\\s+", false, SplitBehavior::kRemoved);
+  ASSERT_TRUE(removed.ok());
+  pieces = removed->Split(" ab  c ");
+  EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()),
+            (std::vector<std::string>{"ab", "c"}));
+  EXPECT_NE(PreTokenizer::Create("(", false, SplitBehavior::kIsolated)
+                .status()
+                .message()
+                .find("the pattern \"(\" does not compile"),
+            std::string::npos);
+  EXPECT_NE(PreTokenizer::Create("x?", false, SplitBehavior::kIsolated)
+                .status()
+                .message()
+                .find("can match the empty string"),
+            std::string::npos);
 }
 
 TEST(PreTokenizer, CoversInvalidUtf8ByteByByte) {
@@ -85,13 +120,50 @@ TEST(BpeTokenizer, KnownEncodingAndRoundTrips) {
   std::vector<int32_t> tokens = tokenizer->Encode(" the fox");
   ASSERT_EQ(tokens.size(), 2u);  // " the" and " fox" were learned
   EXPECT_EQ(tokenizer->Decode(tokens), " the fox");
-  EXPECT_EQ(tokenizer->ranks()[tokens[1]], " fox");
+  EXPECT_EQ(tokenizer->vocab()[tokens[1]], " fox");
   std::mt19937 rng(2);
   for (int i = 0; i < 20; ++i) {
     std::string text = RandomBytes(rng, 200) + kCorpus;
     EXPECT_EQ(tokenizer->Decode(tokenizer->Encode(text)), text);
   }
   EXPECT_LT(tokenizer->Encode(kCorpus).size(), sizeof(kCorpus) / 2);
+}
+
+// tiktoken's own loop: merge the adjacent parts whose joined bytes rank lowest, leftmost first.
+std::vector<int32_t> TiktokenPiece(const BpeTokenizer& tokenizer, absl::string_view piece) {
+  absl::flat_hash_map<std::string, int32_t> rank;
+  for (size_t i = 0; i < tokenizer.vocab().size(); ++i) rank[tokenizer.vocab()[i]] = i;
+  if (rank.contains(piece)) return {rank.at(std::string(piece))};
+  std::vector<std::string> parts;
+  for (char c : piece) parts.emplace_back(1, c);
+  while (parts.size() > 1) {
+    size_t best = 0;
+    int32_t best_rank = INT32_MAX;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      auto it = rank.find(parts[i] + parts[i + 1]);
+      if (it != rank.end() && it->second < best_rank) best = i, best_rank = it->second;
+    }
+    if (best_rank == INT32_MAX) break;
+    parts[best] += parts[best + 1];
+    parts.erase(parts.begin() + best + 1);
+  }
+  std::vector<int32_t> ids;
+  for (const std::string& part : parts) ids.push_back(rank.at(part));
+  return ids;
+}
+
+TEST(BpeTokenizer, RankMergesEncodeAsTiktokenDoes) {
+  std::unique_ptr<BpeTokenizer> tokenizer = TrainOnCorpus(420);
+  PreTokenizer llama3;
+  std::mt19937 rng(4);
+  for (int i = 0; i < 50; ++i) {
+    std::string text = RandomBytes(rng, 40) + kCorpus + RandomBytes(rng, 40);
+    std::vector<int32_t> expected;
+    for (absl::string_view piece : llama3.Split(text)) {
+      for (int32_t id : TiktokenPiece(*tokenizer, piece)) expected.push_back(id);
+    }
+    EXPECT_EQ(tokenizer->Encode(text), expected);
+  }
 }
 
 TEST(BpeTokenizer, SpecialTokens) {
@@ -112,10 +184,10 @@ TEST(BpeTokenizer, TiktokenFileRoundTripAndErrors) {
   auto dir = std::filesystem::temp_directory_path() / "titan_tokenizer_test";
   std::filesystem::create_directories(dir);
   std::string path = (dir / "vocab.tiktoken").string();
-  ASSERT_TRUE(WriteTiktoken(tokenizer->ranks(), path).ok());
+  ASSERT_TRUE(WriteTiktoken(tokenizer->vocab(), path).ok());
   auto loaded = BpeTokenizer::LoadTiktoken(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ((*loaded)->ranks(), tokenizer->ranks());
+  EXPECT_EQ((*loaded)->vocab(), tokenizer->vocab());
   EXPECT_EQ((*loaded)->Encode(kCorpus), tokenizer->Encode(kCorpus));
 
   auto missing = BpeTokenizer::LoadTiktoken((dir / "none").string());

@@ -1,11 +1,45 @@
 #include "core/tensor/dtype.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace titan {
 
+namespace {
+
+float LoadAsF32(const void* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
+  }
+}
+
+void StoreF32(void* data, DType dtype, int64_t i, float value) {
+  switch (dtype) {
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = F32ToBf16(value);
+      break;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = F32ToF16(value);
+      break;
+    default:
+      static_cast<float*>(data)[i] = value;
+  }
+}
+
+bool IsFloat16Or32(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
+}  // namespace
+
 absl::Status ConvertTensor(const TensorView& src, const TensorView& dst) {
-  if (!IsConvertibleFloat(src.dtype) || !IsConvertibleFloat(dst.dtype)) {
+  if (!IsFloat16Or32(src.dtype) || !IsFloat16Or32(dst.dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("ConvertTensor: expected f32, bf16 or f16, found ", DTypeName(src.dtype),
                      " -> ", DTypeName(dst.dtype)));

@@ -1,10 +1,12 @@
-// Tensor conversions between f32 and the 16-bit float formats; the scalar conversions are the
-// SDK's (titan/dtype_convert.h). Float8 encodings live with the float8 plugin, which owns their
-// scaling rules.
+// Tensor conversions between f32 and the 16-bit float formats (the scalar ones are the SDK's
+// titan/float16.h). Float8 encodings live with the float8 plugin, which owns their scaling rules.
 #ifndef TITAN_CORE_TENSOR_DTYPE_H_
 #define TITAN_CORE_TENSOR_DTYPE_H_
 
-#include "titan/dtype_convert.h"
+#include <cstdint>
+#include <cstring>
+
+#include "titan/float16.h"
 #include "titan/status.h"
 #include "titan/tensor_view.h"
 

@@ -44,6 +44,8 @@ class TrainStep {
 
   // exp_avg, exp_avg_sq, ... each as long as the flat parameter buffer the optimizer updates.
   const Arena& optimizer_state() const { return state_; }
+  // The flat parameters the optimizer updates; each state slot is laid out alike.
+  const float* flat_params() const { return params_; }
   // Bytes of parameters, gradients and optimizer state this rank keeps between steps.
   int64_t state_bytes() const;
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -144,6 +145,52 @@ TEST(TrainStep, NonFiniteLossStopsNamingTheStep) {
   EXPECT_NE(result.status().message().find("step 2: the loss is nan"), std::string::npos)
       << result.status();
   EXPECT_EQ(std::memcmp(before.data(), Params(*model).data(), before.size() * 4), 0);
+}
+
+// A finite loss whose gradient is not finite: the final norm's weight is 0 in dimension 0, so
+// the output weight's column 0 never reaches the logits (the loss is about ln 43) however large
+// it is; but d(loss)/d(norm.weight[0]) = sum over tokens of d(normed[0]) * x_hat[0], where
+// d(normed[0]) = (1/N) * sum_v (p_v - [v = target]) * output[v][0]. With that column at +-FLT_MAX
+// (-FLT_MAX for the batch's targets) and embeddings that make x_hat[0] about sqrt(dim) = 4, the
+// true gradient is about 6 x FLT_MAX: not representable in float32.
+TEST(TrainStep, NonFiniteGradientWithAFiniteLossStopsAndLeavesTheParameters) {
+  LoadedAdamW opt = AdamW();
+  std::unique_ptr<LlamaModel> model = TinyModel();
+  auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
+  ASSERT_TRUE(step.ok());
+  std::vector<int32_t> tokens(kSeqLen), targets(kSeqLen);
+  FillRows(0, 1, tokens.data(), targets.data());
+  auto next = [&](int32_t* t, int32_t* y) {
+    std::copy(tokens.begin(), tokens.end(), t);
+    std::copy(targets.begin(), targets.end(), y);
+  };
+  ASSERT_TRUE(step->Run(1, 0.01, next).ok());
+
+  const int64_t dim = model->config().dim;
+  float* embeddings = model->params().Find("tok_embeddings.weight")->data<float>();
+  float* norm = model->params().Find("norm.weight")->data<float>();
+  float* output = model->params().Find("output.weight")->data<float>();
+  norm[0] = 0.0f;
+  for (int64_t v = 0; v < kVocab; ++v) {
+    embeddings[v * dim] = 1000.0f;
+    const bool target = std::find(targets.begin(), targets.end(), v) != targets.end();
+    output[v * dim] =
+        target ? -std::numeric_limits<float>::max() : std::numeric_limits<float>::max();
+  }
+  auto loss = model->Forward(tokens.data(), targets.data(), 1, kSeqLen);
+  ASSERT_TRUE(loss.ok());
+  ASSERT_TRUE(std::isfinite(*loss)) << "the forward pass must stay finite, found " << *loss;
+  EXPECT_NEAR(*loss, std::log(43.0), 0.1);
+
+  const std::vector<float> params = Params(*model);
+  const Arena& state = step->optimizer_state();
+  const std::vector<float> moments(state.flat_data(), state.flat_data() + state.flat_size());
+  auto result = step->Run(2, 0.01, next);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("step 2: the gradient norm is inf"), std::string::npos)
+      << result.status();
+  EXPECT_EQ(std::memcmp(params.data(), Params(*model).data(), params.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(moments.data(), state.flat_data(), moments.size() * 4), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
 #include "core/runtime/logging.h"
+#include "core/train/checkpointer.h"
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
@@ -126,6 +127,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                         DataParallelContext{data_parallel.get(), &mesh.world()}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
+                         Checkpointer::Create(recipe, registry, mesh));
+  const TrainState train_state{
+      model.get(), &train_step, &loader, eval_loader ? &*eval_loader : nullptr, seed, seq_len};
+  ResumePoint resume;
+  if (checkpointer != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(resume, checkpointer->Load(train_state));
+  }
 
   const ConfigView& lr_section = recipe.section("lr_scheduler");
   TITAN_ASSIGN_OR_RETURN(int64_t warmup, lr_section.GetInt("warmup_steps"));
@@ -161,9 +170,9 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
   double data_s = 0;
-  for (int64_t step = 1; step <= steps; ++step) {
+  for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
-    const double lr = peak_lr * schedule.Factor(step);
+    const double lr = peak_lr * schedule.Factor(step - resume.lr_offset);
     TITAN_ASSIGN_OR_RETURN(StepResult result,
                            train_step.Run(step, lr, [&](int32_t* tokens, int32_t* targets) {
                              auto data_start = Clock::now();
@@ -194,8 +203,12 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              EvalLoss(*model, *eval_loader, batches, batch, seq_len, mesh.world()));
       if (log) log->LogEval(step, eval_loss);
     }
+    if (checkpointer != nullptr) {
+      TITAN_RETURN_IF_ERROR(checkpointer->MaybeSave(step, steps, resume, train_state));
+    }
     if (log) log->Progress(step, steps, Seconds(run_start));
   }
+  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->Wait());
   if (log) log->Progress(steps, steps, Seconds(run_start));
   SetLogStep(-1);
   spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));

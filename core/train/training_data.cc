@@ -10,16 +10,12 @@
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/bpe_trainer.h"
 #include "core/data/documents.h"
-#include "core/data/token_shard.h"
+#include "core/data/token_source.h"
 
 namespace titan {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 // Every document of the dataset, read once: the BPE trainer and the packer both need them.
 absl::StatusOr<std::vector<std::string>> ReadCorpus(const Recipe& recipe) {
@@ -49,7 +45,7 @@ absl::StatusOr<std::vector<std::string>> ReadCorpus(const Recipe& recipe) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Recipe& recipe,
                                                          const std::vector<std::string>& docs,
-                                                         bool write_files) {
+                                                         bool write_vocabulary) {
   TITAN_ASSIGN_OR_RETURN(std::string path, recipe.section("model").GetString("tokenizer_path"));
   if (!path.empty()) return LoadTokenizer(path);
   TITAN_ASSIGN_OR_RETURN(int64_t vocab, recipe.section("data").GetInt("bpe_vocab_size"));
@@ -58,21 +54,25 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const Recipe& recipe,
   BpeTrainer trainer;
   for (const std::string& doc : docs) trainer.AddText(doc);
   TITAN_ASSIGN_OR_RETURN(std::vector<std::string> ranks, trainer.Train(vocab));
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::string out = (std::filesystem::path(dump) / "tokenizer.tiktoken").string();
-  if (write_files) {
+  if (write_vocabulary) {
     std::filesystem::create_directories(dump);
     TITAN_RETURN_IF_ERROR(WriteTiktoken(ranks, out));
+    spdlog::info("[data] learned a BPE vocabulary of {} tokens in {:.1f}s, written to {}",
+                 ranks.size(), seconds, out);
+  } else {
+    spdlog::info("[data] learned a BPE vocabulary of {} tokens in {:.1f}s", ranks.size(), seconds);
   }
-  spdlog::info("[data] learned a BPE vocabulary of {} tokens in {:.1f}s, written to {}",
-               ranks.size(), Seconds(start), out);
-  TITAN_ASSIGN_OR_RETURN(auto bpe, BpeTokenizer::Create(std::move(ranks), out));
+  TITAN_ASSIGN_OR_RETURN(auto bpe, BpeTokenizer::FromRanks(std::move(ranks), out));
   return std::unique_ptr<Tokenizer>(std::move(bpe));
 }
 
-// The packed training stream: pre-tokenized shards (data.format = "tokens", made by
-// titan-tokenize with the tokenizer the recipe names), or documents tokenized now.
-absl::Status LoadTokens(const Recipe& recipe, bool write_files,
-                        std::unique_ptr<Tokenizer>& tokenizer, std::vector<int32_t>& stream) {
+// The tokens to train on: pre-tokenized shards mapped in place (data.format = "tokens", made by
+// titan-tokenize with the tokenizer the recipe names), or documents tokenized now into one
+// in-memory shard.
+absl::StatusOr<std::shared_ptr<const TokenSource>> LoadTokens(
+    const Recipe& recipe, int dp_rank, std::unique_ptr<Tokenizer>& tokenizer) {
   TITAN_ASSIGN_OR_RETURN(std::string format, recipe.section("data").GetString("format"));
   if (format == "tokens") {
     TITAN_ASSIGN_OR_RETURN(std::string path, recipe.section("model").GetString("tokenizer_path"));
@@ -84,57 +84,56 @@ absl::Status LoadTokens(const Recipe& recipe, bool write_files,
     }
     TITAN_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(path));
     TITAN_ASSIGN_OR_RETURN(std::string data, recipe.section("training").GetString("dataset_path"));
-    int64_t shards = 0;
-    TITAN_ASSIGN_OR_RETURN(stream, ReadTokenShards(data, &shards));
-    spdlog::info("[data] {}: {} tokens from {} shard(s)", data, stream.size(), shards);
-    const int32_t vocab = static_cast<int32_t>(tokenizer->vocab_size());
-    for (int32_t token : stream) {
-      if (token >= vocab) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(data, ": token ", token, " is outside the vocabulary of ", vocab, " of ",
-                         path, "; were the shards made with another tokenizer?"));
-      }
-    }
-    return absl::OkStatus();
+    TITAN_ASSIGN_OR_RETURN(std::shared_ptr<const TokenSource> source, TokenSource::Open(data));
+    spdlog::info("[data] {}: {} tokens from {} shard(s)", data, source->num_tokens(),
+                 source->num_shards());
+    TITAN_RETURN_IF_ERROR(source->CheckVocabulary(tokenizer->vocab_size(), path));
+    return source;
   }
   TITAN_ASSIGN_OR_RETURN(std::vector<std::string> documents, ReadCorpus(recipe));
-  TITAN_ASSIGN_OR_RETURN(tokenizer, MakeTokenizer(recipe, documents, write_files));
+  TITAN_ASSIGN_OR_RETURN(tokenizer, MakeTokenizer(recipe, documents, dp_rank == 0));
+  std::vector<std::vector<int32_t>> stream(1);
   for (const std::string& doc : documents) {
-    PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream);
+    PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream[0]);
   }
-  return absl::OkStatus();
+  return TokenSource::FromTokens(std::move(stream));
 }
 
 }  // namespace
 
 absl::StatusOr<TrainingData> LoadTrainingData(const Recipe& recipe, int64_t local_batch,
                                               int64_t seq_len, int dp_rank, int dp_degree) {
-  TITAN_ASSIGN_OR_RETURN(int64_t seed, recipe.section("debug").GetInt("seed"));
   std::unique_ptr<Tokenizer> tokenizer;
-  std::vector<int32_t> stream;
-  TITAN_RETURN_IF_ERROR(LoadTokens(recipe, /*write_files=*/dp_rank == 0, tokenizer, stream));
+  TITAN_ASSIGN_OR_RETURN(std::shared_ptr<const TokenSource> source,
+                         LoadTokens(recipe, dp_rank, tokenizer));
   const ConfigView& validation = recipe.section("validation");
   TITAN_ASSIGN_OR_RETURN(double split, validation.GetFloat("split"));
   TITAN_ASSIGN_OR_RETURN(int64_t eval_freq, validation.GetInt("freq"));
-  const int64_t global_batch = local_batch * dp_degree;
-  const int64_t windows = static_cast<int64_t>(stream.size()) / (seq_len + 1);
-  const int64_t held_out =
-      eval_freq > 0 ? std::max<int64_t>(global_batch, std::llround(windows * split)) : 0;
-  std::vector<int32_t> held(
-      stream.end() - std::min<int64_t>(held_out * (seq_len + 1), stream.size()), stream.end());
-  stream.resize(stream.size() - held.size());
+  TITAN_ASSIGN_OR_RETURN(int64_t seed, recipe.section("debug").GetInt("seed"));
+  const int64_t windows = CountWindows(*source, seq_len);
+  // The tail of the data, at least one global batch of it, so every rank evaluates.
+  const int64_t held_out = eval_freq > 0
+                               ? std::min(windows, std::max<int64_t>(local_batch * dp_degree,
+                                                                     std::llround(windows * split)))
+                               : 0;
   spdlog::info("[data] {} tokens ({} windows of {}), {} held out for validation",
-               stream.size() + held.size(), windows, seq_len + 1, held_out);
-  TITAN_ASSIGN_OR_RETURN(
-      PackedLoader train,
-      PackedLoader::Create(std::move(stream), seq_len, local_batch, seed, dp_rank, dp_degree));
-  TrainingData data{std::move(tokenizer), std::move(train), std::nullopt};
+               source->num_tokens(), windows, seq_len + 1, held_out);
+  LoaderOptions options;
+  options.seq_len = seq_len;
+  options.batch = local_batch;
+  options.seed = static_cast<uint64_t>(seed);
+  options.dp_rank = dp_rank;
+  options.dp_degree = dp_degree;
+  options.end_window = windows - held_out;
+  TITAN_ASSIGN_OR_RETURN(PackedLoader train, PackedLoader::Create(source, options));
+  std::optional<PackedLoader> eval;
   if (held_out > 0) {
-    TITAN_ASSIGN_OR_RETURN(data.eval, PackedLoader::Create(std::move(held), seq_len, local_batch,
-                                                           seed, dp_rank, dp_degree,
-                                                           /*shuffle=*/false));
+    options.first_window = windows - held_out;
+    options.end_window = windows;
+    options.shuffle = false;
+    TITAN_ASSIGN_OR_RETURN(eval, PackedLoader::Create(std::move(source), options));
   }
-  return data;
+  return TrainingData{std::move(tokenizer), std::move(train), std::move(eval)};
 }
 
 }  // namespace titan

@@ -1,8 +1,10 @@
-// The data of a training run: the tokenizer (loaded, or learned from the corpus) and this
-// data-parallel rank's loaders over the packed token stream and its validation split.
+// The data side of a training run: the recipe's dataset read (documents tokenized at start-up,
+// or pre-tokenized shards mapped in place), its tokenizer loaded or learned, the validation
+// windows split off the end, and this data-parallel rank's loaders over the rest.
 #ifndef TITAN_CORE_TRAIN_TRAINING_DATA_H_
 #define TITAN_CORE_TRAIN_TRAINING_DATA_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -19,7 +21,9 @@ struct TrainingData {
 };
 
 // Reads or tokenizes the recipe's dataset, learns or loads the tokenizer, splits off the
-// validation windows and builds this data-parallel rank's loaders.
+// validation windows and builds this data-parallel rank's loaders. A learned vocabulary is the
+// same on every rank (BpeTrainer is a function of the text); only rank 0 writes it to
+// <job.dump_folder>/tokenizer.tiktoken.
 absl::StatusOr<TrainingData> LoadTrainingData(const Recipe& recipe, int64_t local_batch,
                                               int64_t seq_len, int dp_rank, int dp_degree);
 

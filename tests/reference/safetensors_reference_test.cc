@@ -15,7 +15,7 @@
 #include "core/runtime/single_process_comm.h"
 #include "tests/checkpoint/model_checkpoint.h"
 #include "tests/reference/reference_files.h"
-#include "titan/dtype_convert.h"
+#include "titan/float16.h"
 
 namespace titan {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/single_process_comm.h"
 #include "tests/checkpoint/model_checkpoint.h"
-#include "titan/dtype_convert.h"
+#include "titan/float16.h"
 
 namespace titan {
 namespace {
@@ -125,6 +125,59 @@ TEST_F(CheckpointCliTest, ConvertsSafetensorsToSafetensors) {
   }
 }
 
+// A dcp checkpoint holds training state besides the model; a conversion carries the model and
+// its metadata, in either direction.
+TEST_F(CheckpointCliTest, ConvertsBetweenDcpAndSafetensors) {
+  auto dcp = std::move(registry_->Create<CheckpointPlugin>("dcp")).value();
+  std::vector<CheckpointPiece> pieces = checkpoint_testing::ModelPieces(*model_);
+  std::vector<float> exp_avg(64, 0.5f);
+  pieces.push_back({"optimizer/exp_avg/norm.weight", {64}, {0}, FlatF32(exp_avg.data(), 64)});
+  CheckpointMetadata metadata = checkpoint_testing::ModelMetadata(config_);
+  metadata["train.step"] = "300";
+  const fs::path trained = dir_ / "step-300", exported = dir_ / "hf", back = dir_ / "dcp-bf16";
+  ASSERT_TRUE(dcp->Save(trained.string(), pieces, metadata, comm_).ok());
+
+  Result listed = Tool("list " + trained.string());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr(trained.string() + ": dcp checkpoint, step 300\n"));
+  EXPECT_THAT(listed.output,
+              ContainsRegex("\noptimizer/exp_avg/norm.weight +\\[64\\] +f32 +256 B\n"));
+  EXPECT_THAT(listed.output, HasSubstr("\n22 tensors, "));
+
+  Result r =
+      Tool(absl::StrCat("convert ", trained.string(), " ", exported.string(), " --to safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("converted 21 tensors (433.8 KiB) from dcp "));
+  EXPECT_THAT(r.output, HasSubstr("left out 1 tensor outside model/ (such as "
+                                  "optimizer/exp_avg/norm.weight): a conversion carries the "
+                                  "model only"));
+  EXPECT_THAT(Tool("list " + exported.string()).output,
+              HasSubstr("safetensors checkpoint, step 300"));
+  auto loaded = Loaded(exported);
+  for (size_t p = 0; p < model_->Parameters().size(); ++p) {
+    const TensorView& want = model_->Parameters()[p].value;
+    EXPECT_EQ(0, std::memcmp(want.data, loaded->Parameters()[p].value.data, want.nbytes()));
+  }
+
+  r = Tool(absl::StrCat("convert ", exported.string(), " ", back.string(),
+                        " --from safetensors --to dcp --dtype bf16"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("converted 21 tensors (216.9 KiB) from safetensors"));
+  listed = Tool("list " + back.string());
+  EXPECT_THAT(listed.output, HasSubstr("dcp checkpoint, step 300"));
+  EXPECT_THAT(listed.output, ContainsRegex("model/norm.weight +\\[64\\] +bf16 +128 B"));
+  auto restored = checkpoint_testing::SmallModel(config_, 13);
+  std::vector<CheckpointPiece> restored_pieces = checkpoint_testing::ModelPieces(*restored);
+  ASSERT_TRUE(dcp->Load(back.string(), restored_pieces, comm_).ok());
+  for (size_t p = 0; p < model_->Parameters().size(); ++p) {
+    const float* want = model_->Parameters()[p].value.data_as<float>();
+    const float* got = restored->Parameters()[p].value.data_as<float>();
+    for (int64_t i = 0; i < model_->Parameters()[p].value.numel(); ++i) {
+      ASSERT_EQ(got[i], Bf16ToF32(F32ToBf16(want[i])));
+    }
+  }
+}
+
 TEST_F(CheckpointCliTest, ErrorsNameTheFolderOrFormat) {
   Result missing = Tool("list " + (dir_ / "nothing").string());
   EXPECT_EQ(missing.exit_code, 1);
@@ -133,7 +186,9 @@ TEST_F(CheckpointCliTest, ErrorsNameTheFolderOrFormat) {
   Result empty = Tool("list " + (dir_ / "empty").string());
   EXPECT_EQ(empty.exit_code, 1);
   EXPECT_THAT(empty.output, HasSubstr("empty: no checkpoint format reads it (name one with "
-                                      "--format):\n  safetensors: "));
+                                      "--format):\n  dcp: "));
+  EXPECT_THAT(empty.output, HasSubstr("\n  safetensors: " + (dir_ / "empty").string() +
+                                      ": expected model.safetensors"));
   Result unknown = Tool("list " + export_.string() + " --format=safetensor");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_THAT(unknown.output, HasSubstr("no checkpoint plugin named 'safetensor'; available "

@@ -134,9 +134,8 @@ absl::Status Run(const Flags& flags) {
               flags.to.c_str(), flags.folders[1].c_str());
   if (report.skipped > 0) {
     std::printf(
-        "left out %ld tensors outside model/ (such as %s): a conversion carries the "
-        "model only\n",
-        report.skipped, report.skipped_example.c_str());
+        "left out %ld %s outside model/ (such as %s): a conversion carries the model only\n",
+        report.skipped, report.skipped == 1 ? "tensor" : "tensors", report.skipped_example.c_str());
   }
   return absl::OkStatus();
 }

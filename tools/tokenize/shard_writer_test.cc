@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/data/packed_loader.h"
 #include "core/data/token_shard.h"
+#include "core/data/token_source.h"
 
 namespace titan {
 namespace {
@@ -50,11 +51,16 @@ TEST(WriteShards, PacksDocumentsInOrderWhateverTheThreadCount) {
     EXPECT_EQ(report->tokens, static_cast<int64_t>(expected.size()));
     EXPECT_GT(report->shards, 2);
     EXPECT_GE(progress_calls, 6);
-    int64_t shards = 0;
-    auto stream = ReadTokenShards(options.output, &shards);
-    ASSERT_TRUE(stream.ok()) << stream.status();
-    EXPECT_EQ(shards, report->shards);
-    EXPECT_EQ(*stream, expected);
+    auto source = TokenSource::Open(options.output);
+    ASSERT_TRUE(source.ok()) << source.status();
+    EXPECT_EQ((*source)->num_shards(), report->shards);
+    std::vector<int32_t> stream;
+    for (int64_t i = 0; i < (*source)->num_shards(); ++i) {
+      const TokenSpan& shard = (*source)->shard(i);
+      stream.resize(stream.size() + shard.size());
+      shard.Read(0, shard.size(), stream.data() + stream.size() - shard.size());
+    }
+    EXPECT_EQ(stream, expected);
   }
   auto missing = WriteShards((dir / "nothing").string(), documents, **tokenizer,
                              ShardOptions{(dir / "out").string()}, nullptr);

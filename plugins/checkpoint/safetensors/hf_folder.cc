@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "plugins/checkpoint/safetensors/convert.h"
 #include "plugins/checkpoint/safetensors/hf_layout.h"
 #include "plugins/checkpoint/safetensors/pieces.h"
-#include "titan/dtype_convert.h"
 
 namespace titan::safetensors {
 namespace {
@@ -119,7 +119,7 @@ absl::Status HfFolder::AddFile(const std::string& name) {
     };
     absl::StatusOr<std::string> titan = TitanName(entry.name);
     if (!titan.ok()) return error(titan.status().message());
-    if (!IsConvertibleFloat(entry.dtype)) {
+    if (!IsStoredFloat(entry.dtype)) {
       return error(
           absl::StrCat("expected F32, BF16 or F16, found ", SafetensorsDTypeName(entry.dtype)));
     }

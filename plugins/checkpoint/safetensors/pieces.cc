@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "titan/dtype_convert.h"
+#include "plugins/checkpoint/safetensors/convert.h"
 
 namespace titan::safetensors {
 namespace {
@@ -105,7 +105,7 @@ absl::StatusOr<Box> BoxOf(const CheckpointPiece& piece) {
   if (data.device.type != DeviceType::kCpu) {
     return error("expected its data on the CPU; copy device tensors to the host first");
   }
-  if (!IsConvertibleFloat(data.dtype)) {
+  if (!IsStoredFloat(data.dtype)) {
     return error(absl::StrCat("expected f32, bf16 or f16 data, found ", DTypeName(data.dtype)));
   }
   Box box =

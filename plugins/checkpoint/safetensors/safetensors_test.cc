@@ -8,7 +8,7 @@
 #include "plugins/checkpoint/safetensors/hf_layout.h"
 #include "plugins/checkpoint/safetensors/safetensors_file.h"
 #include "plugins/checkpoint/safetensors/safetensors_test_util.h"
-#include "titan/dtype_convert.h"
+#include "titan/float16.h"
 
 namespace titan::safetensors_testing {
 namespace {

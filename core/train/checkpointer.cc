@@ -1,0 +1,306 @@
+#include "core/train/checkpointer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/tensor/dtype.h"
+#include "core/train/checkpoint_pieces.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kModelOnly[] = "titan.model_only";
+
+// The state's pieces and the small integer tensors they point at.
+struct StatePieces {
+  std::vector<int64_t> step{0}, lr_steps{0}, seed{0}, loader{0, 0, 0}, eval_loader{0, 0, 0};
+  std::vector<CheckpointPiece> pieces;
+  std::vector<std::vector<char>> owned;  // copies the pieces point at, when they must outlive
+                                         // the live state (background saves, exports)
+};
+
+bool Excluded(const std::vector<std::string>& exclude, absl::string_view what) {
+  return std::find(exclude.begin(), exclude.end(), what) != exclude.end();
+}
+
+std::vector<int64_t> LoaderVector(const LoaderState& s) { return {s.shard, s.offset, s.epoch}; }
+LoaderState LoaderFrom(const std::vector<int64_t>& v) { return {v[0], v[1], v[2]}; }
+
+// Pieces of everything a checkpoint holds, less `exclude` (TorchTitan's names: model,
+// optimizer, lr_scheduler, dataloader, rng). The step is always there.
+void Collect(const TrainState& state, bool model_only, const std::vector<std::string>& exclude,
+             StatePieces& out) {
+  for (const Parameter& p : state.model->Parameters()) {
+    if (Excluded(exclude, "model")) break;
+    for (CheckpointPiece& piece : ParameterPieces(p, "model/")) out.pieces.push_back(piece);
+  }
+  out.pieces.push_back(Int64Piece("train/step", out.step));
+  if (model_only) return;
+  const TrainStep& step = *state.train_step;
+  const Arena& slots = step.optimizer_state();
+  for (int k = 0; k < slots.size() && !Excluded(exclude, "optimizer"); ++k) {
+    for (const Parameter& p : state.model->Parameters()) {
+      for (CheckpointPiece& piece :
+           ParameterPieces(p, absl::StrCat("optimizer/", slots.name(k), "/"), step.flat_params(),
+                           slots.at(k).data<float>())) {
+        out.pieces.push_back(piece);
+      }
+    }
+  }
+  if (!Excluded(exclude, "lr_scheduler"))
+    out.pieces.push_back(Int64Piece("train/lr_scheduler", out.lr_steps));
+  if (!Excluded(exclude, "rng")) out.pieces.push_back(Int64Piece("train/seed", out.seed));
+  if (!Excluded(exclude, "dataloader")) {
+    out.pieces.push_back(Int64Piece("train/loader", out.loader));
+    if (state.eval_loader != nullptr) {
+      out.pieces.push_back(Int64Piece("train/eval_loader", out.eval_loader));
+    }
+  }
+}
+
+// Redirects every piece to a private copy (converting model pieces to `dtype`), so the save
+// no longer reads the live state.
+void CopyPieces(StatePieces& out, DType dtype) {
+  out.owned.reserve(out.pieces.size());
+  for (CheckpointPiece& piece : out.pieces) {
+    const bool convert = piece.data.dtype == DType::kF32 && dtype != DType::kF32 &&
+                         piece.name.rfind("model/", 0) == 0;
+    TensorView copy = piece.data;
+    if (convert) copy.dtype = dtype;
+    out.owned.emplace_back(copy.nbytes());
+    copy.data = out.owned.back().data();
+    if (convert) {
+      (void)ConvertTensor(piece.data, copy);  // f32 -> bf16/f16 cannot fail
+    } else {
+      std::memcpy(copy.data, piece.data.data, copy.nbytes());
+    }
+    piece.data = copy;
+  }
+}
+
+CheckpointMetadata ModelMetadata(const LlamaConfig& c, int64_t max_seq_len) {
+  auto text = [](double v) { return absl::StrCat(v); };
+  return {{"model.dim", absl::StrCat(c.dim)},
+          {"model.n_layers", absl::StrCat(c.n_layers)},
+          {"model.n_heads", absl::StrCat(c.n_heads)},
+          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
+          {"model.vocab_size", absl::StrCat(c.vocab_size)},
+          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
+          {"model.norm_eps", text(c.norm_eps)},
+          {"model.rope_theta", text(c.rope.theta)},
+          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
+          {"model.rope_scale_factor", text(c.rope.scale_factor)},
+          {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
+          {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
+          {"model.rope_original_context", text(c.rope.original_context)},
+          {"model.max_seq_len", absl::StrCat(max_seq_len)},
+          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
+}
+
+std::string StepFolder(const std::string& root, int64_t step) {
+  return (fs::path(root) / absl::StrCat("step-", step)).string();
+}
+
+}  // namespace
+
+std::vector<int64_t> Checkpointer::SavedSteps(const std::string& root) {
+  std::vector<int64_t> steps;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    // A complete save has its index; an interrupted one is still step-<N>.tmp.
+    if (name.rfind("step-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
+        fs::exists(entry.path() / "metadata.json")) {
+      steps.push_back(step);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe& recipe,
+                                                                   const PluginRegistry& registry,
+                                                                   DeviceMesh& mesh) {
+  const ConfigView& c = recipe.section("checkpoint");
+  TITAN_ASSIGN_OR_RETURN(bool enable, c.GetBool("enable"));
+  if (!enable) return nullptr;
+  std::unique_ptr<Checkpointer> checkpointer(new Checkpointer());
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == "checkpoint") {
+      checkpointer->plugin_ = static_cast<CheckpointPlugin*>(plugin.instance.get());
+    }
+  }
+  if (checkpointer->plugin_ == nullptr) {
+    return absl::InternalError("checkpoint.enable is set but no checkpoint plugin was loaded");
+  }
+  checkpointer->registry_ = &registry;
+  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
+  TITAN_ASSIGN_OR_RETURN(std::string folder, c.GetString("folder"));
+  checkpointer->root_ = (fs::path(dump) / folder).string();
+  TITAN_ASSIGN_OR_RETURN(checkpointer->interval_, c.GetInt("interval"));
+  TITAN_ASSIGN_OR_RETURN(checkpointer->keep_latest_k_, c.GetInt("keep_latest_k"));
+  TITAN_ASSIGN_OR_RETURN(checkpointer->load_step_, c.GetInt("load_step"));
+  TITAN_ASSIGN_OR_RETURN(std::string async_mode, c.GetString("async_mode"));
+  checkpointer->async_ = async_mode == "async";
+  TITAN_ASSIGN_OR_RETURN(checkpointer->last_model_only_, c.GetBool("last_save_model_only"));
+  TITAN_ASSIGN_OR_RETURN(std::string dtype, c.GetString("export_dtype"));
+  checkpointer->export_dtype_ = dtype == "bfloat16"  ? DType::kBF16
+                                : dtype == "float16" ? DType::kF16
+                                                     : DType::kF32;
+  TITAN_ASSIGN_OR_RETURN(checkpointer->exclude_, c.GetStringList("exclude_from_loading"));
+  TITAN_ASSIGN_OR_RETURN(checkpointer->initial_load_path_, c.GetString("initial_load_path"));
+  TITAN_ASSIGN_OR_RETURN(checkpointer->comm_, mesh.world().Split(0, mesh.world().rank()));
+  return checkpointer;
+}
+
+Checkpointer::~Checkpointer() {
+  if (background_.joinable()) background_.join();
+}
+
+absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
+  std::vector<int64_t> saved = SavedSteps(root_);
+  std::string folder;
+  std::vector<std::string> exclude = exclude_;
+  CheckpointPlugin* plugin = plugin_;
+  if (load_step_ >= 0) {
+    if (std::find(saved.begin(), saved.end(), load_step_) == saved.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint.load_step = ", load_step_, ": ", root_,
+                       " holds no complete checkpoint of that step (it has: ",
+                       saved.empty() ? "none" : absl::StrJoin(saved, ", "), ")"));
+    }
+    folder = StepFolder(root_, load_step_);
+  } else if (!saved.empty()) {
+    folder = StepFolder(root_, saved.back());
+  } else if (!initial_load_path_.empty()) {
+    // Weights to start from: the model only, in whichever format the folder is.
+    folder = initial_load_path_;
+    exclude = {"optimizer", "lr_scheduler", "dataloader", "rng"};
+    if (!plugin->Read(folder).ok()) {
+      for (const char* name : {"safetensors", "dcp"}) {
+        absl::StatusOr<std::unique_ptr<CheckpointPlugin>> other =
+            registry_->Create<CheckpointPlugin>(name);
+        if (other.ok() && (*other)->Read(folder).ok()) {
+          initial_plugin_ = std::move(*other);
+          plugin = initial_plugin_.get();
+          break;
+        }
+      }
+    }
+  } else {
+    return ResumePoint{};
+  }
+  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, plugin->Read(folder));
+  auto model_only = contents.metadata.find(kModelOnly);
+  if (model_only != contents.metadata.end() && model_only->second == "true") {
+    spdlog::warn("[checkpoint] {} holds the model only: optimizer, data and LR state start fresh",
+                 folder);
+    exclude = {"optimizer", "lr_scheduler", "dataloader", "rng"};
+  }
+  StatePieces pieces;
+  Collect(state, /*model_only=*/false, exclude, pieces);
+  if (folder == initial_load_path_) {  // an import has no step: drop it
+    pieces.pieces.erase(
+        std::remove_if(pieces.pieces.begin(), pieces.pieces.end(),
+                       [](const CheckpointPiece& p) { return p.name == "train/step"; }),
+        pieces.pieces.end());
+  }
+  TITAN_RETURN_IF_ERROR(plugin->Load(folder, pieces.pieces, *comm_));
+  ResumePoint resume{folder == initial_load_path_ ? 0 : pieces.step[0], 0};
+  resume.lr_offset =
+      Excluded(exclude, "lr_scheduler") ? resume.step : resume.step - pieces.lr_steps[0];
+  if (!Excluded(exclude, "rng") && pieces.seed[0] != state.seed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        folder, " was saved with debug.seed = ", pieces.seed[0], ", but the recipe has ",
+        state.seed, ": set it back, or add \"rng\" to checkpoint.exclude_from_loading"));
+  }
+  if (!Excluded(exclude, "dataloader")) {
+    TITAN_RETURN_IF_ERROR(state.loader->Restore(LoaderFrom(pieces.loader)));
+    if (state.eval_loader != nullptr) {
+      TITAN_RETURN_IF_ERROR(state.eval_loader->Restore(LoaderFrom(pieces.eval_loader)));
+    }
+  }
+  spdlog::info(
+      "[checkpoint] loaded {} (step {}{})", folder, resume.step,
+      exclude.empty() ? "" : absl::StrCat("; not restored: ", absl::StrJoin(exclude, ", ")));
+  return resume;
+}
+
+absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
+                                     const TrainState& state) {
+  const bool last = step == steps;
+  if (step % interval_ != 0 && !last) return absl::OkStatus();
+  const auto start = std::chrono::steady_clock::now();
+  TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
+  const bool model_only = last && last_model_only_;
+  StatePieces pieces;
+  pieces.step[0] = step;
+  pieces.lr_steps[0] = step - resume.lr_offset;
+  pieces.seed[0] = state.seed;
+  pieces.loader = LoaderVector(state.loader->state());
+  if (state.eval_loader != nullptr) pieces.eval_loader = LoaderVector(state.eval_loader->state());
+  Collect(state, model_only, {}, pieces);
+  CheckpointMetadata metadata = ModelMetadata(state.model->config(), state.max_seq_len);
+  metadata["train.step"] = absl::StrCat(step);
+  metadata[kModelOnly] = model_only ? "true" : "false";
+  const std::string folder = StepFolder(root_, step);
+  if (model_only || async_) CopyPieces(pieces, model_only ? export_dtype_ : DType::kF32);
+  if (!async_) {
+    TITAN_RETURN_IF_ERROR(Save(folder, std::move(pieces.pieces), std::move(metadata)));
+    return absl::OkStatus();
+  }
+  // The copies are the snapshot: training goes on while the thread compresses and writes.
+  auto owned = std::make_shared<StatePieces>(std::move(pieces));
+  background_ = std::thread([this, folder, owned, metadata = std::move(metadata)]() mutable {
+    background_status_ = Save(folder, owned->pieces, std::move(metadata));
+  });
+  spdlog::info(
+      "[checkpoint] step {}: training paused {:.2f}s for the snapshot; writing {} in the "
+      "background",
+      step, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      folder);
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Save(const std::string& folder, std::vector<CheckpointPiece> pieces,
+                                CheckpointMetadata metadata) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status saved = plugin_->Save(folder, pieces, metadata, *comm_);
+  if (!saved.ok()) return absl::Status(saved.code(), absl::StrCat("checkpoint: ", saved.message()));
+  spdlog::info("[checkpoint] saved {} in {:.2f}s{}", folder,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+               async_ ? " (in the background)" : " (training paused meanwhile)");
+  if (comm_->rank() == 0) RemoveOld();
+  return absl::OkStatus();
+}
+
+void Checkpointer::RemoveOld() {
+  if (keep_latest_k_ <= 0) return;
+  std::vector<int64_t> saved = SavedSteps(root_);
+  for (size_t i = 0; i + static_cast<size_t>(keep_latest_k_) < saved.size(); ++i) {
+    std::error_code error;
+    fs::remove_all(StepFolder(root_, saved[i]), error);
+    if (error)
+      spdlog::warn("[checkpoint] could not remove {}: {}", StepFolder(root_, saved[i]),
+                   error.message());
+  }
+}
+
+absl::Status Checkpointer::Wait() {
+  if (background_.joinable()) background_.join();
+  absl::Status status = background_status_;
+  background_status_ = absl::OkStatus();
+  return status;
+}
+
+}  // namespace titan

@@ -1,0 +1,185 @@
+// The dcp plugin on one rank: round trips, loading other boxes than were saved (resharding),
+// de-duplication, and the errors for incomplete and corrupt checkpoints.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "core/runtime/plugin_registry.h"
+#include "core/runtime/single_process_comm.h"
+#include "plugins/checkpoint/dcp/box.h"
+#include "titan/checkpoint.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Dcp {
+  std::unique_ptr<PluginRegistry> registry =
+      std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
+  std::unique_ptr<CheckpointPlugin> plugin =
+      std::move(registry->Create<CheckpointPlugin>("dcp")).value();
+  SingleProcessCommunicator comm;
+};
+
+std::string Folder(const std::string& name) {
+  std::string folder = testing::TempDir() + "dcp_test_" + std::to_string(getpid()) + "/" + name;
+  fs::remove_all(folder);
+  fs::create_directories(fs::path(folder).parent_path());
+  return folder;
+}
+
+CheckpointPiece Piece(const std::string& name, std::vector<int64_t> full,
+                      std::vector<int64_t> offset, std::vector<int64_t> shape, float* data) {
+  return {name, std::move(full), std::move(offset),
+          TensorView{data, DType::kF32, Device{}, std::move(shape), {}}};
+}
+
+// A 4 x 6 matrix holding 0..23, saved as two row blocks, and a vector of 5.
+absl::Status SaveExample(Dcp& dcp, const std::string& folder, std::vector<float>& matrix,
+                         std::vector<float>& vector) {
+  matrix.resize(24);
+  std::iota(matrix.begin(), matrix.end(), 0.0f);
+  vector = {1, 2, 3, 4, 5};
+  std::vector<CheckpointPiece> pieces = {
+      Piece("model/w", {4, 6}, {0, 0}, {1, 6}, matrix.data()),
+      Piece("model/w", {4, 6}, {1, 0}, {3, 6}, matrix.data() + 6),
+      Piece("model/v", {5}, {0}, {5}, vector.data()),
+      Piece("model/v", {5}, {0}, {5}, vector.data()),  // a replica: stored once
+  };
+  return dcp.plugin->Save(folder, pieces, {{"train.step", "7"}}, dcp.comm);
+}
+
+TEST(Dcp, LoadsAnyBoxFromPiecesSavedDifferently) {
+  Dcp dcp;
+  const std::string folder = Folder("reshard");
+  std::vector<float> matrix, vector;
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  EXPECT_TRUE(fs::exists(folder + "/metadata.json"));
+  EXPECT_FALSE(fs::exists(folder + ".tmp"));
+
+  // Columns 2..4 of rows 0..2: crosses both saved row blocks.
+  std::vector<float> block(9, -1.0f), v(3);
+  std::vector<CheckpointPiece> want = {Piece("model/w", {4, 6}, {0, 2}, {3, 3}, block.data()),
+                                       Piece("model/v", {5}, {2}, {3}, v.data())};
+  absl::Status loaded = dcp.plugin->Load(folder, want, dcp.comm);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  EXPECT_EQ(block, (std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16}));
+  EXPECT_EQ(v, (std::vector<float>{3, 4, 5}));
+
+  absl::StatusOr<CheckpointContents> contents = dcp.plugin->Read(folder);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_EQ(contents->tensors.size(), 2u);
+  EXPECT_EQ(contents->metadata.at("train.step"), "7");
+}
+
+TEST(Dcp, ConvertsToBf16OnLoad) {
+  Dcp dcp;
+  const std::string folder = Folder("bf16");
+  std::vector<float> matrix, vector;
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  std::vector<uint16_t> out(5);
+  std::vector<CheckpointPiece> want = {
+      {"model/v", {5}, {0}, TensorView{out.data(), DType::kBF16, Device{}, {5}, {}}}};
+  absl::Status loaded = dcp.plugin->Load(folder, want, dcp.comm);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  EXPECT_EQ(out[2], 0x4040);  // 3.0 in bf16
+}
+
+TEST(Dcp, ReplaceTheFolderOfAnEarlierSaveOfTheSameStep) {
+  Dcp dcp;
+  const std::string folder = Folder("again");
+  std::vector<float> matrix, vector;
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  EXPECT_TRUE(dcp.plugin->Read(folder).ok());
+}
+
+TEST(Dcp, RefusesAMissingTensorAWrongShapeAndAnUncoveredBox) {
+  Dcp dcp;
+  const std::string folder = Folder("errors");
+  std::vector<float> matrix, vector;
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  std::vector<float> out(24);
+  std::vector<CheckpointPiece> missing = {Piece("model/x", {4}, {0}, {4}, out.data())};
+  absl::Status status = dcp.plugin->Load(folder, missing, dcp.comm);
+  EXPECT_NE(status.message().find("holds no tensor 'model/x'"), std::string::npos) << status;
+  std::vector<CheckpointPiece> shape = {Piece("model/w", {6, 4}, {0, 0}, {6, 4}, out.data())};
+  status = dcp.plugin->Load(folder, shape, dcp.comm);
+  EXPECT_NE(status.message().find("saved with shape [4, 6], expected [6, 4]"), std::string::npos)
+      << status;
+
+  // Only the first row block saved: loading the whole matrix finds 6 of 24 elements.
+  const std::string partial = Folder("partial");
+  std::vector<CheckpointPiece> first_row = {Piece("model/w", {4, 6}, {0, 0}, {1, 6}, matrix.data())};
+  ASSERT_TRUE(dcp.plugin->Save(partial, first_row, {}, dcp.comm).ok());
+  std::vector<CheckpointPiece> whole = {Piece("model/w", {4, 6}, {0, 0}, {4, 6}, out.data())};
+  status = dcp.plugin->Load(partial, whole, dcp.comm);
+  EXPECT_NE(status.message().find("cover 6 of the 24 elements"), std::string::npos) << status;
+
+  std::vector<CheckpointPiece> outside = {Piece("model/w", {4, 6}, {3, 0}, {2, 6}, out.data())};
+  EXPECT_FALSE(dcp.plugin->Save(Folder("outside"), outside, {}, dcp.comm).ok());
+}
+
+TEST(Dcp, CorruptionIsAnErrorNamingTheFile) {
+  Dcp dcp;
+  std::vector<float> matrix, vector, out(24);
+  std::vector<CheckpointPiece> whole = {Piece("model/w", {4, 6}, {0, 0}, {4, 6}, out.data())};
+
+  const std::string truncated = Folder("truncated");
+  ASSERT_TRUE(SaveExample(dcp, truncated, matrix, vector).ok());
+  const std::string shard = truncated + "/rank-0.bin";
+  fs::resize_file(shard, fs::file_size(shard) / 2);
+  absl::Status status = dcp.plugin->Load(truncated, whole, dcp.comm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(shard), std::string::npos) << status;
+
+  const std::string flipped = Folder("flipped");
+  ASSERT_TRUE(SaveExample(dcp, flipped, matrix, vector).ok());
+  {
+    std::fstream file(flipped + "/rank-0.bin", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(20);
+    char byte = 0;
+    file.read(&byte, 1);
+    byte ^= 0x10;
+    file.seekp(20);
+    file.write(&byte, 1);
+  }
+  status = dcp.plugin->Load(flipped, whole, dcp.comm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("rank-0.bin: model/w"), std::string::npos) << status;
+
+  const std::string no_index = Folder("no_index");
+  ASSERT_TRUE(SaveExample(dcp, no_index, matrix, vector).ok());
+  fs::remove(no_index + "/metadata.json");
+  status = dcp.plugin->Load(no_index, whole, dcp.comm);
+  EXPECT_NE(status.message().find("metadata.json is missing"), std::string::npos) << status;
+  EXPECT_FALSE(dcp.plugin->Read(no_index).ok());
+
+  const std::string bad_index = Folder("bad_index");
+  ASSERT_TRUE(SaveExample(dcp, bad_index, matrix, vector).ok());
+  std::ofstream(bad_index + "/metadata.json") << "{\"format\": \"titan-dcp\", \"vers";
+  status = dcp.plugin->Load(bad_index, whole, dcp.comm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("malformed index"), std::string::npos) << status;
+}
+
+TEST(Box, CopiesTheOverlapOfThreeDimensionalBoxes) {
+  // Source: the whole 2 x 3 x 4 tensor holding 0..23; destination: [1, 1..2, 2..3].
+  std::vector<float> source(24);
+  std::iota(source.begin(), source.end(), 0.0f);
+  std::vector<float> target(4, -1.0f);
+  const int64_t copied = dcp::CopyOverlap({{0, 0, 0}, {2, 3, 4}}, source.data(), DType::kF32,
+                                          {{1, 1, 2}, {1, 2, 2}}, target.data(), DType::kF32);
+  EXPECT_EQ(copied, 4);
+  EXPECT_EQ(target, (std::vector<float>{18, 19, 22, 23}));
+  EXPECT_EQ(dcp::CopyOverlap({{0}, {2}}, source.data(), DType::kF32, {{2}, {2}}, target.data(),
+                             DType::kF32),
+            0);
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,202 @@
+#include "plugins/checkpoint/dcp/shard_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace titan::dcp {
+namespace {
+
+using nlohmann::json;
+
+absl::StatusOr<DType> DTypeFromName(const std::string& name) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2,
+                      DType::kI32, DType::kI64}) {
+    if (name == DTypeName(dtype)) return dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
+}
+
+json PieceJson(const StoredPiece& p) {
+  return {{"tensor", p.tensor},          {"full_shape", p.full_shape},
+          {"offset", p.box.offset},      {"shape", p.box.shape},
+          {"dtype", DTypeName(p.dtype)}, {"file", p.file},
+          {"position", p.position},      {"bytes", p.bytes},
+          {"raw_bytes", p.raw_bytes}};
+}
+
+StoredPiece PieceFromJson(const json& j) {
+  StoredPiece p;
+  p.tensor = j.at("tensor").get<std::string>();
+  p.full_shape = j.at("full_shape").get<std::vector<int64_t>>();
+  p.box.offset = j.at("offset").get<std::vector<int64_t>>();
+  p.box.shape = j.at("shape").get<std::vector<int64_t>>();
+  p.dtype = DTypeFromName(j.at("dtype").get<std::string>()).value();
+  p.file = j.at("file").get<std::string>();
+  p.position = j.at("position").get<int64_t>();
+  p.bytes = j.at("bytes").get<int64_t>();
+  p.raw_bytes = j.at("raw_bytes").get<int64_t>();
+  return p;
+}
+
+absl::Status Fsync(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return absl::InternalError(absl::StrCat(path, ": cannot open to sync"));
+  int result = ::fsync(fd);
+  ::close(fd);
+  if (result != 0) return absl::InternalError(absl::StrCat(path, ": fsync failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<StoredPiece>> WritePieces(
+    const std::string& path, const std::string& file_name,
+    const std::vector<const CheckpointPiece*>& pieces) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::InternalError(absl::StrCat(path, ": cannot create"));
+  ZSTD_CCtx* context = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1);
+  std::vector<StoredPiece> stored;
+  std::vector<char> buffer;
+  int64_t position = 0;
+  for (const CheckpointPiece* piece : pieces) {
+    const size_t raw = piece->data.nbytes();
+    buffer.resize(ZSTD_compressBound(raw));
+    const size_t bytes =
+        ZSTD_compress2(context, buffer.data(), buffer.size(), piece->data.data, raw);
+    if (ZSTD_isError(bytes)) {
+      ZSTD_freeCCtx(context);
+      return absl::InternalError(
+          absl::StrCat(path, ": compressing ", piece->name, ": ", ZSTD_getErrorName(bytes)));
+    }
+    out.write(buffer.data(), static_cast<std::streamsize>(bytes));
+    stored.push_back({piece->name, piece->full_shape, Box{piece->offset, piece->data.shape},
+                      piece->data.dtype, file_name, position, static_cast<int64_t>(bytes),
+                      static_cast<int64_t>(raw)});
+    position += static_cast<int64_t>(bytes);
+  }
+  ZSTD_freeCCtx(context);
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed (disk full?)"));
+  TITAN_RETURN_IF_ERROR(Fsync(path));
+  return stored;
+}
+
+absl::StatusOr<std::vector<char>> ReadPiece(const std::string& folder, const StoredPiece& piece) {
+  const std::string path = (std::filesystem::path(folder) / piece.file).string();
+  const std::string what = absl::StrCat(path, ": ", piece.tensor);
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", error.message()));
+  if (piece.position < 0 || piece.bytes < 0 ||
+      static_cast<uintmax_t>(piece.position + piece.bytes) > size) {
+    return absl::DataLossError(absl::StrCat(what, ": expected ", piece.bytes, " bytes at offset ",
+                                            piece.position, ", but the file has only ", size,
+                                            " (truncated?)"));
+  }
+  std::vector<char> compressed(static_cast<size_t>(piece.bytes));
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(piece.position);
+  in.read(compressed.data(), piece.bytes);
+  if (!in) return absl::DataLossError(absl::StrCat(what, ": read failed"));
+  std::vector<char> raw(static_cast<size_t>(piece.raw_bytes));
+  const size_t got = ZSTD_decompress(raw.data(), raw.size(), compressed.data(), compressed.size());
+  if (ZSTD_isError(got)) {
+    return absl::DataLossError(absl::StrCat(what, ": corrupt data (", ZSTD_getErrorName(got), ")"));
+  }
+  if (static_cast<int64_t>(got) != piece.raw_bytes ||
+      piece.raw_bytes != piece.box.numel() * static_cast<int64_t>(DTypeSize(piece.dtype))) {
+    return absl::DataLossError(absl::StrCat(what, ": expected ", piece.raw_bytes,
+                                            " bytes once decompressed, found ", got));
+  }
+  return raw;
+}
+
+std::string PiecesToJson(const std::vector<StoredPiece>& pieces) {
+  json list = json::array();
+  for (const StoredPiece& p : pieces) list.push_back(PieceJson(p));
+  return list.dump();
+}
+
+absl::StatusOr<std::vector<StoredPiece>> PiecesFromJson(const std::string& text,
+                                                        const std::string& where) {
+  try {
+    std::vector<StoredPiece> pieces;
+    for (const json& j : json::parse(text)) pieces.push_back(PieceFromJson(j));
+    return pieces;
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(where, ": malformed piece list: ", e.what()));
+  }
+}
+
+absl::Status WriteIndex(const std::string& path, const Index& index) {
+  json tensors = json::object();
+  for (const auto& [name, tensor] : index.tensors) {
+    tensors[name] = {{"shape", tensor.full_shape}, {"dtype", DTypeName(tensor.dtype)}};
+  }
+  json pieces = json::array();
+  for (const StoredPiece& p : index.pieces) pieces.push_back(PieceJson(p));
+  json doc = {
+      {"format", "titan-dcp"},      {"version", kFormatVersion}, {"world_size", index.world_size},
+      {"metadata", index.metadata}, {"tensors", tensors},        {"pieces", pieces}};
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << doc.dump(1) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  }
+  return Fsync(path);
+}
+
+absl::StatusOr<Index> ReadIndex(const std::string& folder) {
+  const std::string path = (std::filesystem::path(folder) / kIndexFile).string();
+  if (!std::filesystem::is_directory(folder)) {
+    return absl::NotFoundError(absl::StrCat(folder, ": no such checkpoint folder"));
+  }
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, " is missing: ", folder,
+                                            " is not a complete dcp checkpoint (a save that was "
+                                            "interrupted leaves only a .tmp folder)"));
+  }
+  try {
+    const json doc = json::parse(in);
+    if (doc.at("format") != "titan-dcp" || doc.at("version") != kFormatVersion) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": expected format titan-dcp version ", kFormatVersion, ", found ",
+                       doc.at("format").dump(), " version ", doc.at("version").dump()));
+    }
+    Index index;
+    index.world_size = doc.at("world_size").get<int>();
+    index.metadata = doc.at("metadata").get<CheckpointMetadata>();
+    for (const auto& [name, t] : doc.at("tensors").items()) {
+      TITAN_ASSIGN_OR_RETURN(DType dtype, DTypeFromName(t.at("dtype").get<std::string>()));
+      index.tensors[name] = {name, t.at("shape").get<std::vector<int64_t>>(), dtype};
+    }
+    for (const json& j : doc.at("pieces")) {
+      StoredPiece piece = PieceFromJson(j);
+      auto tensor = index.tensors.find(piece.tensor);
+      if (tensor == index.tensors.end()) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": a piece of unknown tensor '", piece.tensor, "'"));
+      }
+      absl::Status inside = CheckInside(piece.box, tensor->second.full_shape);
+      if (!inside.ok()) {
+        return absl::DataLossError(absl::StrCat(path, ": ", piece.tensor, ": ", inside.message()));
+      }
+      index.pieces.push_back(std::move(piece));
+    }
+    return index;
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(path, ": malformed index: ", e.what()));
+  }
+}
+
+}  // namespace titan::dcp
