@@ -36,7 +36,6 @@ absl::Status CheckOwnPieces(std::span<const CheckpointPiece> pieces) {
   std::vector<std::string> outside;
   for (const CheckpointPiece& piece : pieces) {
     if (!absl::StartsWith(piece.name, kModelPrefix)) outside.push_back(piece.name);
-    TITAN_RETURN_IF_ERROR(BoxOf(piece).status());
   }
   if (!outside.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -44,6 +43,7 @@ absl::Status CheckOwnPieces(std::span<const CheckpointPiece> pieces) {
         outside.size() > 1 ? absl::StrCat(" and ", outside.size() - 1, " more pieces") : "",
         " outside model/"));
   }
+  for (const CheckpointPiece& piece : pieces) TITAN_RETURN_IF_ERROR(BoxOf(piece).status());
   return absl::OkStatus();
 }
 
