@@ -201,7 +201,7 @@ TEST(Recipe, PluginsOfDisabledSectionsAreNotNeeded) {
   EXPECT_TRUE(Validate("[checkpoint]\nenable = false\nformat = \"nonexistent\"\n").ok());
   EXPECT_THAT(ErrorOf("[checkpoint]\nenable = true\nformat = \"nonexistent\"\n"),
               HasSubstr("r.toml:3:10: checkpoint.format: no checkpoint plugin named "
-                        "'nonexistent'; available checkpoint plugins: (none)"));
+                        "'nonexistent'; available checkpoint plugins: dcp"));
 }
 
 TEST(Recipe, PrintedRecipeParsesBackToTheSame) {

@@ -190,7 +190,8 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
       for (const char* name : {"safetensors", "dcp"}) {
         absl::StatusOr<std::unique_ptr<CheckpointPlugin>> other =
             registry_->Create<CheckpointPlugin>(name);
-        if (other.ok() && (*other)->Read(folder).ok()) {
+        if (other.ok() && (*other)->Configure(ConfigView("checkpoint", {})).ok() &&
+            (*other)->Read(folder).ok()) {
           initial_plugin_ = std::move(*other);
           plugin = initial_plugin_.get();
           break;

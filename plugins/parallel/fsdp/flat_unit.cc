@@ -5,7 +5,7 @@
 
 namespace titan::fsdp {
 
-std::unique_ptr<float[]> BufferPool::Take(int64_t count) {
+std::unique_ptr<float[]> BufferPool::Take(int64_t count, bool zeroed) {
   std::unique_ptr<float[]> buffer;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -16,25 +16,14 @@ std::unique_ptr<float[]> BufferPool::Take(int64_t count) {
       free_.erase(it);
     }
   }
-  if (buffer == nullptr) {
-    buffer = std::make_unique<float[]>(static_cast<size_t>(count));  // value-initialized
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_bytes_ += count * static_cast<int64_t>(sizeof(float));
-    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-  } else {
-    std::memset(buffer.get(), 0, static_cast<size_t>(count) * sizeof(float));
-  }
+  if (buffer == nullptr) return std::make_unique<float[]>(static_cast<size_t>(count));
+  if (zeroed) std::memset(buffer.get(), 0, static_cast<size_t>(count) * sizeof(float));
   return buffer;
 }
 
 void BufferPool::Give(std::unique_ptr<float[]> buffer, int64_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
   free_.emplace_back(count, std::move(buffer));
-}
-
-int64_t BufferPool::peak_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return peak_bytes_;
 }
 
 FlatUnit::FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int64_t local_offset)

@@ -20,15 +20,14 @@ namespace titan::fsdp {
 // fresh allocations of that size would fault in their pages each time. Thread-safe.
 class BufferPool {
  public:
-  std::unique_ptr<float[]> Take(int64_t count);  // zeroed
+  // A buffer of `count` floats; zeroed when asked (gradients), as left otherwise (gathers
+  // overwrite every element).
+  std::unique_ptr<float[]> Take(int64_t count, bool zeroed);
   void Give(std::unique_ptr<float[]> buffer, int64_t count);
-  // Bytes held in gathered buffers, in use and free, at the most.
-  int64_t peak_bytes() const;
 
  private:
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::vector<std::pair<int64_t, std::unique_ptr<float[]>>> free_;
-  int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 
 class FlatUnit {

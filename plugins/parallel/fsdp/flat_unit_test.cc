@@ -86,18 +86,21 @@ TEST(FlatUnit, PointsParametersIntoAGatheredBuffer) {
   EXPECT_EQ(model.parameters[1].value.data, nullptr);
 }
 
-TEST(BufferPool, ReusesFreedBuffersAndZeroesThem) {
+TEST(BufferPool, ReusesFreedBuffersAndZeroesThemWhenAsked) {
   BufferPool pool;
-  std::unique_ptr<float[]> a = pool.Take(4);
+  std::unique_ptr<float[]> a = pool.Take(4, true);
   a[0] = 3.0f;
   float* first = a.get();
   pool.Give(std::move(a), 4);
-  std::unique_ptr<float[]> b = pool.Take(4);
+  std::unique_ptr<float[]> b = pool.Take(4, true);
   EXPECT_EQ(b.get(), first);
   EXPECT_EQ(b[0], 0.0f);
-  std::unique_ptr<float[]> c = pool.Take(4);  // b is in use: a new one
+  std::unique_ptr<float[]> c = pool.Take(4, true);  // b is in use: a new one
   EXPECT_NE(c.get(), first);
-  EXPECT_EQ(pool.peak_bytes(), 2 * 4 * static_cast<int64_t>(sizeof(float)));
+  b[1] = 5.0f;
+  pool.Give(std::move(b), 4);
+  std::unique_ptr<float[]> d = pool.Take(4, false);
+  EXPECT_EQ(d[1], 5.0f);
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ class Fsdp : public ParallelPlugin {
   absl::Status BeforeBackward(size_t u) {
     TITAN_RETURN_IF_ERROR(Gather(u));
     Unit& unit = units_[u];
-    unit.full_grad = pool_.Take(unit.flat->padded_count());
+    unit.full_grad = pool_.Take(unit.flat->padded_count(), /*zeroed=*/true);
     unit.flat->PointGrads(unit.full_grad.get());
     // Backward runs the blocks last to first, after the root's head (norm and output).
     const size_t next = u == 0 ? units_.size() - 1 : u - 1;
@@ -111,7 +111,7 @@ class Fsdp : public ParallelPlugin {
   void Prefetch(size_t u) {
     Unit& unit = units_[u];
     if (unit.full != nullptr || unit.gathering) return;
-    unit.full = pool_.Take(unit.flat->padded_count());
+    unit.full = pool_.Take(unit.flat->padded_count(), /*zeroed=*/false);
     const FlatUnit* flat = unit.flat.get();
     float* full = unit.full.get();
     unit.gathering = stream_.Enqueue(
