@@ -165,6 +165,8 @@ TEST_F(CheckpointCliTest, ConvertsBetweenDcpAndSafetensors) {
   EXPECT_THAT(r.output, HasSubstr("converted 21 tensors (216.9 KiB) from safetensors"));
   listed = Tool("list " + back.string());
   EXPECT_THAT(listed.output, HasSubstr("dcp checkpoint, step 300"));
+  // titan-run resuming from it restores the weights only.
+  EXPECT_THAT(listed.output, HasSubstr("  titan.model_only = true\n"));
   EXPECT_THAT(listed.output, ContainsRegex("model/norm.weight +\\[64\\] +bf16 +128 B"));
   auto restored = checkpoint_testing::SmallModel(config_, 13);
   std::vector<CheckpointPiece> restored_pieces = checkpoint_testing::ModelPieces(*restored);

@@ -201,6 +201,8 @@ absl::StatusOr<ConvertReport> ConvertCheckpoint(const PluginRegistry& registry,
   }
   SingleProcessCommunicator one_rank;
   TITAN_RETURN_IF_ERROR(reader->Load(source, pieces, one_rank));
+  // What titan-run reads to know a checkpoint restarts the weights only (core/train/checkpointer).
+  contents.metadata["titan.model_only"] = "true";
   TITAN_RETURN_IF_ERROR(writer->Save(destination, pieces, contents.metadata, one_rank));
   return report;
 }

@@ -126,17 +126,25 @@ absl::StatusOr<Plan> MakePlan(const std::vector<std::string>& described,
   return plan;
 }
 
-// A folder Save may replace: none yet, an empty one, or an earlier safetensors checkpoint.
+// A folder Save may replace: none yet, or one holding nothing but an earlier export's files.
+// Anything else there (a tokenizer beside a downloaded model, unrelated files) would be lost.
 absl::Status CheckReplaceable(const fs::path& folder) {
   std::error_code error;
   if (!fs::exists(folder, error)) return absl::OkStatus();
-  if (fs::is_directory(folder, error) &&
-      (fs::is_empty(folder, error) || fs::exists(folder / kModelFile, error) ||
-       fs::exists(folder / kIndexFile, error))) {
-    return absl::OkStatus();
+  if (!fs::is_directory(folder, error)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(folder.string(), " exists and is not a folder; refusing to replace it"));
   }
-  return absl::AlreadyExistsError(absl::StrCat(
-      folder.string(), " exists and is not a safetensors checkpoint; refusing to replace it"));
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name != kModelFile && name != kConfigFile) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(folder.string(), " holds ", name,
+                       ", which is not part of a safetensors export; "
+                       "refusing to replace the folder (save elsewhere, or remove it first)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Errno(absl::string_view what, const fs::path& path) {

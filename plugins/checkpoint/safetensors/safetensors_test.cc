@@ -304,8 +304,14 @@ TEST_F(SafetensorsTest, ReplacesAnEarlierExportButNoOtherFolder) {
   EXPECT_THAT(
       std::string(
           Save((dir_ / "notes").string(), ModelPieces(*first), ModelMetadata(config)).message()),
-      HasSubstr("notes exists and is not a safetensors checkpoint; refusing to replace it"));
+      HasSubstr("notes holds todo.txt, which is not part of a safetensors export; "
+                "refusing to replace the folder"));
   EXPECT_EQ(ReadFile(dir_ / "notes" / "todo.txt"), "keep me");
+  // A downloaded model keeps its tokenizer beside the weights: not ours to remove.
+  WriteFile(dir_ / "e" / "tokenizer.json", "{}");
+  EXPECT_THAT(std::string(Save(folder, ModelPieces(*first), ModelMetadata(config)).message()),
+              HasSubstr("holds tokenizer.json, which is not part of a safetensors export"));
+  EXPECT_TRUE(fs::exists(dir_ / "e" / "model.safetensors"));
 }
 
 // Hugging Face's own large exports: tensors split over files that an index maps them to.
