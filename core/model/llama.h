@@ -7,18 +7,21 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
 #include "core/model/module_node.h"
+#include "core/model/tensor_parallel.h"
 #include "core/tensor/arena.h"
 #include "core/tensor/attention.h"
 #include "titan/module.h"
 
 namespace titan {
 
-class LlamaModel {
+class LlamaModel : public TensorParallelTarget {
  public:
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config,
                                                             const ActivationCheckpoint& ac = {});
@@ -49,7 +52,18 @@ class LlamaModel {
                                 int64_t seq_len);
   // Accumulates d(loss)/d(parameters) into grads(). Overwrites the logits.
   absl::Status Backward();
-  // [batch * seq_len, vocab], valid between Forward and Backward.
+
+  // Checks that the heads, kv heads, hidden features and vocabulary divide among the group's
+  // ranks and that each parameter holds this rank's box, then computes tensor-parallel (the
+  // parameters' names and placements follow TorchTitan's Llama plan: column-parallel wq, wk,
+  // wv, w1, w3, output and the vocabulary-parallel embedding split dim 0, row-parallel wo and w2
+  // dim 1, the norms replicated). Forward then needs seq_len divisible by the group's size.
+  absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
+  absl::Status CheckTensorParallelDegree(int degree) const override;
+  int tensor_parallel_degree() const { return tp_.size(); }
+
+  // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
+  // between Forward and Backward.
   const float* logits() const { return logits_; }
   size_t activation_bytes() const { return acts_arena_.flat_size() * sizeof(float); }
 
@@ -64,16 +78,35 @@ class LlamaModel {
     float *ln1, *rstd1, *q, *k, *v, *att, *lse, *x_mid, *ln2, *rstd2, *a, *b, *h;
   };
 
+  // The sizes one tensor-parallel rank computes with: all of them on one rank.
+  struct LocalSizes {
+    int64_t heads, kv_heads, hidden, vocab, first_vocab;
+  };
+
   LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac)
       : config_(config), ac_(ac) {}
+  // Every parameter's name and shape on a rank of `tp` tensor-parallel ranks, in arena order.
+  static std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
+      const LlamaConfig& config, int64_t tp);
+  LocalSizes local() const;
+  // out[n_local, d] (this rank's tokens) += the row-parallel projection in[n, k] . weight^T,
+  // summed over the tensor-parallel ranks.
+  absl::Status AddRowParallel(float* out, const float* in, const float* weight, int64_t k);
+  // RMSNorm of this rank's tokens of `inp`, gathered into out [n, d] for the column-parallel
+  // projections that follow.
+  absl::Status NormAndGather(float* out, float* rstd, const float* inp, int weight);
+  // The norm's backward on this rank's tokens; d_out_full [n, d] holds this rank's partial sums
+  // for every token. The weight's gradient adds up over the tensor-parallel ranks.
+  absl::Status NormBackward(float* d_residual, float* d_out_full, const float* inp,
+                            const float* rstd, int weight);
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
   absl::Status CheckTokens(const int32_t* tokens, const int32_t* targets) const;
   float* Param(int index) const { return parameters_[index].value.data_as<float>(); }
   float* Grad(int index) const { return parameters_[index].grad.data_as<float>(); }
   // The forward pass runs every stage and writes the residual into layer + 1; the recompute
   // before the backward runs only the stages whose outputs the block's policy did not keep.
-  void BlockForward(int64_t layer, bool recompute);
-  void BlockBackward(int64_t layer);
+  absl::Status BlockForward(int64_t layer, bool recompute);
+  absl::Status BlockBackward(int64_t layer);
   absl::Status ForwardLayers();
   absl::Status BackwardLayers();
 
@@ -86,14 +119,18 @@ class LlamaModel {
   std::vector<std::unique_ptr<ModuleNode>> layer_modules_;
   int tok_embeddings_ = -1, norm_ = -1, output_ = -1;
   std::vector<Block> blocks_;
+  TensorParallelGroup tp_;
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
-  int64_t batch_ = 0, seq_len_ = 0;
+  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
   Arena acts_arena_;
   AttentionShape attention_shape_{};
-  std::vector<float*> residual_;  // n_layers + 1 entries, [N, dim] each
+  std::vector<float*> residual_;  // n_layers + 1 entries, [n_local_, dim] each
   std::vector<BlockActs> acts_;
   float *rope_cos_, *rope_sin_, *final_norm_, *final_rstd_, *logits_, *loss_lse_;
+  float *loss_max_, *loss_target_;
+  // Tensor-parallel scratch (null on one rank): this rank's tokens, every token, a norm's grad.
+  float *tokens_local_ = nullptr, *tokens_full_ = nullptr, *norm_grad_ = nullptr;
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   std::vector<int32_t> tokens_, targets_;
   bool tokens_valid_ = false;  // a Forward's activations await their Backward

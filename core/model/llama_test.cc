@@ -45,6 +45,55 @@ TEST(LlamaTest, ParametersAreTheSdkViewOfTheArenas) {
   EXPECT_EQ(parameters[2].value.shape, (std::vector<int64_t>{32, 32}));
 }
 
+// A group of `size` ranks that only answers size() and rank(): enough for the layout checks,
+// which run before any communication.
+class LayoutOnlyGroup : public Communicator {
+ public:
+  explicit LayoutOnlyGroup(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  absl::Status AllReduce(TensorView, ReduceOp) override { return Unexpected(); }
+  absl::Status ReduceScatter(const TensorView&, TensorView, ReduceOp) override {
+    return Unexpected();
+  }
+  absl::Status AllGather(const TensorView&, TensorView) override { return Unexpected(); }
+  absl::Status Broadcast(TensorView, int) override { return Unexpected(); }
+  absl::Status Send(const TensorView&, int, int) override { return Unexpected(); }
+  absl::Status Recv(TensorView, int, int) override { return Unexpected(); }
+  absl::Status Barrier() override { return Unexpected(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int) override { return Unexpected(); }
+
+ private:
+  static absl::Status Unexpected() { return absl::InternalError("no communication expected"); }
+  int size_;
+};
+
+TEST(LlamaTest, TensorParallelLayoutsThatCannotSplitAreErrorsNamingTheNumbers) {
+  auto model = LlamaModel::Create(TinyConfig());  // 4 heads, 2 kv heads, vocabulary 50
+  ASSERT_TRUE(model.ok());
+  LayoutOnlyGroup three(3), two(2), four(4);
+  absl::Status status = (*model)->SetTensorParallel({&three});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("n_heads = 4"), std::string::npos) << status;
+  status = (*model)->SetTensorParallel({&four});
+  EXPECT_NE(status.message().find("n_kv_heads = 2"), std::string::npos) << status;
+  LlamaConfig config = TinyConfig();
+  config.vocab_size = 51;
+  model = LlamaModel::Create(config);
+  ASSERT_TRUE(model.ok());
+  status = (*model)->SetTensorParallel({&two});
+  EXPECT_NE(status.message().find("vocab_size = 51"), std::string::npos) << status;
+  // Divisible, but the parameters are whole: the model will not compute with the wrong boxes.
+  model = LlamaModel::Create(TinyConfig());
+  ASSERT_TRUE(model.ok());
+  status = (*model)->SetTensorParallel({&two});
+  EXPECT_NE(status.message().find("tok_embeddings.weight to hold [25, 32], found [50, 32]"),
+            std::string::npos)
+      << status;
+  EXPECT_EQ((*model)->tensor_parallel_degree(), 1);
+  EXPECT_EQ((*model)->root().tensor_parallel_target(), model->get());
+}
+
 TEST(LlamaTest, RejectsBadInput) {
   auto model = LlamaModel::Create(TinyConfig());
   ASSERT_TRUE(model.ok());

@@ -20,6 +20,11 @@ class ModuleNode : public Module {
   std::vector<Parameter*> parameters() override { return parameters_; }
   std::vector<Module*> children() override;
   void AddHooks(std::unique_ptr<ModuleHooks> hooks) override;
+  TensorParallelTarget* tensor_parallel_target() override { return tensor_parallel_target_; }
+
+  void set_tensor_parallel_target(TensorParallelTarget* target) {
+    tensor_parallel_target_ = target;
+  }
 
   void AddParameter(Parameter* parameter) { parameters_.push_back(parameter); }
   void AddChild(ModuleNode* child) { children_.push_back(child); }
@@ -39,6 +44,7 @@ class ModuleNode : public Module {
   std::vector<Parameter*> parameters_;
   std::vector<ModuleNode*> children_;  // owned by the model
   std::vector<std::unique_ptr<ModuleHooks>> hooks_;
+  TensorParallelTarget* tensor_parallel_target_ = nullptr;  // the model, on its root
 };
 
 }  // namespace titan

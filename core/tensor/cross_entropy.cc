@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace titan {
 namespace {
@@ -13,28 +14,57 @@ int64_t CountTargets(const int32_t* targets, int64_t n) {
 }  // namespace
 
 template <typename T>
-T CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int64_t n, int64_t v) {
+void CrossEntropyRowMax(T* max, const T* logits, int64_t n, int64_t v) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) max[i] = *std::max_element(logits + i * v, logits + (i + 1) * v);
+}
+
+template <typename T>
+void CrossEntropySumExp(T* sum, const T* logits, const T* max, int64_t n, int64_t v) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T* row = logits + i * v;
-    const T max = *std::max_element(row, row + v);
-    double sum = 0;
-    for (int64_t j = 0; j < v; ++j) sum += std::exp(row[j] - max);
-    lse[i] = max + static_cast<T>(std::log(sum));
+    double total = 0;
+    for (int64_t j = 0; j < v; ++j) total += std::exp(row[j] - max[i]);
+    sum[i] = static_cast<T>(total);
   }
-  // Summed in row order after the parallel part, so the loss does not depend on thread count.
+}
+
+template <typename T>
+void CrossEntropyTargetLogit(T* target, const T* logits, const int32_t* targets, int64_t n,
+                             int64_t v, int64_t first_column) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t column = targets[i] - first_column;
+    const bool here = targets[i] != kIgnoreIndex && column >= 0 && column < v;
+    target[i] = here ? logits[i * v + column] : T{0};
+  }
+}
+
+template <typename T>
+T CrossEntropyFinish(T* sum_to_lse, const T* max, const T* target, const int32_t* targets,
+                     int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sum_to_lse[i] = max[i] + std::log(sum_to_lse[i]);
+  // Summed in row order, so the loss does not depend on thread count.
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (targets[i] != kIgnoreIndex)
-      total += static_cast<double>(lse[i]) - logits[i * v + targets[i]];
+    if (targets[i] != kIgnoreIndex) total += static_cast<double>(sum_to_lse[i]) - target[i];
   }
   const int64_t count = CountTargets(targets, n);
   return count == 0 ? T{0} : static_cast<T>(total / count);
 }
 
 template <typename T>
+T CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int64_t n, int64_t v) {
+  std::vector<T> max(n), target(n);
+  CrossEntropyRowMax(max.data(), logits, n, v);
+  CrossEntropySumExp(lse, logits, max.data(), n, v);
+  CrossEntropyTargetLogit(target.data(), logits, targets, n, v, 0);
+  return CrossEntropyFinish(lse, max.data(), target.data(), targets, n);
+}
+
+template <typename T>
 void CrossEntropyBackward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
-                          int64_t n, int64_t v, T dloss) {
+                          int64_t n, int64_t v, T dloss, int64_t first_column) {
   const int64_t count = CountTargets(targets, n);
   const T scale = count == 0 ? T{0} : dloss / static_cast<T>(count);
 #pragma omp parallel for schedule(static)
@@ -43,15 +73,21 @@ void CrossEntropyBackward(T* dlogits, const T* logits, const T* lse, const int32
     const T* row = logits + i * v;
     const T row_scale = targets[i] == kIgnoreIndex ? T{0} : scale;
     for (int64_t j = 0; j < v; ++j) grad[j] = std::exp(row[j] - lse[i]) * row_scale;
-    if (targets[i] != kIgnoreIndex) grad[targets[i]] -= row_scale;
+    const int64_t column = targets[i] - first_column;
+    if (targets[i] != kIgnoreIndex && column >= 0 && column < v) grad[column] -= row_scale;
   }
 }
 
 template float CrossEntropyForward(float*, const float*, const int32_t*, int64_t, int64_t);
 template double CrossEntropyForward(double*, const double*, const int32_t*, int64_t, int64_t);
 template void CrossEntropyBackward(float*, const float*, const float*, const int32_t*, int64_t,
-                                   int64_t, float);
+                                   int64_t, float, int64_t);
 template void CrossEntropyBackward(double*, const double*, const double*, const int32_t*, int64_t,
-                                   int64_t, double);
+                                   int64_t, double, int64_t);
+template void CrossEntropyRowMax(float*, const float*, int64_t, int64_t);
+template void CrossEntropySumExp(float*, const float*, const float*, int64_t, int64_t);
+template void CrossEntropyTargetLogit(float*, const float*, const int32_t*, int64_t, int64_t,
+                                      int64_t);
+template float CrossEntropyFinish(float*, const float*, const float*, const int32_t*, int64_t);
 
 }  // namespace titan

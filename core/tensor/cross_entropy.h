@@ -16,10 +16,31 @@ template <typename T>
 T CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int64_t n, int64_t v);
 
 // dlogits = dloss * (softmax(logits) - onehot(target)) / count. Overwrites dlogits, which may
-// be the logits buffer itself.
+// be the logits buffer itself. The logits may be the columns [first_column, first_column + v)
+// of a wider vocabulary (the vocabulary-parallel loss), `lse` being that of the whole rows.
 template <typename T>
 void CrossEntropyBackward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
-                          int64_t n, int64_t v, T dloss);
+                          int64_t n, int64_t v, T dloss, int64_t first_column = 0);
+
+// The pieces of the forward for logits split by columns across ranks (Megatron's
+// vocabulary-parallel cross-entropy, TorchTitan's loss parallel): each rank holds the columns
+// [first_column, first_column + v) of every row, and the caller reduces each piece across the
+// ranks between the calls (max, then sum, then sum), so the whole logits never meet.
+// CrossEntropyForward is these pieces on one rank.
+template <typename T>
+void CrossEntropyRowMax(T* max, const T* logits, int64_t n, int64_t v);
+// sum[i] = sum over j of exp(logits[i, j] - max[i]), max being the whole row's.
+template <typename T>
+void CrossEntropySumExp(T* sum, const T* logits, const T* max, int64_t n, int64_t v);
+// target[i] = the logit of row i's target when these columns hold it, else 0.
+template <typename T>
+void CrossEntropyTargetLogit(T* target, const T* logits, const int32_t* targets, int64_t n,
+                             int64_t v, int64_t first_column);
+// From the reduced pieces: lse[i] = max[i] + log(sum[i]) (in place of sum), and the mean over the
+// rows that count of lse[i] - target[i].
+template <typename T>
+T CrossEntropyFinish(T* sum_to_lse, const T* max, const T* target, const int32_t* targets,
+                     int64_t n);
 
 }  // namespace titan
 

@@ -40,11 +40,22 @@ std::vector<CheckpointPiece> ParameterPieces(const Parameter& parameter, const s
   float* data = held.data_as<float>();
   if (slot != nullptr) data = slot + (data - base);
   const std::string name = prefix + parameter.name;
-  if (flat) {
-    return FlatRunPieces(name, parameter.full_shape, parameter.shard_offset, held.numel(), data);
+  // Tensor parallelism keeps a box of the logical tensor (value's shape, at local_offset); fsdp
+  // may then keep a flat run of that box.
+  const std::vector<int64_t>& box_shape = parameter.value.shape;
+  std::vector<int64_t> box_offset = parameter.local_offset;
+  box_offset.resize(box_shape.size(), 0);
+  std::vector<CheckpointPiece> pieces =
+      flat ? FlatRunPieces(name, box_shape, parameter.shard_offset, held.numel(), data)
+           : std::vector<CheckpointPiece>{Piece(
+                 name, box_shape, std::vector<int64_t>(box_shape.size(), 0), box_shape, data)};
+  for (CheckpointPiece& piece : pieces) {
+    piece.full_shape = parameter.full_shape;
+    for (size_t d = 0; d < piece.offset.size() && d < box_offset.size(); ++d) {
+      piece.offset[d] += box_offset[d];
+    }
   }
-  return {Piece(name, parameter.full_shape, std::vector<int64_t>(parameter.full_shape.size(), 0),
-                parameter.full_shape, data)};
+  return pieces;
 }
 
 CheckpointPiece Int64Piece(const std::string& name, std::vector<int64_t>& values) {

@@ -38,12 +38,37 @@ TEST(ParameterPieces, RedirectsIntoAStateSlotLaidOutLikeTheParameters) {
   p.name = "norm.weight";
   p.full_shape = {4};
   p.value = FlatF32(params.data() + 6, 4);
-  std::vector<CheckpointPiece> pieces = ParameterPieces(p, "optimizer/exp_avg/", params.data(),
-                                                        slot.data());
+  std::vector<CheckpointPiece> pieces =
+      ParameterPieces(p, "optimizer/exp_avg/", params.data(), slot.data());
   ASSERT_EQ(pieces.size(), 1u);
   EXPECT_EQ(pieces[0].name, "optimizer/exp_avg/norm.weight");
   EXPECT_EQ(pieces[0].data.data_as<float>(), slot.data() + 6);
   EXPECT_EQ(pieces[0].full_shape, (std::vector<int64_t>{4}));
+}
+
+// Tensor parallel keeps columns [2, 4) of a 3 x 4 matrix (a 3 x 2 box at [0, 2]); fsdp then keeps
+// the box's flat elements 1..4. The pieces are boxes of the logical tensor.
+TEST(ParameterPieces, PlaceATensorParallelBoxAndItsFlatRunInTheLogicalTensor) {
+  std::vector<float> local(6), shard(4);
+  Parameter p;
+  p.name = "layers.0.attention.wo.weight";
+  p.full_shape = {3, 4};
+  p.value = TensorView{local.data(), DType::kF32, Device{}, {3, 2}, {}};
+  p.local_offset = {0, 2};
+  std::vector<CheckpointPiece> whole_box = ParameterPieces(p, "model/");
+  ASSERT_EQ(whole_box.size(), 1u);
+  EXPECT_EQ(whole_box[0].full_shape, (std::vector<int64_t>{3, 4}));
+  ExpectPieces(whole_box, {{{0, 2}, {3, 2}, 0}}, local.data());
+
+  p.placements[static_cast<int>(MeshDim::kDpShard)] = {Placement::Kind::kFlatShard, 0};
+  p.value.data = nullptr;
+  p.shard = FlatF32(shard.data(), 4);
+  p.shard_offset = 1;
+  std::vector<CheckpointPiece> run = ParameterPieces(p, "model/");
+  // The end of the box's row 0, its row 1, the start of its row 2.
+  ExpectPieces(run, {{{0, 3}, {1, 1}, 0}, {{1, 2}, {1, 2}, 1}, {{2, 2}, {1, 1}, 3}}, shard.data());
+  for (const CheckpointPiece& piece : run)
+    EXPECT_EQ(piece.full_shape, (std::vector<int64_t>{3, 4}));
 }
 
 }  // namespace

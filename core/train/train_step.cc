@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -47,6 +49,7 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   step.dp_ = dp;
   std::optional<LocalParameters> local;
   if (dp.plugin != nullptr) local = dp.plugin->local_parameters();
+  if (!local && dp.tensor_parallel != nullptr) local = dp.tensor_parallel->local_parameters();
   if (local) {
     step.params_ = local->params.data_as<float>();
     step.grads_ = local->grads.data_as<float>();
@@ -92,13 +95,32 @@ absl::Status TrainStep::ReduceLoss(double& loss) const {
 }
 
 absl::StatusOr<double> TrainStep::GradNorm() const {
-  double sum = SumOfSquares(grads_, count_);
-  Communicator* shards = dp_.plugin != nullptr ? dp_.plugin->gradient_shard_group() : nullptr;
-  if (shards != nullptr && shards->size() > 1) {
+  // The groups whose ranks hold different parts of the gradient: their squared norms add up.
+  std::vector<std::pair<Communicator*, MeshDim>> groups;
+  for (ParallelPlugin* plugin : {dp_.plugin, dp_.tensor_parallel}) {
+    Communicator* group = plugin != nullptr ? plugin->gradient_shard_group() : nullptr;
+    if (group != nullptr && group->size() > 1) groups.emplace_back(group, plugin->dimension());
+  }
+  double sum = 0;
+  for (const Parameter& p : model_->Parameters()) {
+    const bool flat =
+        p.placements[static_cast<int>(MeshDim::kDpShard)].kind == Placement::Kind::kFlatShard;
+    const TensorView& held = flat ? p.shard_grad : p.grad;
+    // A parameter replicated along a group's dimension (the norms under tp) sits on each of its
+    // ranks: each counts its share, so the sum over the group counts it once.
+    double weight = 1;
+    for (const auto& [group, dim] : groups) {
+      if (p.placements[static_cast<int>(dim)].kind == Placement::Kind::kReplicate) {
+        weight /= group->size();
+      }
+    }
+    sum += weight * SumOfSquares(held.data_as<const float>(), held.numel());
+  }
+  for (const auto& [group, dim] : groups) {
     // Two floats carry the double: the high part and what it misses.
     float parts[2] = {static_cast<float>(sum), 0.0f};
     parts[1] = static_cast<float>(sum - static_cast<double>(parts[0]));
-    TITAN_RETURN_IF_ERROR(shards->AllReduce(FlatF32(parts, 2), ReduceOp::kSum));
+    TITAN_RETURN_IF_ERROR(group->AllReduce(FlatF32(parts, 2), ReduceOp::kSum));
     sum = static_cast<double>(parts[0]) + static_cast<double>(parts[1]);
   }
   return std::sqrt(sum);

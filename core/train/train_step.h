@@ -21,6 +21,7 @@ namespace titan {
 struct StepResult {
   double loss = 0;       // mean over the microbatches
   double grad_norm = 0;  // global L2 norm of the averaged gradients, before clipping
+                         // (each parameter counted once, however many ranks hold a copy)
 };
 
 // Fills tokens and targets, each [batch, seq_len], with the next microbatch.
@@ -30,6 +31,9 @@ using NextMicrobatch = std::function<void(int32_t* tokens, int32_t* targets)>;
 struct DataParallelContext {
   ParallelPlugin* plugin = nullptr;    // ddp or fsdp, already applied to the model
   Communicator* loss_group = nullptr;  // the ranks whose losses average into the step's loss
+  // tp, applied before `plugin`: its flat buffers are what the optimizer updates unless fsdp
+  // shards them further, and its ranks' gradients add up to the whole model's.
+  ParallelPlugin* tensor_parallel = nullptr;
 };
 
 class TrainStep {

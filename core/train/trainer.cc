@@ -42,22 +42,9 @@ absl::StatusOr<double> EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t
   return mean;
 }
 
-// TorchTitan's choice of data-parallel plugin: fsdp whenever dp_shard > 1 (HSDP when
-// dp_replicate > 1 too), ddp for dp_replicate alone, none on one data-parallel rank.
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
-                                                                   const PluginRegistry& registry,
-                                                                   const MeshShape& shape) {
-  for (MeshDim dim : {MeshDim::kPp, MeshDim::kCp, MeshDim::kTp}) {
-    if (shape.degree(dim) > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "the ", MeshDimName(dim), " degree is ", shape.degree(dim),
-          ", but titan trains only data-parallel layouts so far (dp_replicate, dp_shard)"));
-    }
-  }
-  const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
-                     : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
-                                                               : nullptr;
-  if (name == nullptr) return nullptr;
+absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPlugin(const Recipe& recipe,
+                                                                     const PluginRegistry& registry,
+                                                                     const char* name) {
   absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin = registry.Create<ParallelPlugin>(name);
   if (!plugin.ok()) {
     return absl::FailedPreconditionError(
@@ -65,6 +52,43 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe&
   }
   TITAN_RETURN_IF_ERROR((*plugin)->Configure(recipe.section("parallelism")));
   return std::move(*plugin);
+}
+
+// The tp plugin when the tp degree is above 1; sequence parallel splits every sequence among the
+// tp ranks, so seq_len must divide.
+absl::StatusOr<std::unique_ptr<ParallelPlugin>> TensorParallelPlugin(const Recipe& recipe,
+                                                                     const PluginRegistry& registry,
+                                                                     const MeshShape& shape,
+                                                                     int64_t seq_len) {
+  const int tp = shape.degree(MeshDim::kTp);
+  if (tp == 1) return nullptr;
+  if (seq_len % tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.seq_len = ", seq_len,
+        " is not divisible by parallelism.tensor_parallel_degree = ", tp,
+        " (sequence parallel gives each tensor-parallel rank seq_len / ", tp, " tokens)"));
+  }
+  return CreateParallelPlugin(recipe, registry, "tp");
+}
+
+// TorchTitan's choice of data-parallel plugin: fsdp whenever dp_shard > 1 (HSDP when
+// dp_replicate > 1 too), ddp for dp_replicate alone, none on one data-parallel rank.
+absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
+                                                                   const PluginRegistry& registry,
+                                                                   const MeshShape& shape) {
+  for (MeshDim dim : {MeshDim::kPp, MeshDim::kCp}) {
+    if (shape.degree(dim) > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the ", MeshDimName(dim), " degree is ", shape.degree(dim),
+          ", but titan trains only data- and tensor-parallel layouts so far (dp_replicate, "
+          "dp_shard, tp)"));
+    }
+  }
+  const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
+                     : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
+                                                               : nullptr;
+  if (name == nullptr) return nullptr;
+  return CreateParallelPlugin(recipe, registry, name);
 }
 
 }  // namespace
@@ -94,6 +118,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   const int64_t accumulation = global_batch / (batch * dp_degree);
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> data_parallel,
                          DataParallelPlugin(recipe, registry, shape));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> tensor_parallel,
+                         TensorParallelPlugin(recipe, registry, shape, seq_len));
 
   TITAN_ASSIGN_OR_RETURN(TrainingData data,
                          LoadTrainingData(recipe, batch, seq_len, dp_rank, dp_degree));
@@ -117,14 +143,17 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
 
-  if (data_parallel != nullptr) {
-    TITAN_RETURN_IF_ERROR(data_parallel->Apply(model->root(), mesh));
+  // TorchTitan's order: tp, then fsdp or ddp over the tp-local tensors.
+  for (ParallelPlugin* plugin : {tensor_parallel.get(), data_parallel.get()}) {
+    if (plugin == nullptr) continue;
+    TITAN_RETURN_IF_ERROR(plugin->Apply(model->root(), mesh));
     model->ReleaseUnusedStorage();
   }
   TITAN_ASSIGN_OR_RETURN(
       TrainStep train_step,
-      TrainStep::Create(*model, optimizer, batch, seq_len, accumulation, max_norm,
-                        DataParallelContext{data_parallel.get(), &mesh.world()}));
+      TrainStep::Create(
+          *model, optimizer, batch, seq_len, accumulation, max_norm,
+          DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get()}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
@@ -213,7 +242,10 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   SetLogStep(-1);
   spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
   // From here on every rank holds the whole model, so saving and sampling need no collectives.
-  if (data_parallel != nullptr) TITAN_RETURN_IF_ERROR(data_parallel->Unshard());
+  // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
+  for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
+    if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+  }
   if (!lead) return absl::OkStatus();
   // The trained parameters, for titan-generate (the checkpoint issue adds full checkpoints).
   const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();

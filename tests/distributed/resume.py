@@ -8,6 +8,8 @@ exact     (--ranks N): a run resumed from the step-10 checkpoint of an uninterru
           asynchronous (checkpoint.async_mode = "async").
 reshard   a checkpoint saved under fsdp 4 resumes on 2 ranks and on 1, with the same losses
           as the uninterrupted single-rank run (1e-5 relative).
+reshard_tp  the same for a checkpoint saved under fsdp 2 x tp 2, resumed under tp 2, fsdp 2
+          and on 1 rank.
 killed    a run killed while writing a checkpoint leaves the previous one loadable: the resumed
           run starts from it and ignores the interrupted step-<N>.tmp.
 """
@@ -25,21 +27,23 @@ STEPS = 20
 GUARD_S = 300  # only against a hang of this script; nothing is asserted about speed
 
 
-def command(args, out, ranks, *extra):
+def command(args, out, ranks, *extra, tp=1):
+    # The ranks of a tp group read the same batch: ranks / tp data-parallel ranks share the 4.
     run = [args.titan_run, "--recipe", args.recipe, f"--job.dump_folder={out}",
            f"--training.steps={STEPS}", "--generate.max_new_tokens=0", "--validation.freq=5",
            "--validation.steps=1", "--training.global_batch_size=4",
-           f"--training.local_batch_size={4 // ranks}", "--checkpoint.enable=true",
+           f"--training.local_batch_size={4 * tp // ranks}",
+           f"--parallelism.tensor_parallel_degree={tp}", "--checkpoint.enable=true",
            "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false", *extra]
     if ranks > 1:
         run = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + run
     return run
 
 
-def train(args, out, ranks, *extra, fresh=True):
+def train(args, out, ranks, *extra, fresh=True, tp=1):
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
-    run = command(args, out, ranks, *extra)
+    run = command(args, out, ranks, *extra, tp=tp)
     print(" ".join(run), flush=True)
     done = subprocess.run(run, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
@@ -107,6 +111,18 @@ def reshard(args):
         compare(losses(out), losses(single), 1e-5, f"fsdp 4 -> {ranks} rank(s)")
 
 
+def reshard_tp(args):
+    single = os.path.join(args.work, "single")
+    train(args, single, 1)
+    saved = os.path.join(args.work, "fsdp2_tp2")
+    train(args, saved, 4, tp=2)
+    for name, ranks, tp in (("tp2", 2, 2), ("fsdp2", 2, 1), ("one_rank", 1, 1)):
+        out = os.path.join(args.work, f"resumed_{name}")
+        resume_from(saved, out)
+        train(args, out, ranks, fresh=False, tp=tp)
+        compare(losses(out), losses(single), 1e-5, f"fsdp 2 x tp 2 -> {name}")
+
+
 def killed(args):
     out = os.path.join(args.work, "killed")
     for attempt in range(5):
@@ -147,10 +163,10 @@ def main():
     parser.add_argument("--titan-run", required=True)
     parser.add_argument("--recipe", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--mode", choices=["exact", "reshard", "killed"], required=True)
+    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "killed"], required=True)
     parser.add_argument("--ranks", type=int, default=1)
     args = parser.parse_args()
-    {"exact": exact, "reshard": reshard, "killed": killed}[args.mode](args)
+    {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "killed": killed}[args.mode](args)
 
 
 if __name__ == "__main__":

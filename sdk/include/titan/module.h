@@ -31,6 +31,9 @@ struct Parameter {
   // module runs and may set them to null in between.
   TensorView value;
   TensorView grad;  // same shape as value; the module accumulates into it
+  // Where value's box starts in the logical tensor, per dimension, when tensor parallelism
+  // keeps a slice of it (value.shape is the box's extent); empty means the whole tensor.
+  std::vector<int64_t> local_offset;
   std::array<Placement, kMeshDims> placements;  // one per MeshDim
   bool weight_decay = true;
   // With flat sharding (fsdp): this rank's contiguous run of value's row-major elements, from
@@ -51,6 +54,28 @@ class ModuleHooks {
   virtual absl::Status AfterBackward() { return absl::OkStatus(); }
 };
 
+// How a model computes under tensor parallelism (TorchTitan's Llama plan): column-parallel
+// projections over heads and hidden features, row-parallel ones back into the residual stream,
+// sequence parallel for the norms and the residual, vocabulary-parallel embedding and output.
+struct TensorParallelLayout {
+  Communicator* group = nullptr;  // the tp ranks; null (or one rank): no tensor parallelism
+  bool loss_parallel = true;      // the loss over vocabulary shards, never the whole logits
+};
+
+// A model that can compute tensor-parallel. The tp plugin shards the parameters first (each
+// Parameter's value and grad narrowed to this rank's box, placements[kTp] saying along which
+// tensor dimension), then tells the model the layout, which checks that its shapes divide and
+// that every parameter holds the box it expects, and from then on computes with its local heads,
+// features and vocabulary rows. Setting a layout without a group restores whole parameters.
+class TensorParallelTarget {
+ public:
+  virtual ~TensorParallelTarget() = default;
+  // Whether the model's heads, features and vocabulary divide among `degree` ranks; an error
+  // names the model's numbers. The tp plugin asks before it shards anything.
+  virtual absl::Status CheckTensorParallelDegree(int degree) const = 0;
+  virtual absl::Status SetTensorParallel(const TensorParallelLayout& layout) = 0;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -59,6 +84,9 @@ class Module {
   virtual std::vector<Module*> children() = 0;
   // The module keeps the hooks alive; hooks run in the order they were added.
   virtual void AddHooks(std::unique_ptr<ModuleHooks> hooks) = 0;
+  // The model behind a root module that can compute tensor-parallel; null otherwise. The model's
+  // forward is monolithic, so tensor parallelism is a layout it learns, not modules swapped in.
+  virtual TensorParallelTarget* tensor_parallel_target() { return nullptr; }
 };
 
 }  // namespace titan

@@ -1,0 +1,85 @@
+// The `tp` parallel plugin (dimension tp): TorchTitan's tensor parallelism for Llama, with
+// sequence parallel and the vocabulary-parallel (loss-parallel) output. Apply shards the
+// parameters by the plan (tp_shards.h) into this plugin's flat buffers, which the optimizer
+// updates unless fsdp, applied after, shards them further; then it hands the model the tp
+// group through TensorParallelTarget, and the model runs the communication
+// (core/model/tensor_parallel.h). Our model is one forward function, not a tree of linears to
+// swap, so what changes hands is the layout.
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/parallel/tp/tp_shards.h"
+#include "titan/parallel.h"
+
+namespace titan::tp {
+namespace {
+
+void CollectParameters(Module& module, std::vector<Parameter*>& out) {
+  for (Parameter* p : module.parameters()) out.push_back(p);
+  for (Module* child : module.children()) CollectParameters(*child, out);
+}
+
+class TensorParallel : public ParallelPlugin {
+ public:
+  MeshDim dimension() const override { return MeshDim::kTp; }
+
+  absl::Status Configure(const ConfigView& config) override {
+    const struct {
+      const char* key;
+      const char* why;
+    } kUnsupported[] = {
+        {"disable_loss_parallel",
+         "the tp plugin computes the loss vocabulary-parallel only (gathering the logits is not "
+         "implemented)"},
+        {"enable_async_tensor_parallel",
+         "the tp plugin's collectives run on the compute thread (async TP is not implemented)"},
+    };
+    for (const auto& entry : kUnsupported) {
+      if (!config.Has(entry.key)) continue;
+      TITAN_ASSIGN_OR_RETURN(bool set, config.GetBool(entry.key));
+      if (set) return config.Error(entry.key, absl::StrCat("expected false: ", entry.why));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Apply(Module& model, DeviceMesh& mesh) override {
+    if (group_ != nullptr) return absl::FailedPreconditionError("tp: applied twice");
+    target_ = model.tensor_parallel_target();
+    if (target_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "tp: the model offers no TensorParallelTarget, so it cannot compute tensor-parallel");
+    }
+    Communicator& group = mesh.group(MeshDim::kTp);
+    TITAN_RETURN_IF_ERROR(target_->CheckTensorParallelDegree(group.size()));
+    std::vector<Parameter*> parameters;
+    CollectParameters(model, parameters);
+    TITAN_RETURN_IF_ERROR(shards_.Shard(parameters, group.size(), group.rank()));
+    group_ = &group;
+    return target_->SetTensorParallel(TensorParallelLayout{group_});
+  }
+
+  absl::Status Unshard() override {
+    if (group_ == nullptr) return absl::OkStatus();
+    TITAN_RETURN_IF_ERROR(shards_.Unshard(*group_));
+    return target_->SetTensorParallel(TensorParallelLayout{});
+  }
+
+  std::optional<LocalParameters> local_parameters() override {
+    return LocalParameters{shards_.values(), shards_.grads(), shards_.segments()};
+  }
+  // The split parameters' squared norms add up across the group; the replicated ones
+  // (placements[kTp] kReplicate) sit on every rank, which the gradient norm accounts for.
+  Communicator* gradient_shard_group() override { return group_; }
+
+ private:
+  Communicator* group_ = nullptr;
+  TensorParallelTarget* target_ = nullptr;
+  TpShards shards_;
+};
+
+}  // namespace
+}  // namespace titan::tp
+
+TITAN_PLUGIN(titan::ParallelPlugin, titan::tp::TensorParallel, "tp", "1.0.0",
+             "tensor parallel with sequence parallel and a vocabulary-parallel loss (tp)")

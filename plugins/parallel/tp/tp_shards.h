@@ -1,0 +1,60 @@
+// This rank's boxes of the parameters under TorchTitan's tensor-parallel plan for Llama, kept in
+// flat buffers the optimizer can update in one pass. The plan says which tensor dimension the tp
+// ranks split:
+//   column-parallel wq, wk, wv, w1, w3 and output: dim 0 (output features: heads, hidden
+//     features, vocabulary rows);
+//   row-parallel wo and w2: dim 1 (input features);
+//   tok_embeddings: dim 0 (vocabulary rows; tokens a rank lacks look up zeros);
+//   the norms: replicated (sequence parallel runs them on each rank's run of the tokens).
+#ifndef TITAN_PLUGINS_PARALLEL_TP_TP_SHARDS_H_
+#define TITAN_PLUGINS_PARALLEL_TP_TP_SHARDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "titan/communicator.h"
+#include "titan/module.h"
+#include "titan/optimizer.h"
+
+namespace titan::tp {
+
+inline constexpr int kReplicated = -1;
+
+// The tensor dimension the plan splits for a parameter of this name, or kReplicated; nullopt
+// for a name the plan does not know.
+std::optional<int> PlannedDim(const std::string& name);
+
+class TpShards {
+ public:
+  // Copies rank `rank` of `degree`'s box of every parameter (whole, with values) into this
+  // object's buffers and narrows each parameter's value and grad to it, setting local_offset and
+  // placements[kTp]. An unknown name or an uneven split is an error naming the parameter.
+  absl::Status Shard(const std::vector<Parameter*>& parameters, int degree, int rank);
+  // Gathers every parameter whole from the group's boxes into new buffers and points value and
+  // grad (zeroed) at them. Collective over `group`.
+  absl::Status Unshard(Communicator& group);
+
+  TensorView values() { return FlatF32(local_.data(), static_cast<int64_t>(local_.size())); }
+  TensorView grads() {
+    return FlatF32(local_grad_.data(), static_cast<int64_t>(local_grad_.size()));
+  }
+  const std::vector<ParamSegment>& segments() const { return segments_; }
+
+ private:
+  struct Entry {
+    Parameter* p;
+    int dim;         // kReplicated or the split tensor dimension
+    int64_t offset;  // in the flat buffers
+  };
+  std::vector<Entry> entries_;
+  std::vector<float> local_, local_grad_;
+  std::vector<ParamSegment> segments_;
+  std::vector<std::unique_ptr<float[]>> whole_;  // after Unshard: each value and grad, whole
+};
+
+}  // namespace titan::tp
+
+#endif  // TITAN_PLUGINS_PARALLEL_TP_TP_SHARDS_H_
