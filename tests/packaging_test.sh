@@ -11,6 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 deb=$(ls "$work"/*.deb)
 contents=$(dpkg-deb -c "$deb")
 for path in ./usr/bin/titan-run ./usr/lib/titan/plugins/titan_optimizer_adamw.so \
+            ./usr/bin/titan-checkpoint ./usr/lib/titan/plugins/titan_checkpoint_safetensors.so \
             ./usr/include/titan/plugin.h ./usr/lib/cmake/TitanSDK/TitanSDKConfig.cmake \
             ./usr/lib/cmake/TitanSDK/TitanPlugin.cmake ./usr/share/titan/recipes/llama3_debug.toml; do
   grep -q " $path\$" <<<"$contents" || fail "$deb lacks $path"
@@ -28,6 +29,10 @@ grep -q "$work/root/usr/lib/titan/plugins/titan_optimizer_adamw.so" <<<"$list" |
 env -u TITAN_PLUGIN_PATH "$work/root/usr/bin/titan-run" \
   --recipe "$work/root/usr/share/titan/recipes/llama3_debug.toml" --validate 2>&1 | grep -q "recipe is valid" \
   || fail "unpacked titan-run does not validate its recipe"
+# The unpacked titan-checkpoint finds the safetensors plugin beside it and reaches the folder.
+out=$(env -u TITAN_PLUGIN_PATH "$work/root/usr/bin/titan-checkpoint" list "$work/none" \
+        --format=safetensors 2>&1 || true)
+grep -q "$work/none: no such folder" <<<"$out" || fail "unpacked titan-checkpoint: $out"
 
 if command -v rpmbuild >/dev/null; then
   (cd "$build_dir" && cpack -G RPM -B "$work" >"$work/cpack-rpm.log") || { cat "$work/cpack-rpm.log"; fail "cpack RPM"; }

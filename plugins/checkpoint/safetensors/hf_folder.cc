@@ -1,0 +1,214 @@
+#include "plugins/checkpoint/safetensors/hf_folder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "plugins/checkpoint/safetensors/convert.h"
+#include "plugins/checkpoint/safetensors/hf_layout.h"
+#include "plugins/checkpoint/safetensors/pieces.h"
+
+namespace titan::safetensors {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr char kModelPrefix[] = "model/";
+
+std::string Shape(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfFolder>> HfFolder::Open(const std::string& folder) {
+  std::error_code error;
+  if (!fs::is_directory(folder, error)) {
+    return absl::NotFoundError(absl::StrCat(folder, ": no such folder"));
+  }
+  std::unique_ptr<HfFolder> result(new HfFolder(folder));
+  const std::string index = (fs::path(folder) / kIndexFile).string();
+  const std::string single = (fs::path(folder) / kModelFile).string();
+  std::string source;  // what names the tensors: the index or the one file
+  if (fs::exists(index, error)) {
+    TITAN_RETURN_IF_ERROR(result->ReadIndex(index));
+    source = index;
+  } else if (fs::exists(single, error)) {
+    TITAN_RETURN_IF_ERROR(result->AddFile(kModelFile));
+    source = single;
+  } else {
+    return absl::NotFoundError(absl::StrCat(folder, ": expected ", kModelFile, " or ", kIndexFile,
+                                            ", found neither: not a safetensors checkpoint"));
+  }
+  const std::string config_path = (fs::path(folder) / kConfigFile).string();
+  absl::StatusOr<std::string> config = ReadText(config_path);
+  if (!config.ok()) {
+    return absl::NotFoundError(absl::StrCat(config_path, ": missing; a Hugging Face Llama folder ",
+                                            "holds its config.json beside the tensors"));
+  }
+  result->config_path_ = config_path;
+  TITAN_ASSIGN_OR_RETURN(result->shape_, ModelShapeFromHfConfig(*config, config_path));
+  TITAN_RETURN_IF_ERROR(result->CheckAgainstConfig(source));
+  return result;
+}
+
+absl::Status HfFolder::ReadIndex(const std::string& path) {
+  TITAN_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  Json index;
+  try {
+    index = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": does not parse as JSON: ", e.what()));
+  }
+  auto map = index.is_object() ? index.find("weight_map") : index.end();
+  if (map == index.end() || !map->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected an object \"weight_map\" of tensor name -> file"));
+  }
+  std::set<std::string> files;
+  for (const auto& [name, file] : map->items()) {
+    if (!file.is_string() || file.get<std::string>().empty() ||
+        file.get<std::string>().find('/') != std::string::npos || file == "." || file == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": weight_map[\"", name,
+                       "\"]: expected a file name in the folder, found ", file.dump()));
+    }
+    files.insert(file.get<std::string>());
+  }
+  for (const std::string& file : files) TITAN_RETURN_IF_ERROR(AddFile(file));
+  for (const auto& [name, file] : map->items()) {
+    bool found = false;
+    for (const auto& [titan, stored] : tensors_) {
+      found |= stored.entry.name == name &&
+               fs::path(stored.file->path()).filename().string() == file.get<std::string>();
+    }
+    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq")) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": weight_map puts '", name, "' in ",
+                                                     file.get<std::string>(),
+                                                     ", which does not hold it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HfFolder::AddFile(const std::string& name) {
+  const std::string path = (fs::path(folder_) / name).string();
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  TITAN_ASSIGN_OR_RETURN(FileHeader header, ParseHeader(file->bytes(), path));
+  for (TensorEntry& entry : header.tensors) {
+    // Older transformers saved each layer's rotary frequencies; they follow from config.json.
+    if (absl::EndsWith(entry.name, "rotary_emb.inv_freq")) continue;
+    auto error = [&](absl::string_view message) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor '", entry.name, "': ", message));
+    };
+    absl::StatusOr<std::string> titan = TitanName(entry.name);
+    if (!titan.ok()) return error(titan.status().message());
+    if (!IsStoredFloat(entry.dtype)) {
+      return error(
+          absl::StrCat("expected F32, BF16 or F16, found ", SafetensorsDTypeName(entry.dtype)));
+    }
+    if (tensors_.count(*titan) > 0) {
+      return error(absl::StrCat("also in ", tensors_[*titan].file->path()));
+    }
+    tensors_[*titan] = Stored{file.get(), header.data_start, std::move(entry)};
+  }
+  for (auto& [key, value] : header.metadata) file_metadata_.insert({key, value});
+  files_.push_back(std::move(file));
+  return absl::OkStatus();
+}
+
+absl::Status HfFolder::CheckAgainstConfig(const std::string& source) const {
+  const std::map<std::string, std::vector<int64_t>> expected = ParameterShapes(shape_);
+  for (const auto& [name, shape] : expected) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      return absl::NotFoundError(absl::StrCat(source, ": no tensor '", *HfName(name),
+                                              "' (titan's '", name, "'), which the model of ",
+                                              config_path_, " has"));
+    }
+  }
+  for (const auto& [name, stored] : tensors_) {
+    auto it = expected.find(name);
+    // A tied model may still carry lm_head; it must then match the embeddings.
+    const std::vector<int64_t> want = it != expected.end() ? it->second
+                                      : name == "output.weight"
+                                          ? expected.at("tok_embeddings.weight")
+                                          : std::vector<int64_t>{};
+    if (want.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          stored.file->path(), ": tensor '", stored.entry.name, "' is not part of the model ",
+          config_path_, " describes (", shape_.n_layers, " layers)"));
+    }
+    if (want != stored.entry.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(stored.file->path(), ": tensor '", stored.entry.name, "' has shape ",
+                       Shape(stored.entry.shape), ", ", config_path_, " implies ", Shape(want)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+CheckpointContents HfFolder::Contents() const {
+  CheckpointContents contents;
+  for (const auto& [name, stored] : tensors_) {
+    contents.tensors.push_back(
+        {absl::StrCat(kModelPrefix, name), stored.entry.shape, stored.entry.dtype});
+  }
+  contents.metadata = MetadataOf(shape_);
+  for (const auto& [key, value] : file_metadata_) {
+    if (key != "format") contents.metadata.insert({key, value});  // config.json wins
+  }
+  return contents;
+}
+
+absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
+  absl::string_view name = piece.name;
+  if (!absl::ConsumePrefix(&name, kModelPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat("safetensors checkpoints hold the model only; ",
+                                                   folder_, " has no '", piece.name, "'"));
+  }
+  TITAN_ASSIGN_OR_RETURN(Box box, BoxOf(piece));
+  auto it = tensors_.find(std::string(name));
+  // Tied embeddings serve as the output projection of a model that keeps its own.
+  if (it == tensors_.end() && name == "output.weight" && shape_.tie_embeddings) {
+    it = tensors_.find("tok_embeddings.weight");
+  }
+  if (it == tensors_.end()) {
+    return absl::NotFoundError(absl::StrCat(folder_, " has no tensor '", piece.name, "'"));
+  }
+  const Stored& stored = it->second;
+  if (stored.entry.shape != piece.full_shape) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", piece.name, "': ", folder_,
+                                                   " holds shape ", Shape(stored.entry.shape),
+                                                   ", expected ", Shape(piece.full_shape)));
+  }
+  const bool rotary = HasRotaryRows(name);
+  const int64_t element = static_cast<int64_t>(DTypeSize(stored.entry.dtype));
+  const char* data = stored.file->bytes().data() + stored.data_start + stored.entry.begin;
+  for (int64_t r = 0; r < box.rows; ++r) {
+    const int64_t row = box.row0 + r;
+    const int64_t file_row = rotary ? HfRow(row, shape_.head_dim()) : row;
+    TITAN_RETURN_IF_ERROR(ConvertElements(data + (file_row * box.full_cols + box.col0) * element,
+                                          stored.entry.dtype, PieceRow(piece.data, box, r),
+                                          piece.data.dtype, box.cols));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace titan::safetensors

@@ -1,0 +1,90 @@
+// A small Llama model as checkpoint plugins see it: its parameters as whole pieces named
+// "model/<parameter>" and its shape as checkpoint metadata, for the checkpoint tests.
+#ifndef TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
+#define TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
+
+#include <charconv>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/model/llama.h"
+#include "titan/checkpoint.h"
+
+namespace titan::checkpoint_testing {
+
+// dim 64, 2 layers, 4 heads of 16, 2 kv heads, vocab 97; Llama 3 rope scaling with an original
+// context of 32 so that short sequences meet all three frequency bands (kept, smoothed, scaled).
+inline LlamaConfig SmallConfig(bool tied = false) {
+  LlamaConfig config;
+  config.dim = 64, config.n_layers = 2, config.n_heads = 4, config.n_kv_heads = 2;
+  config.vocab_size = 97, config.multiple_of = 32, config.tie_embeddings = tied;
+  config.norm_eps = 1e-5;
+  config.rope.theta = 10000.0;
+  config.rope.scaled = true;
+  config.rope.scale_factor = 4.0;
+  config.rope.low_freq_factor = 1.0;
+  config.rope.high_freq_factor = 4.0;
+  config.rope.original_context = 32.0;
+  return config;
+}
+
+// Initialised from `seed`, with the norm weights moved off 1 so they are tested too, and wq, wk
+// scaled up: with TorchTitan's small initial values attention is nearly uniform, and the logits
+// would hardly depend on how the rotary embedding is laid out.
+inline std::unique_ptr<LlamaModel> SmallModel(const LlamaConfig& config, uint64_t seed = 42) {
+  std::unique_ptr<LlamaModel> model = std::move(LlamaModel::Create(config)).value();
+  model->Initialize(seed);
+  const Arena& params = model->params();
+  for (int i = 0; i < params.size(); ++i) {
+    const std::string& name = params.name(i);
+    float* w = params.at(i).data<float>();
+    for (int64_t j = 0; j < params.at(i).numel(); ++j) {
+      if (name.find("norm") != std::string::npos) w[j] = 1.0f + 0.1f * std::sin(j + i);
+      if (name.find(".wq.") != std::string::npos || name.find(".wk.") != std::string::npos) {
+        w[j] *= 8.0f;
+      }
+    }
+  }
+  return model;
+}
+
+inline std::string Text(double value) {
+  char buffer[32];
+  return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
+}
+
+// The metadata keys titan/checkpoint.h lists.
+inline CheckpointMetadata ModelMetadata(const LlamaConfig& c, int64_t max_seq_len = 256) {
+  return {{"model.dim", absl::StrCat(c.dim)},
+          {"model.n_layers", absl::StrCat(c.n_layers)},
+          {"model.n_heads", absl::StrCat(c.n_heads)},
+          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
+          {"model.vocab_size", absl::StrCat(c.vocab_size)},
+          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
+          {"model.norm_eps", Text(c.norm_eps)},
+          {"model.rope_theta", Text(c.rope.theta)},
+          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
+          {"model.rope_scale_factor", Text(c.rope.scale_factor)},
+          {"model.rope_low_freq_factor", Text(c.rope.low_freq_factor)},
+          {"model.rope_high_freq_factor", Text(c.rope.high_freq_factor)},
+          {"model.rope_original_context", Text(c.rope.original_context)},
+          {"model.max_seq_len", absl::StrCat(max_seq_len)},
+          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
+}
+
+// One whole piece per parameter, viewing the model's own values.
+inline std::vector<CheckpointPiece> ModelPieces(const LlamaModel& model) {
+  std::vector<CheckpointPiece> pieces;
+  for (const Parameter& p : model.Parameters()) {
+    pieces.push_back(
+        {"model/" + p.name, p.full_shape, std::vector<int64_t>(p.full_shape.size(), 0), p.value});
+  }
+  return pieces;
+}
+
+}  // namespace titan::checkpoint_testing
+
+#endif  // TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
