@@ -1,5 +1,7 @@
 #include "core/model/config.h"
 
+#include <charconv>
+
 #include "absl/strings/str_cat.h"
 
 namespace titan {
@@ -62,6 +64,28 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
         "model.flavor: expected one of debugmodel, 1B, 3B, 8B, 70B, 405B, found '", flavor, "'"));
   }
   return c;
+}
+
+std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, int64_t max_seq_len) {
+  auto text = [](double value) {
+    char buffer[32];
+    return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
+  };
+  return {{"model.dim", absl::StrCat(c.dim)},
+          {"model.n_layers", absl::StrCat(c.n_layers)},
+          {"model.n_heads", absl::StrCat(c.n_heads)},
+          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
+          {"model.vocab_size", absl::StrCat(c.vocab_size)},
+          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
+          {"model.norm_eps", text(c.norm_eps)},
+          {"model.rope_theta", text(c.rope.theta)},
+          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
+          {"model.rope_scale_factor", text(c.rope.scale_factor)},
+          {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
+          {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
+          {"model.rope_original_context", text(c.rope.original_context)},
+          {"model.max_seq_len", absl::StrCat(max_seq_len)},
+          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
 }
 
 }  // namespace titan

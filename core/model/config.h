@@ -4,6 +4,7 @@
 #define TITAN_CORE_MODEL_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -31,6 +32,11 @@ struct LlamaConfig {
   // Checks the shape is one the kernels can run: heads divide dim, kv heads divide heads, ...
   absl::Status Validate() const;
 };
+
+// The model's shape as the checkpoint metadata keys titan/checkpoint.h lists ("model.dim", ...),
+// numbers written so that they read back exactly.
+std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& config,
+                                                        int64_t max_seq_len);
 
 // debugmodel, 1B, 3B, 8B, 70B, 405B (the last five with Llama 3's vocabulary of 128,256).
 absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor);

@@ -8,30 +8,6 @@ namespace titan {
 
 namespace {
 
-float LoadAsF32(const void* data, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kBF16:
-      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16:
-      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
-    default:
-      return static_cast<const float*>(data)[i];
-  }
-}
-
-void StoreF32(void* data, DType dtype, int64_t i, float value) {
-  switch (dtype) {
-    case DType::kBF16:
-      static_cast<uint16_t*>(data)[i] = F32ToBf16(value);
-      break;
-    case DType::kF16:
-      static_cast<uint16_t*>(data)[i] = F32ToF16(value);
-      break;
-    default:
-      static_cast<float*>(data)[i] = value;
-  }
-}
-
 bool IsFloat16Or32(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
 }

@@ -87,25 +87,6 @@ void CopyPieces(StatePieces& out, DType dtype) {
   }
 }
 
-CheckpointMetadata ModelMetadata(const LlamaConfig& c, int64_t max_seq_len) {
-  auto text = [](double v) { return absl::StrCat(v); };
-  return {{"model.dim", absl::StrCat(c.dim)},
-          {"model.n_layers", absl::StrCat(c.n_layers)},
-          {"model.n_heads", absl::StrCat(c.n_heads)},
-          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
-          {"model.vocab_size", absl::StrCat(c.vocab_size)},
-          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
-          {"model.norm_eps", text(c.norm_eps)},
-          {"model.rope_theta", text(c.rope.theta)},
-          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
-          {"model.rope_scale_factor", text(c.rope.scale_factor)},
-          {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
-          {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
-          {"model.rope_original_context", text(c.rope.original_context)},
-          {"model.max_seq_len", absl::StrCat(max_seq_len)},
-          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
-}
-
 std::string StepFolder(const std::string& root, int64_t step) {
   return (fs::path(root) / absl::StrCat("step-", step)).string();
 }
@@ -251,7 +232,7 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   pieces.loader = LoaderVector(state.loader->state());
   if (state.eval_loader != nullptr) pieces.eval_loader = LoaderVector(state.eval_loader->state());
   Collect(state, model_only, {}, pieces);
-  CheckpointMetadata metadata = ModelMetadata(state.model->config(), state.max_seq_len);
+  CheckpointMetadata metadata = CheckpointMetadataOf(state.model->config(), state.max_seq_len);
   metadata["train.step"] = absl::StrCat(step);
   metadata[kModelOnly] = model_only ? "true" : "false";
   const std::string folder = StepFolder(root_, step);

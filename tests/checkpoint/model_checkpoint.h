@@ -51,28 +51,9 @@ inline std::unique_ptr<LlamaModel> SmallModel(const LlamaConfig& config, uint64_
   return model;
 }
 
-inline std::string Text(double value) {
-  char buffer[32];
-  return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
-}
-
 // The metadata keys titan/checkpoint.h lists.
 inline CheckpointMetadata ModelMetadata(const LlamaConfig& c, int64_t max_seq_len = 256) {
-  return {{"model.dim", absl::StrCat(c.dim)},
-          {"model.n_layers", absl::StrCat(c.n_layers)},
-          {"model.n_heads", absl::StrCat(c.n_heads)},
-          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
-          {"model.vocab_size", absl::StrCat(c.vocab_size)},
-          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
-          {"model.norm_eps", Text(c.norm_eps)},
-          {"model.rope_theta", Text(c.rope.theta)},
-          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
-          {"model.rope_scale_factor", Text(c.rope.scale_factor)},
-          {"model.rope_low_freq_factor", Text(c.rope.low_freq_factor)},
-          {"model.rope_high_freq_factor", Text(c.rope.high_freq_factor)},
-          {"model.rope_original_context", Text(c.rope.original_context)},
-          {"model.max_seq_len", absl::StrCat(max_seq_len)},
-          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
+  return CheckpointMetadataOf(c, max_seq_len);
 }
 
 // One whole piece per parameter, viewing the model's own values.

@@ -14,30 +14,6 @@ bool IsFloat(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
 }
 
-float Load(const void* data, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kBF16:
-      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16:
-      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
-    default:
-      return static_cast<const float*>(data)[i];
-  }
-}
-
-void Store(void* data, DType dtype, int64_t i, float value) {
-  switch (dtype) {
-    case DType::kBF16:
-      static_cast<uint16_t*>(data)[i] = F32ToBf16(value);
-      break;
-    case DType::kF16:
-      static_cast<uint16_t*>(data)[i] = F32ToF16(value);
-      break;
-    default:
-      static_cast<float*>(data)[i] = value;
-  }
-}
-
 // Row-major strides of `shape`, in elements.
 std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
@@ -107,7 +83,7 @@ int64_t CopyOverlap(const Box& src, const void* src_data, DType src_dtype, const
                   static_cast<const char*>(src_data) + s * src_size, run * src_size);
     } else {
       for (int64_t i = 0; i < run; ++i)
-        Store(dst_data, dst_dtype, t + i, Load(src_data, src_dtype, s + i));
+        StoreF32(dst_data, dst_dtype, t + i, LoadAsF32(src_data, src_dtype, s + i));
     }
     copied += run;
     size_t d = rank - 1;  // the next row: count up the leading dimensions like an odometer

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "titan/tensor_view.h"
+
 namespace titan {
 
 inline float Bf16ToF32(uint16_t bits) {
@@ -51,6 +53,31 @@ inline uint16_t F32ToF16(float value) {
   const int biased = exponent + 15 + (units >> 11);
   const int mantissa = (units >> (units >> 11)) & 0x3ff;
   return sign | static_cast<uint16_t>((biased << 10) | mantissa);
+}
+
+// Element i of an f32, bf16 or f16 buffer as f32, and the other way.
+inline float LoadAsF32(const void* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
+  }
+}
+
+inline void StoreF32(void* data, DType dtype, int64_t i, float value) {
+  switch (dtype) {
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = F32ToBf16(value);
+      break;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = F32ToF16(value);
+      break;
+    default:
+      static_cast<float*>(data)[i] = value;
+  }
 }
 
 }  // namespace titan
