@@ -100,13 +100,21 @@ def main():
         sys.exit("the surviving rank hung after its peer died")
     print(output)
 
-    pattern = (r"\[rank 0 step \d+\] .*rank 0: (all-gather|reduce-scatter|all-reduce) #(\d+) on "
-               r"(\S+) \(2 ranks\) did not complete within " + str(TIMEOUT_S) + r"s")
-    match = re.search(pattern, output)
-    if not match:
+    # Either the collective rank 0 was waiting in timed out, or it was refused because an
+    # earlier one on the same communicator (queued on the communication thread) had.
+    ops = r"(all-gather|reduce-scatter|all-reduce)"
+    direct = re.search(r"\[rank 0 step \d+\] .*rank 0: " + ops + r" #(\d+) on (\S+) \(2 ranks\) "
+                       r"did not complete within " + str(TIMEOUT_S) + r"s", output)
+    earlier = re.search(r"\[rank 0 step \d+\] .*rank 0: \S+ #\d+ on (\S+) \(2 ranks\): the "
+                        r"communicator is unusable after an earlier " + ops + r" #(\d+) that did "
+                        r"not complete within " + str(TIMEOUT_S) + r"s", output)
+    if direct:
+        op, sequence, comm = direct.group(1), int(direct.group(2)), direct.group(3)
+    elif earlier:
+        op, sequence, comm = earlier.group(2), int(earlier.group(3)), earlier.group(1)
+    else:
         sys.exit("rank 0 did not report the collective that timed out, naming itself, "
                  "the collective and its sequence number")
-    op, sequence, comm = match.group(1), int(match.group(2)), match.group(3)
     record_path = os.path.join(trace, "flight_recorder_rank0.json")
     if record_path not in output:
         sys.exit(f"the error does not name the flight record {record_path}")
