@@ -5,17 +5,10 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor/splitmix64.h"
 
 namespace titan {
 namespace {
-
-// SplitMix64's finalizer: nearby (seed, epoch, shard) triples get unrelated generator seeds.
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Our own Fisher-Yates over mt19937_64: std::shuffle's algorithm differs between libraries.
 void Shuffle(std::vector<int64_t>& items, uint64_t seed) {
@@ -86,7 +79,8 @@ void PackedLoader::StartEpoch(int64_t epoch) {
   served_ = 0;
   order_.resize(shards_.size());
   std::iota(order_.begin(), order_.end(), 0);
-  if (options_.shuffle) Shuffle(order_, Mix(Mix(options_.seed) ^ static_cast<uint64_t>(epoch)));
+  if (options_.shuffle)
+    Shuffle(order_, SplitMix64(SplitMix64(options_.seed) ^ static_cast<uint64_t>(epoch)));
   EnterShard(0);
 }
 
@@ -98,8 +92,9 @@ void PackedLoader::EnterShard(int64_t position) {
   windows_.resize(shard.count);
   std::iota(windows_.begin(), windows_.end(), shard.first);
   if (options_.shuffle) {
-    Shuffle(windows_, Mix(Mix(Mix(options_.seed) ^ static_cast<uint64_t>(state_.epoch)) ^
-                          static_cast<uint64_t>(shard.index)));
+    Shuffle(windows_,
+            SplitMix64(SplitMix64(SplitMix64(options_.seed) ^ static_cast<uint64_t>(state_.epoch)) ^
+                       static_cast<uint64_t>(shard.index)));
   }
 }
 

@@ -5,16 +5,10 @@
 
 #include "absl/strings/match.h"
 #include "core/model/llama.h"
+#include "core/tensor/splitmix64.h"
 
 namespace titan {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t Fnv1a(absl::string_view text) {
   uint64_t hash = 0xcbf29ce484222325ull;
