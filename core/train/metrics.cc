@@ -72,8 +72,14 @@ double PeakMemoryGib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
 }
 
+double FlopPerToken(const LlamaConfig& config, int64_t seq_len) {
+  const double embedding = static_cast<double>(config.vocab_size) * config.dim;
+  return 6.0 * (static_cast<double>(config.ParameterCount()) - embedding) +
+         12.0 * static_cast<double>(config.n_layers * config.dim * seq_len);
+}
+
 double MeasurePeakTflops() {
-  constexpr int kN = 512;
+  constexpr int kN = 1024;
   std::vector<float> a(kN * kN, 1.0f), b(kN * kN, 0.5f), c(kN * kN);
   double best = 0;
   for (int rep = 0; rep < 4; ++rep) {

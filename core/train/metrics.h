@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/model/config.h"
 #include "titan/status.h"
 
 namespace titan {
@@ -42,6 +43,9 @@ class MetricsLog {
 double PeakMemoryGib();
 // A quick f32 matmul probe of this machine's reachable TFLOP/s, for MFU without a given peak.
 double MeasurePeakTflops();
+// Training FLOPs per token, TorchTitan's count: 6 per parameter outside the token embedding, plus
+// 12 * n_layers * dim * seq_len for attention's scores and weighted sums (as if unmasked).
+double FlopPerToken(const LlamaConfig& config, int64_t seq_len);
 
 }  // namespace titan
 

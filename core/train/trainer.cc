@@ -195,9 +195,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   if (lead) {
     TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump));
   }
-  // TorchTitan's count: 6 per parameter per token plus attention's 12 * layers * dim * seq_len.
-  const double flop_per_token = 6.0 * static_cast<double>(config.ParameterCount()) +
-                                12.0 * config.n_layers * config.dim * seq_len;
+  const double flop_per_token = FlopPerToken(config, seq_len);
 
   spdlog::info(
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "

@@ -1,0 +1,98 @@
+// Times titan's training step (forward, backward, gradient clipping and the adamw plugin's
+// update: the step titan-run runs) on one model shape, after a warm-up step, and prints one
+// line of "key value" pairs for bench/train_throughput.py:
+//   titan_train_bench --dim 512 --n_layers 8 --n_heads 8 --n_kv_heads 4 --vocab_size 8192
+//                     --seq_len 512 --batch 4 --steps 5
+// (each flag optional: the defaults are the debugmodel at seq_len 256, batch 8).
+// --peak instead prints the f32 matmul rate of this machine (GFLOP/s, best of several sgemms).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model/llama.h"
+#include "core/runtime/plugin_registry.h"
+#include "core/runtime/recipe.h"
+#include "core/train/metrics.h"
+#include "core/train/train_step.h"
+
+namespace titan {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "titan_train_bench: %s\n", what.c_str());
+  return 1;
+}
+
+int Train(const std::map<std::string, int64_t>& args) {
+  LlamaConfig config;
+  config.dim = args.at("dim"), config.n_layers = args.at("n_layers");
+  config.n_heads = args.at("n_heads"), config.n_kv_heads = args.at("n_kv_heads");
+  config.vocab_size = args.at("vocab_size");
+  const int64_t batch = args.at("batch"), seq_len = args.at("seq_len"), steps = args.at("steps");
+  auto model = LlamaModel::Create(config);
+  if (!model.ok()) return Fail(model.status().ToString());
+  (*model)->Initialize(0);
+  auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
+  if (!registry.ok()) return Fail(registry.status().ToString());
+  auto raw = ParseRecipeText("[optimizer]\nname = \"adamw\"\nlr = 1e-4\n", "bench.toml");
+  auto recipe = ValidateRecipe(*raw, **registry);
+  if (!recipe.ok()) return Fail(recipe.status().ToString());
+  auto optimizer = (*registry)->Create<OptimizerPlugin>("adamw");
+  if (!optimizer.ok()) return Fail(optimizer.status().ToString());
+  if (auto s = (*optimizer)->Configure(recipe->section("optimizer")); !s.ok())
+    return Fail(s.ToString());
+  auto step = TrainStep::Create(**model, **optimizer, batch, seq_len, 1, /*max_norm=*/1.0);
+  if (!step.ok()) return Fail(step.status().ToString());
+  int64_t counter = 0;
+  auto next = [&](int32_t* tokens, int32_t* targets) {
+    for (int64_t i = 0; i < batch * seq_len; ++i, ++counter) {
+      tokens[i] = static_cast<int32_t>((counter * 37 + 11) % config.vocab_size);
+      targets[i] = static_cast<int32_t>((counter * 53 + 1) % config.vocab_size);
+    }
+  };
+  std::vector<double> times;
+  for (int64_t s = 0; s <= steps; ++s) {  // step 0 warms up: page faults, thread pools
+    const auto start = std::chrono::steady_clock::now();
+    auto result = step->Run(s + 1, 1e-4, next);
+    if (!result.ok()) return Fail(result.status().ToString());
+    if (s > 0) times.push_back(Seconds(start));
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  std::printf("step_s %.4f tokens_per_s %.1f flop_per_token %.6g peak_rss_gib %.4f threads %d\n",
+              median, static_cast<double>(batch * seq_len) / median,
+              FlopPerToken(config, seq_len),
+              PeakMemoryGib(), omp_get_max_threads());
+  return 0;
+}
+
+}  // namespace
+}  // namespace titan
+
+int main(int argc, char** argv) {
+  std::map<std::string, int64_t> args = {{"dim", 256},        {"n_layers", 6}, {"n_heads", 16},
+                                         {"n_kv_heads", 16},  {"vocab_size", 2048},
+                                         {"seq_len", 256},    {"batch", 8},    {"steps", 5}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--peak") {
+      std::printf("peak_gflops %.2f\n", titan::MeasurePeakTflops() * 1e3);
+      return 0;
+    }
+    if (flag.rfind("--", 0) != 0 || !args.count(flag.substr(2)) || i + 1 >= argc) {
+      return titan::Fail("unknown flag or missing value: " + flag);
+    }
+    args[flag.substr(2)] = std::atoll(argv[++i]);
+  }
+  return titan::Train(args);
+}
