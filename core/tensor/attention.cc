@@ -1,35 +1,29 @@
 #include "core/tensor/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "core/tensor/internal/gemm.h"
+#include "core/tensor/internal/vector_math.h"
+
 namespace titan {
 namespace {
 
-constexpr int64_t kQueryTile = 32;
-constexpr int64_t kKeyTile = 64;
+using internal::Gemm;
 
-template <typename T>
-T Dot(const T* a, const T* b, int64_t n) {
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+// Query rows per tile: each tile's scores are [kQueryTile, keys up to the tile's last row].
+constexpr int64_t kQueryTile = 64;
 
-template <typename T>
-void Axpy(T* y, T alpha, const T* x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
-int64_t Tiles(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
-
-// Row pointers into the [b, t, heads, hd] layouts.
-struct Rows {
+// Offsets into the [b, t, heads, hd] and [b, t, kv_heads, hd] layouts; consecutive positions of
+// one head are q_stride (kv_stride) elements apart, which BLAS takes as the leading dimension.
+struct Layout {
   const AttentionShape& s;
+  int64_t q_stride() const { return s.heads * s.head_dim; }
+  int64_t kv_stride() const { return s.kv_heads * s.head_dim; }
   int64_t q(int64_t b, int64_t i, int64_t h) const {
     return ((b * s.seq_len + i) * s.heads + h) * s.head_dim;
   }
@@ -39,118 +33,107 @@ struct Rows {
   int64_t lse(int64_t b, int64_t h, int64_t i) const { return (b * s.heads + h) * s.seq_len + i; }
 };
 
+template <typename T>
+T Scale(const AttentionShape& s) {
+  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+}
+
+// Row r of a tile starting at query i0 sees keys [0, i0 + r]; the rest of its `keys` columns are
+// masked to probability 0.
+template <typename T>
+void Exp(T* row, T shift, int64_t visible, int64_t keys) {
+#pragma omp simd
+  for (int64_t j = 0; j < visible; ++j) row[j] = internal::VectorExp(row[j] - shift);
+  std::fill(row + visible, row + keys, T{0});
+}
+
 }  // namespace
 
+// Per query tile: scores = scale q k^T (one gemm over every visible key), an exact softmax of
+// each row, out = p v (a second gemm). Scores take [kQueryTile, t] per thread, never [t, t].
 template <typename T>
 void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
                       const AttentionShape& shape) {
-  const int64_t batch = shape.batch, t = shape.seq_len, heads = shape.heads;
-  const int64_t kv_heads = shape.kv_heads, hd = shape.head_dim;
-  const int64_t group = heads / kv_heads;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const Rows rows{shape};
-  const int64_t query_tiles = Tiles(t, kQueryTile);
-#pragma omp parallel
+  const int64_t t = shape.seq_len, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
+  const Layout at{shape};
+  const int64_t tiles = (t + kQueryTile - 1) / kQueryTile;
+  const int64_t tasks = shape.batch * shape.heads * tiles;
+  // With fewer tasks than threads, run them in turn and let BLAS use the threads instead.
+#pragma omp parallel if (tasks >= omp_get_max_threads())
   {
-    std::vector<T> acc(kQueryTile * hd), row_max(kQueryTile), row_sum(kQueryTile), s(kKeyTile);
-#pragma omp for collapse(3) schedule(dynamic)
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < heads; ++h) {
-        for (int64_t tile = 0; tile < query_tiles; ++tile) {
-          const int64_t i0 = tile * kQueryTile, i1 = std::min(t, i0 + kQueryTile);
-          std::fill(acc.begin(), acc.end(), T{0});
-          std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<T>::infinity());
-          std::fill(row_sum.begin(), row_sum.end(), T{0});
-          for (int64_t j0 = 0; j0 < i1; j0 += kKeyTile) {
-            for (int64_t i = std::max(i0, j0); i < i1; ++i) {
-              const T* qi = q + rows.q(b, i, h);
-              const int64_t j_end = std::min(j0 + kKeyTile, i + 1);
-              T tile_max = -std::numeric_limits<T>::infinity();
-              for (int64_t j = j0; j < j_end; ++j) {
-                s[j - j0] = Dot(qi, k + rows.kv(b, j, h / group), hd) * scale;
-                tile_max = std::max(tile_max, s[j - j0]);
-              }
-              // Online softmax: rescale what was summed under the old maximum.
-              const int64_t r = i - i0;
-              const T new_max = std::max(row_max[r], tile_max);
-              const T correction = std::exp(row_max[r] - new_max);
-              T* a = acc.data() + r * hd;
-              for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
-              row_sum[r] *= correction;
-              for (int64_t j = j0; j < j_end; ++j) {
-                const T p = std::exp(s[j - j0] - new_max);
-                row_sum[r] += p;
-                Axpy(a, p, v + rows.kv(b, j, h / group), hd);
-              }
-              row_max[r] = new_max;
-            }
-          }
-          for (int64_t i = i0; i < i1; ++i) {
-            const int64_t r = i - i0;
-            T* o = out + rows.q(b, i, h);
-            for (int64_t d = 0; d < hd; ++d) o[d] = acc[r * hd + d] / row_sum[r];
-            lse[rows.lse(b, h, i)] = row_max[r] + std::log(row_sum[r]);
-          }
-        }
+    std::vector<T> scores(kQueryTile * t), inverse_sum(kQueryTile);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      // Longest tiles (latest queries) first, so the dynamic schedule ends evenly.
+      const int64_t tile = tiles - 1 - task % tiles, bh = task / tiles;
+      const int64_t b = bh / shape.heads, h = bh % shape.heads;
+      const int64_t i0 = tile * kQueryTile, rows = std::min(kQueryTile, t - i0), keys = i0 + rows;
+      Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, Scale<T>(shape), q + at.q(b, i0, h),
+           at.q_stride(), k + at.kv(b, 0, h / group), at.kv_stride(), T{0}, scores.data(), keys);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* row = scores.data() + r * keys;
+        const int64_t visible = i0 + r + 1;
+        const T max = *std::max_element(row, row + visible);
+        Exp(row, max, visible, keys);
+        T sum = 0;
+        for (int64_t j = 0; j < visible; ++j) sum += row[j];
+        inverse_sum[r] = T{1} / sum;
+        lse[at.lse(b, h, i0 + r)] = max + std::log(sum);
+      }
+      T* o = out + at.q(b, i0, h);
+      Gemm(CblasNoTrans, CblasNoTrans, rows, hd, keys, T{1}, scores.data(), keys,
+           v + at.kv(b, 0, h / group), at.kv_stride(), T{0}, o, at.q_stride());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t d = 0; d < hd; ++d) o[r * at.q_stride() + d] *= inverse_sum[r];
       }
     }
   }
 }
 
-// With p = softmax probabilities and D_i = dout_i . out_i:
-// ds_ij = p_ij (dout_i . v_j - D_i); dq_i += scale ds_ij k_j; dk_j += scale ds_ij q_i;
-// dv_j += p_ij dout_i.
+// Per query tile, with p recomputed from lse and D_i = dout_i . out_i:
+// dp = dout v^T; ds = p (dp - D); dq += scale ds k; dk += scale ds^T q; dv += p^T dout.
+// One task owns a batch row and kv head (every query head reading it), so its dk and dv sums
+// are its own: race-free, and the same for any thread count.
 template <typename T>
 void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                        const T* out, const T* lse, const AttentionShape& shape) {
-  const int64_t batch = shape.batch, t = shape.seq_len, heads = shape.heads;
-  const int64_t kv_heads = shape.kv_heads, hd = shape.head_dim;
-  const int64_t group = heads / kv_heads;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const Rows rows{shape};
-  const int64_t query_tiles = Tiles(t, kQueryTile), key_tiles = Tiles(t, kKeyTile);
-#pragma omp parallel for collapse(3) schedule(dynamic)
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t tile = 0; tile < query_tiles; ++tile) {
-        const int64_t i0 = tile * kQueryTile, i1 = std::min(t, i0 + kQueryTile);
-        for (int64_t j0 = 0; j0 < i1; j0 += kKeyTile) {
-          for (int64_t i = std::max(i0, j0); i < i1; ++i) {
-            const T* qi = q + rows.q(b, i, h);
-            const T* doi = dout + rows.q(b, i, h);
-            const T di = Dot(doi, out + rows.q(b, i, h), hd);
-            const T li = lse[rows.lse(b, h, i)];
-            T* dqi = dq + rows.q(b, i, h);
-            for (int64_t j = j0; j < std::min(j0 + kKeyTile, i + 1); ++j) {
-              const int64_t kv_row = rows.kv(b, j, h / group);
-              const T p = std::exp(Dot(qi, k + kv_row, hd) * scale - li);
-              const T ds = p * (Dot(doi, v + kv_row, hd) - di);
-              Axpy(dqi, ds * scale, k + kv_row, hd);
-            }
+  const int64_t t = shape.seq_len, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
+  const Layout at{shape};
+  const T scale = Scale<T>(shape);
+  const int64_t tasks = shape.batch * shape.kv_heads;
+#pragma omp parallel if (tasks >= omp_get_max_threads())
+  {
+    std::vector<T> p(kQueryTile * t), dp(kQueryTile * t);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t b = task / shape.kv_heads, kvh = task % shape.kv_heads;
+      const T* k0 = k + at.kv(b, 0, kvh);
+      const T* v0 = v + at.kv(b, 0, kvh);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t i0 = 0; i0 < t; i0 += kQueryTile) {
+          const int64_t rows = std::min(kQueryTile, t - i0), keys = i0 + rows;
+          const T* qt = q + at.q(b, i0, h);
+          const T* dot = dout + at.q(b, i0, h);
+          Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, scale, qt, at.q_stride(), k0,
+               at.kv_stride(), T{0}, p.data(), keys);
+          Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, T{1}, dot, at.q_stride(), v0,
+               at.kv_stride(), T{0}, dp.data(), keys);
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* o = out + at.q(b, i0 + r, h);
+            T di = 0;
+            for (int64_t c = 0; c < hd; ++c) di += dot[r * at.q_stride() + c] * o[c];
+            T* pr = p.data() + r * keys;
+            T* dpr = dp.data() + r * keys;
+            Exp(pr, lse[at.lse(b, h, i0 + r)], i0 + r + 1, keys);
+#pragma omp simd
+            for (int64_t j = 0; j < keys; ++j) dpr[j] = pr[j] * (dpr[j] - di);  // now ds
           }
-        }
-      }
-    }
-  }
-#pragma omp parallel for collapse(3) schedule(dynamic)
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
-      for (int64_t tile = 0; tile < key_tiles; ++tile) {
-        const int64_t j0 = tile * kKeyTile, j1 = std::min(t, j0 + kKeyTile);
-        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          for (int64_t i = j0; i < t; ++i) {
-            const T* qi = q + rows.q(b, i, h);
-            const T* doi = dout + rows.q(b, i, h);
-            const T di = Dot(doi, out + rows.q(b, i, h), hd);
-            const T li = lse[rows.lse(b, h, i)];
-            for (int64_t j = j0; j < std::min(j1, i + 1); ++j) {
-              const int64_t kv_row = rows.kv(b, j, kvh);
-              const T p = std::exp(Dot(qi, k + kv_row, hd) * scale - li);
-              const T ds = p * (Dot(doi, v + kv_row, hd) - di);
-              Axpy(dv + kv_row, p, doi, hd);
-              Axpy(dk + kv_row, ds * scale, qi, hd);
-            }
-          }
+          Gemm(CblasNoTrans, CblasNoTrans, rows, hd, keys, scale, dp.data(), keys, k0,
+               at.kv_stride(), T{1}, dq + at.q(b, i0, h), at.q_stride());
+          Gemm(CblasTrans, CblasNoTrans, keys, hd, rows, scale, dp.data(), keys, qt, at.q_stride(),
+               T{1}, dk + at.kv(b, 0, kvh), at.kv_stride());
+          Gemm(CblasTrans, CblasNoTrans, keys, hd, rows, T{1}, p.data(), keys, dot, at.q_stride(),
+               T{1}, dv + at.kv(b, 0, kvh), at.kv_stride());
         }
       }
     }

@@ -1,5 +1,6 @@
-// Causal self-attention with grouped-query heads, tiled with an online softmax (flash
-// attention) so no [t, t] matrix is ever built: memory stays linear in the sequence length.
+// Causal self-attention with grouped-query heads, computed a tile of query rows at a time with
+// BLAS (as flash attention tiles it), so no [t, t] matrix is ever built: memory stays linear in
+// the sequence length.
 #ifndef TITAN_CORE_TENSOR_ATTENTION_H_
 #define TITAN_CORE_TENSOR_ATTENTION_H_
 
@@ -17,8 +18,8 @@ template <typename T>
 void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
                       const AttentionShape& shape);
 
-// Recomputes the probabilities from lse tile by tile. dq, dk and dv accumulate; two passes
-// (one owning query rows, one owning key rows) keep every sum race-free and deterministic.
+// Recomputes the probabilities from lse tile by tile. dq, dk and dv accumulate; each task owns
+// one kv head of one batch row, which keeps every sum race-free and deterministic.
 template <typename T>
 void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                        const T* out, const T* lse, const AttentionShape& shape);
