@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/tensor/internal/vector_math.h"
+
 namespace titan {
 namespace {
 
@@ -24,8 +26,10 @@ void CrossEntropySumExp(T* sum, const T* logits, const T* max, int64_t n, int64_
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T* row = logits + i * v;
+    const T shift = max[i];
     double total = 0;
-    for (int64_t j = 0; j < v; ++j) total += std::exp(row[j] - max[i]);
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < v; ++j) total += internal::VectorExp(row[j] - shift);
     sum[i] = static_cast<T>(total);
   }
 }
@@ -72,7 +76,9 @@ void CrossEntropyBackward(T* dlogits, const T* logits, const T* lse, const int32
     T* grad = dlogits + i * v;
     const T* row = logits + i * v;
     const T row_scale = targets[i] == kIgnoreIndex ? T{0} : scale;
-    for (int64_t j = 0; j < v; ++j) grad[j] = std::exp(row[j] - lse[i]) * row_scale;
+    const T shift = lse[i];
+#pragma omp simd
+    for (int64_t j = 0; j < v; ++j) grad[j] = internal::VectorExp(row[j] - shift) * row_scale;
     const int64_t column = targets[i] - first_column;
     if (targets[i] != kIgnoreIndex && column >= 0 && column < v) grad[column] -= row_scale;
   }

@@ -14,9 +14,11 @@ void RmsNormForward(T* out, T* rstd, const T* inp, const T* weight, int64_t n, i
   for (int64_t i = 0; i < n; ++i) {
     const T* x = inp + i * c;
     double sum_squares = 0;
+#pragma omp simd reduction(+ : sum_squares)
     for (int64_t j = 0; j < c; ++j) sum_squares += static_cast<double>(x[j]) * x[j];
     const T r = static_cast<T>(1.0 / std::sqrt(sum_squares / c + eps));
     T* y = out + i * c;
+#pragma omp simd
     for (int64_t j = 0; j < c; ++j) y[j] = x[j] * r * weight[j];
     rstd[i] = r;
   }
@@ -31,10 +33,12 @@ void RmsNormBackward(T* dinp, T* dweight, const T* dout, const T* inp, const T* 
     const T* x = inp + i * c;
     const T* dy = dout + i * c;
     double dot = 0;
+#pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < c; ++j) dot += static_cast<double>(weight[j]) * dy[j] * x[j];
     const T r = rstd[i];
     const T coefficient = static_cast<T>(dot / c) * r * r;
     T* dx = dinp + i * c;
+#pragma omp simd
     for (int64_t j = 0; j < c; ++j) dx[j] += r * (weight[j] * dy[j] - x[j] * coefficient);
   }
   internal::ForEachColumnChunk(c, [&](int64_t begin, int64_t end) {

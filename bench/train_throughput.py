@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Training throughput: titan next to PyTorch on the same model shapes, in one run.
+
+Usage: /usr/bin/python3 bench/train_throughput.py build/bin/titan_train_bench
+           [--threads 2] [--steps 5] [--configs debugmodel,34M] [--dtypes f32,bf16]
+
+Each side trains with AdamW (betas 0.9/0.95, weight decay 0.1), gradient clipping at 1.0 and
+random tokens, on the same thread count, one process per measurement. A step is forward,
+backward, clipping and the optimizer update; the median of --steps steps after one warm-up step
+is reported. PyTorch runs twice: with the BLAS Debian's python3-torch loads by default, and with
+OpenBLAS's OpenMP build, the BLAS titan links (so the ratio is not only a BLAS choice).
+MFU uses TorchTitan's FLOP count (6 per non-embedding parameter plus 12 * layers * dim * seq_len
+per token) against the best f32 matmul rate measured here by OpenBLAS and by torch.
+Prints a Markdown table for docs/benchmarks.md.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+CONFIGS = {
+    # name: dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, batch
+    "debugmodel": dict(dim=256, n_layers=6, n_heads=16, n_kv_heads=16, vocab_size=2048,
+                       seq_len=256, batch=8),
+    "34M": dict(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, vocab_size=8192,
+                seq_len=512, batch=4),
+}
+OPENMP_OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+
+
+def hidden_dim(dim, multiple_of=256):
+    """LlamaConfig::hidden_dim without a multiplier."""
+    hidden = 2 * (4 * dim) // 3
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def torch_child(config, steps, threads, dtype):
+    """Runs in a fresh process: trains the PyTorch reference model, prints one JSON line."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "reference"))
+    import llama_reference as ref
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    c = dict(config, hidden_dim=hidden_dim(config["dim"]), norm_eps=1e-5, rope_theta=500000.0,
+             tie_embeddings=0)
+    d, hd, f, vocab = c["dim"], c["dim"] // c["n_heads"], c["hidden_dim"], c["vocab_size"]
+    shapes = {"tok_embeddings": (vocab, d)}
+    for layer in range(c["n_layers"]):
+        for name, shape in [("attention_norm", (d,)), ("attention.wq", (c["n_heads"] * hd, d)),
+                            ("attention.wk", (c["n_kv_heads"] * hd, d)),
+                            ("attention.wv", (c["n_kv_heads"] * hd, d)),
+                            ("attention.wo", (d, c["n_heads"] * hd)), ("ffn_norm", (d,)),
+                            ("feed_forward.w1", (f, d)), ("feed_forward.w2", (d, f)),
+                            ("feed_forward.w3", (f, d))]:
+            shapes[f"layers.{layer}.{name}"] = shape
+    shapes["norm"], shapes["output"] = (d,), (vocab, d)
+    p = {name + ".weight": (torch.ones(s) if len(s) == 1 else torch.randn(*s) * 0.02)
+         .requires_grad_(True) for name, s in shapes.items()}
+    optimizer = torch.optim.AdamW(p.values(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    shape = (c["batch"], c["seq_len"])
+    tokens, targets = torch.randint(0, vocab, shape), torch.randint(0, vocab, shape)
+    times = []
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+            _, loss = ref.forward(c, p, tokens, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(p.values(), 1.0)
+        optimizer.step()
+        if step > 0:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    step_s = times[len(times) // 2]
+    print(json.dumps({"step_s": step_s, "tokens_per_s": c["batch"] * c["seq_len"] / step_s,
+                      "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+
+
+def run(command, env_extra):
+    env = dict(os.environ, **env_extra)
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def titan(binary, config, steps, threads, dtype):
+    args = [binary, "--steps", str(steps)]
+    for key, value in config.items():
+        args += [f"--{key}", str(value)]
+    if dtype == "bf16":
+        args += ["--bf16", "1"]
+    fields = run(args, {"OMP_NUM_THREADS": str(threads)}).split()
+    return {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
+
+
+def pytorch(config, steps, threads, dtype, openmp_blas):
+    env = {"OMP_NUM_THREADS": str(threads)}
+    if openmp_blas:
+        env["LD_LIBRARY_PATH"] = OPENMP_OPENBLAS
+    line = run([sys.executable, os.path.abspath(__file__), "--torch-child",
+                json.dumps([config, steps, threads, dtype])], env)
+    return json.loads(line)
+
+
+def torch_peak_gflops(threads):
+    import torch
+    torch.set_num_threads(threads)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    best = 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ b
+        best = max(best, 2 * 1024**3 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--torch-child":
+        torch_child(*json.loads(sys.argv[2]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("titan_bench")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--configs", default="debugmodel,34M")
+    parser.add_argument("--dtypes", default="f32")
+    args = parser.parse_args()
+    threads = str(args.threads)
+    titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
+    peak = max(titan_peak, torch_peak_gflops(args.threads))
+    print(f"matmul peak: {peak:.1f} GFLOP/s (f32; OpenBLAS measured {titan_peak:.1f}), "
+          f"{args.threads} threads", flush=True)
+    print("\n| config | dtype | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s "
+          "(OpenMP OpenBLAS) | titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB "
+          "| PyTorch peak RSS GiB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in args.configs.split(","):
+        config = CONFIGS[name]
+        for dtype in args.dtypes.split(","):
+            ours = titan(args.titan_bench, config, args.steps, args.threads, dtype)
+            theirs = pytorch(config, args.steps, args.threads, dtype, openmp_blas=False)
+            theirs_omp = pytorch(config, args.steps, args.threads, dtype, openmp_blas=True)
+            best = max(theirs, theirs_omp, key=lambda r: r["tokens_per_s"])
+            gflops = ours["flop_per_token"] / 1e9
+            print(f"| {name} | {dtype} | {ours['tokens_per_s']:.0f} | "
+                  f"{theirs['tokens_per_s']:.0f} | {theirs_omp['tokens_per_s']:.0f} | "
+                  f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f} / "
+                  f"{ours['tokens_per_s'] / theirs_omp['tokens_per_s']:.2f} | "
+                  f"{100 * ours['tokens_per_s'] * gflops / peak:.0f}% | "
+                  f"{100 * best['tokens_per_s'] * gflops / peak:.0f}% | "
+                  f"{ours['peak_rss_gib']:.2f} | {best['peak_rss_gib']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
