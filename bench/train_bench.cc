@@ -70,8 +70,7 @@ int Train(const std::map<std::string, int64_t>& args) {
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   std::printf("step_s %.4f tokens_per_s %.1f flop_per_token %.6g peak_rss_gib %.4f threads %d\n",
-              median, static_cast<double>(batch * seq_len) / median,
-              FlopPerToken(config, seq_len),
+              median, static_cast<double>(batch * seq_len) / median, FlopPerToken(config, seq_len),
               PeakMemoryGib(), omp_get_max_threads());
   return 0;
 }
@@ -80,9 +79,9 @@ int Train(const std::map<std::string, int64_t>& args) {
 }  // namespace titan
 
 int main(int argc, char** argv) {
-  std::map<std::string, int64_t> args = {{"dim", 256},        {"n_layers", 6}, {"n_heads", 16},
-                                         {"n_kv_heads", 16},  {"vocab_size", 2048},
-                                         {"seq_len", 256},    {"batch", 8},    {"steps", 5}};
+  std::map<std::string, int64_t> args = {{"dim", 256},       {"n_layers", 6},      {"n_heads", 16},
+                                         {"n_kv_heads", 16}, {"vocab_size", 2048}, {"seq_len", 256},
+                                         {"batch", 8},       {"steps", 5}};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--peak") {

@@ -16,7 +16,7 @@ namespace {
 using internal::Gemm;
 
 // Query rows per tile: each tile's scores are [kQueryTile, keys up to the tile's last row].
-constexpr int64_t kQueryTile = 64;
+constexpr int64_t kQueryTile = 32;
 
 // Offsets into the [b, t, heads, hd] and [b, t, kv_heads, hd] layouts; consecutive positions of
 // one head are q_stride (kv_stride) elements apart, which BLAS takes as the leading dimension.

@@ -5,34 +5,26 @@
 #include <vector>
 
 #include "core/tensor/dtype.h"
+#include "core/tensor/internal/gemm.h"
 
 namespace titan {
-namespace {
+using internal::Gemm;
 
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
-}
-
-}  // namespace
+bool BlasSharesOpenMpThreads() { return openblas_get_parallel() == 2; }  // 2: OpenMP build
 
 template <typename T>
 void MatmulForward(T* out, const T* inp, const T* weight, int64_t n, int64_t c, int64_t oc,
                    bool accumulate) {
-  Gemm(CblasNoTrans, CblasTrans, n, oc, c, inp, c, weight, c, accumulate ? 1 : 0, out, oc);
+  Gemm(CblasNoTrans, CblasTrans, n, oc, c, T{1}, inp, c, weight, c, accumulate ? 1 : 0, out, oc);
 }
 
 template <typename T>
 void MatmulBackward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, int64_t n,
                     int64_t c, int64_t oc) {
-  if (dinp != nullptr) Gemm(CblasNoTrans, CblasNoTrans, n, c, oc, dout, oc, weight, c, 1, dinp, c);
+  if (dinp != nullptr)
+    Gemm(CblasNoTrans, CblasNoTrans, n, c, oc, T{1}, dout, oc, weight, c, 1, dinp, c);
   if (dweight != nullptr) {
-    Gemm(CblasTrans, CblasNoTrans, oc, c, n, dout, oc, inp, c, 1, dweight, c);
+    Gemm(CblasTrans, CblasNoTrans, oc, c, n, T{1}, dout, oc, inp, c, 1, dweight, c);
   }
 }
 

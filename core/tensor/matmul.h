@@ -21,6 +21,10 @@ void MatmulBackward(T* dinp, T* dweight, const T* dout, const T* inp, const T* w
 void MatmulForwardBf16(float* out, const uint16_t* inp, const uint16_t* weight, int64_t n,
                        int64_t c, int64_t oc);
 
+// Whether BLAS runs on OpenMP's thread pool (OpenBLAS's OpenMP build, which titan links) rather
+// than threads of its own that would compete with titan's OpenMP kernels for the cores.
+bool BlasSharesOpenMpThreads();
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_TENSOR_MATMUL_H_

@@ -10,6 +10,12 @@ namespace {
 
 using internal::RandomVector;
 
+TEST(MatmulTest, BlasRunsOnTheOpenMpThreadPool) {
+  EXPECT_TRUE(BlasSharesOpenMpThreads())
+      << "linked against an OpenBLAS with its own threads; install libopenblas-openmp-dev "
+         "(tools/setup-deps) and reconfigure";
+}
+
 TEST(MatmulTest, ForwardMatchesNaiveProduct) {
   const int64_t n = 5, c = 7, oc = 3;
   auto inp = RandomVector(n * c, 1), weight = RandomVector(oc * c, 2);

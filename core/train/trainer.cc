@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
 #include "core/runtime/logging.h"
+#include "core/tensor/matmul.h"
 #include "core/train/checkpointer.h"
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
@@ -189,6 +190,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
         "[metrics] peak {:.3f} TFLOP/s measured by a matmul probe (metrics.peak_tflops "
         "sets it)",
         peak_tflops);
+  }
+  if (!BlasSharesOpenMpThreads()) {
+    spdlog::warn(
+        "[device] OpenBLAS runs its own threads beside titan's OpenMP ones, which slows training "
+        "on a CPU: build against OpenBLAS's OpenMP build (Debian: libopenblas-openmp-dev)");
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
   std::optional<MetricsLog> log;
