@@ -2,15 +2,16 @@
 """Training throughput: titan next to PyTorch on the same model shapes, in one run.
 
 Usage: /usr/bin/python3 bench/train_throughput.py build/bin/titan_train_bench
-           [--threads 2] [--steps 5] [--configs debugmodel,34M] [--dtypes f32,bf16]
+           [--threads 2] [--steps 5] [--configs debugmodel,34M]
 
 Each side trains with AdamW (betas 0.9/0.95, weight decay 0.1), gradient clipping at 1.0 and
 random tokens, on the same thread count, one process per measurement. A step is forward,
 backward, clipping and the optimizer update; the median of --steps steps after one warm-up step
 is reported. PyTorch runs twice: with the BLAS Debian's python3-torch loads by default, and with
 OpenBLAS's OpenMP build, the BLAS titan links (so the ratio is not only a BLAS choice).
-MFU uses TorchTitan's FLOP count (6 per non-embedding parameter plus 12 * layers * dim * seq_len
-per token) against the best f32 matmul rate measured here by OpenBLAS and by torch.
+MFU counts 6 FLOPs per non-embedding parameter per token plus 6 * layers * dim * seq_len for
+causal attention (core/train/metrics.h), against the best f32 matmul rate (2048^3) measured here
+by OpenBLAS and by torch.
 Prints a Markdown table for docs/benchmarks.md.
 """
 import argparse
@@ -37,7 +38,7 @@ def hidden_dim(dim, multiple_of=256):
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
-def torch_child(config, steps, threads, dtype):
+def torch_child(config, steps, threads):
     """Runs in a fresh process: trains the PyTorch reference model, prints one JSON line."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
@@ -67,8 +68,7 @@ def torch_child(config, steps, threads, dtype):
     for step in range(steps + 1):
         start = time.perf_counter()
         optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-            _, loss = ref.forward(c, p, tokens, targets)
+        _, loss = ref.forward(c, p, tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(p.values(), 1.0)
         optimizer.step()
@@ -86,34 +86,34 @@ def run(command, env_extra):
     return out.strip().splitlines()[-1]
 
 
-def titan(binary, config, steps, threads, dtype):
+def titan(binary, config, steps, threads):
     args = [binary, "--steps", str(steps)]
     for key, value in config.items():
         args += [f"--{key}", str(value)]
-    if dtype == "bf16":
-        args += ["--bf16", "1"]
     fields = run(args, {"OMP_NUM_THREADS": str(threads)}).split()
     return {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
 
 
-def pytorch(config, steps, threads, dtype, openmp_blas):
+def pytorch(config, steps, threads, openmp_blas):
     env = {"OMP_NUM_THREADS": str(threads)}
     if openmp_blas:
         env["LD_LIBRARY_PATH"] = OPENMP_OPENBLAS
     line = run([sys.executable, os.path.abspath(__file__), "--torch-child",
-                json.dumps([config, steps, threads, dtype])], env)
+                json.dumps([config, steps, threads])], env)
     return json.loads(line)
 
 
 def torch_peak_gflops(threads):
     import torch
     torch.set_num_threads(threads)
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
     best = 0.0
-    for _ in range(5):
+    for _ in range(4):
         start = time.perf_counter()
         a @ b
-        best = max(best, 2 * 1024**3 / (time.perf_counter() - start) / 1e9)
+        best = max(best, 2 * n**3 / (time.perf_counter() - start) / 1e9)
     return best
 
 
@@ -126,32 +126,29 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--configs", default="debugmodel,34M")
-    parser.add_argument("--dtypes", default="f32")
     args = parser.parse_args()
     threads = str(args.threads)
     titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
     peak = max(titan_peak, torch_peak_gflops(args.threads))
     print(f"matmul peak: {peak:.1f} GFLOP/s (f32; OpenBLAS measured {titan_peak:.1f}), "
           f"{args.threads} threads", flush=True)
-    print("\n| config | dtype | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s "
-          "(OpenMP OpenBLAS) | titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB "
-          "| PyTorch peak RSS GiB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| config | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s (OpenMP OpenBLAS) "
+          "| titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB | PyTorch peak RSS GiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in args.configs.split(","):
         config = CONFIGS[name]
-        for dtype in args.dtypes.split(","):
-            ours = titan(args.titan_bench, config, args.steps, args.threads, dtype)
-            theirs = pytorch(config, args.steps, args.threads, dtype, openmp_blas=False)
-            theirs_omp = pytorch(config, args.steps, args.threads, dtype, openmp_blas=True)
-            best = max(theirs, theirs_omp, key=lambda r: r["tokens_per_s"])
-            gflops = ours["flop_per_token"] / 1e9
-            print(f"| {name} | {dtype} | {ours['tokens_per_s']:.0f} | "
-                  f"{theirs['tokens_per_s']:.0f} | {theirs_omp['tokens_per_s']:.0f} | "
-                  f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f} / "
-                  f"{ours['tokens_per_s'] / theirs_omp['tokens_per_s']:.2f} | "
-                  f"{100 * ours['tokens_per_s'] * gflops / peak:.0f}% | "
-                  f"{100 * best['tokens_per_s'] * gflops / peak:.0f}% | "
-                  f"{ours['peak_rss_gib']:.2f} | {best['peak_rss_gib']:.2f} |", flush=True)
+        ours = titan(args.titan_bench, config, args.steps, args.threads)
+        theirs = pytorch(config, args.steps, args.threads, openmp_blas=False)
+        theirs_omp = pytorch(config, args.steps, args.threads, openmp_blas=True)
+        best = max(theirs, theirs_omp, key=lambda r: r["tokens_per_s"])
+        gflops = ours["flop_per_token"] / 1e9
+        print(f"| {name} | {ours['tokens_per_s']:.0f} | {theirs['tokens_per_s']:.0f} | "
+              f"{theirs_omp['tokens_per_s']:.0f} | "
+              f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f} / "
+              f"{ours['tokens_per_s'] / theirs_omp['tokens_per_s']:.2f} | "
+              f"{100 * ours['tokens_per_s'] * gflops / peak:.0f}% | "
+              f"{100 * best['tokens_per_s'] * gflops / peak:.0f}% | "
+              f"{ours['peak_rss_gib']:.2f} | {best['peak_rss_gib']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

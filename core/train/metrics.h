@@ -41,10 +41,12 @@ class MetricsLog {
 
 // Peak resident memory of this process, GiB.
 double PeakMemoryGib();
-// A quick f32 matmul probe of this machine's reachable TFLOP/s, for MFU without a given peak.
-double MeasurePeakTflops();
-// Training FLOPs per token, TorchTitan's count: 6 per parameter outside the token embedding, plus
-// 12 * n_layers * dim * seq_len for attention's scores and weighted sums (as if unmasked).
+// A quick f32 matmul probe of this machine's reachable TFLOP/s (best of a few n x n x n
+// sgemms), for MFU without a given peak.
+double MeasurePeakTflops(int n = 1024);
+// Training FLOPs per token: 6 per parameter outside the token embedding (TorchTitan's count),
+// plus 6 * n_layers * dim * seq_len for attention's scores and weighted sums over the causal half
+// (TorchTitan counts 12, as if unmasked, which puts long-sequence MFU above what is computed).
 double FlopPerToken(const LlamaConfig& config, int64_t seq_len);
 
 }  // namespace titan
