@@ -1,6 +1,7 @@
 #include "core/tensor/attention.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 
@@ -61,7 +62,8 @@ TEST_P(AttentionTest, ForwardMatchesNaiveAndBackwardMatchesFiniteDifferences) {
   EXPECT_LT(internal::MaxGradientError(loss, v, dv), 1e-7);
 }
 
-// Lengths that cross the 32-row query and 64-column key tiles without filling them.
+// Lengths that cross the 32-row query tiles without filling them; {1, 67, 2, 1, 2} gives the
+// backward a single task (one batch row, one kv head), which runs with BLAS taking the threads.
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          testing::Values(AttentionShape{2, 5, 2, 2, 4},
                                          AttentionShape{1, 67, 2, 1, 2},
@@ -77,6 +79,31 @@ TEST(AttentionFloatTest, F32AgreesWithF64) {
   AttentionForward(out32.data(), lse32.data(), q32.data(), k32.data(), v32.data(), s);
   const std::vector<double> expected = NaiveAttention(q, k, v, s);
   for (int64_t i = 0; i < q_size; ++i) ASSERT_NEAR(out32[i], expected[i], 1e-5) << i;
+}
+
+TEST(AttentionFloatTest, BackwardIsBitIdenticalForAnyThreadCount) {
+  const AttentionShape s{2, 70, 4, 2, 8};
+  const int64_t q_size = 2 * 70 * 4 * 8, kv_size = 2 * 70 * 2 * 8;
+  auto to_float = [](const std::vector<double>& x) {
+    return std::vector<float>(x.begin(), x.end());
+  };
+  const auto q = to_float(internal::RandomVector(q_size, 8));
+  const auto k = to_float(internal::RandomVector(kv_size, 9));
+  const auto v = to_float(internal::RandomVector(kv_size, 10));
+  const auto dout = to_float(internal::RandomVector(q_size, 11));
+  std::vector<float> out(q_size), lse(2 * 4 * 70);
+  AttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+  auto gradients = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> grads(q_size + 2 * kv_size);
+    AttentionBackward(grads.data(), grads.data() + q_size, grads.data() + q_size + kv_size,
+                      dout.data(), q.data(), k.data(), v.data(), out.data(), lse.data(), s);
+    omp_set_num_threads(saved);
+    return grads;
+  };
+  EXPECT_EQ(gradients(1), gradients(2));
+  EXPECT_EQ(gradients(1), gradients(3));
 }
 
 }  // namespace
