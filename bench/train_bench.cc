@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
       return titan::Fail("unknown flag or missing value: " + flag);
     }
     args[flag.substr(2)] = std::atoll(argv[++i]);
+    if (args[flag.substr(2)] <= 0) return titan::Fail(flag + ": expected a positive integer");
   }
   return titan::Train(args);
 }

@@ -82,8 +82,26 @@ def torch_child(config, steps, threads):
 
 def run(command, env_extra):
     env = dict(os.environ, **env_extra)
-    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-    return out.strip().splitlines()[-1]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.strip():
+        sys.exit(f"train_throughput: {' '.join(command[:3])} ... failed "
+                 f"(exit {done.returncode}):\n{done.stderr.strip()}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+class Progress:
+    """One line on stderr per measurement, with the time so far and an estimate of what is left."""
+
+    def __init__(self, total):
+        self.total, self.done, self.start = total, 0, time.monotonic()
+
+    def next(self, what):
+        elapsed = time.monotonic() - self.start
+        eta = (f"ETA {elapsed / self.done * (self.total - self.done):.0f}s" if self.done
+               else "ETA unknown")
+        self.done += 1
+        print(f"[bench] {self.done}/{self.total} {what}: {elapsed:.0f}s so far, {eta}",
+              file=sys.stderr, flush=True)
 
 
 def titan(binary, config, steps, threads):
@@ -127,6 +145,12 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--configs", default="debugmodel,34M")
     args = parser.parse_args()
+    if not os.access(args.titan_bench, os.X_OK):
+        sys.exit(f"train_throughput: {args.titan_bench} is not an executable; build it with "
+                 "cmake --build build --target titan_train_bench")
+    unknown = [name for name in args.configs.split(",") if name not in CONFIGS]
+    if unknown:
+        sys.exit(f"train_throughput: unknown config {unknown[0]!r}; known: {', '.join(CONFIGS)}")
     threads = str(args.threads)
     titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
     peak = max(titan_peak, torch_peak_gflops(args.threads))
@@ -135,10 +159,14 @@ def main():
     print("\n| config | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s (OpenMP OpenBLAS) "
           "| titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB | PyTorch peak RSS GiB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    progress = Progress(3 * len(args.configs.split(",")))
     for name in args.configs.split(","):
         config = CONFIGS[name]
+        progress.next(f"titan {name}")
         ours = titan(args.titan_bench, config, args.steps, args.threads)
+        progress.next(f"PyTorch {name} (Debian BLAS)")
         theirs = pytorch(config, args.steps, args.threads, openmp_blas=False)
+        progress.next(f"PyTorch {name} (OpenMP OpenBLAS)")
         theirs_omp = pytorch(config, args.steps, args.threads, openmp_blas=True)
         best = max(theirs, theirs_omp, key=lambda r: r["tokens_per_s"])
         gflops = ours["flop_per_token"] / 1e9
