@@ -19,7 +19,7 @@ done
 if grep -q "titan_optimizer_testgood\|badabi\|noentry" <<<"$contents"; then fail "test plugins were packaged"; fi
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for package in libabsl libspdlog libc6 libstdc++6; do
+for package in libabsl libspdlog libc6 libstdc++6 libopenblas0-openmp; do
   grep -q "$package" <<<"$depends" || fail "Depends lacks $package"
 done
 
