@@ -73,7 +73,9 @@ double PeakMemoryGib() {
 }
 
 double FlopPerToken(const LlamaConfig& config, int64_t seq_len) {
-  const double embedding = static_cast<double>(config.vocab_size) * config.dim;
+  // A tied table is also the output projection, a matmul: it stays in the count.
+  const double embedding =
+      config.tie_embeddings ? 0.0 : static_cast<double>(config.vocab_size) * config.dim;
   return 6.0 * (static_cast<double>(config.ParameterCount()) - embedding) +
          6.0 * static_cast<double>(config.n_layers * config.dim * seq_len);
 }

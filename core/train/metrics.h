@@ -44,7 +44,8 @@ double PeakMemoryGib();
 // A quick f32 matmul probe of this machine's reachable TFLOP/s (best of a few n x n x n
 // sgemms), for MFU without a given peak.
 double MeasurePeakTflops(int n = 1024);
-// Training FLOPs per token: 6 per parameter outside the token embedding (TorchTitan's count),
+// Training FLOPs per token: 6 per parameter outside the token embedding (TorchTitan's count; a
+// table tied to the output projection counts, as that projection is a matmul),
 // plus 6 * n_layers * dim * seq_len for attention's scores and weighted sums over the causal half
 // (TorchTitan counts 12, as if unmasked, which puts long-sequence MFU above what is computed).
 double FlopPerToken(const LlamaConfig& config, int64_t seq_len);

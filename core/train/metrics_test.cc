@@ -13,6 +13,10 @@ TEST(FlopPerToken, CountsNonEmbeddingParametersAndCausalAttention) {
   EXPECT_DOUBLE_EQ(FlopPerToken(debug, 256), 6 * non_embedding + 6.0 * 6 * 256 * 256);
   // Attention's share grows with the sequence; the parameters' does not.
   EXPECT_DOUBLE_EQ(FlopPerToken(debug, 512) - FlopPerToken(debug, 256), 6.0 * 6 * 256 * 256);
+  // Tied, the one table is both the lookup and the output matmul: the count stays the same.
+  LlamaConfig tied = debug;
+  tied.tie_embeddings = true;
+  EXPECT_DOUBLE_EQ(FlopPerToken(tied, 256), FlopPerToken(debug, 256));
 }
 
 }  // namespace
