@@ -45,6 +45,7 @@ int Train(const std::map<std::string, int64_t>& args) {
   auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
   if (!registry.ok()) return Fail(registry.status().ToString());
   auto raw = ParseRecipeText("[optimizer]\nname = \"adamw\"\nlr = 1e-4\n", "bench.toml");
+  if (!raw.ok()) return Fail(raw.status().ToString());
   auto recipe = ValidateRecipe(*raw, **registry);
   if (!recipe.ok()) return Fail(recipe.status().ToString());
   auto optimizer = (*registry)->Create<OptimizerPlugin>("adamw");
