@@ -11,6 +11,9 @@ struct FlavorCase {
   int64_t parameters;  // the published counts
 };
 
+// Names each case by its flavor (test names stay the same from one build to the next).
+void PrintTo(const FlavorCase& c, std::ostream* out) { *out << c.flavor; }
+
 class FlavorTest : public testing::TestWithParam<FlavorCase> {};
 
 TEST_P(FlavorTest, HiddenDimAndParameterCount) {

@@ -21,6 +21,9 @@ struct OptimizerCase {
   std::string reference;  // optimizer.txt hyper-parameters
 };
 
+// Names each case by its optimizer (test names stay the same from one build to the next).
+void PrintTo(const OptimizerCase& c, std::ostream* out) { *out << c.name; }
+
 class OptimizerReferenceTest : public ::testing::TestWithParam<OptimizerCase> {};
 
 TEST_P(OptimizerReferenceTest, MatchesTorchOptimOverTenSteps) {
