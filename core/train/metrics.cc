@@ -67,9 +67,16 @@ void MetricsLog::Progress(int64_t step, int64_t steps, double elapsed_s) {
 }
 
 double PeakMemoryGib() {
+  // VmHWM is this program's own peak. ru_maxrss is not: across fork and exec it keeps the peak
+  // of the process that started it (a Python bench with torch loaded, say).
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1024.0 * 1024.0);  // KiB
+  }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
+  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // also KiB
 }
 
 double FlopPerToken(const LlamaConfig& config, int64_t seq_len) {

@@ -39,7 +39,7 @@ class MetricsLog {
   bool bar_shown_ = false;
 };
 
-// Peak resident memory of this process, GiB.
+// Peak resident memory of this program since it started (exec), GiB.
 double PeakMemoryGib();
 // A quick f32 matmul probe of this machine's reachable TFLOP/s (best of a few n x n x n
 // sgemms), for MFU without a given peak.
