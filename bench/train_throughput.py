@@ -3,6 +3,7 @@
 
 Usage: /usr/bin/python3 bench/train_throughput.py build/bin/titan_train_bench
            [--threads 2] [--steps 5] [--configs debugmodel,34M]
+(--configs tiny takes seconds: the `bench` CTest label runs it so the command keeps working.)
 
 Each side trains with AdamW (betas 0.9/0.95, weight decay 0.1), gradient clipping at 1.0 and
 random tokens, on the same thread count, one process per measurement. A step is forward,
