@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs every fuzz target under libFuzzer for a bounded time; fails on any crash, sanitizer report
+# or broken property, leaving the input that caused it in the build folder.
+#
+#   fuzz/run_fuzzers.sh [TARGET...]          e.g. fuzz/run_fuzzers.sh recipe_fuzz
+#
+# Builds the targets with clang, AddressSanitizer and UBSan in build-fuzz/ (TITAN_FUZZ_BUILD_DIR
+# overrides), with ccache when there is one. Each target starts from fuzz/corpus/<target>/ and
+# runs TITAN_FUZZ_SECONDS seconds (default 15); what it learns goes to build-fuzz/corpus/, never
+# into the repository. See docs/fuzzing.md for turning a finding into a regression input.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${TITAN_FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=${TITAN_FUZZ_SECONDS:-15}
+
+if [ ! -f "$build_dir/build.ninja" ]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DTITAN_CUDA=OFF \
+    -DTITAN_SANITIZE=ON -DTITAN_FUZZ=ON "${launcher[@]}" >/dev/null
+fi
+cmake --build "$build_dir" --target titan_fuzz_targets -j "$(nproc)"
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  mapfile -t targets < <(cd "$root/fuzz" && ls ./*_fuzz.cc | sed 's|^\./||; s|\.cc$||')
+fi
+mkdir -p "$build_dir/findings"
+failed=()
+for target in "${targets[@]}"; do
+  mkdir -p "$build_dir/corpus/$target"
+  log=$build_dir/findings/$target.log
+  echo "== $target: ${seconds}s"
+  # Leaks are not findings: plugins and registries live until exit by design.
+  if ASAN_OPTIONS=detect_leaks=0 "$build_dir/bin/$target" -max_total_time="$seconds" \
+      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$build_dir/findings/$target-" \
+      "$build_dir/corpus/$target" "$root/fuzz/corpus/$target" >"$log" 2>&1; then
+    grep -E '^stat::number_of_executed_units|^Done' "$log" | tr '\n' ' '
+    echo
+  else
+    failed+=("$target")
+    tail -n 40 "$log"
+    echo "== $target FAILED: the input is $(ls -t "$build_dir/findings/$target"-* 2>/dev/null |
+      grep -v '\.log$' | head -n 1); log: $log"
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz findings in: ${failed[*]} (docs/fuzzing.md: fix the parser, add the input to the corpus)"
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each, no finding"
