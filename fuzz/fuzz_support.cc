@@ -24,13 +24,14 @@ void RemoveScratch() {
 }  // namespace
 
 const std::string& ScratchFolder() {
-  static const std::string folder = [] {
+  // Never destroyed: RemoveScratch runs at exit, after the destructors of later statics.
+  static const std::string* folder = [] {
     fs::path path = fs::temp_directory_path() / absl::StrCat("titan_fuzz_", getpid());
     fs::create_directories(path);
     std::atexit(RemoveScratch);
-    return path.string();
+    return new std::string(path.string());
   }();
-  return folder;
+  return *folder;
 }
 
 std::string WriteInput(absl::string_view name, absl::string_view bytes) {

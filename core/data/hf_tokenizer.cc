@@ -271,10 +271,11 @@ absl::StatusOr<std::vector<std::string>> ReadVocab(const Json& model,
     const auto index = id.get<size_t>();
     seen[index] = true;
     absl::StatusOr<std::string> decoded = ByteLevelDecode(token);
+    // The lambda's init-capture `text`: clang before 16 cannot capture a structured binding.
     if (decoded.ok()) {
       bytes[index] = *std::move(decoded);
-    } else if (std::any_of(added.begin(), added.end(), [&](const AddedToken& t) {
-                 return t.id == static_cast<int32_t>(index) && t.text == token;
+    } else if (std::any_of(added.begin(), added.end(), [&, &text = token](const AddedToken& t) {
+                 return t.id == static_cast<int32_t>(index) && t.text == text;
                })) {
       bytes[index] = token;
     } else {

@@ -61,6 +61,7 @@ int32_t TokenSpan::operator[](int64_t i) const {
 }
 
 void TokenSpan::Read(int64_t begin, int64_t count, int32_t* out) const {
+  if (count <= 0) return;  // `out` may be an empty vector's null data(): no memcpy from it
   // The header is 24 bytes and mappings start on a page, so the tokens are aligned for their width.
   if (width_ == 2) {
     const uint16_t* tokens = As<uint16_t>(data_) + begin;
