@@ -76,6 +76,13 @@ TEST(LbdcTopologyFile, BadFilesNameTheFileAndThePlace) {
        R"({"switches": ["a"], "links": [["a"]]})",
        {"pair.json", "links[0]", "pair of switch names"}},
       {"empty.json", R"({"links": []})", {"empty.json", "lists no switch"}},
+      // docs/fuzzing.md, finding 2: a links object ended titan-lbdc with an exception.
+      {"links.json",
+       R"({"switches": ["a"], "links": {"x": 1}})",
+       {"links.json", "links: expected an array"}},
+      {"links_number.toml",
+       "switches = [\"a\"]\nlinks = 3\n",
+       {"links_number.toml", "links: expected an array"}},
       {"syntax.toml", "switches = [\"a\"\nlinks = 3\n", {"syntax.toml:2:"}},
       {"twice.toml", "switches = [\"a\", \"a\"]\n", {"twice.toml", "'a' is listed twice"}},
       {"links.toml",

@@ -153,10 +153,12 @@ absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& t
   TITAN_RETURN_IF_ERROR(strings("switches", d.switches));
   TITAN_RETURN_IF_ERROR(strings("controllers", d.controllers));
   const nlohmann::json& links = json.contains("links") ? json["links"] : nlohmann::json::array();
+  if (!links.is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": links: expected an array"));
+  }
   for (size_t i = 0; i < links.size(); ++i) {
     const nlohmann::json& link = links[i];
-    if (!links.is_array() || !link.is_array() || link.size() != 2 || !link[0].is_string() ||
-        !link[1].is_string()) {
+    if (!link.is_array() || link.size() != 2 || !link[0].is_string() || !link[1].is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": links[", i, "]: expected a pair of switch names"));
     }
@@ -194,6 +196,9 @@ absl::StatusOr<Described> ReadToml(const std::string& path, const std::string& t
   };
   TITAN_RETURN_IF_ERROR(strings("switches", d.switches));
   TITAN_RETURN_IF_ERROR(strings("controllers", d.controllers));
+  if (table.contains("links") && !table["links"].is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": links: expected an array"));
+  }
   if (const toml::array* links = table["links"].as_array()) {
     for (size_t i = 0; i < links->size(); ++i) {
       const toml::array* link = (*links)[i].as_array();

@@ -32,8 +32,9 @@ int64_t Box::numel() const {
 absl::Status CheckInside(const Box& box, const std::vector<int64_t>& full_shape) {
   bool inside = box.offset.size() == full_shape.size() && box.shape.size() == full_shape.size();
   for (size_t d = 0; inside && d < full_shape.size(); ++d) {
-    inside =
-        box.offset[d] >= 0 && box.shape[d] >= 0 && box.offset[d] + box.shape[d] <= full_shape[d];
+    // Without forming offset + shape, which a damaged index can overflow.
+    inside = box.offset[d] >= 0 && box.shape[d] >= 0 && box.offset[d] <= full_shape[d] &&
+             box.shape[d] <= full_shape[d] - box.offset[d];
   }
   if (inside) return absl::OkStatus();
   return absl::InvalidArgumentError(

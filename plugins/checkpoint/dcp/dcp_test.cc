@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "core/runtime/plugin_registry.h"
@@ -114,7 +117,8 @@ TEST(Dcp, RefusesAMissingTensorAWrongShapeAndAnUncoveredBox) {
 
   // Only the first row block saved: loading the whole matrix finds 6 of 24 elements.
   const std::string partial = Folder("partial");
-  std::vector<CheckpointPiece> first_row = {Piece("model/w", {4, 6}, {0, 0}, {1, 6}, matrix.data())};
+  std::vector<CheckpointPiece> first_row = {
+      Piece("model/w", {4, 6}, {0, 0}, {1, 6}, matrix.data())};
   ASSERT_TRUE(dcp.plugin->Save(partial, first_row, {}, dcp.comm).ok());
   std::vector<CheckpointPiece> whole = {Piece("model/w", {4, 6}, {0, 0}, {4, 6}, out.data())};
   status = dcp.plugin->Load(partial, whole, dcp.comm);
@@ -165,6 +169,36 @@ TEST(Dcp, CorruptionIsAnErrorNamingTheFile) {
   status = dcp.plugin->Load(bad_index, whole, dcp.comm);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find("malformed index"), std::string::npos) << status;
+}
+
+// docs/fuzzing.md, finding 3: extents whose byte count overflows passed as a tensor's shape.
+TEST(Dcp, AnIndexWithAnImpossibleShapeIsRefused) {
+  Dcp dcp;
+  std::vector<float> matrix, vector;
+  const std::string folder = Folder("impossible_shape");
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{int64_t{1} << 62, 4}, std::vector<int64_t>{-1}}) {
+    nlohmann::json index = nlohmann::json::parse(std::ifstream(folder + "/metadata.json"));
+    index["tensors"]["model/v"]["shape"] = shape;
+    std::ofstream(folder + "/metadata.json") << index.dump();
+    absl::StatusOr<CheckpointContents> read = dcp.plugin->Read(folder);
+    ASSERT_FALSE(read.ok()) << shape[0];
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(read.status().message().find("model/v: expected a tensor's shape, found ["),
+              std::string::npos)
+        << read.status();
+  }
+}
+
+// docs/fuzzing.md, finding 3: offset + extent overflowed into a box "inside" the tensor.
+TEST(Box, AnExtentPastTheEndIsOutsideWhereOffsetPlusExtentOverflows) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(dcp::CheckInside({{1}, {3}}, {4}).ok());
+  EXPECT_FALSE(dcp::CheckInside({{1}, {4}}, {4}).ok());
+  EXPECT_FALSE(dcp::CheckInside({{kMax}, {1}}, {4}).ok());
+  EXPECT_FALSE(dcp::CheckInside({{2}, {kMax}}, {4}).ok());
+  EXPECT_FALSE(dcp::CheckInside({{5}, {0}}, {4}).ok());
 }
 
 TEST(Box, CopiesTheOverlapOfThreeDimensionalBoxes) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace titan::dcp {
 namespace {
@@ -43,6 +44,16 @@ StoredPiece PieceFromJson(const json& j) {
   p.bytes = j.at("bytes").get<int64_t>();
   p.raw_bytes = j.at("raw_bytes").get<int64_t>();
   return p;
+}
+
+// Whether every extent is >= 0 and the tensor's byte count fits an int64 (so the sizes of its
+// pieces can be computed without overflow).
+bool FitsInBytes(const std::vector<int64_t>& shape, DType dtype) {
+  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes)) return false;
+  }
+  return true;
 }
 
 absl::Status Fsync(const std::string& path) {
@@ -178,7 +189,12 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
     index.metadata = doc.at("metadata").get<CheckpointMetadata>();
     for (const auto& [name, t] : doc.at("tensors").items()) {
       TITAN_ASSIGN_OR_RETURN(DType dtype, DTypeFromName(t.at("dtype").get<std::string>()));
-      index.tensors[name] = {name, t.at("shape").get<std::vector<int64_t>>(), dtype};
+      const auto shape = t.at("shape").get<std::vector<int64_t>>();
+      if (!FitsInBytes(shape, dtype)) {
+        return absl::DataLossError(absl::StrCat(path, ": ", name, ": expected a tensor's shape, ",
+                                                "found [", absl::StrJoin(shape, ", "), "]"));
+      }
+      index.tensors[name] = {name, shape, dtype};
     }
     for (const json& j : doc.at("pieces")) {
       StoredPiece piece = PieceFromJson(j);
