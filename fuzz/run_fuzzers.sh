@@ -27,6 +27,8 @@ if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cd "$root/fuzz" && ls ./*_fuzz.cc | sed 's|^\./||; s|\.cc$||')
 fi
 mkdir -p "$build_dir/findings"
+# Most targets hand their input to a parser as a file: in memory that is ten times faster.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 failed=()
 for target in "${targets[@]}"; do
   mkdir -p "$build_dir/corpus/$target"
