@@ -129,8 +129,10 @@ class Reader {
 absl::Status CheckModel(const Json& model, const Reader& r) {
   TITAN_ASSIGN_OR_RETURN(std::string type, r.Field<std::string>(model, "model", "type", ""));
   if (type != "BPE") {
+    // find(), not operator[]: a const json's operator[] of a missing key reads freed memory.
+    const auto found = model.find("type");
     return r.Error("model.type", "\"BPE\" (titan reads byte-level BPE tokenizer.json files)",
-                   &model["type"]);
+                   found == model.end() ? nullptr : &*found);
   }
   TITAN_RETURN_IF_ERROR(r.Require(model, "model", "dropout", 0.0, "null or 0 (no BPE dropout)"));
   TITAN_RETURN_IF_ERROR(r.Require(model, "model", "byte_fallback", false,

@@ -237,6 +237,10 @@ TEST_F(HfTokenizerTest, UnsupportedFieldsAreRefusedNamingFileAndField) {
   };
   Refusal(with("model", "type", "WordPiece"), "model.type: expected \"BPE\"");
   Refusal(with("model", "type", "Unigram"), "model.type");
+  // docs/fuzzing.md, finding 4: a model without "type" was shown from freed memory.
+  Json untyped = Gpt2Style();
+  untyped["model"].erase("type");
+  EXPECT_EQ(Refusal(untyped, "model.type").find(", found"), std::string::npos);
   Refusal(with("model", "byte_fallback", true), "model.byte_fallback: expected false");
   Refusal(with("model", "dropout", 0.1), "model.dropout");
   Refusal(with("model", "continuing_subword_prefix", "##"), "model.continuing_subword_prefix");

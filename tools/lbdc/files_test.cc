@@ -69,6 +69,8 @@ TEST(LbdcTopologyFile, BadFilesNameTheFileAndThePlace) {
       {"syntax.json", "{\n  \"switches\": [\"a\",\n  ]\n}", {"syntax.json:3:3", "not valid JSON"}},
       {"array.json", "[1, 2]", {"array.json", "expected a JSON object"}},
       {"number.json", R"({"switches": ["a", 7]})", {"number.json", "switches[1]", "a string"}},
+      // docs/fuzzing.md, finding 6: a number beyond a double ended titan-lbdc with an exception.
+      {"huge.json", R"({"switches": [1e99999]})", {"huge.json", "not valid JSON", "overflow"}},
       {"unknown.json",
        R"({"switches": ["a", "b"], "links": [["a", "b"], ["b", "bb"]]})",
        {"unknown.json", "links[1]", "'bb'", "did you mean 'b'"}},

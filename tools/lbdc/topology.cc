@@ -130,6 +130,8 @@ absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& t
     const size_t column = newline == std::string::npos ? end + 1 : end - newline;
     return absl::InvalidArgumentError(
         absl::StrCat(path, ":", line, ":", column, ": not valid JSON"));
+  } catch (const nlohmann::json::exception& error) {  // a number too large for a double
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON: ", error.what()));
   }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expected a JSON object"));

@@ -191,6 +191,35 @@ TEST(Dcp, AnIndexWithAnImpossibleShapeIsRefused) {
   }
 }
 
+// docs/fuzzing.md, finding 5: a float where an integer belongs was converted unchecked.
+TEST(Dcp, AnIndexWithFloatsForIntegersIsRefused) {
+  Dcp dcp;
+  std::vector<float> matrix, vector;
+  const std::string folder = Folder("float_integers");
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  const nlohmann::json saved = nlohmann::json::parse(std::ifstream(folder + "/metadata.json"));
+  struct Edit {
+    nlohmann::json::json_pointer where;
+    nlohmann::json value;
+    std::string expected;
+  };
+  for (const Edit& edit :
+       {Edit{"/tensors/model~1v/shape"_json_pointer,
+             {4.3e24},
+             "shape: expected an array of integers"},
+        Edit{"/pieces/0/offset"_json_pointer, {0.5, 0}, "offset: expected an array of integers"},
+        Edit{"/pieces/0/position"_json_pointer, 1e30, "position: expected an integer"},
+        Edit{"/world_size"_json_pointer, 1.5, "world_size: expected an integer"}}) {
+    nlohmann::json index = saved;
+    index[edit.where] = edit.value;
+    std::ofstream(folder + "/metadata.json") << index.dump();
+    absl::StatusOr<CheckpointContents> read = dcp.plugin->Read(folder);
+    ASSERT_FALSE(read.ok()) << edit.expected;
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(read.status().message().find(edit.expected), std::string::npos) << read.status();
+  }
+}
+
 // docs/fuzzing.md, finding 3: offset + extent overflowed into a box "inside" the tensor.
 TEST(Box, AnExtentPastTheEndIsOutsideWhereOffsetPlusExtentOverflows) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

@@ -4,9 +4,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -32,17 +34,37 @@ json PieceJson(const StoredPiece& p) {
           {"raw_bytes", p.raw_bytes}};
 }
 
+// j[key] as integers. nlohmann converts a float such as 1e30 to an integer unchecked (undefined
+// behaviour), so anything but integers is refused; the readers catch what this throws.
+std::vector<int64_t> Integers(const json& j, const char* key) {
+  const json& value = j.at(key);
+  if (!value.is_array() || !std::all_of(value.begin(), value.end(),
+                                        [](const json& v) { return v.is_number_integer(); })) {
+    throw std::invalid_argument(
+        absl::StrCat(key, ": expected an array of integers, found ", value.dump()));
+  }
+  return value.get<std::vector<int64_t>>();
+}
+
+int64_t Integer(const json& j, const char* key) {
+  if (!j.at(key).is_number_integer()) {
+    throw std::invalid_argument(
+        absl::StrCat(key, ": expected an integer, found ", j.at(key).dump()));
+  }
+  return j.at(key).get<int64_t>();
+}
+
 StoredPiece PieceFromJson(const json& j) {
   StoredPiece p;
   p.tensor = j.at("tensor").get<std::string>();
-  p.full_shape = j.at("full_shape").get<std::vector<int64_t>>();
-  p.box.offset = j.at("offset").get<std::vector<int64_t>>();
-  p.box.shape = j.at("shape").get<std::vector<int64_t>>();
+  p.full_shape = Integers(j, "full_shape");
+  p.box.offset = Integers(j, "offset");
+  p.box.shape = Integers(j, "shape");
   p.dtype = DTypeFromName(j.at("dtype").get<std::string>()).value();
   p.file = j.at("file").get<std::string>();
-  p.position = j.at("position").get<int64_t>();
-  p.bytes = j.at("bytes").get<int64_t>();
-  p.raw_bytes = j.at("raw_bytes").get<int64_t>();
+  p.position = Integer(j, "position");
+  p.bytes = Integer(j, "bytes");
+  p.raw_bytes = Integer(j, "raw_bytes");
   return p;
 }
 
@@ -185,11 +207,11 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
                        doc.at("format").dump(), " version ", doc.at("version").dump()));
     }
     Index index;
-    index.world_size = doc.at("world_size").get<int>();
+    index.world_size = static_cast<int>(Integer(doc, "world_size"));
     index.metadata = doc.at("metadata").get<CheckpointMetadata>();
     for (const auto& [name, t] : doc.at("tensors").items()) {
       TITAN_ASSIGN_OR_RETURN(DType dtype, DTypeFromName(t.at("dtype").get<std::string>()));
-      const auto shape = t.at("shape").get<std::vector<int64_t>>();
+      const std::vector<int64_t> shape = Integers(t, "shape");
       if (!FitsInBytes(shape, dtype)) {
         return absl::DataLossError(absl::StrCat(path, ": ", name, ": expected a tensor's shape, ",
                                                 "found [", absl::StrJoin(shape, ", "), "]"));
