@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/utf8.h"
 
 namespace titan {
 
@@ -17,33 +18,6 @@ const char kGpt2Pattern[] =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 namespace {
-
-// The length of the well-formed UTF-8 character (RFC 3629) at the start of `s`, 0 if none:
-// the same test PCRE2 applies to find invalid UTF-8.
-size_t Utf8CharLength(absl::string_view s) {
-  const auto lead = static_cast<unsigned char>(s[0]);
-  if (lead < 0x80) return 1;
-  size_t length;
-  uint32_t smallest;
-  if ((lead & 0xE0) == 0xC0) {
-    length = 2, smallest = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3, smallest = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4, smallest = 0x10000;
-  } else {
-    return 0;
-  }
-  if (s.size() < length) return 0;
-  uint32_t code = lead & (0x7Fu >> length);
-  for (size_t i = 1; i < length; ++i) {
-    const auto next = static_cast<unsigned char>(s[i]);
-    if ((next & 0xC0) != 0x80) return 0;
-    code = (code << 6) | (next & 0x3Fu);
-  }
-  if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
-  return length;
-}
 
 // Text between matches: one piece per run of valid UTF-8, one per invalid byte.
 void AddGap(absl::string_view gap, std::vector<absl::string_view>& pieces) {

@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "core/runtime/closest_name.h"
 #include "core/runtime/recipe_schema.h"
+#include "core/runtime/utf8.h"
 
 namespace titan {
 namespace {
@@ -308,6 +309,12 @@ absl::Status ApplyOverride(RawRecipe& recipe, absl::string_view assignment) {
       dot + 1 == path.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("command line --", assignment, ": an override is --section.key=value"));
+  }
+  if (!IsUtf8(assignment)) {
+    // TOML is UTF-8: such a value could never be printed back as a recipe (--print-recipe).
+    const absl::string_view shown = IsUtf8(path) ? path : "(a name that is not UTF-8)";
+    return absl::InvalidArgumentError(
+        absl::StrCat("command line --", shown, "=...: expected UTF-8 text, as in a recipe file"));
   }
   std::string section(path.substr(0, dot));
   std::string key(path.substr(dot + 1));

@@ -178,6 +178,19 @@ TEST(Recipe, BadOverridesAreNamed) {
             "command line --steps=3: an override is --section.key=value");
 }
 
+// docs/fuzzing.md, finding 7: such an override validated, and --print-recipe then printed a
+// recipe that does not parse.
+TEST(Recipe, OverrideThatIsNotUtf8IsRefused) {
+  RawRecipe raw;
+  EXPECT_EQ(ApplyOverride(raw, "job.dump_folder=/tmp/\xff\xfe").message(),
+            "command line --job.dump_folder=...: expected UTF-8 text, as in a recipe file");
+  EXPECT_EQ(ApplyOverride(raw, "job.dump\xc0=x").message(),
+            "command line --(a name that is not UTF-8)=...: expected UTF-8 text, as in a recipe "
+            "file");
+  EXPECT_TRUE(raw.sections.empty());
+  EXPECT_TRUE(ApplyOverride(raw, "job.dump_folder=/tmp/caf\xc3\xa9").ok());
+}
+
 TEST(Recipe, SelectedPluginValidatesItsOwnKeys) {
   EXPECT_EQ(ErrorOf("[optimizer]\nname = \"adamw\"\nbeta1 = 1.0\n"),
             "r.toml:3:9: optimizer.beta1: must be below 1");
