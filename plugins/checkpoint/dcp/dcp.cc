@@ -212,6 +212,14 @@ absl::Status LoadPieces(const std::string& folder, std::span<CheckpointPiece> pi
         cached_bytes += raw.size();
         found = cache.emplace(key, std::move(raw)).first;
       }
+      // ReadPiece checked the size for the piece it read; a damaged index can point another
+      // piece, of another size, at the same bytes.
+      if (static_cast<int64_t>(found->second.size()) !=
+          stored->box.numel() * static_cast<int64_t>(DTypeSize(stored->dtype))) {
+        return absl::DataLossError(absl::StrCat(folder, ": ", stored->file, " at ",
+                                                stored->position, ": pieces of different sizes ",
+                                                "share these bytes (damaged metadata.json?)"));
+      }
       covered += CopyOverlap(stored->box, found->second.data(), stored->dtype, want,
                              piece.data.data, piece.data.dtype);
     }

@@ -220,6 +220,32 @@ TEST(Dcp, AnIndexWithFloatsForIntegersIsRefused) {
   }
 }
 
+// docs/fuzzing.md, finding 8: a piece pointed at bytes another piece had decompressed was
+// copied from that piece's buffer, whatever its size (a heap overflow when it was smaller).
+TEST(Dcp, PiecesOfDifferentSizesSharingBytesAreRefused) {
+  Dcp dcp;
+  std::vector<float> matrix, vector, w(24), v(5);
+  const std::string folder = Folder("shared_bytes");
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(folder + "/metadata.json"));
+  nlohmann::json* first_of_w = nullptr;
+  for (nlohmann::json& piece : index["pieces"]) {
+    if (piece["tensor"] == "model/w" && piece["offset"] == nlohmann::json{0, 0})
+      first_of_w = &piece;
+  }
+  ASSERT_NE(first_of_w, nullptr);
+  for (nlohmann::json& piece : index["pieces"]) {
+    if (piece["tensor"] == "model/v") piece["position"] = (*first_of_w)["position"];
+  }
+  std::ofstream(folder + "/metadata.json") << index.dump();
+  std::vector<CheckpointPiece> both = {Piece("model/w", {4, 6}, {0, 0}, {4, 6}, w.data()),
+                                       Piece("model/v", {5}, {0}, {5}, v.data())};
+  absl::Status status = dcp.plugin->Load(folder, both, dcp.comm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("pieces of different sizes share these bytes"), std::string::npos)
+      << status;
+}
+
 // docs/fuzzing.md, finding 3: offset + extent overflowed into a box "inside" the tensor.
 TEST(Box, AnExtentPastTheEndIsOutsideWhereOffsetPlusExtentOverflows) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
