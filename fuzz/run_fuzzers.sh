@@ -34,9 +34,9 @@ for target in "${targets[@]}"; do
   mkdir -p "$build_dir/corpus/$target"
   log=$build_dir/findings/$target.log
   echo "== $target: ${seconds}s"
-  # Leaks are not findings: plugins and registries live until exit by design. An input slower
-  # than a minute is a finding; the limit is generous so that a loaded machine never trips it.
-  if ASAN_OPTIONS=detect_leaks=0 "$build_dir/bin/$target" -max_total_time="$seconds" \
+  # An input slower than a minute is a finding; the limit is generous so that a loaded machine
+  # never trips it. Leaks are findings too (LeakSanitizer, at exit and after suspect inputs).
+  if "$build_dir/bin/$target" -max_total_time="$seconds" \
       -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$build_dir/findings/$target-" \
       "$build_dir/corpus/$target" "$root/fuzz/corpus/$target" >"$log" 2>&1; then
