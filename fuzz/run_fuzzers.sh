@@ -13,10 +13,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${TITAN_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${TITAN_FUZZ_SECONDS:-15}
 
+# Cache hits across clones and worktrees: paths relative to the checkout, and the build folder
+# left out of the hash (a cached object's debug info may then name another checkout's folder).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 if [ ! -f "$build_dir/build.ninja" ]; then
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  # OSS-Fuzz's optimization and debug level: line tables suffice for the reports, and compile
+  # in about half the time of -O2 -g.
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only -DNDEBUG" \
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DTITAN_CUDA=OFF \
     -DTITAN_SANITIZE=ON -DTITAN_FUZZ=ON "${launcher[@]}" >/dev/null
 fi
