@@ -67,7 +67,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           t.dtype == titan::DType::kF16;
     const titan::DType dtype = is_float ? titan::DType::kF32 : t.dtype;
     buffers.emplace_back(static_cast<size_t>(n) * titan::DTypeSize(dtype) + 1);
-    pieces.push_back({t.name, t.full_shape, std::vector<int64_t>(t.full_shape.size(), 0),
+    pieces.push_back({t.name,
+                      t.full_shape,
+                      std::vector<int64_t>(t.full_shape.size(), 0),
                       {buffers.back().data(), dtype, {}, t.full_shape, {}}});
   }
   f.plugin->Load(f.folder, pieces, f.comm).IgnoreError();

@@ -33,8 +33,8 @@ inline absl::string_view Bytes(const uint8_t* data, size_t size) {
 }  // namespace titan::fuzz
 
 // A property every input must keep; its failure is a finding like a crash.
-#define TITAN_FUZZ_CHECK(condition, what) \
-  do {                                    \
+#define TITAN_FUZZ_CHECK(condition, what)                                         \
+  do {                                                                            \
     if (!(condition)) ::titan::fuzz::Fail(std::string(#condition ": ") + (what)); \
   } while (0)
 

@@ -6,7 +6,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes = titan::fuzz::Bytes(data, size);
-  auto tokenizer = titan::LoadHuggingFaceTokenizer(titan::fuzz::WriteInput("tokenizer.json", bytes));
+  auto tokenizer =
+      titan::LoadHuggingFaceTokenizer(titan::fuzz::WriteInput("tokenizer.json", bytes));
   if (!tokenizer.ok()) return 0;
   const titan::BpeTokenizer& t = **tokenizer;
   TITAN_FUZZ_CHECK(t.bos_id() >= 0 && t.bos_id() < t.vocab_size(), absl::StrCat(t.bos_id()));

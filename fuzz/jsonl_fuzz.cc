@@ -48,8 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TITAN_FUZZ_CHECK(!ZSTD_isError(length), ZSTD_getErrorName(length));
   compressed.resize(length);
   const Reading zst = Read(titan::fuzz::WriteInput("corpus.jsonl.zst", compressed), false);
-  TITAN_FUZZ_CHECK(zst.status.ok() == strict.status.ok() && zst.documents == strict.documents,
-                   absl::StrCat("compressed: ", zst.status.message(), "; plain: ",
-                                strict.status.message()));
+  TITAN_FUZZ_CHECK(
+      zst.status.ok() == strict.status.ok() && zst.documents == strict.documents,
+      absl::StrCat("compressed: ", zst.status.message(), "; plain: ", strict.status.message()));
   return 0;
 }

@@ -13,8 +13,8 @@ void ValidateAndRoundTrip(const RawRecipe& raw) {
   TITAN_FUZZ_CHECK(reparsed.ok(), absl::StrCat(reparsed.status().message(), "\n", printed));
   absl::StatusOr<Recipe> again = ValidateRecipe(*reparsed, Registry());
   TITAN_FUZZ_CHECK(again.ok(), absl::StrCat(again.status().message(), "\n", printed));
-  TITAN_FUZZ_CHECK(again->ToToml() == printed, absl::StrCat(printed, "\nprints back as\n",
-                                                            again->ToToml()));
+  TITAN_FUZZ_CHECK(again->ToToml() == printed,
+                   absl::StrCat(printed, "\nprints back as\n", again->ToToml()));
 }
 
 }  // namespace titan::fuzz

@@ -8,8 +8,8 @@
 #include "fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  absl::StatusOr<titan::TokenShard> shard = titan::TokenShard::Open(
-      titan::fuzz::WriteInput("shard.tok", titan::fuzz::Bytes(data, size)));
+  absl::StatusOr<titan::TokenShard> shard =
+      titan::TokenShard::Open(titan::fuzz::WriteInput("shard.tok", titan::fuzz::Bytes(data, size)));
   if (!shard.ok()) return 0;
   const titan::TokenSpan& tokens = shard->tokens();
   TITAN_FUZZ_CHECK(24 + tokens.size() * tokens.width() == static_cast<int64_t>(size),
