@@ -110,9 +110,12 @@ std::vector<SectionSchema> MakeSchema() {
        Int("steps", 10000, 1, kNoLimit, "optimizer steps to train"),
        String("dataset", "c4_test", "dataset name, for logs and metrics"),
        String("dataset_path", "", "file or folder holding the dataset"),
-       String("mixed_precision_param", "bfloat16", "dtype of parameters in compute",
+       String("mixed_precision_param", "float32",
+              "dtype of matmul operands (activations and weights; f32 accumulation, f32 master "
+              "weights and optimizer state): bfloat16 or float32",
               {"bfloat16", "float32"}),
-       String("mixed_precision_reduce", "float32", "dtype of gradient reductions", {"float32"})}));
+       String("mixed_precision_reduce", "float32",
+              "dtype of gradient reductions across ranks (float32 only)", {"float32"})}));
   schema.push_back(Section(
       "data", "how training.dataset_path is read and tokenized",
       {String("format", "text",

@@ -100,6 +100,18 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe&
   return CreateParallelPlugin(recipe, registry, name);
 }
 
+// The device and matmul precision the recipe asks for: the mesh's device (job.device) and
+// training.mixed_precision_param; gradients are always reduced in f32
+// (training.mixed_precision_reduce accepts only "float32").
+absl::StatusOr<ModelCompute> ModelComputeOf(const Recipe& recipe, DeviceMesh& mesh) {
+  TITAN_ASSIGN_OR_RETURN(std::string param,
+                         recipe.section("training").GetString("mixed_precision_param"));
+  ModelCompute where;
+  where.device = &mesh.device();
+  where.matmul_dtype = param == "bfloat16" ? DType::kBF16 : DType::kF32;
+  return where;
+}
+
 }  // namespace
 
 absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh& mesh,
@@ -147,7 +159,13 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac_section.GetString("mode"));
   TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint ac, ParseActivationCheckpoint(ac_mode, ac_option));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac));
+  TITAN_ASSIGN_OR_RETURN(ModelCompute where, ModelComputeOf(recipe, mesh));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         LlamaModel::Create(config, ac, where));
+  spdlog::info("[device] {}; matmuls in {}", model->compute().Describe(),
+               where.matmul_dtype == DType::kBF16
+                   ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
+                   : "f32");
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
