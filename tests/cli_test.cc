@@ -120,7 +120,8 @@ TEST(TitanRun, TrainingDataErrorsAreExplained) {
   Result vocab =
       Titan("--recipe recipes/llama3_debug.toml --model.tokenizer_path=/nonexistent/tok.model");
   EXPECT_EQ(vocab.exit_code, 2);
-  EXPECT_THAT(vocab.output, HasSubstr("/nonexistent/tok.model: cannot open the tokenizer file"));
+  EXPECT_THAT(vocab.output, HasSubstr("\"/nonexistent/tok.model\": no such file or folder; "
+                                      "expected a tiktoken rank file"));
 }
 
 TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {

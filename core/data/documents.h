@@ -25,6 +25,10 @@ struct DocumentReport {
   int64_t documents = 0;
   int64_t skipped = 0;
   std::string first_skip;  // where and why the first skipped record was skipped
+  // Files read as text (by their name) whose bytes look binary: a NUL in the first 8 KiB, as git
+  // judges. They are still read; the caller warns.
+  int64_t binary_files = 0;
+  std::string first_binary;
 };
 
 // Calls `sink` with each non-empty document of `path` (a file, or a folder read recursively in

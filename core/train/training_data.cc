@@ -40,6 +40,12 @@ absl::StatusOr<std::vector<std::string>> ReadCorpus(const Recipe& recipe) {
     spdlog::warn("[data] skipped {} bad record(s) (data.on_bad_record = \"skip\"); the first: {}",
                  report.skipped, report.first_skip);
   }
+  if (report.binary_files > 0) {
+    spdlog::warn(
+        "[data] {} file(s) read as text look binary (NUL bytes in the first 8 KiB), the first: {}; "
+        "is training.dataset_path the corpus you meant?",
+        report.binary_files, report.first_binary);
+  }
   return documents;
 }
 
