@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/data/input_file.h"
 
 namespace titan {
 
@@ -26,6 +27,9 @@ absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, Peak
   log.peak_ = std::move(peak);
   std::ios::openmode mode = std::ios::trunc;
   if (resumed_step > 0 && std::filesystem::exists(log.path_, error)) {
+    TITAN_RETURN_IF_ERROR(
+        InspectInput(log.path_, /*folder_ok=*/false, "the metrics file of the resumed run")
+            .status());
     // Rewritten beside it and renamed over it, so a kill now never loses the history.
     std::ifstream in(log.path_, std::ios::binary);
     const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -87,6 +87,11 @@ TEST_F(MetricsLogTest, AResumedRunKeepsTheRowsUpToItsCheckpoint) {
   // A fresh run starts the file anew.
   ASSERT_TRUE(MetricsLog::Open(dir_.string(), {1.0, "test"}).ok());
   EXPECT_EQ(ReadAll(dir_ / "metrics.jsonl"), "");
+  // A folder in its place is named, not thrown from a stream.
+  fs::remove(dir_ / "metrics.jsonl");
+  fs::create_directories(dir_ / "metrics.jsonl");
+  EXPECT_THAT(MetricsLog::Open(dir_.string(), {1.0, "test"}, 5).status().message(),
+              HasSubstr("metrics.jsonl\" is a folder; expected the metrics file"));
 }
 
 // The probe of a busy machine said 0.03 TFLOP/s; the run then achieved 0.05.
