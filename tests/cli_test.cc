@@ -189,6 +189,22 @@ TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   ASSERT_EQ(tokenize.exit_code, 0) << tokenize.output;
   EXPECT_THAT(tokenize.output, testing::ContainsRegex("40 documents, [0-9]+ tokens in 1 shard"));
   EXPECT_THAT(tokenize.output, HasSubstr("tokens/s with 2 thread(s)"));
+  EXPECT_THAT(tokenize.output, Not(HasSubstr("warning")));
+  // A binary file taken for text (no extension) is tokenized, with a warning naming it.
+  std::filesystem::create_directories(dir / "mixed");
+  std::filesystem::copy_file(dir / "corpus.txt", dir / "mixed" / "corpus.txt");
+  std::ofstream(dir / "mixed" / "program", std::ios::binary) << std::string(
+      "\x7f"
+      "ELF\0\0",
+      6);
+  Result binary =
+      Shell(absl::StrCat(TITAN_TOKENIZE, " --input=", (dir / "mixed").string(),
+                         " --tokenizer=byte --output=", (dir / "mixed_shards").string()));
+  ASSERT_EQ(binary.exit_code, 0) << binary.output;
+  EXPECT_THAT(binary.output,
+              HasSubstr("titan-tokenize: warning: 1 file(s) read as text look binary (NUL bytes in "
+                        "the first 8 KiB), the first: " +
+                        (dir / "mixed" / "program").string()));
   const std::string run =
       "--recipe recipes/llama3_debug.toml --data.format=tokens --training.steps=2 "
       "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "

@@ -152,6 +152,21 @@ absl::Status ReadJsonl(const std::string& file, bool compressed, JsonlParser& pa
 
 }  // namespace
 
+std::vector<std::string> DocumentWarnings(const DocumentReport& report) {
+  std::vector<std::string> warnings;
+  if (report.skipped > 0) {
+    warnings.push_back(
+        absl::StrCat("skipped ", report.skipped, " bad record(s); the first: ", report.first_skip));
+  }
+  if (report.binary_files > 0) {
+    warnings.push_back(absl::StrCat(report.binary_files,
+                                    " file(s) read as text look binary (NUL bytes in the first 8 "
+                                    "KiB), the first: ",
+                                    report.first_binary, "; is this the corpus you meant?"));
+  }
+  return warnings;
+}
+
 absl::Status ReadDocuments(const std::string& path, const DocumentOptions& options,
                            const std::function<void(absl::string_view)>& sink,
                            DocumentReport* report) {
@@ -159,7 +174,7 @@ absl::Status ReadDocuments(const std::string& path, const DocumentOptions& optio
       InspectInput(path, /*folder_ok=*/true, "a text, .jsonl or .jsonl.zst file or folder");
   if (!kind.ok()) {
     return absl::Status(kind.status().code(),
-                        absl::StrCat("training.dataset_path = ", kind.status().message()));
+                        absl::StrCat(options.path_name, " = ", kind.status().message()));
   }
   std::error_code error;
   std::vector<fs::path> files;
