@@ -199,8 +199,8 @@ std::vector<SectionSchema> MakeSchema() {
   schema.push_back(Section("metrics", "what is logged",
                            {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
                             Float("peak_tflops", 0.0, 0.0, kNoLimit,
-                                  "peak TFLOP/s of one rank's device, for MFU; 0: measured by "
-                                  "a matmul probe at start")}));
+                                  "peak TFLOP/s of one rank's device, for MFU; 0: the CPU's "
+                                  "theoretical peak, else a matmul probe at start")}));
   schema.push_back(Section(
       "generate", "text sampled from the model after training",
       {Int("max_new_tokens", 0, 0, kNoLimit, "tokens to sample; 0: no sample"),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -142,6 +143,14 @@ absl::StatusOr<double> TrainStep::GradNorm() const {
 }
 
 absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMicrobatch& next) {
+  // The optimizers compute in f32: an lr beyond its range would make every weight inf, and the
+  // next step would blame its NaN loss.
+  if (!std::isfinite(lr) || std::abs(lr) > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step, ": the learning rate is ", lr,
+        " (optimizer.lr x the lr_scheduler's factor), expected a finite value within f32's range "
+        "(the optimizers compute in f32); stopping before the optimizer runs"));
+  }
   const TensorView grads = Flat(grads_, count_);
   TITAN_RETURN_IF_ERROR(compute_->Fill(grads, 0.0f));
   StepResult result;

@@ -155,6 +155,35 @@ TEST(TrainStep, NonFiniteLossStopsNamingTheStep) {
   EXPECT_EQ(std::memcmp(before.data(), Params(*model).data(), before.size() * 4), 0);
 }
 
+// An lr that is not finite in f32 would turn the weights to inf and be reported as the next
+// step's NaN loss: it is named itself, before the optimizer touches anything.
+TEST(TrainStep, ANonFiniteLearningRateIsNamedBeforeTheOptimizerRuns) {
+  LoadedAdamW opt = AdamW();
+  std::unique_ptr<LlamaModel> model = TinyModel();
+  auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
+  ASSERT_TRUE(step.ok());
+  int64_t batches = 0;
+  auto next = [&](int32_t* tokens, int32_t* targets) {
+    ++batches, FillRows(0, 1, tokens, targets);
+  };
+  const std::vector<float> before = Params(*model);
+  for (double lr :
+       {std::numeric_limits<double>::infinity(), 1e39, std::numeric_limits<double>::quiet_NaN()}) {
+    auto result = step->Run(1, lr, next);
+    ASSERT_FALSE(result.ok()) << lr;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(result.status().message().rfind(absl::StrCat("step 1: the learning rate is ", lr,
+                                                           " (optimizer.lr x the lr_scheduler"),
+                                              0),
+              0u)
+        << result.status();
+  }
+  EXPECT_EQ(batches, 0);
+  EXPECT_EQ(std::memcmp(before.data(), Params(*model).data(), before.size() * 4), 0);
+  // 1e30 fits in f32: the step runs.
+  EXPECT_TRUE(step->Run(1, 1e30, next).ok());
+}
+
 // A finite loss whose gradient is not finite: the final norm's weight is 0 in dimension 0, so
 // the output weight's column 0 never reaches the logits (the loss is about ln 43) however large
 // it is; but d(loss)/d(norm.weight[0]) = sum over tokens of d(normed[0]) * x_hat[0], where
