@@ -1,5 +1,6 @@
 #include "core/train/train_step.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/cpu_device.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/tensor/arena_file.h"
@@ -78,6 +80,58 @@ void FillRows(int64_t first_row, int64_t rows, int32_t* tokens, int32_t* targets
 std::vector<float> Params(const LlamaModel& model) {
   const float* p = model.params().flat_data();
   return std::vector<float>(p, p + model.params().flat_size());
+}
+
+// The CPU under another name: host memory and the CPU's kernels, reporting itself as cuda, so the
+// device checks can be seen without a GPU. `kernels` false: a device that only allocates.
+class PretendCudaCompute : public CpuCompute {
+ public:
+  Device device() const override { return Device{DeviceType::kCuda, 0}; }
+};
+class PretendCudaDevice : public CpuDevice {
+ public:
+  explicit PretendCudaDevice(bool kernels) : kernels_(kernels) {}
+  DeviceType type() const override { return DeviceType::kCuda; }
+  Compute* compute() override { return kernels_ ? &compute_ : nullptr; }
+
+ private:
+  bool kernels_;
+  PretendCudaCompute compute_;
+};
+
+// An optimizer written for host buffers, as third-party plugins were before the compute
+// interface: it keeps SupportsDevice's default (the CPU only).
+class HostOnlyOptimizer : public OptimizerPlugin {
+ public:
+  std::vector<std::string> StateNames() const override { return {}; }
+  absl::Status Step(const OptimizerStep&) override { return absl::OkStatus(); }
+};
+
+TEST(TrainStep, AHostOnlyOptimizerIsRefusedOnAnotherDeviceAndRunsOnTheCpu) {
+  LlamaConfig config;
+  config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
+  config.vocab_size = kVocab, config.multiple_of = 16;
+  PretendCudaDevice cuda(/*kernels=*/true);
+  auto on_cuda = LlamaModel::Create(config, {}, ModelCompute{&cuda, DType::kF32});
+  ASSERT_TRUE(on_cuda.ok()) << on_cuda.status();
+  EXPECT_EQ((*on_cuda)->params().at(0).view().device.type, DeviceType::kCuda);
+  HostOnlyOptimizer host_only;
+  auto refused = TrainStep::Create(**on_cuda, host_only, 1, kSeqLen, 1, 1.0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              testing::HasSubstr("runs on the cpu only, but the model computes on cuda"));
+  EXPECT_TRUE(TrainStep::Create(*TinyModel(), host_only, 1, kSeqLen, 1, 1.0).ok());
+  LoadedAdamW adamw = AdamW();
+  EXPECT_TRUE(TrainStep::Create(**on_cuda, *adamw.optimizer, 1, kSeqLen, 1, 1.0).ok());
+}
+
+TEST(TrainStep, AModelOnADeviceWithoutKernelsIsRefused) {
+  PretendCudaDevice no_kernels(/*kernels=*/false);
+  LlamaConfig config;
+  config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
+  auto model = LlamaModel::Create(config, {}, ModelCompute{&no_kernels, DType::kF32});
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(model.status().message(), testing::HasSubstr("implements no compute kernels"));
 }
 
 TEST(TrainStep, AccumulationOfTwoEqualsOneStepOnTheDoubledBatch) {
