@@ -145,8 +145,28 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe&
                                                      : DType::kF32;
   TITAN_ASSIGN_OR_RETURN(checkpointer->exclude_, c.GetStringList("exclude_from_loading"));
   TITAN_ASSIGN_OR_RETURN(checkpointer->initial_load_path_, c.GetString("initial_load_path"));
+  TITAN_RETURN_IF_ERROR(checkpointer->CheckModelOnlyFormat(recipe));
   TITAN_ASSIGN_OR_RETURN(checkpointer->comm_, mesh.world().Split(0, mesh.world().rank()));
   return checkpointer;
+}
+
+absl::Status Checkpointer::CheckModelOnlyFormat(const Recipe& recipe) const {
+  // Its Save refuses anything outside model/: say so before training, not at the first save.
+  if (format_ != "safetensors") return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(int64_t steps, recipe.section("training").GetInt("steps"));
+  std::string full_save;
+  if (interval_ < steps) {
+    full_save = absl::StrCat("checkpoint.interval = ", interval_,
+                             " saves the training state at step ", interval_, " of ", steps);
+  } else if (!last_model_only_) {
+    full_save = "checkpoint.last_save_model_only = false saves the training state at the end";
+  }
+  if (full_save.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "checkpoint.format = \"safetensors\" holds the model only, but ", full_save,
+      ": use format = \"dcp\" for checkpoints to resume from, or export the final model with "
+      "interval >= training.steps and last_save_model_only = true (titan-checkpoint convert "
+      "also exports any dcp checkpoint)"));
 }
 
 Checkpointer::~Checkpointer() {

@@ -81,6 +81,7 @@ class Checkpointer {
   Checkpointer() = default;
   absl::StatusOr<std::optional<Source>> FindSource();
   absl::Status ChooseSource();  // FindSource once, into source_
+  absl::Status CheckModelOnlyFormat(const Recipe& recipe) const;
   absl::Status Save(const std::string& folder, std::vector<CheckpointPiece> pieces,
                     CheckpointMetadata metadata);
   void RemoveOld();

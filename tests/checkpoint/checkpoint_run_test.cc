@@ -120,20 +120,35 @@ TEST_F(CheckpointRun, SafetensorsModelOnlyFinalSaveHoldsTheModelAndResumes) {
   EXPECT_TRUE(fs::exists(dir_ / "run" / "checkpoint" / "step-3" / "model.safetensors"));
 }
 
+TEST_F(CheckpointRun, SafetensorsAskedForTrainingStateIsRefusedBeforeTraining) {
+  Result interval = Run("interval", 3,
+                        "--checkpoint.format=safetensors --checkpoint.interval=2 "
+                        "--checkpoint.last_save_model_only=true");
+  EXPECT_NE(interval.exit_code, 0) << interval.output;
+  EXPECT_THAT(interval.output,
+              HasSubstr("checkpoint.format = \"safetensors\" holds the model only, but "
+                        "checkpoint.interval = 2 saves the training state at step 2 of 3: use "
+                        "format = \"dcp\""));
+  Result full = Run("full", 2,
+                    "--checkpoint.format=safetensors --checkpoint.interval=100 "
+                    "--checkpoint.last_save_model_only=false");
+  EXPECT_NE(full.exit_code, 0) << full.output;
+  EXPECT_THAT(full.output, HasSubstr("checkpoint.last_save_model_only = false saves the training "
+                                     "state at the end"));
+  EXPECT_THAT(full.output, Not(HasSubstr("step 1] loss")));
+}
+
 TEST_F(CheckpointRun, FailedFinalSaveStillWritesTheTrainedWeights) {
-  // safetensors cannot hold the optimizer state a full save asks for.
-  Result run = Run("run", 2,
-                   "--checkpoint.format=safetensors --checkpoint.interval=100 "
-                   "--checkpoint.last_save_model_only=false");
+  // The checkpoint folder cannot be made: a file stands in its place.
+  fs::create_directories(dir_ / "run");
+  std::ofstream(dir_ / "run" / "checkpoint") << "in the way";
+  Result run = Run("run", 2, "--checkpoint.interval=100 --checkpoint.last_save_model_only=true");
   EXPECT_NE(run.exit_code, 0) << run.output;
   const fs::path arena = dir_ / "run" / "model.arena";
-  EXPECT_THAT(run.output, HasSubstr("safetensors checkpoints hold the model only"));
-  EXPECT_THAT(run.output,
-              HasSubstr("[train] stopped after step 2: checkpoint: safetensors checkpoints hold "));
+  EXPECT_THAT(run.output, HasSubstr("[train] stopped after step 2: checkpoint: "));
   EXPECT_THAT(run.output, HasSubstr("the weights of step 2 are in " + arena.string()));
   EXPECT_TRUE(fs::exists(arena));
   EXPECT_GT(fs::file_size(arena), 5'000'000u);  // 5.4M f32 parameters' worth
-  EXPECT_FALSE(fs::exists(dir_ / "run" / "checkpoint" / "step-2.tmp"));
 }
 
 TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherShape) {
