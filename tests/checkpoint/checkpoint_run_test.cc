@@ -58,6 +58,15 @@ class CheckpointRun : public testing::Test {
   }
 
   static Json ReadJson(const fs::path& path) { return Json::parse(std::ifstream(path)); }
+  // The loss of step 1 as logged in dir_/`dump`/metrics.jsonl.
+  double FirstLoss(const std::string& dump) const {
+    std::ifstream metrics(dir_ / dump / "metrics.jsonl");
+    std::string line;
+    std::getline(metrics, line);
+    const Json first = Json::parse(line);
+    EXPECT_EQ(first["step"], 1) << line;
+    return first["loss"].get<double>();
+  }
   static void WriteJson(const fs::path& path, const Json& json) {
     std::ofstream(path) << json.dump(2);
   }
@@ -156,17 +165,22 @@ TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherSh
       Run("hf", 1, "--checkpoint.format=safetensors --checkpoint.last_save_model_only=true");
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   const fs::path hf = dir_ / "hf" / "checkpoint" / "step-1";
+  const std::string import =
+      absl::StrCat("--checkpoint.initial_load_path=", hf.string(),
+                   " --checkpoint.last_save_model_only=false --checkpoint.interval=100");
+  Result as_exported = Run("as_exported", 1, import);
+  ASSERT_EQ(as_exported.exit_code, 0) << as_exported.output;
+  EXPECT_THAT(as_exported.output, Not(HasSubstr("was trained with")));
+
   Json config = ReadJson(hf / "config.json");
   config["rope_theta"] = 10000.0;  // Llama 2's
   config["rms_norm_eps"] = 1e-6;
   config["rope_scaling"] = nullptr;
   WriteJson(hf / "config.json", config);
-
-  const std::string import =
-      absl::StrCat("--checkpoint.initial_load_path=", hf.string(),
-                   " --checkpoint.last_save_model_only=false --checkpoint.interval=100");
   Result run = Run("run", 1, import);
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The same weights and batch: only the norm and rotary settings can change the loss.
+  EXPECT_NE(FirstLoss("run"), FirstLoss("as_exported"));
   EXPECT_THAT(run.output,
               HasSubstr(hf.string() + " was trained with norm_eps = 1e-06 (the flavor's: 1e-05), "
                                       "rope_theta = 10000 (the flavor's: 500000), rope_scaled = "
