@@ -174,8 +174,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                                eval_loader ? &*eval_loader : nullptr,
                                seed,
                                seq_len,
-                               tokenizer->bos_id(),
-                               tokenizer->eos_id()};
+                               /*bos_id=*/tokenizer->bos_id(),
+                               /*eos_id=*/tokenizer->eos_id()};
   ResumePoint resume;
   if (checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(resume, checkpointer->Load(train_state));
