@@ -110,7 +110,13 @@ absl::Status WriteArena(const Arena& arena, const std::string& path) {
     const uint32_t crc = records.crc();
     out.seekp(kChecksumOffset);
     out.write(reinterpret_cast<const char*>(&crc), sizeof(crc));
-    if (!out.flush()) return absl::DataLossError(absl::StrCat("writing ", temporary, " failed"));
+    if (!out.flush()) {
+      out.close();
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);  // a full disk keeps no partial file
+      return absl::DataLossError(
+          absl::StrCat("writing ", temporary, " failed (disk full?); removed it"));
+    }
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/tensor/internal/crc32c.h"
+#include "tests/checkpoint/file_size_limit.h"
 
 namespace titan {
 namespace {
@@ -135,6 +136,19 @@ TEST_F(ArenaFileTest, VersionOneFilesWithoutAChecksumStillRead) {
     EXPECT_EQ(std::memcmp(restored.at(i).raw_data(), saved.at(i).raw_data(), saved.at(i).nbytes()),
               0);
   }
+}
+
+TEST_F(ArenaFileTest, WriteThatRunsOutOfSpaceLeavesNoPartialFile) {
+  Arena saved = MakeArena(4096);
+  absl::Status status;
+  {
+    checkpoint_testing::FileSizeLimit limit(1024);
+    status = WriteArena(saved, path_);
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(path_ + ".tmp failed (disk full?)"), std::string::npos) << status;
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(path_));
 }
 
 TEST_F(ArenaFileTest, UnknownVersionIsRefusedNamingBoth) {

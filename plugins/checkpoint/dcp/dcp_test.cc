@@ -1,10 +1,8 @@
 // The dcp plugin on one rank: round trips, loading other boxes than were saved (resharding),
 // de-duplication, and the errors for incomplete and corrupt checkpoints.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +12,7 @@
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/single_process_comm.h"
 #include "plugins/checkpoint/dcp/box.h"
+#include "tests/checkpoint/file_size_limit.h"
 #include "titan/checkpoint.h"
 
 namespace titan {
@@ -230,26 +229,6 @@ TEST(Dcp, EditedIndexSaysWhichTensorAndWhatDisagrees) {
       << status;
 }
 
-// Files may grow to `bytes` only while it lives: a disk that fills up, without needing one.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);  // writes fail with EFBIG instead
-    rlimit limit = saved_;
-    limit.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &limit);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &saved_);
-    std::signal(SIGXFSZ, previous_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  void (*previous_handler_)(int) = nullptr;
-};
-
 TEST(Dcp, SaveThatRunsOutOfSpaceLeavesNoTemporaryFolder) {
   Dcp dcp;
   // Random values: zstd cannot shrink them below the limit.
@@ -261,7 +240,7 @@ TEST(Dcp, SaveThatRunsOutOfSpaceLeavesNoTemporaryFolder) {
   const std::string folder = Folder("full_disk");
   absl::Status status;
   {
-    FileSizeLimit limit(4096);
+    checkpoint_testing::FileSizeLimit limit(4096);
     status = dcp.plugin->Save(folder, pieces, {}, dcp.comm);
   }
   EXPECT_FALSE(status.ok());
