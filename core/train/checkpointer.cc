@@ -235,9 +235,7 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   // Each format's reason: a corrupt Hugging Face folder must not read as "not a dcp folder".
   return absl::InvalidArgumentError(
       absl::StrCat("checkpoint.initial_load_path = ", initial_load_path_,
-                   ": no checkpoint plugin "
-                   "reads it (",
-                   absl::StrJoin(refusals, "; "), ")"));
+                   ": no checkpoint plugin reads it (", absl::StrJoin(refusals, "; "), ")"));
 }
 
 absl::Status Checkpointer::MatchModel(LlamaConfig& config, absl::string_view flavor) {
