@@ -2,8 +2,9 @@
 // TorchTitan's CheckpointManager: every `interval` steps and at the last step (the model alone
 // in `export_dtype` there when `last_save_model_only`), into <dump_folder>/<folder>/step-<N>,
 // keeping the latest `keep_latest_k`; in the background with `async_mode = "async"`. At start
-// it resumes from the latest complete checkpoint (or `load_step`), else starts from the model
-// at `initial_load_path`, restoring everything not in `exclude_from_loading`.
+// it resumes from the latest complete checkpoint (or `load_step`; a newer step folder that is not
+// a complete checkpoint is an error naming it), else starts from the model at
+// `initial_load_path`, restoring everything not in `exclude_from_loading`.
 #ifndef TITAN_CORE_TRAIN_CHECKPOINTER_H_
 #define TITAN_CORE_TRAIN_CHECKPOINTER_H_
 
