@@ -83,10 +83,10 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
   const int count = device->DeviceCount(), local_rank = LocalRank();
   if (device->type() == DeviceType::kCpu) return device;
   if (local_rank >= count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job.device = \"", name, "\": local rank ", local_rank, " needs device ", local_rank,
-        ", but this machine has ", count, " ", name, " device(s); launch at most ", count,
-        " ranks per machine"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job.device = \"", name, "\": local rank ", local_rank, " needs device ",
+                     local_rank, ", but this machine has ", count, " ", name,
+                     " device(s); launch at most ", count, " ranks per machine"));
   }
   TITAN_RETURN_IF_ERROR(device->Select(local_rank));
   return device;
