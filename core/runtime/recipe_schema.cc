@@ -7,6 +7,9 @@ namespace titan {
 namespace {
 
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
+constexpr const char* kPipeline = "pipeline parallelism is not supported yet (issue #16)";
+constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -86,6 +89,7 @@ std::vector<SectionSchema> MakeSchema() {
                       {"debugmodel", "1B", "3B", "8B", "70B", "405B"}),
                String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
                StringList("converters", {}, "module converters to apply", {"float8"})}));
+  schema.back().not_supported = {{"converters", kFloat8}};
   schema.push_back(
       PluginSection("optimizer", "the optimizer plugin and its settings",
                     {String("name", "adamw", "optimizer plugin: adamw, adam, sgd, ...")},
@@ -145,7 +149,7 @@ std::vector<SectionSchema> MakeSchema() {
               {"default", "always", "never"}),
        Int("tensor_parallel_degree", 1, 1, kNoLimit, "tensor (and sequence) parallel ranks"),
        Bool("enable_async_tensor_parallel", false,
-            "overlap TP communication with compute (not implemented: warns, runs synchronously)"),
+            "overlap TP communication with compute (not supported yet: refused when true)"),
        Bool(
            "disable_loss_parallel", false,
            "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
@@ -157,6 +161,14 @@ std::vector<SectionSchema> MakeSchema() {
        Int("context_parallel_degree", 1, 1, kNoLimit, "ranks splitting each sequence"),
        String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
               {"allgather", "alltoall"})}));
+  schema.back().not_supported = {
+      {"enable_async_tensor_parallel",
+       "async tensor parallelism is not supported yet (the tp collectives run synchronously)"},
+      {"pipeline_parallel_degree", kPipeline},
+      {"pipeline_parallel_schedule", kPipeline},
+      {"pipeline_parallel_microbatch_size", kPipeline},
+      {"context_parallel_degree", kContext},
+      {"context_parallel_rotate_method", kContext}};
   schema.push_back(PluginSection(
       "checkpoint", "checkpoint saving and loading",
       {Bool("enable", false, "save and load checkpoints"),
@@ -193,6 +205,7 @@ std::vector<SectionSchema> MakeSchema() {
         return converters.ok() &&
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
+  schema.back().not_supported = {{"*", kFloat8}};
   schema.push_back(Section("metrics", "what is logged",
                            {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
                             Float("peak_tflops", 0.0, 0.0, kNoLimit,
@@ -221,6 +234,8 @@ std::vector<SectionSchema> MakeSchema() {
        String("policy", "greedy", "balance plugin assigning switches to controllers")},
       "balance", "policy",
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
+  schema.back().not_supported = {
+      {"*", "the control plane does not run inside titan-run yet (issue #19)"}};
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));

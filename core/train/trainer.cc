@@ -69,14 +69,6 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> TensorParallelPlugin(const Recip
         " is not divisible by parallelism.tensor_parallel_degree = ", tp,
         " (sequence parallel gives each tensor-parallel rank seq_len / ", tp, " tokens)"));
   }
-  TITAN_ASSIGN_OR_RETURN(bool async_tp,
-                         recipe.section("parallelism").GetBool("enable_async_tensor_parallel"));
-  if (async_tp) {
-    // An overlap of communication with compute, not a change of results: run without it.
-    spdlog::warn(
-        "parallelism.enable_async_tensor_parallel: async TP is not implemented; the tp "
-        "collectives run synchronously, with the same results");
-  }
   return CreateParallelPlugin(recipe, registry, "tp");
 }
 
