@@ -7,6 +7,8 @@ namespace titan {
 namespace {
 
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+// More ranks than any job has; it keeps products of degrees far from overflow.
+constexpr double kMaxRanks = 1 << 20;
 constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
 constexpr const char* kPipeline = "pipeline parallelism is not supported yet (issue #16)";
 constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
@@ -142,23 +144,23 @@ std::vector<SectionSchema> MakeSchema() {
        Int("steps", 8, 1, kNoLimit, "global batches per validation")}));
   schema.push_back(Section(
       "parallelism", "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp)",
-      {Int("data_parallel_replicate_degree", 1, 1, kNoLimit, "DDP / HSDP replicas"),
-       Int("data_parallel_shard_degree", -1, -1, kNoLimit,
+      {Int("data_parallel_replicate_degree", 1, 1, kMaxRanks, "DDP / HSDP replicas"),
+       Int("data_parallel_shard_degree", -1, -1, kMaxRanks,
            "FSDP shards; -1 takes the ranks the other degrees leave"),
        String("fsdp_reshard_after_forward", "default", "free gathered parameters after forward",
               {"default", "always", "never"}),
-       Int("tensor_parallel_degree", 1, 1, kNoLimit, "tensor (and sequence) parallel ranks"),
+       Int("tensor_parallel_degree", 1, 1, kMaxRanks, "tensor (and sequence) parallel ranks"),
        Bool("enable_async_tensor_parallel", false,
             "overlap TP communication with compute (not supported yet: refused when true)"),
        Bool(
            "disable_loss_parallel", false,
            "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
-       Int("pipeline_parallel_degree", 1, 1, kNoLimit, "pipeline stages"),
+       Int("pipeline_parallel_degree", 1, 1, kMaxRanks, "pipeline stages"),
        String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
               {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),
        Int("pipeline_parallel_microbatch_size", 1, 1, kNoLimit,
            "sequences per pipeline microbatch"),
-       Int("context_parallel_degree", 1, 1, kNoLimit, "ranks splitting each sequence"),
+       Int("context_parallel_degree", 1, 1, kMaxRanks, "ranks splitting each sequence"),
        String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
               {"allgather", "alltoall"})}));
   schema.back().not_supported = {
