@@ -102,11 +102,12 @@ absl::StatusOr<std::optional<int64_t>> KnownVocabulary(const Recipe& recipe,
   }
   if (path.empty()) {
     TITAN_ASSIGN_OR_RETURN(int64_t bpe, recipe.section("data").GetInt("bpe_vocab_size"));
-    if (tp > 1)
+    if (tp > 1) {
       report.unchecked.push_back(absl::StrCat(
           "model.tokenizer_path is empty, so the vocabulary (at most data.bpe_vocab_size = ", bpe,
           " + 256 special tokens) is learned from the data at start-up; its divisibility by the "
           "tensor-parallel degree is checked then"));
+    }
     return std::nullopt;
   }
   if (path != "byte" && !options.check_files) return std::nullopt;
@@ -153,9 +154,10 @@ absl::Status CheckModel(const Recipe& recipe, const MeshShape& shape,
         KeyValue(recipe, "training", "local_batch_size", batch), " x training.seq_len = ", seq_len,
         " tokens: the logits of one microbatch (tokens x ", *vocab, " vocabulary / ", tp,
         " tensor-parallel rank(s) x 4 bytes) ",
-        bytes ? absl::StrCat("take ", *bytes, " bytes") : "overflow int64",
-        ", more than the limit of ", memory,
-        " bytes of this machine's memory: lower local_batch_size or seq_len"));
+        bytes ? absl::StrCat("take ", *bytes, " bytes, more than the limit of ", memory,
+                             " bytes of this machine's memory")
+              : absl::StrCat("overflow int64 (the most is ", kInt64Max, ")"),
+        ": lower local_batch_size or seq_len"));
   }
   return absl::OkStatus();
 }
@@ -241,7 +243,15 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
     if (!status.ok()) problems.emplace_back(status.message());
   };
   check(CheckFolders(recipe, options));
-  check(GradientAccumulation(recipe, shape).status());
+  absl::StatusOr<int64_t> accumulation = GradientAccumulation(recipe, shape);
+  check(accumulation.status());
+  TITAN_ASSIGN_OR_RETURN(int64_t eval_steps, recipe.section("validation").GetInt("steps"));
+  if (accumulation.ok() && !Product(eval_steps, *accumulation)) {
+    // A validation step covers a global batch: validation.steps x the accumulation microbatches.
+    problems.push_back(absl::StrCat(
+        KeyValue(recipe, "validation", "steps", eval_steps), " x ", *accumulation,
+        " microbatches per global batch overflow int64 (the most is ", kInt64Max, ")"));
+  }
   check(CreateParallelPlugins(recipe, registry, shape).status());
   check(CheckModel(recipe, shape, options, report));
 

@@ -152,6 +152,12 @@ TEST_F(PreflightTest, SizesAreBoundedWithoutOverflow) {
                         "limit of 262143 bytes"));
   small.memory_bytes += 1;
   EXPECT_TRUE(CheckBeforeTraining(Make(""), *registry_, Mesh(1, 1), small).ok());
+  EXPECT_THAT(ErrorOf(Make("", {"training.global_batch_size=4",
+                                "validation.steps="
+                                "4611686018427387904"}),
+                      Mesh(1, 1)),
+              HasSubstr("validation.steps = 4611686018427387904 x 2 microbatches per global "
+                        "batch overflow int64"));
   EXPECT_THAT(ErrorOf(Make("", {"training.local_batch_size=4611686018427387904"}), Mesh(1, 1)),
               HasSubstr("overflow int64"));
 }
