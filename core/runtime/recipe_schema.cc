@@ -81,7 +81,7 @@ std::vector<SectionSchema> MakeSchema() {
   schema.push_back(PluginSection(
       "job", "the run as a whole",
       {String("dump_folder", "./outputs", "folder for logs, metrics and checkpoints"),
-       String("description", "default job", "free text shown in the logs"),
+       String("description", "default job", "free text shown in the start-up log line"),
        String("device", "cpu", "device plugin to compute on: cpu (built in) or cuda")},
       "device", "device", [](const auto&) { return true; }));
   schema.push_back(
@@ -114,7 +114,7 @@ std::vector<SectionSchema> MakeSchema() {
        Int("seq_len", 2048, 1, kNoLimit, "tokens per sequence"),
        Float("max_norm", 1.0, 0.0, kNoLimit, "clip gradients to this global L2 norm"),
        Int("steps", 10000, 1, kNoLimit, "optimizer steps to train"),
-       String("dataset", "c4_test", "dataset name, for logs and metrics"),
+       String("dataset", "c4_test", "dataset name, shown in the start-up log line"),
        String("dataset_path", "", "file or folder holding the dataset"),
        String("mixed_precision_param", "bfloat16", "dtype of parameters in compute",
               {"bfloat16", "float32"}),
