@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/data/tokenizer.h"
+#include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
 
 namespace titan {
@@ -254,6 +255,19 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
   }
   check(CreateParallelPlugins(recipe, registry, shape).status());
   check(CheckModel(recipe, shape, options, report));
+
+  const ConfigView& ac = recipe.section("activation_checkpoint");
+  TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac.GetString("mode"));
+  TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac.GetString("selective_ac_option"));
+  absl::StatusOr<ActivationCheckpoint> parsed = ParseActivationCheckpoint(ac_mode, ac_option);
+  if (!parsed.ok()) {
+    problems.push_back(absl::StrCat(Where(recipe, "activation_checkpoint", "selective_ac_option"),
+                                    ": ", parsed.status().message()));
+  } else if (ac_mode != "selective" && ac.Where("selective_ac_option") != "default") {
+    report.warnings.push_back(absl::StrCat(
+        ac.Where("selective_ac_option"), ": activation_checkpoint.selective_ac_option = \"",
+        ac_option, "\" has no effect with activation_checkpoint.mode = \"", ac_mode, "\""));
+  }
 
   const ConfigView& lr = recipe.section("lr_scheduler");
   TITAN_ASSIGN_OR_RETURN(int64_t warmup, lr.GetInt("warmup_steps"));

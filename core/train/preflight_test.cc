@@ -125,6 +125,20 @@ TEST_F(PreflightTest, EmptyDumpFolderAndMissingDataAreRefused) {
   EXPECT_TRUE(CheckBeforeTraining(*recipe, *registry_, Mesh(1, 1)).ok());
 }
 
+TEST_F(PreflightTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
+  EXPECT_THAT(ErrorOf(Make("[activation_checkpoint]\nselective_ac_option = \"every\""), Mesh(1, 1)),
+              HasSubstr("t.toml:6:23: activation_checkpoint.selective_ac_option: expected a "
+                        "positive integer or \"op\", found 'every'"));
+  auto full = CheckBeforeTraining(
+      Make("[activation_checkpoint]\nmode = \"full\"\nselective_ac_option = \"op\""), *registry_,
+      Mesh(1, 1));
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(full->warnings.size(), 1u);
+  EXPECT_EQ(full->warnings[0],
+            "t.toml:7:23: activation_checkpoint.selective_ac_option = \"op\" has no effect with "
+            "activation_checkpoint.mode = \"full\"");
+}
+
 TEST_F(PreflightTest, WarmupLongerThanTrainingIsAWarningNamingBoth) {
   auto report = CheckBeforeTraining(
       Make("[lr_scheduler]\nwarmup_steps = 200", {"training.steps=10"}), *registry_, Mesh(1, 1));
