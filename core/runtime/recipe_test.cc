@@ -145,8 +145,15 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
               HasSubstr("r.toml:2:11: control_plane.migrate = false: the control plane"));
   EXPECT_THAT(ErrorOf("[float8]\nfilter_fqns = [\"output\"]\n"),
               HasSubstr("float8.filter_fqns = [\"output\"]: Float8 training is not supported yet"));
-  EXPECT_THAT(ErrorOf("", {"float8.enable_fsdp_float8_all_gather=true"}),
-              HasSubstr("float8.enable_fsdp_float8_all_gather = true: Float8 training"));
+  for (const char* assignment :
+       {"float8.enable_fsdp_float8_all_gather=true",
+        "float8.precompute_float8_dynamic_scale_for_fsdp=true", "float8.recipe_name=rowwise"}) {
+    std::string key = std::string(assignment).substr(0, std::string(assignment).find('='));
+    EXPECT_THAT(ErrorOf("", {assignment}), HasSubstr(key + " = "));
+    EXPECT_THAT(ErrorOf("", {assignment}), HasSubstr(": Float8 training is not supported yet"));
+  }
+  EXPECT_THAT(ErrorOf("", {"control_plane.policy=lst"}),
+              HasSubstr("control_plane.policy = \"lst\": the control plane does not run"));
   const std::pair<const char*, const char*> parallelism[] = {
       {"pipeline_parallel_degree = 2", "pipeline parallelism is not supported yet (issue #16)"},
       {"pipeline_parallel_schedule = \"GPipe\"", "pipeline parallelism"},
