@@ -9,6 +9,8 @@ namespace {
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 // More ranks than any job has; it keeps products of degrees far from overflow.
 constexpr double kMaxRanks = 1 << 20;
+// Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
+constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
 constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
 constexpr const char* kPipeline = "pipeline parallelism is not supported yet (issue #16)";
 constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
@@ -134,9 +136,9 @@ std::vector<SectionSchema> MakeSchema() {
               "a malformed JSON line or record without text_field: stop with an error, or skip "
               "it and report the count",
               {"error", "skip"}),
-       Int("bpe_vocab_size", 1792, 256, kNoLimit,
+       Int("bpe_vocab_size", 1792, 256, kMaxOrdinaryTokens,
            "ordinary tokens of the BPE vocabulary learned when model.tokenizer_path is empty "
-           "(Llama 3's 256 special tokens come on top)")}));
+           "(Llama 3's 256 special tokens come on top; token ids are int32)")}));
   schema.push_back(Section(
       "validation", "held-out loss during training",
       {Float("split", 0.05, 0.0, 0.5, "fraction of the packed windows held out for validation"),

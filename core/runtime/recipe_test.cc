@@ -98,6 +98,12 @@ TEST(Recipe, IntegersAreAcceptedForFloats) {
 TEST(Recipe, OutOfRangeNamesTheLimit) {
   EXPECT_EQ(ErrorOf("[training]\nsteps = 0\n"),
             "r.toml:2:9: training.steps: 0 is out of range: the least allowed is 1");
+  EXPECT_EQ(ErrorOf("[data]\nbpe_vocab_size = 9223372036854775807\n"),
+            "r.toml:2:18: data.bpe_vocab_size: 9223372036854775807 is out of range: the most "
+            "allowed is 2147483391");
+  EXPECT_EQ(ErrorOf("[parallelism]\ntensor_parallel_degree = 1048577\n"),
+            "r.toml:2:26: parallelism.tensor_parallel_degree: 1048577 is out of range: the most "
+            "allowed is 1048576");
   EXPECT_EQ(ErrorOf("[lr_scheduler]\nmin_lr_factor = 1.5\n"),
             "r.toml:2:17: lr_scheduler.min_lr_factor: 1.5 is out of range: the most allowed is "
             "1.0");
