@@ -93,6 +93,9 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string flavor, recipe.section("model").GetString("flavor"));
   TITAN_ASSIGN_OR_RETURN(LlamaConfig config, LlamaFlavor(flavor));
   config.vocab_size = tokenizer->vocab_size();
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
+                         Checkpointer::Create(recipe, registry, mesh));
+  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->MatchModel(config, flavor));
   const ConfigView& ac_section = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac_section.GetString("mode"));
   TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
@@ -120,10 +123,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
           DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get()}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
-                         Checkpointer::Create(recipe, registry, mesh));
-  const TrainState train_state{
-      model.get(), &train_step, &loader, eval_loader ? &*eval_loader : nullptr, seed, seq_len};
+  const TrainState train_state{model.get(),
+                               &train_step,
+                               &loader,
+                               eval_loader ? &*eval_loader : nullptr,
+                               seed,
+                               seq_len,
+                               /*bos_id=*/tokenizer->bos_id(),
+                               /*eos_id=*/tokenizer->eos_id()};
   ResumePoint resume;
   if (checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(resume, checkpointer->Load(train_state));
@@ -164,6 +171,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   auto window_start = Clock::now();
   int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
+  absl::Status saved;  // the checkpoint saves' outcome: the ranks agree on it
+  int64_t trained = resume.step;
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
     const double lr = peak_lr * schedule.Factor(step - resume.lr_offset);
@@ -173,6 +182,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              loader.Next(tokens, targets);
                              data_s += Seconds(data_start);
                            }));
+    trained = step;
 
     ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
@@ -198,23 +208,30 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       if (log) log->LogEval(step, eval_loss);
     }
     if (checkpointer != nullptr) {
-      TITAN_RETURN_IF_ERROR(checkpointer->MaybeSave(step, steps, resume, train_state));
+      saved = checkpointer->MaybeSave(step, steps, resume, train_state);
+      if (!saved.ok()) break;  // the weights trained so far still go to model.arena below
     }
     if (log) log->Progress(step, steps, Seconds(run_start));
   }
-  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->Wait());
-  if (log) log->Progress(steps, steps, Seconds(run_start));
+  if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
+  if (log && saved.ok()) log->Progress(steps, steps, Seconds(run_start));
   SetLogStep(-1);
-  spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
+  if (saved.ok()) spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
   // From here on every rank holds the whole model, so saving and sampling need no collectives.
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
     if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
   }
-  if (!lead) return absl::OkStatus();
-  // The trained parameters, for titan-generate (the checkpoint issue adds full checkpoints).
+  if (!lead) return saved;
+  // The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
+  // full disk or a format that cannot hold the state never loses the run's work.
   const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
   TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+  if (!saved.ok()) {
+    spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
+                  std::string(saved.message()), trained, model_path);
+    return saved;
+  }
   spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
 
   const ConfigView& sample = recipe.section("generate");
