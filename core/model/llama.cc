@@ -100,20 +100,7 @@ LlamaModel::LocalSizes LlamaModel::local() const {
 }
 
 absl::Status LlamaModel::CheckTensorParallelDegree(int degree) const {
-  const LlamaConfig& c = config_;
-  const std::pair<const char*, int64_t> divided[] = {
-      {"n_heads", c.n_heads},
-      {"n_kv_heads", c.n_kv_heads},
-      {"the feed-forward hidden dim", c.hidden_dim()},
-      {"vocab_size", c.vocab_size}};
-  for (const auto& [what, size] : divided) {
-    if (degree < 1 || size % degree != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor parallel degree ", degree, ": expected it to divide the model's ", what,
-          ", found ", what, " = ", size, " (each tensor-parallel rank takes an equal part)"));
-    }
-  }
-  return absl::OkStatus();
+  return titan::CheckTensorParallelDegree(config_, degree);
 }
 
 absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
