@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "titan/abi.h"
@@ -120,7 +121,8 @@ TEST(TitanRun, TrainingDataErrorsAreExplained) {
   Result vocab =
       Titan("--recipe recipes/llama3_debug.toml --model.tokenizer_path=/nonexistent/tok.model");
   EXPECT_EQ(vocab.exit_code, 2);
-  EXPECT_THAT(vocab.output, HasSubstr("/nonexistent/tok.model: cannot open the tokenizer file"));
+  EXPECT_THAT(vocab.output, HasSubstr("\"/nonexistent/tok.model\": no such file or folder; "
+                                      "expected a tiktoken rank file"));
 }
 
 TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
@@ -136,6 +138,39 @@ TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
               testing::ContainsRegex("step [2-5]: the (loss|gradient norm) is (nan|inf)"));
   std::filesystem::remove_all(std::filesystem::temp_directory_path() /
                               absl::StrCat("titan_cli_nan_", getpid()));
+}
+
+// A run resumed from step 1 after reaching step 2 keeps the history of step 1, drops step 2's
+// row and logs step 2 again: each step once, in order.
+TEST(TitanRun, AResumedRunKeepsTheMetricsHistory) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_metrics_", getpid());
+  std::filesystem::create_directories(dump);
+  {
+    std::ofstream corpus(dump / "corpus.txt");
+    for (int i = 0; i < 40; ++i) corpus << "fortune number " << i << " says hello\n%\n";
+  }
+  const std::string run = absl::StrCat(
+      "--recipe recipes/llama3_debug.toml --training.dataset_path=", (dump / "corpus.txt").string(),
+      " --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 "
+      "--metrics.log_freq=1 --checkpoint.enable=true --checkpoint.interval=1 "
+      "--checkpoint.last_save_model_only=false --job.dump_folder=",
+      dump.string());
+  Result first = Titan(run + " --training.steps=2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  Result resumed = Titan(run + " --training.steps=2 --checkpoint.load_step=1");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output,
+              HasSubstr("[metrics] resumed after step 1: " + (dump / "metrics.jsonl").string() +
+                        " keeps the rows up to it, 1 row(s) past it dropped"));
+  std::ifstream in(dump / "metrics.jsonl");
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2}));
+  std::filesystem::remove_all(dump);
 }
 
 TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
@@ -154,6 +189,22 @@ TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   ASSERT_EQ(tokenize.exit_code, 0) << tokenize.output;
   EXPECT_THAT(tokenize.output, testing::ContainsRegex("40 documents, [0-9]+ tokens in 1 shard"));
   EXPECT_THAT(tokenize.output, HasSubstr("tokens/s with 2 thread(s)"));
+  EXPECT_THAT(tokenize.output, Not(HasSubstr("warning")));
+  // A binary file taken for text (no extension) is tokenized, with a warning naming it.
+  std::filesystem::create_directories(dir / "mixed");
+  std::filesystem::copy_file(dir / "corpus.txt", dir / "mixed" / "corpus.txt");
+  std::ofstream(dir / "mixed" / "program", std::ios::binary) << std::string(
+      "\x7f"
+      "ELF\0\0",
+      6);
+  Result binary =
+      Shell(absl::StrCat(TITAN_TOKENIZE, " --input=", (dir / "mixed").string(),
+                         " --tokenizer=byte --output=", (dir / "mixed_shards").string()));
+  ASSERT_EQ(binary.exit_code, 0) << binary.output;
+  EXPECT_THAT(binary.output,
+              HasSubstr("titan-tokenize: warning: 1 file(s) read as text look binary (NUL bytes in "
+                        "the first 8 KiB), the first: " +
+                        (dir / "mixed" / "program").string()));
   const std::string run =
       "--recipe recipes/llama3_debug.toml --data.format=tokens --training.steps=2 "
       "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
@@ -173,12 +224,96 @@ TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   std::filesystem::remove_all(dir);
 }
 
+// The large presets name TorchTitan's tokenizer file and no dataset: --validate says so, and
+// passes them with files this machine has.
 TEST(TitanRun, EveryShippedRecipeValidates) {
+  const std::string files =
+      " --model.tokenizer_path=byte --training.dataset_path=/usr/share/games/fortunes";
   for (const char* name : {"llama3_debug", "llama3_8b", "llama3_70b", "llama3_405b"}) {
-    Result r = Titan(absl::StrCat("--recipe recipes/", name, ".toml --validate"));
+    const bool debug = std::string(name) == "llama3_debug";
+    Result r =
+        Titan(absl::StrCat("--recipe recipes/", name, ".toml --validate", debug ? "" : files));
     EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.output;
-    EXPECT_THAT(r.output, HasSubstr("recipe is valid"));
+    EXPECT_THAT(r.output, HasSubstr("recipe is valid for "));
   }
+  Result as_shipped = Titan("--recipe recipes/llama3_8b.toml --validate");
+  EXPECT_EQ(as_shipped.exit_code, 2);
+  EXPECT_THAT(as_shipped.output,
+              HasSubstr("llama3_8b.toml: (default value): training.dataset_path: "
+                        "is empty"));
+  EXPECT_THAT(as_shipped.output,
+              HasSubstr("model.tokenizer_path: "
+                        "\"./assets/tokenizer/original/tokenizer.model\": no such file"));
+}
+
+// --validate refuses what the run would refuse, before any rank starts.
+TEST(TitanRun, ValidateChecksWhatTheRunChecks) {
+  const std::string debug = "--recipe recipes/llama3_debug.toml --validate ";
+  Result pp = Titan(debug + "--parallelism.pipeline_parallel_degree=2");
+  EXPECT_EQ(pp.exit_code, 2);
+  EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_degree = 2: pipeline "
+                                   "parallelism is not supported yet (issue #16)"));
+  Result cp = Titan(debug + "--parallelism.context_parallel_degree=2");
+  EXPECT_EQ(cp.exit_code, 2);
+  EXPECT_THAT(cp.output, HasSubstr("context parallelism is not supported yet (issue #17)"));
+  Result tp3 = Titan(debug + "--parallelism.tensor_parallel_degree=3");
+  EXPECT_EQ(tp3.exit_code, 2);
+  EXPECT_THAT(tp3.output, HasSubstr("checking the recipe for 3 rank(s)"));
+  EXPECT_THAT(tp3.output, HasSubstr("tensor parallel degree 3: expected it to divide the "
+                                    "model's n_heads, found n_heads = 16"));
+  EXPECT_THAT(tp3.output, HasSubstr("training.seq_len = 128 is not divisible by "
+                                    "parallelism.tensor_parallel_degree = 3"));
+  Result loss = Titan(debug +
+                      "--parallelism.tensor_parallel_degree=2 "
+                      "--parallelism.disable_loss_parallel=true");
+  EXPECT_EQ(loss.exit_code, 2);
+  EXPECT_THAT(loss.output, HasSubstr("parallelism.disable_loss_parallel: expected false"));
+  // A mesh of 4 ranks launched as 2: the launcher's world is the one checked.
+  Result ranks =
+      Titan(debug + "--parallelism.data_parallel_shard_degree=4", "OMPI_COMM_WORLD_SIZE=2");
+  EXPECT_EQ(ranks.exit_code, 2);
+  EXPECT_THAT(ranks.output, HasSubstr("pp*dp_replicate*dp_shard*cp*tp = 1*1*4*1*1 = 4, but 2 "
+                                      "ranks were launched"));
+  Result tp2 = Titan(debug + "--parallelism.tensor_parallel_degree=2");
+  EXPECT_EQ(tp2.exit_code, 0) << tp2.output;
+  EXPECT_THAT(tp2.output, HasSubstr("not checked yet: model.tokenizer_path is empty, so the "
+                                    "vocabulary (at most data.bpe_vocab_size = 1792 + 256 special "
+                                    "tokens) is learned from the data at start-up"));
+  EXPECT_THAT(tp2.output, HasSubstr("recipe is valid for 2 rank(s)"));
+}
+
+TEST(TitanRun, DescriptionAndDatasetAreLogged) {
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --validate \"--job.description=my first run\" "
+      "--training.dataset=quotes");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[job] \"my first run\" on dataset \"quotes\""));
+}
+
+TEST(TitanRun, SizesAndFoldersAreBoundedOrWarned) {
+  const std::string debug =
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 ";
+  Result huge = Titan(debug + "--training.global_batch_size=9223372036854775806");
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_THAT(huge.output, HasSubstr("training.global_batch_size = 9223372036854775806 x seq_len "
+                                     "16 tokens overflow int64"));
+  // A global batch an int64 counts, but larger than the data: refused once the data is read.
+  Result data = Titan(debug + "--training.global_batch_size=1099511627776 --validation.freq=0");
+  EXPECT_EQ(data.exit_code, 2);
+  EXPECT_THAT(data.output, HasSubstr("training.global_batch_size = 1099511627776 sequences is "
+                                     "more than the limit of "));
+  Result empty = Titan(debug + "--validate --job.dump_folder=");
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_THAT(empty.output, HasSubstr("command line --job.dump_folder=: job.dump_folder: expected "
+                                      "a folder for the run's logs, metrics and checkpoints, found "
+                                      "an empty path"));
+  Result warmup = Titan(debug + "--validate --training.steps=10 --lr_scheduler.warmup_steps=20");
+  EXPECT_EQ(warmup.exit_code, 0) << warmup.output;
+  EXPECT_THAT(warmup.output,
+              testing::ContainsRegex("\\[warn(ing)?\\].*command line "
+                                     "--lr_scheduler.warmup_steps=20: lr_scheduler.warmup_steps = "
+                                     "20 is more than training.steps = 10"));
 }
 
 TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
@@ -308,6 +443,36 @@ std::string ReadFile(const std::string& path) {
 
 // The README's recipe reference must hold every line the current build generates (a build
 // without CUDA generates a subset of a build with it).
+TEST(TitanRun, ADeviceWithoutKernelsIsRefusedBeforeTraining) {
+  if (Titan("--list-plugins").output.find("device     cuda") == std::string::npos) {
+    GTEST_SKIP() << "this build has no cuda device plugin (it was configured without CUDA)";
+  }
+  Result r = Titan("--recipe recipes/llama3_debug.toml --job.device=cuda --validate");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("job.device = \"cuda\": the cuda device plugin allocates and "
+                                  "copies memory but implements no compute kernels yet"));
+  EXPECT_THAT(r.output, Not(HasSubstr("recipe is valid")));
+}
+
+TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
+  const std::string dump = (std::filesystem::temp_directory_path() /
+                            absl::StrCat("titan_cli_test_bf16_", getpid()))
+                               .string();
+  const std::string tiny =
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=1 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=0 --job.dump_folder=" + dump;
+  Result bf16 = Titan(tiny + " --training.mixed_precision_param=bfloat16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_THAT(bf16.output, testing::ContainsRegex(
+                               "\\[device\\] cpu: f32 GEMM by OpenBLAS; bf16 GEMM (by oneDNN|emulated)"));
+  EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
+  Result f32 = Titan(tiny);
+  ASSERT_EQ(f32.exit_code, 0) << f32.output;
+  EXPECT_THAT(f32.output, HasSubstr("; matmuls in f32"));
+  std::filesystem::remove_all(dump);
+}
+
 TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
   std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
   size_t begin = readme.find("<!-- recipe-reference:");

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,8 +20,10 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/train/preflight.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
+#include "titan/device.h"
 #include "titan/optimizer.h"
 
 namespace titan {
@@ -41,21 +44,73 @@ void PrintPlugins(const std::vector<PluginInfo>& plugins) {
 }
 
 // The number of ranks the launcher started, from the variables OpenMPI and other PMI
-// launchers set; 1 when started directly.
-int LaunchedWorldSize() {
+// launchers set; nullopt when started directly.
+std::optional<int> LaunchedWorldSize() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
     int size = 0;
     const char* value = std::getenv(name);
     if (value != nullptr && absl::SimpleAtoi(value, &size) && size > 0) return size;
   }
-  return 1;
+  return std::nullopt;
+}
+
+// The world --validate checks the recipe for: the launched one, else the product of the
+// degrees (a data_parallel_shard_degree of -1 counted as 1), which the log states.
+absl::StatusOr<int> ValidationWorldSize(const Recipe& recipe) {
+  if (std::optional<int> launched = LaunchedWorldSize()) return *launched;
+  TITAN_ASSIGN_OR_RETURN(int world, RanksOfDegrees(recipe.section("parallelism")));
+  spdlog::info(
+      "not started by a launcher: checking the recipe for {} rank(s), the product of "
+      "the [parallelism] degrees",
+      world);
+  return world;
+}
+
+// The rank's index among the ranks on its machine, from the launcher's variables; 0 alone.
+int LocalRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
+    int rank = 0;
+    const char* value = std::getenv(name);
+    if (value != nullptr && absl::SimpleAtoi(value, &rank) && rank >= 0) return rank;
+  }
+  return 0;
+}
+
+// The device plugin `job.device` names, with this rank's device selected: the CPU is one device
+// all local ranks share; an accelerator is chosen by local rank, one each.
+absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
+  DevicePlugin* device = nullptr;
+  std::string name;
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == "job") {
+      device = static_cast<DevicePlugin*>(plugin.instance.get());
+      name = plugin.info->descriptor->name;
+    }
+  }
+  if (device == nullptr) return absl::InternalError("job.device selected no device plugin");
+  if (device->compute() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job.device = \"", name, "\": the ", name,
+        " device plugin allocates and copies memory but implements no compute kernels yet, so "
+        "titan cannot train on it; use job.device = \"cpu\""));
+  }
+  const int count = device->DeviceCount(), local_rank = LocalRank();
+  if (device->type() == DeviceType::kCpu) return device;
+  if (local_rank >= count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job.device = \"", name, "\": local rank ", local_rank, " needs device ",
+                     local_rank, ", but this machine has ", count, " ", name,
+                     " device(s); launch at most ", count, " ranks per machine"));
+  }
+  TITAN_RETURN_IF_ERROR(device->Select(local_rank));
+  return device;
 }
 
 // Connects this rank to the job through the comm plugin the recipe selects ("auto": mpi,
 // created and configured here since the recipe then selects none) and builds the mesh.
 absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
                                                     const PluginRegistry& registry,
-                                                    const MeshShape& shape,
+                                                    const MeshShape& shape, DevicePlugin& device,
                                                     std::unique_ptr<CommPlugin>& auto_comm) {
   CommPlugin* comm = nullptr;
   for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
@@ -74,7 +129,7 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
                          comm->ConnectWorld(JoinOptions{dump_folder}));
-  return BuildDeviceMesh(std::move(world), shape);
+  return BuildDeviceMesh(std::move(world), shape, &device);
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -153,16 +208,36 @@ int Run(const std::vector<std::string>& args) {
     spdlog::info("[{}] uses {} plugin '{}' {} ({})", plugin.section, d.kind, d.name, d.version,
                  plugin.info->location());
   }
-  if (options->validate) {
-    spdlog::info("{}: recipe is valid", options->recipe);
-    return kExitOk;
+  absl::StatusOr<DevicePlugin*> device = SelectDevice(*recipe);
+  if (!device.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(device.status().message()));
+    return kExitUsage;
   }
+  spdlog::info("[job] \"{}\" on dataset \"{}\"", *recipe->section("job").GetString("description"),
+               *recipe->section("training").GetString("dataset"));
 
-  int world_size = LaunchedWorldSize();
-  absl::StatusOr<MeshShape> mesh = InferMeshShape(recipe->section("parallelism"), world_size);
+  absl::StatusOr<int> world =
+      options->validate ? ValidationWorldSize(*recipe) : LaunchedWorldSize().value_or(1);
+  absl::StatusOr<MeshShape> mesh =
+      world.ok() ? InferMeshShape(recipe->section("parallelism"), *world) : world.status();
   if (!mesh.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(mesh.status().message()));
     return kExitUsage;
+  }
+  const int world_size = *world;
+  PreflightOptions preflight_options;
+  preflight_options.check_files = options->validate;
+  absl::StatusOr<PreflightReport> preflight =
+      CheckBeforeTraining(*recipe, **registry, *mesh, preflight_options);
+  if (!preflight.ok()) {
+    spdlog::error("{}", std::string(preflight.status().message()));
+    return kExitUsage;
+  }
+  for (const std::string& warning : preflight->warnings) spdlog::warn("{}", warning);
+  if (options->validate) {
+    for (const std::string& note : preflight->unchecked) spdlog::info("not checked yet: {}", note);
+    spdlog::info("{}: recipe is valid for {} rank(s)", options->recipe, world_size);
+    return kExitOk;
   }
   spdlog::info("{}: recipe is valid; mesh pp={} dp_replicate={} dp_shard={} cp={} tp={}",
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
@@ -172,7 +247,7 @@ int Run(const std::vector<std::string>& args) {
   std::unique_ptr<DeviceMesh> device_mesh;
   if (world_size == 1) {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
-        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh);
+        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
       return kExitError;
@@ -180,7 +255,7 @@ int Run(const std::vector<std::string>& args) {
     device_mesh = std::move(*single);
   } else {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
-        JoinJob(*recipe, **registry, *mesh, auto_comm);
+        JoinJob(*recipe, **registry, *mesh, **device, auto_comm);
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));

@@ -14,6 +14,7 @@
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
+#include "core/train/preflight.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
 
@@ -43,61 +44,16 @@ absl::StatusOr<double> EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t
   return mean;
 }
 
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPlugin(const Recipe& recipe,
-                                                                     const PluginRegistry& registry,
-                                                                     const char* name) {
-  absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin = registry.Create<ParallelPlugin>(name);
-  if (!plugin.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the mesh needs the ", name, " parallel plugin: ", plugin.status().message()));
-  }
-  TITAN_RETURN_IF_ERROR((*plugin)->Configure(recipe.section("parallelism")));
-  return std::move(*plugin);
-}
-
-// The tp plugin when the tp degree is above 1; sequence parallel splits every sequence among the
-// tp ranks, so seq_len must divide.
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> TensorParallelPlugin(const Recipe& recipe,
-                                                                     const PluginRegistry& registry,
-                                                                     const MeshShape& shape,
-                                                                     int64_t seq_len) {
-  const int tp = shape.degree(MeshDim::kTp);
-  if (tp == 1) return nullptr;
-  if (seq_len % tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.seq_len = ", seq_len,
-        " is not divisible by parallelism.tensor_parallel_degree = ", tp,
-        " (sequence parallel gives each tensor-parallel rank seq_len / ", tp, " tokens)"));
-  }
-  TITAN_ASSIGN_OR_RETURN(bool async_tp,
-                         recipe.section("parallelism").GetBool("enable_async_tensor_parallel"));
-  if (async_tp) {
-    // An overlap of communication with compute, not a change of results: run without it.
-    spdlog::warn(
-        "parallelism.enable_async_tensor_parallel: async TP is not implemented; the tp "
-        "collectives run synchronously, with the same results");
-  }
-  return CreateParallelPlugin(recipe, registry, "tp");
-}
-
-// TorchTitan's choice of data-parallel plugin: fsdp whenever dp_shard > 1 (HSDP when
-// dp_replicate > 1 too), ddp for dp_replicate alone, none on one data-parallel rank.
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
-                                                                   const PluginRegistry& registry,
-                                                                   const MeshShape& shape) {
-  for (MeshDim dim : {MeshDim::kPp, MeshDim::kCp}) {
-    if (shape.degree(dim) > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "the ", MeshDimName(dim), " degree is ", shape.degree(dim),
-          ", but titan trains only data- and tensor-parallel layouts so far (dp_replicate, "
-          "dp_shard, tp)"));
-    }
-  }
-  const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
-                     : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
-                                                               : nullptr;
-  if (name == nullptr) return nullptr;
-  return CreateParallelPlugin(recipe, registry, name);
+// The device and matmul precision the recipe asks for: the mesh's device (job.device) and
+// training.mixed_precision_param; gradients are always reduced in f32
+// (training.mixed_precision_reduce accepts only "float32").
+absl::StatusOr<ModelCompute> ModelComputeOf(const Recipe& recipe, DeviceMesh& mesh) {
+  TITAN_ASSIGN_OR_RETURN(std::string param,
+                         recipe.section("training").GetString("mixed_precision_param"));
+  ModelCompute where;
+  where.device = &mesh.device();
+  where.matmul_dtype = param == "bfloat16" ? DType::kBF16 : DType::kF32;
+  return where;
 }
 
 }  // namespace
@@ -106,7 +62,6 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                    const PluginRegistry& registry) {
   const ConfigView& training = recipe.section("training");
   TITAN_ASSIGN_OR_RETURN(int64_t batch, training.GetInt("local_batch_size"));
-  TITAN_ASSIGN_OR_RETURN(int64_t global_batch, training.GetInt("global_batch_size"));
   TITAN_ASSIGN_OR_RETURN(int64_t seq_len, training.GetInt("seq_len"));
   TITAN_ASSIGN_OR_RETURN(int64_t steps, training.GetInt("steps"));
   TITAN_ASSIGN_OR_RETURN(double max_norm, training.GetFloat("max_norm"));
@@ -118,20 +73,15 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   const int dp_rank =
       mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
   const bool lead = mesh.world().rank() == 0;  // logs metrics, saves and samples
-  if (global_batch < 0) global_batch = batch * dp_degree;
-  if (global_batch % (batch * dp_degree) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("training.global_batch_size = ", global_batch,
-                                                   " is not a multiple of local_batch_size ", batch,
-                                                   " x ", dp_degree, " data-parallel rank(s)"));
-  }
-  const int64_t accumulation = global_batch / (batch * dp_degree);
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> data_parallel,
-                         DataParallelPlugin(recipe, registry, shape));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> tensor_parallel,
-                         TensorParallelPlugin(recipe, registry, shape, seq_len));
+  TITAN_ASSIGN_OR_RETURN(const int64_t accumulation, GradientAccumulation(recipe, shape));
+  const int64_t global_batch = accumulation * batch * dp_degree;
+  TITAN_ASSIGN_OR_RETURN(ParallelPlugins parallel, CreateParallelPlugins(recipe, registry, shape));
+  std::unique_ptr<ParallelPlugin>& data_parallel = parallel.data_parallel;
+  std::unique_ptr<ParallelPlugin>& tensor_parallel = parallel.tensor_parallel;
 
   TITAN_ASSIGN_OR_RETURN(TrainingData data,
                          LoadTrainingData(recipe, batch, seq_len, dp_rank, dp_degree));
+  TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(global_batch, seq_len, data.train.num_windows()));
   std::unique_ptr<Tokenizer>& tokenizer = data.tokenizer;
   PackedLoader& loader = data.train;
   std::optional<PackedLoader>& eval_loader = data.eval;
@@ -143,11 +93,19 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string flavor, recipe.section("model").GetString("flavor"));
   TITAN_ASSIGN_OR_RETURN(LlamaConfig config, LlamaFlavor(flavor));
   config.vocab_size = tokenizer->vocab_size();
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
+                         Checkpointer::Create(recipe, registry, mesh));
+  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->MatchModel(config, flavor));
   const ConfigView& ac_section = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac_section.GetString("mode"));
   TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint ac, ParseActivationCheckpoint(ac_mode, ac_option));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac));
+  TITAN_ASSIGN_OR_RETURN(ModelCompute where, ModelComputeOf(recipe, mesh));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac, where));
+  spdlog::info("[device] {}; matmuls in {}", model->compute().Describe(),
+               where.matmul_dtype == DType::kBF16
+                   ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
+                   : "f32");
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
@@ -165,10 +123,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
           DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get()}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
-                         Checkpointer::Create(recipe, registry, mesh));
-  const TrainState train_state{
-      model.get(), &train_step, &loader, eval_loader ? &*eval_loader : nullptr, seed, seq_len};
+  const TrainState train_state{model.get(),
+                               &train_step,
+                               &loader,
+                               eval_loader ? &*eval_loader : nullptr,
+                               seed,
+                               seq_len,
+                               /*bos_id=*/tokenizer->bos_id(),
+                               /*eos_id=*/tokenizer->eos_id()};
   ResumePoint resume;
   if (checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(resume, checkpointer->Load(train_state));
@@ -183,14 +145,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
 
   const ConfigView& metrics = recipe.section("metrics");
   TITAN_ASSIGN_OR_RETURN(int64_t log_freq, metrics.GetInt("log_freq"));
-  TITAN_ASSIGN_OR_RETURN(double peak_tflops, metrics.GetFloat("peak_tflops"));
-  if (peak_tflops <= 0) {
-    peak_tflops = MeasurePeakTflops();
-    spdlog::info(
-        "[metrics] peak {:.3f} TFLOP/s measured by a matmul probe (metrics.peak_tflops "
-        "sets it)",
-        peak_tflops);
-  }
+  TITAN_ASSIGN_OR_RETURN(double peak_setting, metrics.GetFloat("peak_tflops"));
   if (!BlasSharesOpenMpThreads()) {
     spdlog::warn(
         "[device] OpenBLAS runs its own threads beside titan's OpenMP ones, which slows training "
@@ -199,9 +154,13 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
   std::optional<MetricsLog> log;
   if (lead) {
-    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump));
+    PeakFlops peak = ThisMachinePeak(peak_setting);
+    spdlog::info("[metrics] peak {:.3f} TFLOP/s per rank, for MFU: {}", peak.tflops, peak.source);
+    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump, std::move(peak), resume.step));
   }
   const double flop_per_token = FlopPerToken(config, seq_len);
+  const int non_data_parallel =
+      shape.degree(MeshDim::kPp) * shape.degree(MeshDim::kCp) * shape.degree(MeshDim::kTp);
 
   spdlog::info(
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
@@ -210,7 +169,10 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       log ? ", logging to " + log->path() : "");
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
+  int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
+  absl::Status saved;  // the checkpoint saves' outcome: the ranks agree on it
+  int64_t trained = resume.step;
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
     const double lr = peak_lr * schedule.Factor(step - resume.lr_offset);
@@ -220,20 +182,21 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              loader.Next(tokens, targets);
                              data_s += Seconds(data_start);
                            }));
+    trained = step;
 
+    ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
-      const double seconds = Seconds(window_start);
-      const int64_t logged_steps =
-          step == 1 ? 1 : (step % log_freq == 0 ? log_freq : step % log_freq);
+      const Throughput rate =
+          RankThroughput(window_steps * batch * accumulation * seq_len, Seconds(window_start),
+                         non_data_parallel, flop_per_token, log->peak().tflops);
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
-      m.tps = static_cast<double>(logged_steps * batch * accumulation * seq_len) / seconds;
-      m.tflops = m.tps * flop_per_token / 1e12;
-      m.mfu = 100.0 * m.tflops / peak_tflops;
+      m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
       m.mem_gib = PeakMemoryGib();
-      m.data_s = data_s / static_cast<double>(logged_steps);
+      m.data_s = data_s / static_cast<double>(window_steps);
       log->Log(m);
       window_start = Clock::now();
+      window_steps = 0;
       data_s = 0;
     }
     if (eval_loader && step % eval_freq == 0) {
@@ -245,23 +208,30 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       if (log) log->LogEval(step, eval_loss);
     }
     if (checkpointer != nullptr) {
-      TITAN_RETURN_IF_ERROR(checkpointer->MaybeSave(step, steps, resume, train_state));
+      saved = checkpointer->MaybeSave(step, steps, resume, train_state);
+      if (!saved.ok()) break;  // the weights trained so far still go to model.arena below
     }
     if (log) log->Progress(step, steps, Seconds(run_start));
   }
-  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->Wait());
-  if (log) log->Progress(steps, steps, Seconds(run_start));
+  if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
+  if (log && saved.ok()) log->Progress(steps, steps, Seconds(run_start));
   SetLogStep(-1);
-  spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
+  if (saved.ok()) spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
   // From here on every rank holds the whole model, so saving and sampling need no collectives.
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
     if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
   }
-  if (!lead) return absl::OkStatus();
-  // The trained parameters, for titan-generate (the checkpoint issue adds full checkpoints).
+  if (!lead) return saved;
+  // The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
+  // full disk or a format that cannot hold the state never loses the run's work.
   const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
   TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+  if (!saved.ok()) {
+    spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
+                  std::string(saved.message()), trained, model_path);
+    return saved;
+  }
   spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
 
   const ConfigView& sample = recipe.section("generate");

@@ -87,6 +87,33 @@ absl::Status Fsync(const std::string& path) {
   return absl::OkStatus();
 }
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// A piece's record must agree with its tensor's and with itself, so that an edited or damaged
+// index is reported as what it is rather than as a decompression failure.
+absl::Status CheckPieceRecord(const std::string& path, const StoredPiece& piece,
+                              const CheckpointTensor& tensor) {
+  auto error = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(path, ": tensor '", piece.tensor, "', piece at [",
+                                            absl::StrJoin(piece.box.offset, ", "), "]: ", what,
+                                            " (the index was edited or is corrupt)"));
+  };
+  if (piece.dtype != tensor.dtype || piece.full_shape != tensor.full_shape) {
+    return error(absl::StrCat("the tensor is ", DTypeName(tensor.dtype), " ",
+                              ShapeText(tensor.full_shape), ", the piece says ",
+                              DTypeName(piece.dtype), " ", ShapeText(piece.full_shape)));
+  }
+  const int64_t expected = piece.box.numel() * static_cast<int64_t>(DTypeSize(piece.dtype));
+  if (piece.raw_bytes != expected) {
+    return error(absl::StrCat("shape ", ShapeText(piece.box.shape), " of ", DTypeName(piece.dtype),
+                              " is ", expected, " bytes, but the piece was stored with ",
+                              piece.raw_bytes));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<StoredPiece>> WritePieces(
@@ -140,6 +167,15 @@ absl::StatusOr<std::vector<char>> ReadPiece(const std::string& folder, const Sto
   in.seekg(piece.position);
   in.read(compressed.data(), piece.bytes);
   if (!in) return absl::DataLossError(absl::StrCat(what, ": read failed"));
+  // The frame records its own size: a piece the index describes otherwise is named as such.
+  const unsigned long long frame = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+  if (frame != ZSTD_CONTENTSIZE_ERROR && frame != ZSTD_CONTENTSIZE_UNKNOWN &&
+      frame != static_cast<unsigned long long>(piece.raw_bytes)) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": the stored data is ", frame, " bytes, but the index describes ",
+                     piece.raw_bytes, " bytes (shape ", ShapeText(piece.box.shape), " of ",
+                     DTypeName(piece.dtype), "; the index was edited or belongs to other data)"));
+  }
   std::vector<char> raw(static_cast<size_t>(piece.raw_bytes));
   const size_t got = ZSTD_decompress(raw.data(), raw.size(), compressed.data(), compressed.size());
   if (ZSTD_isError(got)) {
@@ -213,8 +249,8 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
       TITAN_ASSIGN_OR_RETURN(DType dtype, DTypeFromName(t.at("dtype").get<std::string>()));
       const std::vector<int64_t> shape = Integers(t, "shape");
       if (!FitsInBytes(shape, dtype)) {
-        return absl::DataLossError(absl::StrCat(path, ": ", name, ": expected a tensor's shape, ",
-                                                "found [", absl::StrJoin(shape, ", "), "]"));
+        return absl::DataLossError(absl::StrCat(
+            path, ": ", name, ": expected a tensor's shape, found ", ShapeText(shape)));
       }
       index.tensors[name] = {name, shape, dtype};
     }
@@ -229,6 +265,7 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
       if (!inside.ok()) {
         return absl::DataLossError(absl::StrCat(path, ": ", piece.tensor, ": ", inside.message()));
       }
+      TITAN_RETURN_IF_ERROR(CheckPieceRecord(path, piece, tensor->second));
       index.pieces.push_back(std::move(piece));
     }
     return index;
