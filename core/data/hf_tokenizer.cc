@@ -346,6 +346,8 @@ absl::StatusOr<Json> ParseFile(const std::string& path) {
         path, ":", LineColumn(text, error.byte > 0 ? error.byte - 1 : 0), ": not valid JSON (",
         reason == std::string::npos ? what : what.substr(reason), ")",
         error.byte > text.size() ? "; the file ends early: is it truncated?" : ""));
+  } catch (const Json::exception& error) {  // a number too large for a double
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON (", error.what(), ")"));
   }
 }
 

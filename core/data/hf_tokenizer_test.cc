@@ -258,6 +258,9 @@ TEST_F(HfTokenizerTest, UnsupportedFieldsAreRefusedNamingFileAndField) {
   };
   Refusal(with("model", "type", "WordPiece"), "model.type: expected \"BPE\"");
   Refusal(with("model", "type", "Unigram"), "model.type");
+  // docs/fuzzing.md, finding 9: a number beyond a double ended the program with an exception.
+  std::ofstream(path_) << "{\"model\": {\"dropout\": 21e888}}";
+  EXPECT_NE(LoadTokenizer(path_).status().message().find("not valid JSON"), std::string::npos);
   // docs/fuzzing.md, finding 4: a model without "type" was shown from freed memory.
   Json untyped = Gpt2Style();
   untyped["model"].erase("type");
