@@ -62,13 +62,14 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
     if (plugin.section == "comm") comm = static_cast<CommPlugin*>(plugin.instance.get());
   }
   if (comm == nullptr) {
-    absl::StatusOr<std::unique_ptr<CommPlugin>> created = registry.Create<CommPlugin>("mpi");
+    absl::StatusOr<std::unique_ptr<CommPlugin>> created =
+        registry.CreateConfigured<CommPlugin>("mpi", recipe.section("comm"));
     if (!created.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "comm.backend = \"auto\" needs the mpi comm plugin: ", created.status().message()));
+      return absl::Status(created.status().code(),
+                          absl::StrCat("comm.backend = \"auto\" needs the mpi comm plugin: ",
+                                       created.status().message()));
     }
     auto_comm = std::move(*created);
-    TITAN_RETURN_IF_ERROR(auto_comm->Configure(recipe.section("comm")));
     comm = auto_comm.get();
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
