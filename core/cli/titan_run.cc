@@ -13,22 +13,20 @@
 #include "absl/strings/str_format.h"
 #include "core/cli/options.h"
 #include "core/runtime/device_mesh.h"
+#include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/train/run_control.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
 #include "titan/optimizer.h"
 
 namespace titan {
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 
 void PrintPlugins(const std::vector<PluginInfo>& plugins) {
   std::cout << absl::StrFormat("%-10s %-14s %-8s %-4s %s\n", "KIND", "NAME", "VERSION", "ABI",
@@ -117,7 +115,7 @@ int Run(const std::vector<std::string>& args) {
   auto registry = PluginRegistry::Discover(*dirs);
   if (!registry.ok()) {
     spdlog::error("{}", std::string(registry.status().message()));
-    return kExitError;
+    return kExitFailure;
   }
   if (options->recipe_reference) {
     std::cout << RecipeReference(**registry);
@@ -159,6 +157,8 @@ int Run(const std::vector<std::string>& args) {
     return kExitOk;
   }
 
+  // From here a signal stops the run after a clean save instead of losing its steps.
+  InstallStopSignalHandlers();
   int world_size = LaunchedWorldSize();
   absl::StatusOr<MeshShape> mesh = InferMeshShape(recipe->section("parallelism"), world_size);
   if (!mesh.ok()) {
@@ -176,7 +176,7 @@ int Run(const std::vector<std::string>& args) {
         BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
-      return kExitError;
+      return kExitFailure;
     }
     device_mesh = std::move(*single);
   } else {
@@ -185,7 +185,7 @@ int Run(const std::vector<std::string>& args) {
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));
-      return kExitError;
+      return kExitFailure;
     }
     device_mesh = std::move(*joined);
     SetLogRank(device_mesh->world().rank());
@@ -204,6 +204,10 @@ int Run(const std::vector<std::string>& args) {
       optimizer = static_cast<OptimizerPlugin*>(plugin.instance.get());
   }
   absl::Status trained = Train(*recipe, *optimizer, *device_mesh, **registry);
+  if (absl::IsCancelled(trained)) {
+    spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));
+    return kExitStopped;
+  }
   if (!trained.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(trained.message()));
     if (device_mesh->world().size() > 1) {
@@ -212,7 +216,7 @@ int Run(const std::vector<std::string>& args) {
           device_mesh->world().DumpFlightRecord(absl::StrCat("fatal error: ", trained.message()));
       if (record.ok()) spdlog::error("flight record in {}", *record);
     }
-    return trained.code() == absl::StatusCode::kInternal ? kExitError : kExitUsage;
+    return ExitCodeOf(trained);
   }
   return kExitOk;
 }
@@ -226,6 +230,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // Last line of defence: every known failure is a Status; this names an unexpected one.
     std::fprintf(stderr, "titan-run: internal error: %s\n", e.what());
-    return 1;
+    return titan::kExitFailure;
+  } catch (...) {
+    std::fprintf(stderr, "titan-run: internal error: an exception of an unknown type\n");
+    return titan::kExitFailure;
   }
 }

@@ -14,6 +14,7 @@
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
+#include "core/train/run_control.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
 
@@ -209,9 +210,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       "rank(s)){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
       log ? ", logging to " + log->path() : "");
+  DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
   double data_s = 0;
+  int64_t stopped_after = 0;  // the step after which a stop signal ended the run
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
     const double lr = peak_lr * schedule.Factor(step - resume.lr_offset);
@@ -245,25 +248,49 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              EvalLoss(*model, *eval_loader, batches, batch, seq_len, mesh.world()));
       if (log) log->LogEval(step, eval_loss);
     }
-    if (checkpointer != nullptr) {
-      TITAN_RETURN_IF_ERROR(checkpointer->MaybeSave(step, steps, resume, train_state));
+    bool stop = false;  // asked on every rank every step, so that all stop after the same one
+    if (step < steps) {
+      TITAN_ASSIGN_OR_RETURN(stop, AgreeToStop(mesh.world()));
     }
+    if (checkpointer != nullptr) {
+      TITAN_RETURN_IF_ERROR(checkpointer->MaybeSave(step, steps, resume, train_state, stop));
+    }
+    if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));
     if (log) log->Progress(step, steps, Seconds(run_start));
+    if (stop) {
+      stopped_after = step;
+      break;
+    }
   }
   if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->Wait());
-  if (log) log->Progress(steps, steps, Seconds(run_start));
   SetLogStep(-1);
-  spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
+  const std::string stopped = absl::StrCat(
+      "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
+      " after step ", stopped_after, " of ", steps);
+  if (stopped_after > 0 && checkpointer != nullptr) {
+    return absl::CancelledError(
+        absl::StrCat(stopped, "; its checkpoint is saved: run the same command to resume"));
+  }
+  if (log && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
+  spdlog::info("[train] {}: {} steps in {:.1f}s", stopped_after > 0 ? stopped : "done",
+               stopped_after > 0 ? stopped_after - resume.step : steps - resume.step,
+               Seconds(run_start));
   // From here on every rank holds the whole model, so saving and sampling need no collectives.
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
     if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
   }
-  if (!lead) return absl::OkStatus();
-  // The trained parameters, for titan-generate (the checkpoint issue adds full checkpoints).
   const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
-  TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
-  spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
+  if (lead) {
+    // The trained parameters, for titan-generate.
+    TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+    spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
+  }
+  if (stopped_after > 0) {
+    return absl::CancelledError(absl::StrCat(stopped, "; the model is saved to ", model_path,
+                                             " (checkpoint.enable is off: no resuming)"));
+  }
+  if (!lead) return absl::OkStatus();
 
   const ConfigView& sample = recipe.section("generate");
   TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
