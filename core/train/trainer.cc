@@ -267,9 +267,13 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   const std::string stopped = absl::StrCat(
       "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
       " after step ", stopped_after, " of ", steps);
+  // Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
+  auto stop_after_save = [&](absl::string_view saved) -> absl::Status {
+    TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
+    return absl::CancelledError(absl::StrCat(stopped, saved));
+  };
   if (stopped_after > 0 && checkpointer != nullptr) {
-    return absl::CancelledError(
-        absl::StrCat(stopped, "; its checkpoint is saved: run the same command to resume"));
+    return stop_after_save("; its checkpoint is saved: run the same command to resume");
   }
   if (log && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
   spdlog::info("[train] {}: {} steps in {:.1f}s", stopped_after > 0 ? stopped : "done",
@@ -287,8 +291,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
     spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
   }
   if (stopped_after > 0) {
-    return absl::CancelledError(absl::StrCat(stopped, "; the model is saved to ", model_path,
-                                             " (checkpoint.enable is off: no resuming)"));
+    return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
+                                        " (checkpoint.enable is off: no resuming)"));
   }
   if (!lead) return absl::OkStatus();
 
