@@ -117,6 +117,9 @@ int Run(const std::vector<std::string>& args) {
     spdlog::error("{}", std::string(registry.status().message()));
     return kExitFailure;
   }
+  for (const RejectedPlugin& rejected : (*registry)->rejected()) {
+    spdlog::warn("skipping plugin file {}", rejected.reason);
+  }
   if (options->recipe_reference) {
     std::cout << RecipeReference(**registry);
     return kExitOk;

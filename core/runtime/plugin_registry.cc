@@ -1,7 +1,5 @@
 #include "core/runtime/plugin_registry.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -172,7 +170,6 @@ absl::StatusOr<std::unique_ptr<PluginRegistry>> PluginRegistry::Discover(
       if (absl::IsAlreadyExists(status)) {
         problems.push_back(std::string(status.message()));
       } else {
-        spdlog::warn("skipping plugin file {}", std::string(status.message()));
         registry->rejected_.push_back({file, std::string(status.message())});
       }
     }

@@ -56,9 +56,9 @@ absl::StatusOr<std::vector<std::filesystem::path>> PluginSearchDirs(
 class PluginRegistry {
  public:
   // Registers the core's built-in plugins, then loads every titan_*.so in `dirs`. A file that
-  // cannot be loaded is logged as a warning (its path and what is wrong with it) and skipped;
-  // asking for it by kind and name is then the error. Fails only on two plugins of the same
-  // kind and name, or an unreadable folder.
+  // cannot be loaded is skipped and listed in rejected() (for the caller to warn about); asking
+  // for it by kind and name is then the error. Fails only on two plugins of the same kind and
+  // name, or an unreadable folder.
   static absl::StatusOr<std::unique_ptr<PluginRegistry>> Discover(
       const std::vector<std::filesystem::path>& dirs);
 
