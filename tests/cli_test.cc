@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "titan/abi.h"
@@ -124,7 +125,8 @@ TEST(TitanRun, TrainingDataErrorsAreExplained) {
   Result vocab =
       Titan("--recipe recipes/llama3_debug.toml --model.tokenizer_path=/nonexistent/tok.model");
   EXPECT_EQ(vocab.exit_code, 2);
-  EXPECT_THAT(vocab.output, HasSubstr("/nonexistent/tok.model: cannot open the tokenizer file"));
+  EXPECT_THAT(vocab.output, HasSubstr("\"/nonexistent/tok.model\": no such file or folder; "
+                                      "expected a tiktoken rank file"));
 }
 
 TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
@@ -140,6 +142,39 @@ TEST(TitanRun, NonFiniteLossStopsTheRunNamingTheStep) {
               testing::ContainsRegex("step [2-5]: the (loss|gradient norm) is (nan|inf)"));
   std::filesystem::remove_all(std::filesystem::temp_directory_path() /
                               absl::StrCat("titan_cli_nan_", getpid()));
+}
+
+// A run resumed from step 1 after reaching step 2 keeps the history of step 1, drops step 2's
+// row and logs step 2 again: each step once, in order.
+TEST(TitanRun, AResumedRunKeepsTheMetricsHistory) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_metrics_", getpid());
+  std::filesystem::create_directories(dump);
+  {
+    std::ofstream corpus(dump / "corpus.txt");
+    for (int i = 0; i < 40; ++i) corpus << "fortune number " << i << " says hello\n%\n";
+  }
+  const std::string run = absl::StrCat(
+      "--recipe recipes/llama3_debug.toml --training.dataset_path=", (dump / "corpus.txt").string(),
+      " --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 "
+      "--metrics.log_freq=1 --checkpoint.enable=true --checkpoint.interval=1 "
+      "--checkpoint.last_save_model_only=false --job.dump_folder=",
+      dump.string());
+  Result first = Titan(run + " --training.steps=2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  Result resumed = Titan(run + " --training.steps=2 --checkpoint.load_step=1");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output,
+              HasSubstr("[metrics] resumed after step 1: " + (dump / "metrics.jsonl").string() +
+                        " keeps the rows up to it, 1 row(s) past it dropped"));
+  std::ifstream in(dump / "metrics.jsonl");
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2}));
+  std::filesystem::remove_all(dump);
 }
 
 TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
@@ -158,6 +193,22 @@ TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   ASSERT_EQ(tokenize.exit_code, 0) << tokenize.output;
   EXPECT_THAT(tokenize.output, testing::ContainsRegex("40 documents, [0-9]+ tokens in 1 shard"));
   EXPECT_THAT(tokenize.output, HasSubstr("tokens/s with 2 thread(s)"));
+  EXPECT_THAT(tokenize.output, Not(HasSubstr("warning")));
+  // A binary file taken for text (no extension) is tokenized, with a warning naming it.
+  std::filesystem::create_directories(dir / "mixed");
+  std::filesystem::copy_file(dir / "corpus.txt", dir / "mixed" / "corpus.txt");
+  std::ofstream(dir / "mixed" / "program", std::ios::binary) << std::string(
+      "\x7f"
+      "ELF\0\0",
+      6);
+  Result binary =
+      Shell(absl::StrCat(TITAN_TOKENIZE, " --input=", (dir / "mixed").string(),
+                         " --tokenizer=byte --output=", (dir / "mixed_shards").string()));
+  ASSERT_EQ(binary.exit_code, 0) << binary.output;
+  EXPECT_THAT(binary.output,
+              HasSubstr("titan-tokenize: warning: 1 file(s) read as text look binary (NUL bytes in "
+                        "the first 8 KiB), the first: " +
+                        (dir / "mixed" / "program").string()));
   const std::string run =
       "--recipe recipes/llama3_debug.toml --data.format=tokens --training.steps=2 "
       "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "

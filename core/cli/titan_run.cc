@@ -23,6 +23,7 @@
 #include "core/train/run_control.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
+#include "titan/device.h"
 #include "titan/optimizer.h"
 
 namespace titan {
@@ -49,11 +50,51 @@ int LaunchedWorldSize() {
   return 1;
 }
 
+// The rank's index among the ranks on its machine, from the launcher's variables; 0 alone.
+int LocalRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
+    int rank = 0;
+    const char* value = std::getenv(name);
+    if (value != nullptr && absl::SimpleAtoi(value, &rank) && rank >= 0) return rank;
+  }
+  return 0;
+}
+
+// The device plugin `job.device` names, with this rank's device selected: the CPU is one device
+// all local ranks share; an accelerator is chosen by local rank, one each.
+absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
+  DevicePlugin* device = nullptr;
+  std::string name;
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == "job") {
+      device = static_cast<DevicePlugin*>(plugin.instance.get());
+      name = plugin.info->descriptor->name;
+    }
+  }
+  if (device == nullptr) return absl::InternalError("job.device selected no device plugin");
+  if (device->compute() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job.device = \"", name, "\": the ", name,
+        " device plugin allocates and copies memory but implements no compute kernels yet, so "
+        "titan cannot train on it; use job.device = \"cpu\""));
+  }
+  const int count = device->DeviceCount(), local_rank = LocalRank();
+  if (device->type() == DeviceType::kCpu) return device;
+  if (local_rank >= count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job.device = \"", name, "\": local rank ", local_rank, " needs device ", local_rank,
+        ", but this machine has ", count, " ", name, " device(s); launch at most ", count,
+        " ranks per machine"));
+  }
+  TITAN_RETURN_IF_ERROR(device->Select(local_rank));
+  return device;
+}
+
 // Connects this rank to the job through the comm plugin the recipe selects ("auto": mpi,
 // created and configured here since the recipe then selects none) and builds the mesh.
 absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
                                                     const PluginRegistry& registry,
-                                                    const MeshShape& shape,
+                                                    const MeshShape& shape, DevicePlugin& device,
                                                     std::unique_ptr<CommPlugin>& auto_comm) {
   CommPlugin* comm = nullptr;
   for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
@@ -73,7 +114,7 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
                          comm->ConnectWorld(JoinOptions{dump_folder}));
-  return BuildDeviceMesh(std::move(world), shape);
+  return BuildDeviceMesh(std::move(world), shape, &device);
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -155,6 +196,11 @@ int Run(const std::vector<std::string>& args) {
     spdlog::info("[{}] uses {} plugin '{}' {} ({})", plugin.section, d.kind, d.name, d.version,
                  plugin.info->location());
   }
+  absl::StatusOr<DevicePlugin*> device = SelectDevice(*recipe);
+  if (!device.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(device.status().message()));
+    return kExitUsage;
+  }
   if (options->validate) {
     spdlog::info("{}: recipe is valid", options->recipe);
     return kExitOk;
@@ -176,7 +222,7 @@ int Run(const std::vector<std::string>& args) {
   std::unique_ptr<DeviceMesh> device_mesh;
   if (world_size == 1) {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
-        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh);
+        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
       return kExitFailure;
@@ -184,7 +230,7 @@ int Run(const std::vector<std::string>& args) {
     device_mesh = std::move(*single);
   } else {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
-        JoinJob(*recipe, **registry, *mesh, auto_comm);
+        JoinJob(*recipe, **registry, *mesh, **device, auto_comm);
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));

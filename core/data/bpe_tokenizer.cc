@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/data/input_file.h"
 
 namespace titan {
 namespace {
@@ -122,6 +123,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromRanks(
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::LoadTiktoken(const std::string& path) {
+  TITAN_RETURN_IF_ERROR(InspectInput(path, /*folder_ok=*/false, "a tiktoken rank file").status());
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the tokenizer file"));
   std::vector<std::string> ranks;

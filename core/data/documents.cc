@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/data/input_file.h"
 
 namespace titan {
 namespace {
@@ -88,6 +89,10 @@ absl::Status ReadText(const std::string& file, const DocumentOptions& options,
   std::ifstream in(file, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return absl::DataLossError(absl::StrCat(file, ": read error"));
+  if (absl::string_view(text).substr(0, 8192).find('\0') != absl::string_view::npos &&
+      report->binary_files++ == 0) {
+    report->first_binary = file;
+  }
   auto emit = [&](absl::string_view doc) {
     if (doc.find_first_not_of(" \t\r\n") == absl::string_view::npos) return;
     ++report->documents;
@@ -147,23 +152,41 @@ absl::Status ReadJsonl(const std::string& file, bool compressed, JsonlParser& pa
 
 }  // namespace
 
+std::vector<std::string> DocumentWarnings(const DocumentReport& report) {
+  std::vector<std::string> warnings;
+  if (report.skipped > 0) {
+    warnings.push_back(
+        absl::StrCat("skipped ", report.skipped, " bad record(s); the first: ", report.first_skip));
+  }
+  if (report.binary_files > 0) {
+    warnings.push_back(absl::StrCat(report.binary_files,
+                                    " file(s) read as text look binary (NUL bytes in the first 8 "
+                                    "KiB), the first: ",
+                                    report.first_binary, "; is this the corpus you meant?"));
+  }
+  return warnings;
+}
+
 absl::Status ReadDocuments(const std::string& path, const DocumentOptions& options,
                            const std::function<void(absl::string_view)>& sink,
                            DocumentReport* report) {
+  absl::StatusOr<InputKind> kind =
+      InspectInput(path, /*folder_ok=*/true, "a text, .jsonl or .jsonl.zst file or folder");
+  if (!kind.ok()) {
+    return absl::Status(kind.status().code(),
+                        absl::StrCat(options.path_name, " = ", kind.status().message()));
+  }
   std::error_code error;
   std::vector<fs::path> files;
-  if (fs::is_directory(path, error)) {
+  if (*kind == InputKind::kFolder) {
     for (const auto& entry : fs::recursive_directory_iterator(path, error)) {
       if (entry.is_regular_file() && FormatOf(entry.path()) != Format::kIgnored) {
         files.push_back(entry.path());
       }
     }
     std::sort(files.begin(), files.end());
-  } else if (fs::is_regular_file(path, error)) {
-    files.push_back(path);
   } else {
-    return absl::NotFoundError(
-        absl::StrCat("training.dataset_path = \"", path, "\": no such file or folder"));
+    files.push_back(path);
   }
   for (const fs::path& file : files) {
     ++report->files;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "titan/status.h"
@@ -17,7 +18,8 @@ struct DocumentOptions {
   // A line of plain text that separates documents ("%" in fortune files); empty: one file is
   // one document.
   std::string text_separator;
-  bool skip_bad_records = false;  // false: a malformed record is an error
+  bool skip_bad_records = false;                    // false: a malformed record is an error
+  std::string path_name = "training.dataset_path";  // how errors name the path: a key or a flag
 };
 
 struct DocumentReport {
@@ -25,7 +27,14 @@ struct DocumentReport {
   int64_t documents = 0;
   int64_t skipped = 0;
   std::string first_skip;  // where and why the first skipped record was skipped
+  // Files read as text (by their name) whose bytes look binary: a NUL in the first 8 KiB, as git
+  // judges. They are still read; the caller warns.
+  int64_t binary_files = 0;
+  std::string first_binary;
 };
+
+// What a reader of `report` is warned of, a sentence each: skipped records, binary-looking files.
+std::vector<std::string> DocumentWarnings(const DocumentReport& report);
 
 // Calls `sink` with each non-empty document of `path` (a file, or a folder read recursively in
 // name order: *.jsonl and *.jsonl.zst as JSON Lines, *.txt and files without an extension as

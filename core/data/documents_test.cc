@@ -1,6 +1,7 @@
 #include "core/data/documents.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include <filesystem>
@@ -71,12 +72,51 @@ TEST_F(DocumentsTest, BadRecordIsAnErrorOrACountedSkip) {
   EXPECT_EQ(docs_, (std::vector<std::string>{"a"}));
   EXPECT_EQ(report_.skipped, 2);
   EXPECT_NE(report_.first_skip.find("d.jsonl:2"), std::string::npos);
+  ASSERT_EQ(DocumentWarnings(report_).size(), 1u);
+  EXPECT_EQ(DocumentWarnings(report_)[0].rfind("skipped 2 bad record(s); the first: ", 0), 0u);
 }
 
 TEST_F(DocumentsTest, MissingOrEmptyData) {
   EXPECT_EQ(Read((dir_ / "none").string(), {}).code(), absl::StatusCode::kNotFound);
   absl::Status empty = Read(Write("empty.txt", "  \n"), {});
   EXPECT_NE(std::string(empty.message()).find("no documents"), std::string::npos);
+}
+
+TEST_F(DocumentsTest, ADeviceOrFifoIsNamedForWhatItIs) {
+  // Not "no such file": the path exists, as something that is neither a file nor a folder.
+  DocumentOptions flag;
+  flag.path_name = "--input";
+  EXPECT_EQ(Read("/dev/zero", flag).message().rfind("--input = \"/dev/zero\" is a character", 0),
+            0u);
+  EXPECT_EQ(Read("/dev/zero", {}).message(),
+            "training.dataset_path = \"/dev/zero\" is a character device, not a regular file or "
+            "folder; expected a text, .jsonl or .jsonl.zst file or folder");
+  const std::string fifo = (dir_ / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  absl::Status status = Read(fifo, {});  // must not block waiting for a writer
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("is a FIFO (named pipe)"), std::string::npos)
+      << status;
+}
+
+TEST_F(DocumentsTest, BinaryFilesReadAsTextAreCountedForAWarning) {
+  Write("a.txt", "plain text");
+  Write("b", std::string("\x7f"
+                         "ELF\x02\x01\0\0",
+                         8) +
+                 "code");
+  Write("c", std::string("\0\0", 2));
+  ASSERT_TRUE(Read(dir_.string(), {}).ok());
+  EXPECT_EQ(report_.files, 3);
+  EXPECT_EQ(report_.binary_files, 2);
+  EXPECT_EQ(report_.first_binary, (dir_ / "b").string());
+  EXPECT_EQ(DocumentWarnings(report_),
+            (std::vector<std::string>{
+                "2 file(s) read as text look binary (NUL bytes in the first 8 KiB), the first: " +
+                (dir_ / "b").string() + "; is this the corpus you meant?"}));
+  ASSERT_TRUE(Read((dir_ / "a.txt").string(), {}).ok());
+  EXPECT_EQ(report_.binary_files, 0);
+  EXPECT_TRUE(DocumentWarnings(report_).empty());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/data/input_file.h"
 
 namespace titan {
 namespace {
@@ -325,14 +326,32 @@ int32_t FindOrAdd(std::initializer_list<absl::string_view> names, absl::string_v
   return next;
 }
 
+// The file's JSON; a syntax error (a truncated download, say) names its line and column.
+absl::StatusOr<Json> ParseFile(const std::string& path) {
+  TITAN_RETURN_IF_ERROR(
+      InspectInput(path, /*folder_ok=*/false, "a Hugging Face tokenizer.json").status());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the tokenizer file"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& error) {
+    // nlohmann's byte is 1-based, the last one read; its message names the token it stopped at.
+    const std::string what = error.what();
+    const size_t reason = what.find("syntax error");
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", LineColumn(text, error.byte > 0 ? error.byte - 1 : 0), ": not valid JSON (",
+        reason == std::string::npos ? what : what.substr(reason), ")",
+        error.byte > text.size() ? "; the file ends early: is it truncated?" : ""));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadHuggingFaceTokenizer(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the tokenizer file"));
-  const Json json = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  TITAN_ASSIGN_OR_RETURN(const Json json, ParseFile(path));
   const Reader r(path);
-  if (json.is_discarded() || !json.is_object()) return r.Error("the file", "a JSON object");
+  if (!json.is_object()) return r.Error("the file", "a JSON object", &json);
   const auto model = json.find("model");
   if (model == json.end() || !model->is_object()) return r.Error("model", "an object");
   TITAN_RETURN_IF_ERROR(CheckModel(*model, r));

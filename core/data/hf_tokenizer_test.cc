@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -221,10 +222,30 @@ TEST_F(HfTokenizerTest, ArbitraryBytesRoundTrip) {
   }
 }
 
+// A cut-off download: the error gives the line and column where the JSON stops making sense.
+TEST_F(HfTokenizerTest, ATruncatedFileIsNamedWithItsPlace) {
+  const std::string whole = Gpt2Style().dump(1);
+  const std::string cut = whole.substr(0, whole.find("\"merges\""));
+  std::ofstream(path_) << cut;
+  const size_t lines = std::count(cut.begin(), cut.end(), '\n');
+  const size_t column = cut.size() - cut.rfind('\n');
+  const std::string message(LoadTokenizer(path_).status().message());
+  EXPECT_EQ(
+      message.rfind(absl::StrCat(path_, ":", lines + 1, ":", column, ": not valid JSON ("), 0), 0u)
+      << message;
+  EXPECT_NE(message.find("unexpected end of input"), std::string::npos) << message;
+  EXPECT_NE(message.find("the file ends early: is it truncated?"), std::string::npos) << message;
+
+  std::ofstream(path_) << "{\"model\": {\n  \"type\": BPE}}";  // an unquoted string, line 2
+  const std::string bad(LoadTokenizer(path_).status().message());
+  EXPECT_EQ(bad.rfind(absl::StrCat(path_, ":2:11: not valid JSON (syntax error"), 0), 0u) << bad;
+  EXPECT_EQ(bad.find("truncated"), std::string::npos) << bad;
+}
+
 TEST_F(HfTokenizerTest, UnsupportedFieldsAreRefusedNamingFileAndField) {
   EXPECT_EQ(LoadTokenizer(path_ + ".missing.json").status().code(), absl::StatusCode::kNotFound);
-  std::ofstream(path_) << "{ not json";
-  EXPECT_NE(LoadTokenizer(path_).status().message().find("expected a JSON object"),
+  std::ofstream(path_) << "[1, 2]";
+  EXPECT_NE(LoadTokenizer(path_).status().message().find("expected a JSON object, found [1,2]"),
             std::string::npos);
   auto with = [](const char* a, const char* b, Json value) {
     Json json = Gpt2Style();

@@ -4,13 +4,18 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "core/data/input_file.h"
 
 namespace titan {
 
 absl::StatusOr<std::shared_ptr<const TokenSource>> TokenSource::Open(const std::string& path) {
+  TITAN_ASSIGN_OR_RETURN(InputKind kind,
+                         InspectInput(path, /*folder_ok=*/true,
+                                      absl::StrCat("a token shard (*", kTokenShardExtension,
+                                                   ") or a folder of them")));
   std::error_code error;
   std::vector<std::string> files;
-  if (std::filesystem::is_directory(path, error)) {
+  if (kind == InputKind::kFolder) {
     for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
       if (entry.is_regular_file() && entry.path().extension() == kTokenShardExtension) {
         files.push_back(entry.path().string());

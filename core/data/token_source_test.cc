@@ -97,6 +97,10 @@ TEST_F(TokenSourceTest, BadShardsAndEmptyFoldersAreErrorsNamingThem) {
   fs::create_directories(dir_ / "empty");
   EXPECT_EQ(TokenSource::Open((dir_ / "empty").string()).status().code(),
             absl::StatusCode::kNotFound);
+  // A device is named for what it is, not mapped as a shard.
+  EXPECT_EQ(TokenSource::Open("/dev/zero").status().message(),
+            "\"/dev/zero\" is a character device, not a regular file or folder; expected a token "
+            "shard (*.tok) or a folder of them");
 }
 
 }  // namespace

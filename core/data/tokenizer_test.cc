@@ -1,10 +1,14 @@
+#include "core/data/tokenizer.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/bpe_trainer.h"
 #include "core/data/byte_tokenizer.h"
@@ -191,13 +195,35 @@ TEST(BpeTokenizer, TiktokenFileRoundTripAndErrors) {
   EXPECT_EQ((*loaded)->Encode(kCorpus), tokenizer->Encode(kCorpus));
 
   auto missing = BpeTokenizer::LoadTiktoken((dir / "none").string());
-  EXPECT_NE(std::string(missing.status().message()).find("cannot open"), std::string::npos);
+  EXPECT_NE(std::string(missing.status().message()).find("no such file or folder"),
+            std::string::npos);
   std::ofstream((dir / "bad").string()) << "QQ== 0\nnot-base64!! 1\n";
   auto bad = BpeTokenizer::LoadTiktoken((dir / "bad").string());
   EXPECT_NE(std::string(bad.status().message()).find("bad:2"), std::string::npos);
   std::ofstream((dir / "short").string()) << "QQ== 0\n";
   auto short_vocab = BpeTokenizer::LoadTiktoken((dir / "short").string());
   EXPECT_NE(std::string(short_vocab.status().message()).find("single byte"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// A folder, or a path whose NUL would cut it to a folder's name, used to escape as libstdc++'s
+// "basic_filebuf::underflow error reading the file".
+TEST(LoadTokenizer, AFolderOrAPathWithANulIsNamedForWhatItIs) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_load_tokenizer_", ::getpid());
+  std::filesystem::create_directories(dir / "tokenizer.json");
+  for (const std::string& path : {dir.string(), (dir / "tokenizer.json").string()}) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = LoadTokenizer(path);
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(loaded.status().message(),
+              absl::StrCat("\"", path, "\" is a folder; expected a ",
+                           path == dir ? "tiktoken rank file" : "Hugging Face tokenizer.json"));
+  }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> loaded =
+      LoadTokenizer(dir.string() + std::string("\0.json", 6));
+  EXPECT_NE(std::string(loaded.status().message()).find("the path has a NUL byte at offset"),
+            std::string::npos)
+      << loaded.status();
   std::filesystem::remove_all(dir);
 }
 

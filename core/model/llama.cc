@@ -5,24 +5,31 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/tensor/arena_file.h"
+#include "core/tensor/cpu_compute.h"
 #include "core/tensor/cross_entropy.h"
-#include "core/tensor/embedding.h"
-#include "core/tensor/matmul.h"
-#include "core/tensor/rmsnorm.h"
-#include "core/tensor/rope.h"
-#include "core/tensor/swiglu.h"
 
 namespace titan {
-namespace {
-
-void Zero(float* x, int64_t n) { std::memset(x, 0, n * sizeof(float)); }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config,
-                                                               const ActivationCheckpoint& ac) {
+                                                               const ActivationCheckpoint& ac,
+                                                               const ModelCompute& where) {
   TITAN_RETURN_IF_ERROR(config.Validate());
-  std::unique_ptr<LlamaModel> model(new LlamaModel(config, ac));
+  if (where.matmul_dtype != DType::kF32 && where.matmul_dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat("model: matmuls compute in f32 or bf16, not ",
+                                                   DTypeName(where.matmul_dtype)));
+  }
+  Compute* compute = &CpuCompute::Get();
+  if (where.device != nullptr) {
+    compute = where.device->compute();
+    if (compute == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model: the ", where.device->type() == DeviceType::kCuda ? "cuda" : "cpu",
+          " device plugin allocates and copies but implements no compute kernels "
+          "(titan/compute.h), so nothing can train on it yet"));
+    }
+  }
+  std::unique_ptr<LlamaModel> model(
+      new LlamaModel(config, ac, *compute, where.device, where.matmul_dtype));
   ArenaPlan plan;
   std::vector<int> indices;
   for (const auto& [name, shape] : ParameterShapes(config, 1)) {
@@ -39,8 +46,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   model->norm_ = *next++;
   model->output_ = config.tie_embeddings ? model->tok_embeddings_ : *next++;
-  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(plan));
-  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(plan));
+  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(plan, where.device));
+  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(plan, where.device));
   model->plan_ = std::move(plan);
   for (int i = 0; i < model->params_.size(); ++i) {
     Parameter p;
@@ -110,7 +117,7 @@ absl::Status LlamaModel::CheckTensorParallelDegree(int degree) const {
 }
 
 absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
-  const TensorParallelGroup tp(layout.group);
+  const TensorParallelGroup tp(layout.group, compute_->device());
   const int t = tp.size();
   const LlamaConfig& c = config_;
   TITAN_RETURN_IF_ERROR(CheckTensorParallelDegree(t));
@@ -152,12 +159,63 @@ absl::Status LlamaModel::SaveParameters(const std::string& path) const {
       return absl::FailedPreconditionError(absl::StrCat(
           "saving ", path, ": parameter ", parameters_[i].name, " is sharded; unshard it first"));
     }
-    std::memcpy(copy.at(i).data<float>(), parameters_[i].value.data, copy.at(i).nbytes());
+    TITAN_RETURN_IF_ERROR(compute_->CopyToHost(parameters_[i].value, copy.at(i).data<float>()));
   }
   return WriteArena(copy, path);
 }
 
-void LlamaModel::ZeroGrad() { Zero(grads_.flat_data(), grads_.flat_size()); }
+void LlamaModel::ZeroGrad() {
+  if (grads_.flat_size() == 0) return;
+  const TensorView all = View(grads_.flat_data(), {static_cast<int64_t>(grads_.flat_size())});
+  compute_->Fill(all, 0.0f).IgnoreError();  // the arena's own memory: cannot fail
+}
+
+TensorView LlamaModel::View(const float* data, std::vector<int64_t> shape) const {
+  return TensorView{const_cast<float*>(data), DType::kF32, compute_->device(), std::move(shape),
+                    {}};
+}
+
+TensorView LlamaModel::Tokens(const int32_t* data) const {
+  return TensorView{const_cast<int32_t*>(data), DType::kI32, compute_->device(),
+                    {batch_ * seq_len_}, {}};
+}
+
+absl::Status LlamaModel::Zero(float* x, int64_t n) const { return compute_->Fill(View(x, {n}), 0); }
+
+absl::Status LlamaModel::CopyF32(const float* src, float* dst, int64_t n) const {
+  return compute_->Copy(View(src, {n}), View(dst, {n}));
+}
+
+absl::StatusOr<TensorView> LlamaModel::Operand(const float* x, std::vector<int64_t> shape,
+                                               Scratch scratch) {
+  TensorView f32 = View(x, std::move(shape));
+  if (matmul_dtype_ == DType::kF32) return f32;
+  TensorView bf16 = f32;
+  bf16.dtype = DType::kBF16;
+  bf16.data = bf16_scratch_[scratch];
+  TITAN_RETURN_IF_ERROR(compute_->Cast(f32, bf16));
+  return bf16;
+}
+
+absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, bool accumulate) {
+  const Parameter& p = parameters_[weight];
+  TITAN_ASSIGN_OR_RETURN(TensorView w,
+                         Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
+  return compute_->Gemm(in, false, w, true, 1.0f, accumulate ? 1.0f : 0.0f,
+                        View(out, {in.shape[0], p.value.shape[0]}));
+}
+
+absl::Status LlamaModel::ProjectBackward(const TensorView& dout, const TensorView& in, int weight,
+                                         float* dinp) {
+  const Parameter& p = parameters_[weight];
+  if (dinp != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(TensorView w,
+                           Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
+    TITAN_RETURN_IF_ERROR(
+        compute_->Gemm(dout, false, w, false, 1.0f, 1.0f, View(dinp, {dout.shape[0], w.shape[1]})));
+  }
+  return compute_->Gemm(dout, true, in, false, 1.0f, 1.0f, View(Grad(weight), p.grad.shape));
+}
 
 absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   if (batch == batch_ && seq_len == seq_len_) return absl::OkStatus();
@@ -235,6 +293,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&d_a_, "d_a", n * f},
       {&d_b_, "d_b", n * f},
   };
+  singles.push_back({&loss_, "loss", 1});
   tokens_local_ = tokens_full_ = norm_grad_ = nullptr;
   if (t > 1) {
     singles.push_back({&tokens_local_, "tokens_local", nl * d});
@@ -243,7 +302,25 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   }
   for (const auto& single : singles)
     TITAN_RETURN_IF_ERROR(plan.Add(single.name, {single.size}).status());
-  TITAN_ASSIGN_OR_RETURN(acts_arena_, Arena::Allocate(plan));
+  TITAN_RETURN_IF_ERROR(plan.Add("tokens", {n}, DType::kI32).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("targets", {n}, DType::kI32).status());
+  // Mixed precision: the bf16 roundings of one matmul's input, output gradient and weight.
+  const std::array<int64_t, kScratches> scratch_sizes = {
+      n * std::max({d, qd, f}), n * std::max({d, qd, f, local.vocab}), [&] {
+        int64_t largest = 0;
+        for (const auto& [name, shape] : ParameterShapes(c, t)) {
+          int64_t numel = 1;
+          for (int64_t extent : shape) numel *= extent;
+          largest = std::max(largest, numel);
+        }
+        return largest;
+      }()};
+  const bool bf16 = matmul_dtype_ == DType::kBF16;
+  for (int i = 0; i < kScratches && bf16; ++i) {
+    TITAN_RETURN_IF_ERROR(
+        plan.Add(absl::StrCat("bf16_scratch.", i), {scratch_sizes[i]}, DType::kBF16).status());
+  }
+  TITAN_ASSIGN_OR_RETURN(acts_arena_, Arena::Allocate(plan, device_));
 
   auto pointer = [&](absl::string_view name) { return acts_arena_.Find(name)->data<float>(); };
   acts_.assign(c.n_layers, BlockActs{});
@@ -255,7 +332,17 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   for (int64_t l = 0; l <= c.n_layers; ++l)
     residual_.push_back(pointer(absl::StrCat("residual.", l)));
   for (const auto& single : singles) *single.slot = pointer(single.name);
-  RopeTable(rope_cos_, rope_sin_, seq_len, c.head_dim(), c.rope);
+  tokens_device_ = acts_arena_.Find("tokens")->data<int32_t>();
+  targets_device_ = acts_arena_.Find("targets")->data<int32_t>();
+  for (int i = 0; i < kScratches; ++i) {
+    bf16_scratch_[i] =
+        bf16 ? acts_arena_.Find(absl::StrCat("bf16_scratch.", i))->data<uint16_t>() : nullptr;
+  }
+  const RopeConfig& r = c.rope;
+  const RopeSpec rope{c.head_dim(),    r.theta,           r.scaled,          r.scale_factor,
+                      r.low_freq_factor, r.high_freq_factor, r.original_context};
+  TITAN_RETURN_IF_ERROR(compute_->RopeTable(rope, 0, View(rope_cos_, {seq_len, half}),
+                                            View(rope_sin_, {seq_len, half})));
   attention_shape_ = {batch, seq_len, local.heads, local.kv_heads, c.head_dim()};
   batch_ = batch;
   seq_len_ = seq_len;
@@ -283,22 +370,20 @@ absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targe
 absl::Status LlamaModel::NormAndGather(float* out, float* rstd, const float* inp, int weight) {
   const int64_t d = config_.dim;
   float* local = tp_.size() > 1 ? tokens_local_ : out;
-  RmsNormForward(local, rstd, inp, Param(weight), n_local_, d, config_.norm_eps);
+  TITAN_RETURN_IF_ERROR(compute_->RmsNormForward(View(inp, {n_local_, d}),
+                                                 parameters_[weight].value, config_.norm_eps,
+                                                 View(local, {n_local_, d}),
+                                                 View(rstd, {n_local_})));
   return tp_.GatherTokens(local, out, n_local_, d).status();
 }
 
-absl::Status LlamaModel::AddRowParallel(float* out, const float* in, const float* weight,
-                                        int64_t k) {
-  const int64_t n = batch_ * seq_len_, d = config_.dim;
-  if (tp_.size() == 1) {
-    MatmulForward(out, in, weight, n, k, d, /*accumulate=*/true);
-    return absl::OkStatus();
-  }
-  MatmulForward(tokens_full_, in, weight, n, k, d);
+absl::Status LlamaModel::AddRowParallel(float* out, const TensorView& in, int weight) {
+  const int64_t d = config_.dim;
+  if (tp_.size() == 1) return Project(in, weight, out, /*accumulate=*/true);
+  TITAN_RETURN_IF_ERROR(Project(in, weight, tokens_full_));
   TITAN_ASSIGN_OR_RETURN(const float* reduced,
                          tp_.ReduceScatterTokens(tokens_full_, tokens_local_, n_local_, d));
-  for (int64_t i = 0; i < n_local_ * d; ++i) out[i] += reduced[i];
-  return absl::OkStatus();
+  return compute_->Accumulate(View(reduced, {n_local_ * d}), View(out, {n_local_ * d}));
 }
 
 absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, const float* inp,
@@ -306,18 +391,16 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   const int64_t d = config_.dim;
   TITAN_ASSIGN_OR_RETURN(const float* d_out,
                          tp_.ReduceScatterTokens(d_out_full, tokens_local_, n_local_, d));
-  if (tp_.size() == 1) {
-    RmsNormBackward(d_residual, Grad(weight), d_out, inp, Param(weight), rstd, n_local_, d);
-    return absl::OkStatus();
-  }
+  const Parameter& p = parameters_[weight];
+  const TensorView dout = View(d_out, {n_local_, d}), x = View(inp, {n_local_, d});
+  const TensorView r = View(rstd, {n_local_}), dx = View(d_residual, {n_local_, d});
+  if (tp_.size() == 1) return compute_->RmsNormBackward(dout, x, p.value, r, dx, p.grad);
   // Accumulated apart and summed over the ranks first: the gradient may already hold earlier
   // microbatches' sums, which must not be summed again.
-  Zero(norm_grad_, d);
-  RmsNormBackward(d_residual, norm_grad_, d_out, inp, Param(weight), rstd, n_local_, d);
+  TITAN_RETURN_IF_ERROR(Zero(norm_grad_, d));
+  TITAN_RETURN_IF_ERROR(compute_->RmsNormBackward(dout, x, p.value, r, dx, View(norm_grad_, {d})));
   TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(norm_grad_, d));
-  float* grad = Grad(weight);
-  for (int64_t i = 0; i < d; ++i) grad[i] += norm_grad_[i];
-  return absl::OkStatus();
+  return compute_->Accumulate(View(norm_grad_, {d}), p.grad);
 }
 
 absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
@@ -326,38 +409,62 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
   const Block& block = blocks_[layer];
   const BlockActs& x = acts_[layer];
   const int64_t n = batch_ * seq_len_, nl = n_local_, d = c.dim, f = local.hidden;
-  const int64_t qd = local.heads * c.head_dim(), kvd = local.kv_heads * c.head_dim();
+  const int64_t hd = c.head_dim(), qd = local.heads * hd;
   auto run = [&](BlockStage stage) { return !recompute || !KeepsStage(block.policy, stage); };
-  auto w = [&](Weight weight) { return Param(block.weights[weight]); };
   const float* in = residual_[layer];
   if (run(BlockStage::kAttentionNorm)) {
     TITAN_RETURN_IF_ERROR(NormAndGather(x.ln1, x.rstd1, in, block.weights[kAttentionNorm]));
   }
   if (run(BlockStage::kQkv)) {
-    MatmulForward(x.q, x.ln1, w(kWq), n, d, qd);
-    MatmulForward(x.k, x.ln1, w(kWk), n, d, kvd);
-    MatmulForward(x.v, x.ln1, w(kWv), n, d, kvd);
-    RopeForward(x.q, rope_cos_, rope_sin_, batch_, seq_len_, local.heads, c.head_dim());
-    RopeForward(x.k, rope_cos_, rope_sin_, batch_, seq_len_, local.kv_heads, c.head_dim());
+    TITAN_ASSIGN_OR_RETURN(TensorView ln1, Operand(x.ln1, {n, d}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(Project(ln1, block.weights[kWq], x.q));
+    TITAN_RETURN_IF_ERROR(Project(ln1, block.weights[kWk], x.k));
+    TITAN_RETURN_IF_ERROR(Project(ln1, block.weights[kWv], x.v));
+    const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
+    const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
+    TITAN_RETURN_IF_ERROR(
+        compute_->RopeForward(cos, sin, View(x.q, {batch_, seq_len_, local.heads, hd})));
+    TITAN_RETURN_IF_ERROR(
+        compute_->RopeForward(cos, sin, View(x.k, {batch_, seq_len_, local.kv_heads, hd})));
   }
-  if (run(BlockStage::kAttention)) AttentionForward(x.att, x.lse, x.q, x.k, x.v, attention_shape_);
+  const AttentionSpec spec = attention_spec();
+  if (run(BlockStage::kAttention)) {
+    TITAN_RETURN_IF_ERROR(compute_->AttentionForward(
+        spec, View(x.q, {n * qd}), View(x.k, {n * local.kv_heads * hd}),
+        View(x.v, {n * local.kv_heads * hd}), View(x.att, {n * qd}),
+        View(x.lse, {batch_ * local.heads * seq_len_})));
+  }
   if (run(BlockStage::kAttentionOut)) {
-    std::memcpy(x.x_mid, in, nl * d * sizeof(float));
-    TITAN_RETURN_IF_ERROR(AddRowParallel(x.x_mid, x.att, w(kWo), qd));
+    TITAN_RETURN_IF_ERROR(CopyF32(in, x.x_mid, nl * d));
+    TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(x.att, {n, qd}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(AddRowParallel(x.x_mid, att, block.weights[kWo]));
   }
   if (run(BlockStage::kFfnNorm)) {
     TITAN_RETURN_IF_ERROR(NormAndGather(x.ln2, x.rstd2, x.x_mid, block.weights[kFfnNorm]));
   }
   if (run(BlockStage::kGateUp)) {
-    MatmulForward(x.a, x.ln2, w(kW1), n, d, f);
-    MatmulForward(x.b, x.ln2, w(kW3), n, d, f);
+    TITAN_ASSIGN_OR_RETURN(TensorView ln2, Operand(x.ln2, {n, d}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(Project(ln2, block.weights[kW1], x.a));
+    TITAN_RETURN_IF_ERROR(Project(ln2, block.weights[kW3], x.b));
   }
-  if (run(BlockStage::kSwiGlu)) SwiGluForward(x.h, x.a, x.b, n * f);
+  if (run(BlockStage::kSwiGlu)) {
+    TITAN_RETURN_IF_ERROR(
+        compute_->SwiGluForward(View(x.a, {n * f}), View(x.b, {n * f}), View(x.h, {n * f})));
+  }
   if (!recompute) {
-    std::memcpy(residual_[layer + 1], x.x_mid, nl * d * sizeof(float));
-    TITAN_RETURN_IF_ERROR(AddRowParallel(residual_[layer + 1], x.h, w(kW2), f));
+    TITAN_RETURN_IF_ERROR(CopyF32(x.x_mid, residual_[layer + 1], nl * d));
+    TITAN_ASSIGN_OR_RETURN(TensorView h, Operand(x.h, {n, f}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(AddRowParallel(residual_[layer + 1], h, block.weights[kW2]));
   }
   return absl::OkStatus();
+}
+
+AttentionSpec LlamaModel::attention_spec() const {
+  const AttentionShape& s = attention_shape_;
+  AttentionSpec spec;
+  spec.batch = s.batch, spec.seq_len = s.seq_len, spec.kv_len = s.seq_len;
+  spec.heads = s.heads, spec.kv_heads = s.kv_heads, spec.head_dim = s.head_dim;
+  return spec;
 }
 
 absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* targets,
@@ -370,27 +477,37 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
   TITAN_RETURN_IF_ERROR(CheckTokens(tokens, targets));
   const LocalSizes local = this->local();
   const int64_t n = batch * seq_len, d = config_.dim;
-  tokens_.assign(tokens, tokens + n);
+  TITAN_RETURN_IF_ERROR(compute_->CopyFromHost(tokens, Tokens(tokens_device_)));
+  TITAN_RETURN_IF_ERROR(compute_->CopyFromHost(targets, Tokens(targets_device_)));
   tokens_valid_ = true;
-  targets_.assign(targets, targets + n);
   TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   // Vocabulary-parallel embedding: each rank looks up the tokens its rows hold (zeros for the
   // others) and the reduce-scatter both sums the ranks' rows and splits the sequence.
   float* embedded = tp_.size() > 1 ? tokens_full_ : residual_[0];
-  EmbeddingForward(embedded, tokens, Param(tok_embeddings_), n, d, local.first_vocab, local.vocab);
+  TITAN_RETURN_IF_ERROR(compute_->EmbeddingForward(Tokens(tokens_device_),
+                                                   parameters_[tok_embeddings_].value,
+                                                   local.first_vocab, View(embedded, {n * d})));
   TITAN_RETURN_IF_ERROR(tp_.ReduceScatterTokens(embedded, residual_[0], n_local_, d).status());
   TITAN_RETURN_IF_ERROR(ForwardLayers());
   TITAN_RETURN_IF_ERROR(NormAndGather(final_norm_, final_rstd_, residual_.back(), norm_));
-  MatmulForward(logits_, final_norm_, Param(output_), n, d, local.vocab);
+  TITAN_ASSIGN_OR_RETURN(TensorView normed, Operand(final_norm_, {n, d}, kInputScratch));
+  TITAN_RETURN_IF_ERROR(Project(normed, output_, logits_));
   // Loss parallel: the ranks share each row's max, sum of exponentials and target logit, never
   // the logits themselves.
-  CrossEntropyRowMax(loss_max_, logits_, n, local.vocab);
+  const TensorView logits = View(logits_, {n, local.vocab});
+  const TensorView max = View(loss_max_, {n}), sum = View(loss_lse_, {n});
+  const TensorView target = View(loss_target_, {n});
+  TITAN_RETURN_IF_ERROR(compute_->CrossEntropyRowMax(logits, max));
   TITAN_RETURN_IF_ERROR(tp_.AllReduceMax(loss_max_, n));
-  CrossEntropySumExp(loss_lse_, logits_, loss_max_, n, local.vocab);
-  CrossEntropyTargetLogit(loss_target_, logits_, targets, n, local.vocab, local.first_vocab);
+  TITAN_RETURN_IF_ERROR(compute_->CrossEntropySumExp(logits, max, sum));
+  TITAN_RETURN_IF_ERROR(compute_->CrossEntropyTargetLogit(logits, Tokens(targets_device_),
+                                                          local.first_vocab, target));
   TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(loss_lse_, n));
   TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(loss_target_, n));
-  const float loss = CrossEntropyFinish(loss_lse_, loss_max_, loss_target_, targets, n);
+  TITAN_RETURN_IF_ERROR(
+      compute_->CrossEntropyFinish(max, target, Tokens(targets_device_), sum, View(loss_, {1})));
+  float loss = 0;
+  TITAN_RETURN_IF_ERROR(compute_->CopyToHost(View(loss_, {1}), &loss));
   TITAN_RETURN_IF_ERROR(root_.AfterForward());
   return loss;
 }
@@ -423,38 +540,67 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   const Block& block = blocks_[layer];
   const BlockActs& x = acts_[layer];
   const int64_t n = batch_ * seq_len_, nl = n_local_, d = c.dim, f = local.hidden;
-  const int64_t qd = local.heads * c.head_dim(), kvd = local.kv_heads * c.head_dim();
-  auto w = [&](Weight weight) { return Param(block.weights[weight]); };
-  auto dw = [&](Weight weight) { return Grad(block.weights[weight]); };
+  const int64_t hd = c.head_dim(), qd = local.heads * hd, kvd = local.kv_heads * hd;
   if (block.policy != BlockPolicy::kKeepAll) {
     TITAN_RETURN_IF_ERROR(BlockForward(layer, /*recompute=*/true));
   }
 
+  // Feed-forward: d_h = d_out . w2, then SwiGLU, then w1 and w3 back into the norm's output.
   TITAN_ASSIGN_OR_RETURN(const float* d_out, tp_.GatherTokens(d_residual_, tokens_full_, nl, d));
-  Zero(d_h_, n * f);
-  MatmulBackward(d_h_, dw(kW2), d_out, x.h, w(kW2), n, f, d);
-  Zero(d_a_, n * f);
-  Zero(d_b_, n * f);
-  SwiGluBackward(d_a_, d_b_, d_h_, x.a, x.b, n * f);
-  Zero(d_norm_out_, n * d);
-  MatmulBackward(d_norm_out_, dw(kW1), d_a_, x.ln2, w(kW1), n, d, f);
-  MatmulBackward(d_norm_out_, dw(kW3), d_b_, x.ln2, w(kW3), n, d, f);
+  TITAN_RETURN_IF_ERROR(Zero(d_h_, n * f));
+  {
+    TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(d_out, {n, d}, kGradScratch));
+    TITAN_ASSIGN_OR_RETURN(TensorView h, Operand(x.h, {n, f}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(ProjectBackward(dout, h, block.weights[kW2], d_h_));
+  }
+  TITAN_RETURN_IF_ERROR(Zero(d_a_, n * f));
+  TITAN_RETURN_IF_ERROR(Zero(d_b_, n * f));
+  TITAN_RETURN_IF_ERROR(compute_->SwiGluBackward(View(d_h_, {n * f}), View(x.a, {n * f}),
+                                                 View(x.b, {n * f}), View(d_a_, {n * f}),
+                                                 View(d_b_, {n * f})));
+  TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
+  {
+    TITAN_ASSIGN_OR_RETURN(TensorView ln2, Operand(x.ln2, {n, d}, kInputScratch));
+    TITAN_ASSIGN_OR_RETURN(TensorView da, Operand(d_a_, {n, f}, kGradScratch));
+    TITAN_RETURN_IF_ERROR(ProjectBackward(da, ln2, block.weights[kW1], d_norm_out_));
+    TITAN_ASSIGN_OR_RETURN(TensorView db, Operand(d_b_, {n, f}, kGradScratch));
+    TITAN_RETURN_IF_ERROR(ProjectBackward(db, ln2, block.weights[kW3], d_norm_out_));
+  }
   TITAN_RETURN_IF_ERROR(
       NormBackward(d_residual_, d_norm_out_, x.x_mid, x.rstd2, block.weights[kFfnNorm]));
 
+  // Attention: d_att = d_out . wo, the attention's backward, RoPE back, then wq, wk and wv.
   TITAN_ASSIGN_OR_RETURN(d_out, tp_.GatherTokens(d_residual_, tokens_full_, nl, d));
-  Zero(d_att_, n * qd);
-  MatmulBackward(d_att_, dw(kWo), d_out, x.att, w(kWo), n, qd, d);
-  Zero(d_q_, n * qd);
-  Zero(d_k_, n * kvd);
-  Zero(d_v_, n * kvd);
-  AttentionBackward(d_q_, d_k_, d_v_, d_att_, x.q, x.k, x.v, x.att, x.lse, attention_shape_);
-  RopeBackward(d_q_, rope_cos_, rope_sin_, batch_, seq_len_, local.heads, c.head_dim());
-  RopeBackward(d_k_, rope_cos_, rope_sin_, batch_, seq_len_, local.kv_heads, c.head_dim());
-  Zero(d_norm_out_, n * d);
-  MatmulBackward(d_norm_out_, dw(kWq), d_q_, x.ln1, w(kWq), n, d, qd);
-  MatmulBackward(d_norm_out_, dw(kWk), d_k_, x.ln1, w(kWk), n, d, kvd);
-  MatmulBackward(d_norm_out_, dw(kWv), d_v_, x.ln1, w(kWv), n, d, kvd);
+  TITAN_RETURN_IF_ERROR(Zero(d_att_, n * qd));
+  {
+    TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(d_out, {n, d}, kGradScratch));
+    TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(x.att, {n, qd}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(ProjectBackward(dout, att, block.weights[kWo], d_att_));
+  }
+  TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
+  TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
+  TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
+  TITAN_RETURN_IF_ERROR(compute_->AttentionBackward(
+      attention_spec(), View(d_att_, {n * qd}), View(x.q, {n * qd}), View(x.k, {n * kvd}),
+      View(x.v, {n * kvd}), View(x.att, {n * qd}), View(x.lse, {batch_ * local.heads * seq_len_}),
+      View(d_q_, {n * qd}), View(d_k_, {n * kvd}), View(d_v_, {n * kvd})));
+  const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
+  const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
+  TITAN_RETURN_IF_ERROR(
+      compute_->RopeBackward(cos, sin, View(d_q_, {batch_, seq_len_, local.heads, hd})));
+  TITAN_RETURN_IF_ERROR(
+      compute_->RopeBackward(cos, sin, View(d_k_, {batch_, seq_len_, local.kv_heads, hd})));
+  TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
+  {
+    TITAN_ASSIGN_OR_RETURN(TensorView ln1, Operand(x.ln1, {n, d}, kInputScratch));
+    const std::pair<const float*, Weight> projections[] = {
+        {d_q_, kWq}, {d_k_, kWk}, {d_v_, kWv}};
+    for (const auto& [grad, weight] : projections) {
+      const int64_t width = weight == kWq ? qd : kvd;
+      TITAN_ASSIGN_OR_RETURN(TensorView dproj, Operand(grad, {n, width}, kGradScratch));
+      TITAN_RETURN_IF_ERROR(ProjectBackward(dproj, ln1, block.weights[weight], d_norm_out_));
+    }
+  }
   return NormBackward(d_residual_, d_norm_out_, residual_[layer], x.rstd1,
                       block.weights[kAttentionNorm]);
 }
@@ -468,18 +614,24 @@ absl::Status LlamaModel::Backward() {
   float* d_logits = logits_;  // the logits are spent: their gradient takes their place
   tokens_valid_ = false;
   TITAN_RETURN_IF_ERROR(root_.BeforeBackward());
-  CrossEntropyBackward(d_logits, logits_, loss_lse_, targets_.data(), n, v, 1.0f,
-                       local.first_vocab);
-  Zero(d_norm_out_, n * d);
-  MatmulBackward(d_norm_out_, Grad(output_), d_logits, final_norm_, Param(output_), n, d, v);
-  Zero(d_residual_, n_local_ * d);
+  TITAN_RETURN_IF_ERROR(compute_->CrossEntropyBackward(
+      View(logits_, {n, v}), View(loss_lse_, {n}), Tokens(targets_device_), local.first_vocab,
+      1.0f, View(d_logits, {n, v})));
+  TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
+  {
+    TITAN_ASSIGN_OR_RETURN(TensorView dlogits, Operand(d_logits, {n, v}, kGradScratch));
+    TITAN_ASSIGN_OR_RETURN(TensorView normed, Operand(final_norm_, {n, d}, kInputScratch));
+    TITAN_RETURN_IF_ERROR(ProjectBackward(dlogits, normed, output_, d_norm_out_));
+  }
+  TITAN_RETURN_IF_ERROR(Zero(d_residual_, n_local_ * d));
   TITAN_RETURN_IF_ERROR(
       NormBackward(d_residual_, d_norm_out_, residual_.back(), final_rstd_, norm_));
   TITAN_RETURN_IF_ERROR(BackwardLayers());
   TITAN_ASSIGN_OR_RETURN(const float* d_embedded,
                          tp_.GatherTokens(d_residual_, tokens_full_, n_local_, d));
-  EmbeddingBackward(Grad(tok_embeddings_), d_embedded, tokens_.data(), n, d, local.first_vocab,
-                    local.vocab);
+  TITAN_RETURN_IF_ERROR(compute_->EmbeddingBackward(Tokens(tokens_device_),
+                                                    View(d_embedded, {n * d}), local.first_vocab,
+                                                    parameters_[tok_embeddings_].grad));
   return root_.AfterBackward();
 }
 

@@ -1,6 +1,7 @@
-// The Llama 3 decoder on the CPU: forward and hand-written backward (llm.c style) over
-// parameters and gradients that each live in one arena, with activations planned once per
-// (batch, seq_len) and reused every step.
+// The Llama 3 decoder: forward and hand-written backward (llm.c style) over parameters and
+// gradients that each live in one arena, with activations planned once per (batch, seq_len) and
+// reused every step. Every kernel runs through the device's compute interface (titan/compute.h),
+// in f32 or with bf16 matmul operands (mixed precision).
 #ifndef TITAN_CORE_MODEL_LLAMA_H_
 #define TITAN_CORE_MODEL_LLAMA_H_
 
@@ -17,16 +18,32 @@
 #include "core/model/tensor_parallel.h"
 #include "core/tensor/arena.h"
 #include "core/tensor/attention.h"
+#include "titan/compute.h"
+#include "titan/device.h"
 #include "titan/module.h"
 
 namespace titan {
 
+// Where and in what precision the model computes.
+struct ModelCompute {
+  DevicePlugin* device = nullptr;  // null: the CPU device built into the core
+  // kF32: every matmul in f32. kBF16: matmul operands (activations and weights) rounded to bf16,
+  // products accumulated in f32, as TorchTitan's mixed_precision_param = "bfloat16"; the master
+  // weights, gradients, norms, softmax and the loss stay f32.
+  DType matmul_dtype = DType::kF32;
+};
+
 class LlamaModel : public TensorParallelTarget {
  public:
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config,
-                                                            const ActivationCheckpoint& ac = {});
+                                                            const ActivationCheckpoint& ac = {},
+                                                            const ModelCompute& where = {});
 
   const LlamaConfig& config() const { return config_; }
+  Compute& compute() const { return *compute_; }
+  // The device plugin holding the model's memory; null: host memory (the CPU).
+  DevicePlugin* device() const { return device_; }
+  DType matmul_dtype() const { return matmul_dtype_; }
   // TorchTitan's names ("layers.3.attention.wq.weight"), in one arena each for values and grads.
   // Empty once parallel plugins keep the parameters elsewhere (see ReleaseUnusedStorage).
   const Arena& params() const { return params_; }
@@ -63,7 +80,7 @@ class LlamaModel : public TensorParallelTarget {
   int tensor_parallel_degree() const { return tp_.size(); }
 
   // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
-  // between Forward and Backward.
+  // between Forward and Backward; device memory (host memory on the CPU).
   const float* logits() const { return logits_; }
   size_t activation_bytes() const { return acts_arena_.flat_size() * sizeof(float); }
 
@@ -83,15 +100,21 @@ class LlamaModel : public TensorParallelTarget {
     int64_t heads, kv_heads, hidden, vocab, first_vocab;
   };
 
-  LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac)
-      : config_(config), ac_(ac) {}
+  // The bf16 scratch a matmul operand is rounded into: the input, the output's gradient, the
+  // weight.
+  enum Scratch { kInputScratch, kGradScratch, kWeightScratch, kScratches };
+
+  LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
+             DevicePlugin* device, DType matmul_dtype)
+      : config_(config), ac_(ac), compute_(&compute), device_(device), matmul_dtype_(matmul_dtype) {}
   // Every parameter's name and shape on a rank of `tp` tensor-parallel ranks, in arena order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
       const LlamaConfig& config, int64_t tp);
   LocalSizes local() const;
-  // out[n_local, d] (this rank's tokens) += the row-parallel projection in[n, k] . weight^T,
-  // summed over the tensor-parallel ranks.
-  absl::Status AddRowParallel(float* out, const float* in, const float* weight, int64_t k);
+  // out[n_local, d] (this rank's tokens) += the row-parallel projection in . weight^T (`in` an
+  // Operand), summed over the tensor-parallel ranks.
+  absl::Status AddRowParallel(float* out, const TensorView& in, int weight);
+  AttentionSpec attention_spec() const;
   // RMSNorm of this rank's tokens of `inp`, gathered into out [n, d] for the column-parallel
   // projections that follow.
   absl::Status NormAndGather(float* out, float* rstd, const float* inp, int weight);
@@ -103,6 +126,20 @@ class LlamaModel : public TensorParallelTarget {
   absl::Status CheckTokens(const int32_t* tokens, const int32_t* targets) const;
   float* Param(int index) const { return parameters_[index].value.data_as<float>(); }
   float* Grad(int index) const { return parameters_[index].grad.data_as<float>(); }
+  // An f32 view of model memory on the compute's device.
+  TensorView View(const float* data, std::vector<int64_t> shape) const;
+  TensorView Tokens(const int32_t* data) const;
+  // A matmul operand in the compute precision: x itself in f32, its bf16 rounding (in `scratch`)
+  // under mixed precision.
+  absl::StatusOr<TensorView> Operand(const float* x, std::vector<int64_t> shape, Scratch scratch);
+  // out[n, oc] (+)= in . weight^T; `in` is an Operand.
+  absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
+  // The backward of Project: dinp[n, c] += dout . weight (skipped when null) and
+  // weight's grad += dout^T . in; dout and in are Operands.
+  absl::Status ProjectBackward(const TensorView& dout, const TensorView& in, int weight,
+                               float* dinp);
+  absl::Status Zero(float* x, int64_t n) const;
+  absl::Status CopyF32(const float* src, float* dst, int64_t n) const;
   // The forward pass runs every stage and writes the residual into layer + 1; the recompute
   // before the backward runs only the stages whose outputs the block's policy did not keep.
   absl::Status BlockForward(int64_t layer, bool recompute);
@@ -112,6 +149,9 @@ class LlamaModel : public TensorParallelTarget {
 
   LlamaConfig config_;
   ActivationCheckpoint ac_;
+  Compute* compute_;
+  DevicePlugin* device_;  // allocates the arenas; null: host memory
+  DType matmul_dtype_;
   ArenaPlan plan_;
   Arena params_, grads_;
   std::vector<Parameter> parameters_;
@@ -128,11 +168,12 @@ class LlamaModel : public TensorParallelTarget {
   std::vector<float*> residual_;  // n_layers + 1 entries, [n_local_, dim] each
   std::vector<BlockActs> acts_;
   float *rope_cos_, *rope_sin_, *final_norm_, *final_rstd_, *logits_, *loss_lse_;
-  float *loss_max_, *loss_target_;
+  float *loss_max_, *loss_target_, *loss_;
+  int32_t *tokens_device_, *targets_device_;
+  std::array<uint16_t*, kScratches> bf16_scratch_{};  // null in f32
   // Tensor-parallel scratch (null on one rank): this rank's tokens, every token, a norm's grad.
   float *tokens_local_ = nullptr, *tokens_full_ = nullptr, *norm_grad_ = nullptr;
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
-  std::vector<int32_t> tokens_, targets_;
   bool tokens_valid_ = false;  // a Forward's activations await their Backward
 };
 

@@ -6,7 +6,7 @@ absl::StatusOr<float*> TensorParallelGroup::GatherTokens(float* local, float* fu
                                                          int64_t width) const {
   if (size() == 1) return local;
   TITAN_RETURN_IF_ERROR(
-      group_->AllGather(FlatF32(local, n_local * width), FlatF32(full, n_local * width * size())));
+      group_->AllGather(Flat(local, n_local * width), Flat(full, n_local * width * size())));
   return full;
 }
 
@@ -14,19 +14,19 @@ absl::StatusOr<float*> TensorParallelGroup::ReduceScatterTokens(float* full, flo
                                                                 int64_t n_local,
                                                                 int64_t width) const {
   if (size() == 1) return full;
-  TITAN_RETURN_IF_ERROR(group_->ReduceScatter(FlatF32(full, n_local * width * size()),
-                                              FlatF32(local, n_local * width), ReduceOp::kSum));
+  TITAN_RETURN_IF_ERROR(group_->ReduceScatter(Flat(full, n_local * width * size()),
+                                              Flat(local, n_local * width), ReduceOp::kSum));
   return local;
 }
 
 absl::Status TensorParallelGroup::AllReduceSum(float* values, int64_t count) const {
   if (size() == 1) return absl::OkStatus();
-  return group_->AllReduce(FlatF32(values, count), ReduceOp::kSum);
+  return group_->AllReduce(Flat(values, count), ReduceOp::kSum);
 }
 
 absl::Status TensorParallelGroup::AllReduceMax(float* values, int64_t count) const {
   if (size() == 1) return absl::OkStatus();
-  return group_->AllReduce(FlatF32(values, count), ReduceOp::kMax);
+  return group_->AllReduce(Flat(values, count), ReduceOp::kMax);
 }
 
 }  // namespace titan

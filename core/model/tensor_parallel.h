@@ -16,7 +16,9 @@ namespace titan {
 
 class TensorParallelGroup {
  public:
-  explicit TensorParallelGroup(Communicator* group = nullptr) : group_(group) {}
+  // Buffers live on `device`.
+  explicit TensorParallelGroup(Communicator* group = nullptr, Device device = {})
+      : group_(group), device_(device) {}
 
   int size() const { return group_ == nullptr ? 1 : group_->size(); }
   int rank() const { return group_ == nullptr ? 0 : group_->rank(); }
@@ -35,7 +37,10 @@ class TensorParallelGroup {
   absl::Status AllReduceMax(float* values, int64_t count) const;
 
  private:
+  TensorView Flat(float* data, int64_t count) const { return FlatF32(data, count, device_); }
+
   Communicator* group_;
+  Device device_;
 };
 
 }  // namespace titan

@@ -8,8 +8,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor/cpu_compute.h"
 
 namespace titan {
+
+CpuDevice& CpuDevice::Host() {
+  static CpuDevice device;
+  return device;
+}
 
 absl::Status CpuDevice::Select(int index) {
   if (index != 0) {
@@ -54,6 +60,8 @@ absl::Status CpuDevice::FillF32(float* device_dst, size_t count, float value) {
   std::fill(device_dst, device_dst + count, value);
   return absl::OkStatus();
 }
+
+Compute* CpuDevice::compute() { return &CpuCompute::Get(); }
 
 absl::StatusOr<DeviceMemoryInfo> CpuDevice::MemoryInfo() {
   long page = sysconf(_SC_PAGESIZE);

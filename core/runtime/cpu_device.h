@@ -12,6 +12,8 @@ namespace titan {
 class CpuDevice : public DevicePlugin {
  public:
   static constexpr size_t kAlignment = 64;
+  // The process's CPU device, for code that computes on the CPU without a recipe (tests, tools).
+  static CpuDevice& Host();
 
   DeviceType type() const override { return DeviceType::kCpu; }
   int DeviceCount() const override { return 1; }
@@ -23,6 +25,7 @@ class CpuDevice : public DevicePlugin {
   absl::Status FillF32(float* device_dst, size_t count, float value) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override;
+  Compute* compute() override;
 
  private:
   std::atomic<size_t> allocated_{0};

@@ -3,14 +3,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/cpu_device.h"
 
 namespace titan {
 namespace {
 
 class CommDeviceMesh : public DeviceMesh {
  public:
-  CommDeviceMesh(const MeshShape& shape, std::unique_ptr<Communicator> world)
-      : shape_(shape), world_(std::move(world)) {
+  CommDeviceMesh(const MeshShape& shape, std::unique_ptr<Communicator> world,
+                 DevicePlugin& device)
+      : shape_(shape), world_(std::move(world)), device_(device) {
     coordinates_ = MeshCoordinates(shape_, world_->rank());
   }
 
@@ -18,6 +20,7 @@ class CommDeviceMesh : public DeviceMesh {
   int coordinate(MeshDim dim) const override { return coordinates_[static_cast<int>(dim)]; }
   Communicator& group(MeshDim dim) override { return *groups_[static_cast<int>(dim)]; }
   Communicator& world() override { return *world_; }
+  DevicePlugin& device() override { return device_; }
 
   // The ranks differing from this one only along `dim` share the rank with that coordinate
   // zeroed as their color, and are ordered by their coordinate.
@@ -41,6 +44,7 @@ class CommDeviceMesh : public DeviceMesh {
  private:
   MeshShape shape_;
   std::unique_ptr<Communicator> world_;
+  DevicePlugin& device_;
   std::array<int, kMeshDims> coordinates_{};
   std::array<std::unique_ptr<Communicator>, kMeshDims> groups_;
 };
@@ -57,7 +61,8 @@ std::array<int, kMeshDims> MeshCoordinates(const MeshShape& shape, int rank) {
 }
 
 absl::StatusOr<std::unique_ptr<DeviceMesh>> BuildDeviceMesh(std::unique_ptr<Communicator> world,
-                                                            const MeshShape& shape) {
+                                                            const MeshShape& shape,
+                                                            DevicePlugin* device) {
   if (shape.world_size() != world->size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("device mesh: pp*dp_replicate*dp_shard*cp*tp = ", shape.world_size(),
@@ -65,7 +70,8 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> BuildDeviceMesh(std::unique_ptr<Comm
                      "communicator has ",
                      world->size(), " ranks"));
   }
-  auto mesh = std::make_unique<CommDeviceMesh>(shape, std::move(world));
+  auto mesh = std::make_unique<CommDeviceMesh>(
+      shape, std::move(world), device != nullptr ? *device : CpuDevice::Host());
   TITAN_RETURN_IF_ERROR(mesh->SplitGroups());
   return std::unique_ptr<DeviceMesh>(std::move(mesh));
 }

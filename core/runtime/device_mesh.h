@@ -13,10 +13,11 @@ namespace titan {
 // innermost (so tp neighbours are adjacent ranks, as TorchTitan lays them out).
 std::array<int, kMeshDims> MeshCoordinates(const MeshShape& shape, int rank);
 
-// The mesh over `world`, with one sub-communicator per dimension made by Split. Collective:
-// every rank of `world` must call it with the same shape.
+// The mesh over `world`, with one sub-communicator per dimension made by Split, computing on
+// `device` (null: the CPU). Collective: every rank of `world` must call it with the same shape.
 absl::StatusOr<std::unique_ptr<DeviceMesh>> BuildDeviceMesh(std::unique_ptr<Communicator> world,
-                                                            const MeshShape& shape);
+                                                            const MeshShape& shape,
+                                                            DevicePlugin* device = nullptr);
 
 }  // namespace titan
 

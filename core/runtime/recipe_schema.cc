@@ -110,9 +110,12 @@ std::vector<SectionSchema> MakeSchema() {
        Int("steps", 10000, 1, kNoLimit, "optimizer steps to train"),
        String("dataset", "c4_test", "dataset name, for logs and metrics"),
        String("dataset_path", "", "file or folder holding the dataset"),
-       String("mixed_precision_param", "bfloat16", "dtype of parameters in compute",
+       String("mixed_precision_param", "float32",
+              "dtype of matmul operands (activations and weights; f32 accumulation, f32 master "
+              "weights and optimizer state): bfloat16 or float32",
               {"bfloat16", "float32"}),
-       String("mixed_precision_reduce", "float32", "dtype of gradient reductions", {"float32"})}));
+       String("mixed_precision_reduce", "float32",
+              "dtype of gradient reductions across ranks (float32 only)", {"float32"})}));
   schema.push_back(Section(
       "data", "how training.dataset_path is read and tokenized",
       {String("format", "text",
@@ -196,8 +199,8 @@ std::vector<SectionSchema> MakeSchema() {
   schema.push_back(Section("metrics", "what is logged",
                            {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
                             Float("peak_tflops", 0.0, 0.0, kNoLimit,
-                                  "peak TFLOP/s of one rank's device, for MFU; 0: measured by "
-                                  "a matmul probe at start")}));
+                                  "peak TFLOP/s of one rank's device, for MFU; 0: the CPU's "
+                                  "theoretical peak, else a matmul probe at start")}));
   schema.push_back(Section(
       "generate", "text sampled from the model after training",
       {Int("max_new_tokens", 0, 0, kNoLimit, "tokens to sample; 0: no sample"),

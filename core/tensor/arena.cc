@@ -19,9 +19,9 @@ absl::StatusOr<int> ArenaPlan::Add(std::string name, std::vector<int64_t> shape,
   return index;
 }
 
-absl::StatusOr<Arena> Arena::Allocate(const ArenaPlan& plan) {
+absl::StatusOr<Arena> Arena::Allocate(const ArenaPlan& plan, DevicePlugin* device) {
   Arena arena;
-  TITAN_ASSIGN_OR_RETURN(arena.storage_, Storage::Allocate(plan.total_bytes()));
+  TITAN_ASSIGN_OR_RETURN(arena.storage_, Storage::Allocate(plan.total_bytes(), device));
   for (const ArenaPlan::Entry& entry : plan.entries()) {
     TITAN_ASSIGN_OR_RETURN(
         Tensor tensor, Tensor::Over(arena.storage_, entry.byte_offset, entry.shape, entry.dtype));

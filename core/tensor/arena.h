@@ -39,7 +39,8 @@ class ArenaPlan {
 class Arena {
  public:
   Arena() = default;
-  static absl::StatusOr<Arena> Allocate(const ArenaPlan& plan);
+  // On `device` when given, else in host memory.
+  static absl::StatusOr<Arena> Allocate(const ArenaPlan& plan, DevicePlugin* device = nullptr);
 
   int size() const { return static_cast<int>(tensors_.size()); }
   const Tensor& at(int index) const { return tensors_[index]; }

@@ -41,14 +41,15 @@ void Rotate(T* x, const T* cos, const T* sin, int64_t b, int64_t t, int64_t head
 }  // namespace
 
 template <typename T>
-void RopeTable(T* cos, T* sin, int64_t seq_len, int64_t head_dim, const RopeConfig& config) {
+void RopeTable(T* cos, T* sin, int64_t seq_len, int64_t head_dim, const RopeConfig& config,
+               int64_t position_offset) {
   const int64_t half = head_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
     float freq = 1.0f / static_cast<float>(std::pow(static_cast<float>(config.theta), exponent));
     if (config.scaled) freq = ScaledFrequency(freq, config);
     for (int64_t p = 0; p < seq_len; ++p) {
-      const float angle = static_cast<float>(p) * freq;
+      const float angle = static_cast<float>(p + position_offset) * freq;
       cos[p * half + i] = static_cast<T>(std::cos(static_cast<double>(angle)));
       sin[p * half + i] = static_cast<T>(std::sin(static_cast<double>(angle)));
     }
@@ -67,8 +68,8 @@ void RopeBackward(T* dx, const T* cos, const T* sin, int64_t b, int64_t t, int64
   Rotate(dx, cos, sin, b, t, heads, head_dim, T{-1});
 }
 
-template void RopeTable(float*, float*, int64_t, int64_t, const RopeConfig&);
-template void RopeTable(double*, double*, int64_t, int64_t, const RopeConfig&);
+template void RopeTable(float*, float*, int64_t, int64_t, const RopeConfig&, int64_t);
+template void RopeTable(double*, double*, int64_t, int64_t, const RopeConfig&, int64_t);
 template void RopeForward(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t);
 template void RopeForward(double*, const double*, const double*, int64_t, int64_t, int64_t,
                           int64_t);

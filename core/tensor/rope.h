@@ -18,8 +18,10 @@ struct RopeConfig {
 
 // cos/sin of the rotation angles, each [seq_len, head_dim / 2]. Frequencies and angles are
 // rounded to f32 as PyTorch computes them, then widened for T = double.
+// The table covers the positions position_offset .. position_offset + seq_len - 1.
 template <typename T>
-void RopeTable(T* cos, T* sin, int64_t seq_len, int64_t head_dim, const RopeConfig& config);
+void RopeTable(T* cos, T* sin, int64_t seq_len, int64_t head_dim, const RopeConfig& config,
+               int64_t position_offset = 0);
 
 // In place on x [b, t, heads, head_dim]: rotates each pair by the position's angle.
 template <typename T>

@@ -8,20 +8,32 @@
 
 namespace titan {
 
-absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes) {
+absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes, DevicePlugin* device) {
   // aligned_alloc wants a multiple of the alignment, and a zero-byte tensor still needs an address.
   const size_t rounded =
       std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  if (device != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(void* data, device->Allocate(rounded));
+    std::shared_ptr<Storage> storage(new Storage(data, bytes, device));
+    TITAN_RETURN_IF_ERROR(device->FillF32(static_cast<float*>(data), rounded / sizeof(float), 0));
+    return storage;
+  }
   void* data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("Storage: could not allocate ", bytes, " bytes of host memory"));
   }
   std::memset(data, 0, rounded);
-  return std::shared_ptr<Storage>(new Storage(data, bytes));
+  return std::shared_ptr<Storage>(new Storage(data, bytes, nullptr));
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() {
+  if (device_ == nullptr) {
+    std::free(data_);
+  } else {
+    device_->Free(data_).IgnoreError();  // nothing left to report it to
+  }
+}
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
@@ -85,7 +97,7 @@ void* Tensor::raw_data() const {
 }
 
 TensorView Tensor::view() const {
-  return TensorView{raw_data(), dtype_, Device{}, shape_, strides_};
+  return TensorView{raw_data(), dtype_, storage_ ? storage_->device() : Device{}, shape_, strides_};
 }
 
 absl::StatusOr<Tensor> Tensor::Reshape(std::vector<int64_t> shape) const {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "titan/device.h"
 #include "titan/status.h"
 #include "titan/tensor_view.h"
 
@@ -17,19 +18,24 @@ class Storage {
  public:
   static constexpr size_t kAlignment = 64;
 
-  // Zero-filled, so a fresh arena of gradients starts cleared.
-  static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t bytes);
+  // Zero-filled, so a fresh arena of gradients starts cleared. On `device` when given (its
+  // memory, freed through it; the plugin outlives the storage), else host memory.
+  static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t bytes,
+                                                           DevicePlugin* device = nullptr);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  Device device() const { return device_ == nullptr ? Device{} : Device{device_->type(), 0}; }
 
  private:
-  Storage(void* data, size_t size) : data_(data), size_(size) {}
+  Storage(void* data, size_t size, DevicePlugin* device)
+      : data_(data), size_(size), device_(device) {}
   void* data_;
   size_t size_;
+  DevicePlugin* device_;
 };
 
 class Tensor {

@@ -1,32 +1,86 @@
 #include "core/train/metrics.h"
 
-#include <cblas.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <vector>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/data/input_file.h"
 
 namespace titan {
 
-absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder) {
+absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, PeakFlops peak,
+                                            int64_t resumed_step) {
   std::error_code error;
   std::filesystem::create_directories(dump_folder, error);
   MetricsLog log;
   log.path_ = (std::filesystem::path(dump_folder) / "metrics.jsonl").string();
-  log.out_.open(log.path_, std::ios::trunc);
+  log.peak_ = std::move(peak);
+  std::ios::openmode mode = std::ios::trunc;
+  if (resumed_step > 0 && std::filesystem::exists(log.path_, error)) {
+    TITAN_RETURN_IF_ERROR(
+        InspectInput(log.path_, /*folder_ok=*/false, "the metrics file of the resumed run")
+            .status());
+    // Rewritten beside it and renamed over it, so a kill now never loses the history.
+    std::ifstream in(log.path_, std::ios::binary);
+    const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    int64_t dropped = 0;
+    const std::string kept = MetricsRowsUpTo(old, resumed_step, &dropped);
+    const std::string staged = log.path_ + ".tmp";
+    std::ofstream staged_out(staged, std::ios::trunc | std::ios::binary);
+    staged_out << kept;
+    staged_out.close();
+    if (staged_out) std::filesystem::rename(staged, log.path_, error);
+    if (!staged_out || error) {
+      std::filesystem::remove(staged, error);
+      return absl::PermissionDeniedError(
+          absl::StrCat("job.dump_folder: cannot rewrite ", log.path_, " for the resumed run (",
+                       staged, " could not be written and renamed over it)"));
+    }
+    spdlog::info(
+        "[metrics] resumed after step {}: {} keeps the rows up to it, {} row(s) past it "
+        "dropped",
+        resumed_step, log.path_, dropped);
+    mode = std::ios::app;
+  }
+  log.out_.open(log.path_, mode);
   if (!log.out_) {
     return absl::PermissionDeniedError(absl::StrCat("job.dump_folder: cannot write ", log.path_));
   }
   log.terminal_ = isatty(STDERR_FILENO) != 0;
   return log;
+}
+
+std::string MetricsRowsUpTo(absl::string_view jsonl, int64_t step, int64_t* dropped) {
+  std::string kept;
+  for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipEmpty())) {
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool is_row = row.is_object() && row.contains("step") && row["step"].is_number_integer();
+    if (is_row && row["step"].get<int64_t>() <= step) {
+      absl::StrAppend(&kept, line, "\n");
+    } else {
+      ++*dropped;
+    }
+  }
+  return kept;
+}
+
+Throughput RankThroughput(int64_t tokens, double seconds, int non_data_parallel,
+                          double flop_per_token, double peak_tflops) {
+  Throughput t;
+  t.tps = static_cast<double>(tokens) / (seconds * non_data_parallel);
+  t.tflops = t.tps * flop_per_token / 1e12;
+  t.mfu = 100.0 * t.tflops / peak_tflops;
+  return t;
 }
 
 void MetricsLog::ClearBar() {
@@ -36,14 +90,27 @@ void MetricsLog::ClearBar() {
 
 void MetricsLog::Log(const StepMetrics& m) {
   ClearBar();
+  // Above 100% the peak, not the run, is wrong (a probe on a busy machine, a low setting).
+  const bool mfu_known = m.mfu <= 100.0;
+  if (!mfu_known && !warned_mfu_) {
+    warned_mfu_ = true;
+    spdlog::warn(
+        "[metrics] {:.4f} TFLOP/s achieved is above the peak of {:.4f} TFLOP/s ({}), so that "
+        "peak is too low: MFU is logged as n/a (null in metrics.jsonl); set metrics.peak_tflops "
+        "to this device's peak",
+        m.tflops, peak_.tflops, peak_.source);
+  }
+  const std::string mfu =
+      mfu_known ? absl::StrFormat("%.1f%%", m.mfu) : std::string("n/a (peak too low)");
   spdlog::info(
-      "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {:.1f}%  "
+      "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
       "mem {:.2f}GiB  data {:.3f}s",
-      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, m.mfu, m.mem_gib, m.data_s);
+      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s);
   out_ << absl::StrFormat(
               "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6f, \"lr\": %.6e, \"tps\": %.1f, "
-              "\"tflops\": %.4f, \"mfu\": %.3f, \"mem_gib\": %.4f, \"data_s\": %.4f}\n",
-              m.step, m.loss, m.grad_norm, m.lr, m.tps, m.tflops, m.mfu, m.mem_gib, m.data_s)
+              "\"tflops\": %.4f, \"mfu\": %s, \"mem_gib\": %.4f, \"data_s\": %.4f}\n",
+              m.step, m.loss, m.grad_norm, m.lr, m.tps, m.tflops,
+              mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null", m.mem_gib, m.data_s)
        << std::flush;
 }
 
@@ -85,23 +152,6 @@ double FlopPerToken(const LlamaConfig& config, int64_t seq_len) {
       config.tie_embeddings ? 0.0 : static_cast<double>(config.vocab_size) * config.dim;
   return 6.0 * (static_cast<double>(config.ParameterCount()) - embedding) +
          6.0 * static_cast<double>(config.n_layers * config.dim * seq_len);
-}
-
-double MeasurePeakTflops(int n) {
-  const int64_t kN = n;
-  std::vector<float> a(kN * kN, 1.0f), b(kN * kN, 0.5f), c(kN * kN);
-  // Not timed: the first product pays for page faults and starting the thread pool.
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(),
-              kN, 0.0f, c.data(), kN);
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    auto start = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(),
-                kN, 0.0f, c.data(), kN);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, 2.0 * kN * kN * kN / std::max(s, 1e-9) / 1e12);
-  }
-  return best;
 }
 
 }  // namespace titan

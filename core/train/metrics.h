@@ -7,7 +7,9 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "core/model/config.h"
+#include "core/train/peak_flops.h"
 #include "titan/status.h"
 
 namespace titan {
@@ -15,35 +17,53 @@ namespace titan {
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0;
-  double tps = 0;      // tokens per second, this rank
+  double tps = 0;      // tokens per second, this rank's share (see RankThroughput)
   double tflops = 0;   // achieved model TFLOP/s, this rank
-  double mfu = 0;      // percent of the peak
+  double mfu = 0;      // percent of the peak; above 100 the peak is wrong and it shows as n/a
   double mem_gib = 0;  // peak resident memory
   double data_s = 0;   // time spent loading the step's batches
 };
 
 class MetricsLog {
  public:
-  static absl::StatusOr<MetricsLog> Open(const std::string& dump_folder);
+  // Opens <dump_folder>/metrics.jsonl. A fresh run (`resumed_step` 0) starts it empty; a run
+  // resumed after `resumed_step` keeps the history up to that step and drops the rows past it,
+  // which it logs again.
+  static absl::StatusOr<MetricsLog> Open(const std::string& dump_folder, PeakFlops peak,
+                                         int64_t resumed_step = 0);
   void Log(const StepMetrics& m);
   void LogEval(int64_t step, double loss);
   // Redraws the progress bar (terminal only).
   void Progress(int64_t step, int64_t steps, double elapsed_s);
   const std::string& path() const { return path_; }
+  const PeakFlops& peak() const { return peak_; }
 
  private:
   void ClearBar();
   std::string path_;
   std::ofstream out_;
+  PeakFlops peak_;
   bool terminal_ = false;
   bool bar_shown_ = false;
+  bool warned_mfu_ = false;
 };
+
+// The rows of a metrics.jsonl text up to and including `step`, in order; rows past it and lines
+// that are not a row (a write cut short by a kill) are left out and counted in `dropped`.
+std::string MetricsRowsUpTo(absl::string_view jsonl, int64_t step, int64_t* dropped);
+
+// Tokens/s, TFLOP/s and MFU (percent of `peak_tflops`) of one rank that stepped through `tokens`
+// tokens in `seconds`. The ranks of one data-parallel replica (tp, cp, pp) share its tokens, each
+// doing its part of the work on them, so each counts tokens / `non_data_parallel` of them, as
+// TorchTitan does.
+struct Throughput {
+  double tps = 0, tflops = 0, mfu = 0;
+};
+Throughput RankThroughput(int64_t tokens, double seconds, int non_data_parallel,
+                          double flop_per_token, double peak_tflops);
 
 // Peak resident memory of this program since it started (exec), GiB.
 double PeakMemoryGib();
-// A quick f32 matmul probe of this machine's reachable TFLOP/s (best of a few n x n x n
-// sgemms), for MFU without a given peak.
-double MeasurePeakTflops(int n = 1024);
 // Training FLOPs per token: 6 per parameter outside the token embedding (TorchTitan's count; a
 // table tied to the output projection counts, as that projection is a matmul),
 // plus 6 * n_layers * dim * seq_len for attention's scores and weighted sums over the causal half

@@ -1,9 +1,137 @@
 #include "core/train/metrics.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
 
 namespace titan {
 namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+StepMetrics Row(int64_t step, double mfu) {
+  StepMetrics m;
+  m.step = step, m.loss = 1, m.tflops = 0.05, m.mfu = mfu;
+  return m;
+}
+
+class MetricsLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / absl::StrCat("titan_metrics_", getpid());
+    fs::create_directories(dir_);
+    // What the log says goes to `said_` for the test to read.
+    previous_ = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(said_)));
+  }
+  void TearDown() override {
+    spdlog::set_default_logger(previous_);
+    fs::remove_all(dir_);
+  }
+  fs::path dir_;
+  std::ostringstream said_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST(MetricsRowsUpTo, KeepsTheHistoryUpToTheStepAndDropsTheRest) {
+  const std::string jsonl =
+      "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 10, \"loss\": 7.0}\n{\"step\": 10, "
+      "\"eval_loss\": 7.2}\n{\"step\": 20, \"loss\": 6.0}\n{\"step\": 30, \"lo";
+  int64_t dropped = 0;
+  EXPECT_EQ(MetricsRowsUpTo(jsonl, 10, &dropped),
+            "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 10, \"loss\": 7.0}\n{\"step\": 10, "
+            "\"eval_loss\": 7.2}\n");
+  EXPECT_EQ(dropped, 2);  // step 20, and step 30's row cut short by a kill
+  dropped = 0;
+  EXPECT_EQ(MetricsRowsUpTo(jsonl, 0, &dropped), "");
+  EXPECT_EQ(dropped, 5);
+}
+
+TEST_F(MetricsLogTest, AResumedRunKeepsTheRowsUpToItsCheckpoint) {
+  {
+    absl::StatusOr<MetricsLog> first = MetricsLog::Open(dir_.string(), {1.0, "test"});
+    ASSERT_TRUE(first.ok()) << first.status();
+    for (int64_t step : {1, 5, 10}) first->Log(Row(step, 5));
+    first->LogEval(10, 7.5);
+  }
+  const std::string before = ReadAll(dir_ / "metrics.jsonl");
+  const std::string up_to_5 = before.substr(0, before.find("{\"step\": 10"));
+  {
+    absl::StatusOr<MetricsLog> resumed = MetricsLog::Open(dir_.string(), {1.0, "test"}, 5);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(ReadAll(dir_ / "metrics.jsonl"), up_to_5);
+    resumed->Log(Row(10, 6));
+  }
+  const std::string after = ReadAll(dir_ / "metrics.jsonl");
+  EXPECT_EQ(after.rfind(up_to_5, 0), 0u) << after;
+  EXPECT_EQ(after.substr(up_to_5.size()).rfind("{\"step\": 10, ", 0), 0u) << after;
+  EXPECT_THAT(after, HasSubstr("\"mfu\": 6.000"));
+  EXPECT_FALSE(fs::exists(dir_ / "metrics.jsonl.tmp"));
+  EXPECT_THAT(said_.str(), HasSubstr("resumed after step 5"));
+  // A fresh run starts the file anew.
+  ASSERT_TRUE(MetricsLog::Open(dir_.string(), {1.0, "test"}).ok());
+  EXPECT_EQ(ReadAll(dir_ / "metrics.jsonl"), "");
+  // A folder in its place is named, not thrown from a stream.
+  fs::remove(dir_ / "metrics.jsonl");
+  fs::create_directories(dir_ / "metrics.jsonl");
+  EXPECT_THAT(MetricsLog::Open(dir_.string(), {1.0, "test"}, 5).status().message(),
+              HasSubstr("metrics.jsonl\" is a folder; expected the metrics file"));
+}
+
+// The probe of a busy machine said 0.03 TFLOP/s; the run then achieved 0.05.
+TEST_F(MetricsLogTest, AnMfuAbove100PercentIsNotAFactButABadPeak) {
+  const PeakFlops peak = ChoosePeak(0, std::nullopt, [] { return 0.03; });
+  const Throughput rate = RankThroughput(5000, 1.0, 1, 1e7, peak.tflops);
+  ASSERT_GT(rate.mfu, 100);
+  absl::StatusOr<MetricsLog> log = MetricsLog::Open(dir_.string(), peak);
+  ASSERT_TRUE(log.ok()) << log.status();
+  StepMetrics m = Row(1, rate.mfu);
+  m.tflops = rate.tflops;
+  log->Log(m);
+  log->Log(Row(2, rate.mfu));
+  log->Log(Row(3, 40));
+  const std::string said = said_.str();
+  EXPECT_THAT(said, HasSubstr("0.0500 TFLOP/s achieved is above the peak of 0.0300 TFLOP/s "
+                              "(measured: the best of"));
+  EXPECT_EQ(said.find("is above the peak"), said.rfind("is above the peak")) << "warned once";
+  EXPECT_EQ(said.find("mfu n/a (peak too low)"), said.find("mfu n/a (peak too low)  mem"));
+  EXPECT_NE(said.find("mfu n/a (peak too low)", said.find("mfu n/a") + 1), std::string::npos);
+  EXPECT_THAT(said, HasSubstr("mfu 40.0%  mem"));
+  const std::string jsonl = ReadAll(dir_ / "metrics.jsonl");
+  EXPECT_THAT(jsonl, HasSubstr("{\"step\": 1, \"loss\": 1.000000, \"grad_norm\": 0.000000, "
+                               "\"lr\": 0.000000e+00, \"tps\": 0.0, \"tflops\": 0.0500, "
+                               "\"mfu\": null,"));
+  EXPECT_THAT(jsonl, HasSubstr("\"mfu\": 40.000,"));
+}
+
+// Two tp ranks work on the same tokens, each on half the model: each counts half the tokens.
+TEST(RankThroughput, DividesTheTokensAmongTheRanksOfAReplica) {
+  const Throughput one = RankThroughput(4096, 2.0, 1, 3e8, 10.0);
+  EXPECT_DOUBLE_EQ(one.tps, 2048);
+  EXPECT_DOUBLE_EQ(one.tflops, 2048 * 3e8 / 1e12);
+  EXPECT_DOUBLE_EQ(one.mfu, 100 * 2048 * 3e8 / 1e12 / 10.0);
+  const Throughput tp2 = RankThroughput(4096, 2.0, 2, 3e8, 10.0);
+  EXPECT_DOUBLE_EQ(tp2.tps, 1024);
+  EXPECT_DOUBLE_EQ(tp2.tflops, one.tflops / 2);
+  EXPECT_DOUBLE_EQ(tp2.mfu, one.mfu / 2);
+  EXPECT_DOUBLE_EQ(RankThroughput(4096, 2.0, 8, 3e8, 10.0).tps, 256);  // tp 4 x pp 2, say
+}
 
 TEST(FlopPerToken, CountsNonEmbeddingParametersAndCausalAttention) {
   const LlamaConfig debug;  // dim 256, 6 layers, 16 heads, vocab 2048, hidden 768

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -10,28 +11,24 @@
 
 namespace titan {
 
-double SumOfSquares(const float* values, int64_t count) {
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-  for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
-  return sum;
-}
-
-double ClipGradNorm(float* grads, int64_t count, double max_norm) {
-  const double norm = std::sqrt(SumOfSquares(grads, count));
-  ClipToNorm(grads, count, norm, max_norm);
-  return norm;
-}
-
-void ClipToNorm(float* grads, int64_t count, double norm, double max_norm) {
+absl::Status ClipToNorm(Compute& compute, const TensorView& grads, double norm,
+                        double max_norm) {
   if (max_norm > 0 && std::isfinite(norm)) {
     const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) {
-      const float c = static_cast<float>(coef);
-#pragma omp parallel for
-      for (int64_t i = 0; i < count; ++i) grads[i] *= c;
-    }
+    if (coef < 1.0) return compute.Scale(grads, static_cast<float>(coef));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ClipGradNorm(Compute& compute, const TensorView& grads,
+                                    const TensorView& scratch, double max_norm) {
+  float parts[2];
+  const double weight = 1;
+  TITAN_RETURN_IF_ERROR(compute.SumOfSquares({&grads, 1}, {&weight, 1}, scratch));
+  TITAN_RETURN_IF_ERROR(compute.CopyToHost(scratch, parts));
+  const double norm = std::sqrt(static_cast<double>(parts[0]) + static_cast<double>(parts[1]));
+  TITAN_RETURN_IF_ERROR(ClipToNorm(compute, grads, norm, max_norm));
+  return norm;
 }
 
 absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& optimizer,
@@ -42,8 +39,16 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
         absl::StrCat("TrainStep: expected batch, seq_len and accumulation steps >= 1, found ",
                      batch, ", ", seq_len, ", ", accumulation));
   }
+  Compute& compute = model.compute();
+  const DeviceType device = compute.device().type;
+  if (!optimizer.SupportsDevice(device)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "TrainStep: the optimizer plugin updates host buffers itself and runs on the cpu only, "
+        "but the model computes on ", device == DeviceType::kCuda ? "cuda" : "cpu",
+        "; use an optimizer that computes through OptimizerStep::compute (adamw, adam, sgd)"));
+  }
   TrainStep step;
-  step.model_ = &model, step.optimizer_ = &optimizer;
+  step.model_ = &model, step.optimizer_ = &optimizer, step.compute_ = &compute;
   step.batch_ = batch, step.seq_len_ = seq_len, step.accumulation_ = accumulation;
   step.max_norm_ = max_norm;
   step.dp_ = dp;
@@ -75,10 +80,19 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   for (const std::string& name : optimizer.StateNames()) {
     TITAN_RETURN_IF_ERROR(plan.Add(name, {count}).status());
   }
-  TITAN_ASSIGN_OR_RETURN(step.state_, Arena::Allocate(plan));
+  TITAN_ASSIGN_OR_RETURN(step.state_, Arena::Allocate(plan, model.device()));
+  ArenaPlan norm_plan;
+  TITAN_RETURN_IF_ERROR(norm_plan.Add("grad_norm_parts", {2}).status());
+  TITAN_ASSIGN_OR_RETURN(step.norm_parts_, Arena::Allocate(norm_plan, model.device()));
   step.tokens_.resize(batch * seq_len);
   step.targets_.resize(batch * seq_len);
   return step;
+}
+
+TensorView TrainStep::Flat(float* data, int64_t count) const {
+  TensorView view = FlatF32(data, count);
+  view.device = compute_->device();
+  return view;
 }
 
 int64_t TrainStep::state_bytes() const {
@@ -101,11 +115,12 @@ absl::StatusOr<double> TrainStep::GradNorm() const {
     Communicator* group = plugin != nullptr ? plugin->gradient_shard_group() : nullptr;
     if (group != nullptr && group->size() > 1) groups.emplace_back(group, plugin->dimension());
   }
-  double sum = 0;
+  std::vector<TensorView> held;
+  std::vector<double> weights;
   for (const Parameter& p : model_->Parameters()) {
     const bool flat =
         p.placements[static_cast<int>(MeshDim::kDpShard)].kind == Placement::Kind::kFlatShard;
-    const TensorView& held = flat ? p.shard_grad : p.grad;
+    held.push_back(flat ? p.shard_grad : p.grad);
     // A parameter replicated along a group's dimension (the norms under tp) sits on each of its
     // ranks: each counts its share, so the sum over the group counts it once.
     double weight = 1;
@@ -114,20 +129,30 @@ absl::StatusOr<double> TrainStep::GradNorm() const {
         weight /= group->size();
       }
     }
-    sum += weight * SumOfSquares(held.data_as<const float>(), held.numel());
+    weights.push_back(weight);
   }
+  // The sum travels as two floats, the high part and what it misses.
+  const TensorView parts_view = norm_parts_.at(0).view();
+  TITAN_RETURN_IF_ERROR(compute_->SumOfSquares(held, weights, parts_view));
   for (const auto& [group, dim] : groups) {
-    // Two floats carry the double: the high part and what it misses.
-    float parts[2] = {static_cast<float>(sum), 0.0f};
-    parts[1] = static_cast<float>(sum - static_cast<double>(parts[0]));
-    TITAN_RETURN_IF_ERROR(group->AllReduce(FlatF32(parts, 2), ReduceOp::kSum));
-    sum = static_cast<double>(parts[0]) + static_cast<double>(parts[1]);
+    TITAN_RETURN_IF_ERROR(group->AllReduce(parts_view, ReduceOp::kSum));
   }
-  return std::sqrt(sum);
+  float parts[2];
+  TITAN_RETURN_IF_ERROR(compute_->CopyToHost(parts_view, parts));
+  return std::sqrt(static_cast<double>(parts[0]) + static_cast<double>(parts[1]));
 }
 
 absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMicrobatch& next) {
-  std::fill(grads_, grads_ + count_, 0.0f);
+  // The optimizers compute in f32: an lr beyond its range would make every weight inf, and the
+  // next step would blame its NaN loss.
+  if (!std::isfinite(lr) || std::abs(lr) > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step, ": the learning rate is ", lr,
+        " (optimizer.lr x the lr_scheduler's factor), expected a finite value within f32's range "
+        "(the optimizers compute in f32); stopping before the optimizer runs"));
+  }
+  const TensorView grads = Flat(grads_, count_);
+  TITAN_RETURN_IF_ERROR(compute_->Fill(grads, 0.0f));
   StepResult result;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     if (dp_.plugin != nullptr) dp_.plugin->set_requires_gradient_sync(micro + 1 == accumulation_);
@@ -144,29 +169,26 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     return absl::InternalError(absl::StrCat("step ", step, ": the loss is ", result.loss,
                                             "; stopping (lower optimizer.lr or check the data)"));
   }
-  float* grads = grads_;
-  const int64_t count = count_;
   if (accumulation_ > 1) {
     // Each microbatch's loss is a mean over its tokens: averaging makes the step's gradient that
     // of the mean loss over the global batch.
-    const float scale = 1.0f / static_cast<float>(accumulation_);
-#pragma omp parallel for
-    for (int64_t i = 0; i < count; ++i) grads[i] *= scale;
+    TITAN_RETURN_IF_ERROR(compute_->Scale(grads, 1.0f / static_cast<float>(accumulation_)));
   }
   TITAN_ASSIGN_OR_RETURN(result.grad_norm, GradNorm());
-  ClipToNorm(grads, count, result.grad_norm, max_norm_);
+  TITAN_RETURN_IF_ERROR(ClipToNorm(*compute_, grads, result.grad_norm, max_norm_));
   if (!std::isfinite(result.grad_norm)) {
     return absl::InternalError(absl::StrCat("step ", step, ": the gradient norm is ",
                                             result.grad_norm,
                                             "; stopping (lower optimizer.lr or check the data)"));
   }
   const int64_t state_count = static_cast<int64_t>(state_.flat_size());
-  OptimizerStep update{FlatF32(params_, count),
-                       FlatF32(grads, count),
-                       FlatF32(state_count > 0 ? state_.flat_data() : nullptr, state_count),
+  OptimizerStep update{Flat(params_, count_),
+                       grads,
+                       Flat(state_count > 0 ? state_.flat_data() : nullptr, state_count),
                        segments_,
                        lr,
-                       step};
+                       step,
+                       compute_};
   TITAN_RETURN_IF_ERROR(optimizer_->Step(update));
   return result;
 }

@@ -57,9 +57,12 @@ class TrainStep {
   TrainStep() = default;
   absl::Status ReduceLoss(double& loss) const;
   absl::StatusOr<double> GradNorm() const;
+  // A flat f32 view on the compute's device.
+  TensorView Flat(float* data, int64_t count) const;
 
   LlamaModel* model_ = nullptr;
   OptimizerPlugin* optimizer_ = nullptr;
+  Compute* compute_ = nullptr;
   DataParallelContext dp_;
   float* params_ = nullptr;  // the flat buffers the optimizer updates
   float* grads_ = nullptr;
@@ -68,16 +71,17 @@ class TrainStep {
   double max_norm_ = 0;
   std::vector<ParamSegment> segments_;
   Arena state_;
+  Arena norm_parts_;  // the squared gradient norm as two f32s, on the device
   std::vector<int32_t> tokens_, targets_;
 };
 
 // Scales `grads` so their global L2 norm is at most max_norm (0: no clipping), as
-// torch.nn.utils.clip_grad_norm_ does; returns the norm before clipping.
-double ClipGradNorm(float* grads, int64_t count, double max_norm);
-// The pieces, for gradients sharded across ranks: the local sum of squares, and the scaling
-// once the global norm is known.
-double SumOfSquares(const float* values, int64_t count);
-void ClipToNorm(float* grads, int64_t count, double norm, double max_norm);
+// torch.nn.utils.clip_grad_norm_ does; returns the norm before clipping. `scratch` is two f32 on
+// the compute's device.
+absl::StatusOr<double> ClipGradNorm(Compute& compute, const TensorView& grads,
+                                    const TensorView& scratch, double max_norm);
+// The scaling, once the global norm of gradients sharded across ranks is known.
+absl::Status ClipToNorm(Compute& compute, const TensorView& grads, double norm, double max_norm);
 
 }  // namespace titan
 

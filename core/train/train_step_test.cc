@@ -1,5 +1,6 @@
 #include "core/train/train_step.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,22 +11,31 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/cpu_device.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/tensor/arena_file.h"
+#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 namespace {
 
+// ClipGradNorm on host vectors through the CPU compute.
+double Clip(std::vector<float>& grads, double max_norm) {
+  std::vector<float> scratch(2);
+  return *ClipGradNorm(CpuCompute::Get(), FlatF32(grads.data(), 2), FlatF32(scratch.data(), 2),
+                       max_norm);
+}
+
 TEST(ClipGradNorm, ScalesToMaxNormAndReportsTheNormBefore) {
   std::vector<float> g = {3.0f, 4.0f};
-  EXPECT_DOUBLE_EQ(ClipGradNorm(g.data(), 2, 1.0), 5.0);
+  EXPECT_DOUBLE_EQ(Clip(g, 1.0), 5.0);
   EXPECT_NEAR(std::hypot(g[0], g[1]), 1.0, 1e-6);
   std::vector<float> small = {0.3f, 0.4f};
-  EXPECT_NEAR(ClipGradNorm(small.data(), 2, 1.0), 0.5, 1e-7);
+  EXPECT_NEAR(Clip(small, 1.0), 0.5, 1e-7);
   EXPECT_FLOAT_EQ(small[0], 0.3f);  // below max_norm: untouched
   std::vector<float> bad = {NAN, 1.0f};
-  EXPECT_FALSE(std::isfinite(ClipGradNorm(bad.data(), 2, 1.0)));
+  EXPECT_FALSE(std::isfinite(Clip(bad, 1.0)));
 }
 
 constexpr int64_t kSeqLen = 9, kVocab = 43;
@@ -70,6 +80,58 @@ void FillRows(int64_t first_row, int64_t rows, int32_t* tokens, int32_t* targets
 std::vector<float> Params(const LlamaModel& model) {
   const float* p = model.params().flat_data();
   return std::vector<float>(p, p + model.params().flat_size());
+}
+
+// The CPU under another name: host memory and the CPU's kernels, reporting itself as cuda, so the
+// device checks can be seen without a GPU. `kernels` false: a device that only allocates.
+class PretendCudaCompute : public CpuCompute {
+ public:
+  Device device() const override { return Device{DeviceType::kCuda, 0}; }
+};
+class PretendCudaDevice : public CpuDevice {
+ public:
+  explicit PretendCudaDevice(bool kernels) : kernels_(kernels) {}
+  DeviceType type() const override { return DeviceType::kCuda; }
+  Compute* compute() override { return kernels_ ? &compute_ : nullptr; }
+
+ private:
+  bool kernels_;
+  PretendCudaCompute compute_;
+};
+
+// An optimizer written for host buffers, as third-party plugins were before the compute
+// interface: it keeps SupportsDevice's default (the CPU only).
+class HostOnlyOptimizer : public OptimizerPlugin {
+ public:
+  std::vector<std::string> StateNames() const override { return {}; }
+  absl::Status Step(const OptimizerStep&) override { return absl::OkStatus(); }
+};
+
+TEST(TrainStep, AHostOnlyOptimizerIsRefusedOnAnotherDeviceAndRunsOnTheCpu) {
+  LlamaConfig config;
+  config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
+  config.vocab_size = kVocab, config.multiple_of = 16;
+  PretendCudaDevice cuda(/*kernels=*/true);
+  auto on_cuda = LlamaModel::Create(config, {}, ModelCompute{&cuda, DType::kF32});
+  ASSERT_TRUE(on_cuda.ok()) << on_cuda.status();
+  EXPECT_EQ((*on_cuda)->params().at(0).view().device.type, DeviceType::kCuda);
+  HostOnlyOptimizer host_only;
+  auto refused = TrainStep::Create(**on_cuda, host_only, 1, kSeqLen, 1, 1.0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              testing::HasSubstr("runs on the cpu only, but the model computes on cuda"));
+  EXPECT_TRUE(TrainStep::Create(*TinyModel(), host_only, 1, kSeqLen, 1, 1.0).ok());
+  LoadedAdamW adamw = AdamW();
+  EXPECT_TRUE(TrainStep::Create(**on_cuda, *adamw.optimizer, 1, kSeqLen, 1, 1.0).ok());
+}
+
+TEST(TrainStep, AModelOnADeviceWithoutKernelsIsRefused) {
+  PretendCudaDevice no_kernels(/*kernels=*/false);
+  LlamaConfig config;
+  config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
+  auto model = LlamaModel::Create(config, {}, ModelCompute{&no_kernels, DType::kF32});
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(model.status().message(), testing::HasSubstr("implements no compute kernels"));
 }
 
 TEST(TrainStep, AccumulationOfTwoEqualsOneStepOnTheDoubledBatch) {
@@ -145,6 +207,35 @@ TEST(TrainStep, NonFiniteLossStopsNamingTheStep) {
   EXPECT_NE(result.status().message().find("step 2: the loss is nan"), std::string::npos)
       << result.status();
   EXPECT_EQ(std::memcmp(before.data(), Params(*model).data(), before.size() * 4), 0);
+}
+
+// An lr that is not finite in f32 would turn the weights to inf and be reported as the next
+// step's NaN loss: it is named itself, before the optimizer touches anything.
+TEST(TrainStep, ANonFiniteLearningRateIsNamedBeforeTheOptimizerRuns) {
+  LoadedAdamW opt = AdamW();
+  std::unique_ptr<LlamaModel> model = TinyModel();
+  auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
+  ASSERT_TRUE(step.ok());
+  int64_t batches = 0;
+  auto next = [&](int32_t* tokens, int32_t* targets) {
+    ++batches, FillRows(0, 1, tokens, targets);
+  };
+  const std::vector<float> before = Params(*model);
+  for (double lr :
+       {std::numeric_limits<double>::infinity(), 1e39, std::numeric_limits<double>::quiet_NaN()}) {
+    auto result = step->Run(1, lr, next);
+    ASSERT_FALSE(result.ok()) << lr;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(result.status().message().rfind(absl::StrCat("step 1: the learning rate is ", lr,
+                                                           " (optimizer.lr x the lr_scheduler"),
+                                              0),
+              0u)
+        << result.status();
+  }
+  EXPECT_EQ(batches, 0);
+  EXPECT_EQ(std::memcmp(before.data(), Params(*model).data(), before.size() * 4), 0);
+  // 1e30 fits in f32: the step runs.
+  EXPECT_TRUE(step->Run(1, 1e30, next).ok());
 }
 
 // A finite loss whose gradient is not finite: the final norm's weight is 0 in dimension 0, so

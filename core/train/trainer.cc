@@ -102,6 +102,18 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe&
   return CreateParallelPlugin(recipe, registry, name);
 }
 
+// The device and matmul precision the recipe asks for: the mesh's device (job.device) and
+// training.mixed_precision_param; gradients are always reduced in f32
+// (training.mixed_precision_reduce accepts only "float32").
+absl::StatusOr<ModelCompute> ModelComputeOf(const Recipe& recipe, DeviceMesh& mesh) {
+  TITAN_ASSIGN_OR_RETURN(std::string param,
+                         recipe.section("training").GetString("mixed_precision_param"));
+  ModelCompute where;
+  where.device = &mesh.device();
+  where.matmul_dtype = param == "bfloat16" ? DType::kBF16 : DType::kF32;
+  return where;
+}
+
 }  // namespace
 
 absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh& mesh,
@@ -149,7 +161,13 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac_section.GetString("mode"));
   TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint ac, ParseActivationCheckpoint(ac_mode, ac_option));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac));
+  TITAN_ASSIGN_OR_RETURN(ModelCompute where, ModelComputeOf(recipe, mesh));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         LlamaModel::Create(config, ac, where));
+  spdlog::info("[device] {}; matmuls in {}", model->compute().Describe(),
+               where.matmul_dtype == DType::kBF16
+                   ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
+                   : "f32");
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
@@ -185,14 +203,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
 
   const ConfigView& metrics = recipe.section("metrics");
   TITAN_ASSIGN_OR_RETURN(int64_t log_freq, metrics.GetInt("log_freq"));
-  TITAN_ASSIGN_OR_RETURN(double peak_tflops, metrics.GetFloat("peak_tflops"));
-  if (peak_tflops <= 0) {
-    peak_tflops = MeasurePeakTflops();
-    spdlog::info(
-        "[metrics] peak {:.3f} TFLOP/s measured by a matmul probe (metrics.peak_tflops "
-        "sets it)",
-        peak_tflops);
-  }
+  TITAN_ASSIGN_OR_RETURN(double peak_setting, metrics.GetFloat("peak_tflops"));
   if (!BlasSharesOpenMpThreads()) {
     spdlog::warn(
         "[device] OpenBLAS runs its own threads beside titan's OpenMP ones, which slows training "
@@ -201,9 +212,13 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
   std::optional<MetricsLog> log;
   if (lead) {
-    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump));
+    PeakFlops peak = ThisMachinePeak(peak_setting);
+    spdlog::info("[metrics] peak {:.3f} TFLOP/s per rank, for MFU: {}", peak.tflops, peak.source);
+    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump, std::move(peak), resume.step));
   }
   const double flop_per_token = FlopPerToken(config, seq_len);
+  const int non_data_parallel =
+      shape.degree(MeshDim::kPp) * shape.degree(MeshDim::kCp) * shape.degree(MeshDim::kTp);
 
   spdlog::info(
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
@@ -213,6 +228,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
+  int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
   int64_t stopped_after = 0;  // the step after which a stop signal ended the run
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
@@ -225,19 +241,19 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              data_s += Seconds(data_start);
                            }));
 
+    ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
-      const double seconds = Seconds(window_start);
-      const int64_t logged_steps =
-          step == 1 ? 1 : (step % log_freq == 0 ? log_freq : step % log_freq);
+      const Throughput rate =
+          RankThroughput(window_steps * batch * accumulation * seq_len, Seconds(window_start),
+                         non_data_parallel, flop_per_token, log->peak().tflops);
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
-      m.tps = static_cast<double>(logged_steps * batch * accumulation * seq_len) / seconds;
-      m.tflops = m.tps * flop_per_token / 1e12;
-      m.mfu = 100.0 * m.tflops / peak_tflops;
+      m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
       m.mem_gib = PeakMemoryGib();
-      m.data_s = data_s / static_cast<double>(logged_steps);
+      m.data_s = data_s / static_cast<double>(window_steps);
       log->Log(m);
       window_start = Clock::now();
+      window_steps = 0;
       data_s = 0;
     }
     if (eval_loader && step % eval_freq == 0) {

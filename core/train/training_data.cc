@@ -36,10 +36,7 @@ absl::StatusOr<std::vector<std::string>> ReadCorpus(const Recipe& recipe) {
   TITAN_RETURN_IF_ERROR(ReadDocuments(
       path, options, [&](absl::string_view d) { documents.emplace_back(d); }, &report));
   spdlog::info("[data] {}: {} documents from {} file(s)", path, report.documents, report.files);
-  if (report.skipped > 0) {
-    spdlog::warn("[data] skipped {} bad record(s) (data.on_bad_record = \"skip\"); the first: {}",
-                 report.skipped, report.first_skip);
-  }
+  for (const std::string& warning : DocumentWarnings(report)) spdlog::warn("[data] {}", warning);
   return documents;
 }
 

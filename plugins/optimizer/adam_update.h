@@ -3,7 +3,6 @@
 #ifndef TITAN_PLUGINS_OPTIMIZER_ADAM_UPDATE_H_
 #define TITAN_PLUGINS_OPTIMIZER_ADAM_UPDATE_H_
 
-#include <cmath>
 #include <vector>
 
 #include "check_step.h"
@@ -44,38 +43,25 @@ inline absl::Status ReadAdamSettings(const ConfigView& config, AdamSettings& set
   return absl::OkStatus();
 }
 
-// Learning rate `lr` is the scheduled one for this step; settings.lr is only the default.
+// Learning rate `lr` is the scheduled one for this step; settings.lr is only the default. Each
+// segment is one fused update on the buffers' device.
 inline absl::Status AdamStep(const AdamSettings& settings, const OptimizerStep& step) {
   TITAN_RETURN_IF_ERROR(CheckStep(step, 2));
   const int64_t n = step.params.numel();
-  float* param = step.params.data_as<float>();
-  const float* grad = step.grads.data_as<float>();
-  float* exp_avg = step.state.data_as<float>();
-  float* exp_avg_sq = exp_avg + n;
-  const double t = static_cast<double>(step.step);
-  const float beta1 = static_cast<float>(settings.beta1);
-  const float beta2 = static_cast<float>(settings.beta2);
-  const float step_size = static_cast<float>(step.lr / (1.0 - std::pow(settings.beta1, t)));
-  const float bias_correction2_sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(settings.beta2, t)));
-  const float eps = static_cast<float>(settings.eps);
   for (const ParamSegment& segment : step.segments) {
-    const float decay = segment.weight_decay ? static_cast<float>(settings.weight_decay) : 0.0f;
-    const float decoupled_scale = static_cast<float>(1.0 - step.lr * decay);
-    const int64_t end = segment.offset + segment.count;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = segment.offset; i < end; ++i) {
-      float g = grad[i];
-      if (settings.decoupled_weight_decay) {
-        param[i] *= decoupled_scale;
-      } else {
-        g += decay * param[i];
-      }
-      exp_avg[i] = beta1 * exp_avg[i] + (1.0f - beta1) * g;
-      exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
-      float denom = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + eps;
-      param[i] -= step_size * exp_avg[i] / denom;
-    }
+    AdamUpdate update;
+    update.lr = step.lr;
+    update.beta1 = settings.beta1;
+    update.beta2 = settings.beta2;
+    update.eps = settings.eps;
+    update.weight_decay = segment.weight_decay ? settings.weight_decay : 0.0;
+    update.decoupled_weight_decay = settings.decoupled_weight_decay;
+    update.step = step.step;
+    TITAN_RETURN_IF_ERROR(step.compute->AdamStep(
+        update, Slice(step.params, segment.offset, segment.count),
+        Slice(step.grads, segment.offset, segment.count),
+        Slice(step.state, segment.offset, segment.count),
+        Slice(step.state, n + segment.offset, segment.count)));
   }
   return absl::OkStatus();
 }
@@ -94,6 +80,7 @@ class AdamFamily : public OptimizerPlugin {
   }
   std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
   absl::Status Step(const OptimizerStep& step) override { return AdamStep(settings_, step); }
+  bool SupportsDevice(DeviceType) const override { return true; }
 
  private:
   AdamSettings settings_;

@@ -16,6 +16,9 @@ inline absl::Status CheckStep(const OptimizerStep& step, int state_slots) {
         " state values, got ", step.grads.numel(), " and ", step.state.numel()));
   }
   if (step.step < 1) return absl::InvalidArgumentError("optimizer step numbers start at 1");
+  if (step.compute == nullptr) {
+    return absl::InvalidArgumentError("optimizer step: no compute for the buffers' device");
+  }
   for (const ParamSegment& segment : step.segments) {
     if (segment.offset < 0 || segment.count < 0 || segment.offset + segment.count > n) {
       return absl::InvalidArgumentError(absl::StrCat("optimizer segment [", segment.offset, ", ",
@@ -24,6 +27,15 @@ inline absl::Status CheckStep(const OptimizerStep& step, int state_slots) {
     }
   }
   return absl::OkStatus();
+}
+
+// `count` elements of a flat buffer from `offset` on, on the buffer's device.
+inline TensorView Slice(const TensorView& flat, int64_t offset, int64_t count) {
+  TensorView slice = flat;
+  slice.data = static_cast<char*>(flat.data) + offset * static_cast<int64_t>(DTypeSize(flat.dtype));
+  slice.shape = {count};
+  slice.strides.clear();
+  return slice;
 }
 
 }  // namespace titan::optimizer

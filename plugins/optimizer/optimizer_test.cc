@@ -9,6 +9,7 @@
 
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
+#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 namespace {
@@ -53,7 +54,8 @@ OptimizerStep StepOf(Buffers& b, double lr, int64_t step) {
                        FlatF32(b.state.data(), static_cast<int64_t>(b.state.size())),
                        b.segments,
                        lr,
-                       step};
+                       step,
+                       &CpuCompute::Get()};
 }
 
 void ExpectClose(const std::vector<float>& got, const std::vector<double>& want) {
@@ -137,7 +139,8 @@ TEST(Optimizer, RejectsMismatchedBuffers) {
                      FlatF32(state.data(), 8),
                      segments,
                      0.1,
-                     1};
+                     1,
+                     &CpuCompute::Get()};
   auto status = setup.optimizer->Step(step);
   EXPECT_EQ(status.message(),
             "optimizer step: 4 parameters need 4 gradients and 8 state values, got 3 and 8");

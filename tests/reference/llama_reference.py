@@ -1,7 +1,13 @@
 #!/usr/bin/python3
 """PyTorch reference for titan's Llama 3 model, after TorchTitan's torchtitan/models/llama3.
 
-Usage: /usr/bin/python3 llama_reference.py CASE_DIR [CASE_DIR ...]
+Usage: /usr/bin/python3 llama_reference.py [--autocast-bf16 | --bf16-operands] CASE_DIR ...
+
+With --autocast-bf16 the forward runs under torch.autocast("cpu", dtype=torch.bfloat16), as
+TorchTitan trains with mixed_precision_param = "bfloat16" without FSDP: matmuls take and give
+bf16, the parameters and their gradients stay f32. With --bf16-operands every linear layer rounds
+its input, its weight and (in the backward) its output's gradient to bf16 and multiplies in f32,
+which is what titan's bf16 matmuls compute; everything else stays f32.
 
 Each CASE_DIR holds what the C++ test wrote:
   config.txt   "key value" lines: dim n_layers n_heads n_kv_heads vocab_size hidden_dim
@@ -43,6 +49,35 @@ def read_params(case):
     return params
 
 
+def to_bf16(x):
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
+class Bf16OperandLinear(torch.autograd.Function):
+    """x . w^T on operands rounded to bf16, products summed in f32; the backward rounds the
+    incoming gradient too, as titan's bf16 GEMMs take it."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        xr, wr = to_bf16(x), to_bf16(w)
+        ctx.save_for_backward(xr, wr)
+        return xr @ wr.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        xr, wr = ctx.saved_tensors
+        g = to_bf16(grad)
+        grad_w = g.reshape(-1, g.shape[-1]).t() @ xr.reshape(-1, xr.shape[-1])
+        return g @ wr, grad_w
+
+
+LINEAR = F.linear
+
+
+def linear(x, w):
+    return LINEAR(x, w)
+
+
 def rope_frequencies(head_dim, seq_len, theta):
     """Llama 3 scaled frequencies (factor 8, low 1, high 4, original context 8192)."""
     freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
@@ -76,9 +111,9 @@ def rms_norm(x, weight, eps):
 def attention(x, p, prefix, c, freqs_cis):
     b, t, _ = x.shape
     hd = c["dim"] // c["n_heads"]
-    q = F.linear(x, p[prefix + "wq.weight"]).view(b, t, c["n_heads"], hd)
-    k = F.linear(x, p[prefix + "wk.weight"]).view(b, t, c["n_kv_heads"], hd)
-    v = F.linear(x, p[prefix + "wv.weight"]).view(b, t, c["n_kv_heads"], hd)
+    q = linear(x, p[prefix + "wq.weight"]).view(b, t, c["n_heads"], hd)
+    k = linear(x, p[prefix + "wk.weight"]).view(b, t, c["n_kv_heads"], hd)
+    v = linear(x, p[prefix + "wv.weight"]).view(b, t, c["n_kv_heads"], hd)
     q, k = apply_rotary(q, freqs_cis), apply_rotary(k, freqs_cis)
     repeats = c["n_heads"] // c["n_kv_heads"]
     k = k.repeat_interleave(repeats, dim=2)  # TorchTitan's repeat_kv
@@ -88,12 +123,12 @@ def attention(x, p, prefix, c, freqs_cis):
     mask = torch.ones(t, t, dtype=torch.bool).tril()
     scores = scores.masked_fill(~mask, float("-inf"))
     out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
-    return F.linear(out, p[prefix + "wo.weight"])
+    return linear(out, p[prefix + "wo.weight"])
 
 
 def feed_forward(x, p, prefix):
-    gate = F.silu(F.linear(x, p[prefix + "w1.weight"])) * F.linear(x, p[prefix + "w3.weight"])
-    return F.linear(gate, p[prefix + "w2.weight"])
+    gate = F.silu(linear(x, p[prefix + "w1.weight"])) * linear(x, p[prefix + "w3.weight"])
+    return linear(gate, p[prefix + "w2.weight"])
 
 
 def forward(c, p, tokens, targets):
@@ -111,7 +146,7 @@ def forward(c, p, tokens, targets):
         h = h + feed_forward(rms_norm(h, p[prefix + "ffn_norm.weight"], eps), p,
                              prefix + "feed_forward.")
     output = p["tok_embeddings.weight"] if c["tie_embeddings"] else p["output.weight"]
-    logits = F.linear(rms_norm(h, p["norm.weight"], eps), output).view(n, -1)
+    logits = linear(rms_norm(h, p["norm.weight"], eps), output).view(n, -1)
     return logits, F.cross_entropy(logits, targets.reshape(n))
 
 
@@ -119,27 +154,34 @@ def read_ints(path, shape):
     return torch.from_numpy(np.fromfile(path, dtype=np.int32).astype(np.int64)).view(*shape)
 
 
-def run_case(case):
+def run_case(case, autocast_bf16):
     c = read_config(case)
     p = read_params(case)
     shape = (c["batch"], c["seq_len"])
     tokens = read_ints(os.path.join(case, "tokens.bin"), shape)
     targets = read_ints(os.path.join(case, "targets.bin"), shape)
-    logits, loss = forward(c, p, tokens, targets)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast_bf16):
+        logits, loss = forward(c, p, tokens, targets)
     loss.backward()
 
-    logits.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))
+    logits.detach().float().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))
     np.array([loss.item()], dtype=np.float32).tofile(os.path.join(case, "loss.bin"))
     grads = [p[name].grad.reshape(-1) for name in p]
     torch.cat(grads).numpy().astype(np.float32).tofile(os.path.join(case, "grads.bin"))
 
 
 def main():
-    if len(sys.argv) < 2:
+    global LINEAR
+    args = sys.argv[1:]
+    autocast_bf16 = bool(args) and args[0] == "--autocast-bf16"
+    if args and args[0] == "--bf16-operands":
+        LINEAR = Bf16OperandLinear.apply
+    cases = args[1:] if args and args[0].startswith("--") else args
+    if not cases:
         sys.exit(__doc__)
     torch.manual_seed(0)
-    for case in sys.argv[1:]:
-        run_case(case)
+    for case in cases:
+        run_case(case, autocast_bf16)
 
 
 if __name__ == "__main__":

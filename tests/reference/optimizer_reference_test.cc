@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
+#include "core/tensor/cpu_compute.h"
 #include "tests/reference/reference_files.h"
 #include "titan/optimizer.h"
 
@@ -77,7 +78,8 @@ TEST_P(OptimizerReferenceTest, MatchesTorchOptimOverTenSteps) {
                        FlatF32(state.data(), static_cast<int64_t>(state.size())),
                        segments,
                        lrs[t],
-                       t + 1};
+                       t + 1,
+                       &CpuCompute::Get()};
     ASSERT_TRUE((*optimizer)->Step(step).ok());
   }
   // The parameters after 10 steps, relative to their norm: the 1e-6.

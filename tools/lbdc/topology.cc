@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/data/input_file.h"
 #include "core/runtime/closest_name.h"
 
 namespace titan::lbdc {
@@ -124,12 +125,8 @@ absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& t
     json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
     // Name the place as line:column, as the TOML reader does.
-    const size_t end = std::min<size_t>(error.byte > 0 ? error.byte - 1 : 0, text.size());
-    const size_t line = 1 + std::count(text.begin(), text.begin() + end, '\n');
-    const size_t newline = end == 0 ? std::string::npos : text.rfind('\n', end - 1);
-    const size_t column = newline == std::string::npos ? end + 1 : end - newline;
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ":", line, ":", column, ": not valid JSON"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", LineColumn(text, error.byte > 0 ? error.byte - 1 : 0), ": not valid JSON"));
   }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expected a JSON object"));

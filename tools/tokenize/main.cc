@@ -36,6 +36,7 @@ struct Flags {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
+  flags.documents.path_name = "--input";
   flags.shards.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -162,6 +163,9 @@ int Run(int argc, char** argv) {
   if (!report.ok()) {
     std::fprintf(stderr, "titan-tokenize: %s\n", std::string(report.status().message()).c_str());
     return 1;
+  }
+  for (const std::string& warning : DocumentWarnings(report->input)) {
+    std::fprintf(stderr, "titan-tokenize: warning: %s\n", warning.c_str());
   }
   const double elapsed = display.Elapsed();
   std::printf(

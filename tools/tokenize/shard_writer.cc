@@ -94,7 +94,9 @@ absl::StatusOr<ShardReport> WriteShards(const std::string& input, const Document
   TITAN_RETURN_IF_ERROR(sharder.AddBlock(block));
   TITAN_RETURN_IF_ERROR(sharder.Flush());
   if (progress) progress(sharder.report());
-  return sharder.report();
+  ShardReport report = sharder.report();
+  report.input = read_report;
+  return report;
 }
 
 }  // namespace titan

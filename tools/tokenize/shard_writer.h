@@ -26,6 +26,7 @@ struct ShardReport {
   int64_t tokens = 0;
   int64_t shards = 0;
   int64_t bytes_read = 0;  // text bytes of the documents
+  DocumentReport input;    // what reading the corpus found, once it is read
 };
 
 // Called after each block with the totals so far.

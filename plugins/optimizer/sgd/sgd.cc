@@ -45,28 +45,23 @@ class Sgd : public OptimizerPlugin {
   absl::Status Step(const OptimizerStep& step) override {
     const int slots = momentum_ == 0.0 ? 0 : 1;
     TITAN_RETURN_IF_ERROR(CheckStep(step, slots));
-    float* param = step.params.data_as<float>();
-    const float* grad = step.grads.data_as<float>();
-    float* buffer = step.state.data_as<float>();
-    const float lr = static_cast<float>(step.lr);
-    const float momentum = static_cast<float>(momentum_);
-    const float keep = static_cast<float>(1.0 - dampening_);
-    const bool first = step.step == 1;
     for (const ParamSegment& segment : step.segments) {
-      const float decay = segment.weight_decay ? static_cast<float>(weight_decay_) : 0.0f;
-      const int64_t end = segment.offset + segment.count;
-#pragma omp parallel for schedule(static)
-      for (int64_t i = segment.offset; i < end; ++i) {
-        float g = grad[i] + decay * param[i];
-        if (slots == 1) {
-          buffer[i] = first ? g : momentum * buffer[i] + keep * g;
-          g = nesterov_ ? g + momentum * buffer[i] : buffer[i];
-        }
-        param[i] -= lr * g;
-      }
+      SgdUpdate update;
+      update.lr = step.lr;
+      update.momentum = momentum_;
+      update.dampening = dampening_;
+      update.weight_decay = segment.weight_decay ? weight_decay_ : 0.0;
+      update.nesterov = nesterov_;
+      update.step = step.step;
+      const TensorView buffer = slots == 0 ? TensorView{} : Slice(step.state, segment.offset,
+                                                                   segment.count);
+      TITAN_RETURN_IF_ERROR(
+          step.compute->SgdStep(update, Slice(step.params, segment.offset, segment.count),
+                                Slice(step.grads, segment.offset, segment.count), buffer));
     }
     return absl::OkStatus();
   }
+  bool SupportsDevice(DeviceType) const override { return true; }
 
  private:
   double momentum_ = 0.0;

@@ -14,8 +14,10 @@
 namespace titan::ddp {
 namespace {
 
-// A module's gradients as runs of contiguous memory: one all-reduce per run.
+// A module's gradients as runs of contiguous memory (on the gradients' device): one all-reduce
+// per run.
 std::vector<TensorView> Bucket(const std::vector<Parameter*>& parameters) {
+  const Device device = parameters.empty() ? Device{} : parameters.front()->grad.device;
   std::vector<std::pair<float*, int64_t>> pieces;
   for (const Parameter* p : parameters)
     pieces.emplace_back(p->grad.data_as<float>(), p->grad.numel());
@@ -28,10 +30,10 @@ std::vector<TensorView> Bucket(const std::vector<Parameter*>& parameters) {
       count += n;
       continue;
     }
-    if (begin != nullptr) runs.push_back(FlatF32(begin, count));
+    if (begin != nullptr) runs.push_back(FlatF32(begin, count, device));
     begin = data, count = n;
   }
-  if (begin != nullptr) runs.push_back(FlatF32(begin, count));
+  if (begin != nullptr) runs.push_back(FlatF32(begin, count, device));
   return runs;
 }
 

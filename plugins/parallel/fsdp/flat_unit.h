@@ -11,30 +11,36 @@
 #include <vector>
 
 #include "titan/communicator.h"
+#include "titan/device.h"
 #include "titan/module.h"
 #include "titan/optimizer.h"
 
 namespace titan::fsdp {
 
 // Reuses freed gathered buffers of the same size: every step gathers each unit again, and
-// fresh allocations of that size would fault in their pages each time. Thread-safe.
+// fresh allocations of that size would fault in their pages each time. Thread-safe. Buffers live
+// on the device.
 class BufferPool {
  public:
+  explicit BufferPool(DevicePlugin* device = nullptr) : device_(device) {}
+  void set_device(DevicePlugin& device) { device_ = &device; }
   // A buffer of `count` floats; zeroed when asked (gradients), as left otherwise (gathers
   // overwrite every element).
-  std::unique_ptr<float[]> Take(int64_t count, bool zeroed);
-  void Give(std::unique_ptr<float[]> buffer, int64_t count);
+  absl::StatusOr<DeviceBuffer> Take(int64_t count, bool zeroed);
+  void Give(DeviceBuffer buffer);
 
  private:
+  DevicePlugin* device_;
   std::mutex mutex_;
-  std::vector<std::pair<int64_t, std::unique_ptr<float[]>>> free_;
+  std::vector<DeviceBuffer> free_;
 };
 
 class FlatUnit {
  public:
   // Lays out `parameters` for `degree` ranks; this rank (`rank`) keeps its run at
-  // `local_offset` in the plugin's local buffers.
-  FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int64_t local_offset);
+  // `local_offset` in the plugin's local buffers, on `device` (which must have a compute).
+  FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int64_t local_offset,
+           DevicePlugin& device);
 
   int64_t shard_count() const { return shard_; }  // elements each rank keeps (padding included)
   int64_t local_offset() const { return local_offset_; }
@@ -42,7 +48,7 @@ class FlatUnit {
   // Copies this rank's run out of the parameters' current (whole) values into `local` and
   // `local_grad` (the plugin's buffers), points each parameter's shard there and its value and
   // grad at nothing; appends the weight-decay runs as optimizer segments.
-  void Shard(float* local, float* local_grad, std::vector<ParamSegment>& segments);
+  absl::Status Shard(float* local, float* local_grad, std::vector<ParamSegment>& segments);
 
   // Into `full` (padded size): every rank's run of `local`.
   absl::Status Gather(Communicator& shard_group, const float* local, float* full) const;
@@ -58,10 +64,16 @@ class FlatUnit {
   void PointGrads(float* full) const;
 
  private:
+  TensorView Flat(const float* data, int64_t count) const {
+    return FlatF32(const_cast<float*>(data), count, device_);
+  }
+
   std::vector<Parameter*> parameters_;
   std::vector<int64_t> offsets_;  // each parameter's first element in the flat buffer
   int degree_, rank_;
   int64_t shard_ = 0, local_offset_ = 0;
+  Compute& compute_;
+  Device device_;
 };
 
 }  // namespace titan::fsdp

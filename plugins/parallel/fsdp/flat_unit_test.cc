@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include "core/runtime/cpu_device.h"
+
 namespace titan::fsdp {
 namespace {
 
@@ -33,12 +35,12 @@ TEST(FlatUnit, RanksKeepContiguousRunsCoveringEveryElementOnce) {
   std::vector<float> all;
   for (int rank = 0; rank < kDegree; ++rank) {
     Model model;
-    FlatUnit unit(model.pointers(), kDegree, rank, /*local_offset=*/2);
+    FlatUnit unit(model.pointers(), kDegree, rank, /*local_offset=*/2, CpuDevice::Host());
     ASSERT_EQ(unit.shard_count(), 6);
     ASSERT_EQ(unit.padded_count(), 18);
     std::vector<float> local(8, -1.0f), grad(8, 0.0f);
     std::vector<ParamSegment> segments;
-    unit.Shard(local.data(), grad.data(), segments);
+    ASSERT_TRUE(unit.Shard(local.data(), grad.data(), segments).ok());
     all.insert(all.end(), local.begin() + 2, local.end());
     int64_t covered = 0;
     for (const Parameter& p : model.parameters) {
@@ -72,10 +74,10 @@ TEST(FlatUnit, RanksKeepContiguousRunsCoveringEveryElementOnce) {
 
 TEST(FlatUnit, PointsParametersIntoAGatheredBuffer) {
   Model model;
-  FlatUnit unit(model.pointers(), 2, 0, 0);
+  FlatUnit unit(model.pointers(), 2, 0, 0, CpuDevice::Host());
   std::vector<float> local(8), grad(8);
   std::vector<ParamSegment> segments;
-  unit.Shard(local.data(), grad.data(), segments);
+  ASSERT_TRUE(unit.Shard(local.data(), grad.data(), segments).ok());
   std::vector<float> full(unit.padded_count());
   unit.PointValues(full.data());
   unit.PointGrads(full.data());
@@ -87,20 +89,21 @@ TEST(FlatUnit, PointsParametersIntoAGatheredBuffer) {
 }
 
 TEST(BufferPool, ReusesFreedBuffersAndZeroesThemWhenAsked) {
-  BufferPool pool;
-  std::unique_ptr<float[]> a = pool.Take(4, true);
-  a[0] = 3.0f;
-  float* first = a.get();
-  pool.Give(std::move(a), 4);
-  std::unique_ptr<float[]> b = pool.Take(4, true);
-  EXPECT_EQ(b.get(), first);
-  EXPECT_EQ(b[0], 0.0f);
-  std::unique_ptr<float[]> c = pool.Take(4, true);  // b is in use: a new one
-  EXPECT_NE(c.get(), first);
-  b[1] = 5.0f;
-  pool.Give(std::move(b), 4);
-  std::unique_ptr<float[]> d = pool.Take(4, false);
-  EXPECT_EQ(d[1], 5.0f);
+  BufferPool pool(&CpuDevice::Host());
+  DeviceBuffer a = *pool.Take(4, true);
+  a.f32()[0] = 3.0f;
+  float* first = a.f32();
+  pool.Give(std::move(a));
+  DeviceBuffer b = *pool.Take(4, true);
+  EXPECT_EQ(b.f32(), first);
+  EXPECT_EQ(b.f32()[0], 0.0f);
+  DeviceBuffer c = *pool.Take(4, true);  // b is in use: a new one
+  EXPECT_NE(c.f32(), first);
+  EXPECT_EQ(c.f32()[3], 0.0f);
+  b.f32()[1] = 5.0f;
+  pool.Give(std::move(b));
+  DeviceBuffer d = *pool.Take(4, false);
+  EXPECT_EQ(d.f32()[1], 5.0f);
 }
 
 }  // namespace

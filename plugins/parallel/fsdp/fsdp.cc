@@ -25,9 +25,9 @@ struct Unit {
   Module* module = nullptr;
   std::unique_ptr<FlatUnit> flat;
   bool reshard_after_forward = true;
-  std::unique_ptr<float[]> full;                              // gathered values, or null
+  DeviceBuffer full;                                          // gathered values, or empty
   std::optional<std::shared_future<absl::Status>> gathering;  // set while a gather is queued
-  std::unique_ptr<float[]> full_grad;                         // the backward's gradients, or null
+  DeviceBuffer full_grad;                                     // the backward's gradients, or empty
 };
 
 class Fsdp : public ParallelPlugin {
@@ -64,16 +64,14 @@ class Fsdp : public ParallelPlugin {
   }
 
   std::optional<LocalParameters> local_parameters() override {
-    return LocalParameters{FlatF32(local_.data(), static_cast<int64_t>(local_.size())),
-                           FlatF32(local_grad_.data(), static_cast<int64_t>(local_grad_.size())),
-                           segments_};
+    return LocalParameters{local_.view(), local_grad_.view(), segments_};
   }
   Communicator* gradient_shard_group() override { return shard_group_; }
 
   // Hook bodies; `u` indexes units_ in forward order (root first, then the blocks).
   absl::Status BeforeForward(size_t u) {
     TITAN_RETURN_IF_ERROR(Gather(u));
-    if (u + 1 < units_.size()) Prefetch(u + 1);
+    if (u + 1 < units_.size()) return Prefetch(u + 1);
     return absl::OkStatus();
   }
   absl::Status AfterForward(size_t u) {
@@ -83,66 +81,68 @@ class Fsdp : public ParallelPlugin {
   absl::Status BeforeBackward(size_t u) {
     TITAN_RETURN_IF_ERROR(Gather(u));
     Unit& unit = units_[u];
-    unit.full_grad = pool_.Take(unit.flat->padded_count(), /*zeroed=*/true);
-    unit.flat->PointGrads(unit.full_grad.get());
+    TITAN_ASSIGN_OR_RETURN(unit.full_grad, pool_.Take(unit.flat->padded_count(), /*zeroed=*/true));
+    unit.flat->PointGrads(unit.full_grad.f32());
     // Backward runs the blocks last to first, after the root's head (norm and output).
     const size_t next = u == 0 ? units_.size() - 1 : u - 1;
-    if (next > 0) Prefetch(next);
+    if (next > 0) return Prefetch(next);
     return absl::OkStatus();
   }
   absl::Status AfterBackward(size_t u) {
     Unit& unit = units_[u];
     unit.flat->PointGrads(nullptr);
     // The task owns the gradient buffer and hands it back to the pool when reduced.
-    std::shared_ptr<float[]> full_grad(unit.full_grad.release(),
-                                       [this, n = unit.flat->padded_count()](float* buffer) {
-                                         pool_.Give(std::unique_ptr<float[]>(buffer), n);
-                                       });
+    std::shared_ptr<DeviceBuffer> full_grad(new DeviceBuffer(std::move(unit.full_grad)),
+                                            [this](DeviceBuffer* buffer) {
+                                              pool_.Give(std::move(*buffer));
+                                              delete buffer;
+                                            });
     const FlatUnit* flat = unit.flat.get();
     reductions_.push_back(stream_.Enqueue([this, flat, full_grad] {
-      return flat->ReduceGradients(*shard_group_, replica_group_, full_grad.get(), scratch_.data(),
-                                   local_grad_.data());
+      return flat->ReduceGradients(*shard_group_, replica_group_, full_grad->f32(),
+                                   scratch_.f32(), local_grad_.f32());
     }));
     Reshard(u);
     return absl::OkStatus();
   }
 
  private:
-  void Prefetch(size_t u) {
+  absl::Status Prefetch(size_t u) {
     Unit& unit = units_[u];
-    if (unit.full != nullptr || unit.gathering) return;
-    unit.full = pool_.Take(unit.flat->padded_count(), /*zeroed=*/false);
+    if (unit.full.f32() != nullptr || unit.gathering) return absl::OkStatus();
+    TITAN_ASSIGN_OR_RETURN(unit.full, pool_.Take(unit.flat->padded_count(), /*zeroed=*/false));
     const FlatUnit* flat = unit.flat.get();
-    float* full = unit.full.get();
+    float* full = unit.full.f32();
     unit.gathering = stream_.Enqueue(
-        [this, flat, full] { return flat->Gather(*shard_group_, local_.data(), full); });
+        [this, flat, full] { return flat->Gather(*shard_group_, local_.f32(), full); });
+    return absl::OkStatus();
   }
 
   // Returns once unit u's values are gathered and the parameters point at them.
   absl::Status Gather(size_t u) {
-    Prefetch(u);
+    TITAN_RETURN_IF_ERROR(Prefetch(u));
     Unit& unit = units_[u];
     if (unit.gathering) {
       absl::Status gathered = unit.gathering->get();
       unit.gathering.reset();
       if (!gathered.ok()) return gathered;
-      unit.flat->PointValues(unit.full.get());
+      unit.flat->PointValues(unit.full.f32());
     }
     return absl::OkStatus();
   }
 
   void Reshard(size_t u) {
     Unit& unit = units_[u];
-    if (unsharded_for_good_ || unit.full == nullptr) return;
+    if (unsharded_for_good_ || unit.full.f32() == nullptr) return;
     unit.flat->PointValues(nullptr);
-    pool_.Give(std::move(unit.full), unit.flat->padded_count());
+    pool_.Give(std::move(unit.full));
   }
 
   std::string policy_ = "default";
   Communicator* shard_group_ = nullptr;
   Communicator* replica_group_ = nullptr;  // HSDP only
   std::vector<Unit> units_;
-  std::vector<float> local_, local_grad_, scratch_;
+  DeviceBuffer local_, local_grad_, scratch_;  // on the mesh's device
   std::vector<ParamSegment> segments_;
   std::vector<std::shared_future<absl::Status>> reductions_;
   BufferPool pool_;
@@ -165,6 +165,11 @@ class UnitHooks : public ModuleHooks {
 
 absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   if (!units_.empty()) return absl::FailedPreconditionError("fsdp: applied twice");
+  DevicePlugin& device = mesh.device();
+  if (device.compute() == nullptr) {
+    return absl::FailedPreconditionError("fsdp: the mesh's device has no compute kernels");
+  }
+  pool_.set_device(device);
   shard_group_ = &mesh.group(MeshDim::kDpShard);
   if (mesh.shape().degree(MeshDim::kDpReplicate) > 1) {
     replica_group_ = &mesh.group(MeshDim::kDpReplicate);
@@ -184,7 +189,8 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
     }
     Unit unit;
     unit.module = modules[u];
-    unit.flat = std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count);
+    unit.flat =
+        std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count, device);
     // TorchTitan's policies: "default" keeps the last block gathered (backward needs it first)
     // and the root too (FSDP2 never reshards the root after forward).
     const bool is_root = u == 0, is_last_block = u == blocks;
@@ -194,11 +200,11 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
     largest = std::max(largest, unit.flat->shard_count());
     units_.push_back(std::move(unit));
   }
-  local_.assign(static_cast<size_t>(local_count), 0.0f);
-  local_grad_.assign(static_cast<size_t>(local_count), 0.0f);
-  scratch_.assign(static_cast<size_t>(largest), 0.0f);
+  TITAN_ASSIGN_OR_RETURN(local_, DeviceBuffer::Allocate(device, local_count));
+  TITAN_ASSIGN_OR_RETURN(local_grad_, DeviceBuffer::Allocate(device, local_count));
+  TITAN_ASSIGN_OR_RETURN(scratch_, DeviceBuffer::Allocate(device, largest));
   for (size_t u = 0; u < units_.size(); ++u) {
-    units_[u].flat->Shard(local_.data(), local_grad_.data(), segments_);
+    TITAN_RETURN_IF_ERROR(units_[u].flat->Shard(local_.f32(), local_grad_.f32(), segments_));
     units_[u].module->AddHooks(std::make_unique<UnitHooks>(*this, u));
   }
   return absl::OkStatus();

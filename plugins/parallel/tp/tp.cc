@@ -46,19 +46,24 @@ class TensorParallel : public ParallelPlugin {
     TITAN_RETURN_IF_ERROR(target_->CheckTensorParallelDegree(group.size()));
     std::vector<Parameter*> parameters;
     CollectParameters(model, parameters);
-    TITAN_RETURN_IF_ERROR(shards_.Shard(parameters, group.size(), group.rank()));
+    if (mesh.device().compute() == nullptr) {
+      return absl::FailedPreconditionError("tp: the mesh's device has no compute kernels");
+    }
+    shards_.emplace(mesh.device());
+    TITAN_RETURN_IF_ERROR(shards_->Shard(parameters, group.size(), group.rank()));
     group_ = &group;
     return target_->SetTensorParallel(TensorParallelLayout{group_});
   }
 
   absl::Status Unshard() override {
     if (group_ == nullptr) return absl::OkStatus();
-    TITAN_RETURN_IF_ERROR(shards_.Unshard(*group_));
+    TITAN_RETURN_IF_ERROR(shards_->Unshard(*group_));
     return target_->SetTensorParallel(TensorParallelLayout{});
   }
 
   std::optional<LocalParameters> local_parameters() override {
-    return LocalParameters{shards_.values(), shards_.grads(), shards_.segments()};
+    if (!shards_) return std::nullopt;
+    return LocalParameters{shards_->values(), shards_->grads(), shards_->segments()};
   }
   // The split parameters' squared norms add up across the group; the replicated ones
   // (placements[kTp] kReplicate) sit on every rank, which the gradient norm accounts for.
@@ -67,7 +72,7 @@ class TensorParallel : public ParallelPlugin {
  private:
   Communicator* group_ = nullptr;
   TensorParallelTarget* target_ = nullptr;
-  TpShards shards_;
+  std::optional<TpShards> shards_;  // once applied
 };
 
 }  // namespace

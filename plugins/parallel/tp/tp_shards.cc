@@ -1,38 +1,29 @@
 #include "plugins/parallel/tp/tp_shards.h"
 
-#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace titan::tp {
-namespace {
 
-// Copies the box of `full` (row-major [rows, columns], or a vector) that rank `rank` of `degree`
-// holds along `dim` into `box`, or back (to_box false) into `full`.
-void CopyBox(float* full, float* box, const std::vector<int64_t>& full_shape, int dim, int rank,
-             int degree, bool to_box) {
+absl::Status TpShards::CopyBox(float* full, float* box, const std::vector<int64_t>& full_shape,
+                               int dim, int rank, int degree, bool to_box) const {
   const int64_t rows = full_shape[0], columns = full_shape.size() > 1 ? full_shape[1] : 1;
   int64_t first_row = 0, box_rows = rows, first_column = 0, box_columns = columns;
   if (dim == 0) box_rows = rows / degree, first_row = box_rows * rank;
   if (dim == 1) box_columns = columns / degree, first_column = box_columns * rank;
-  const size_t bytes = static_cast<size_t>(box_columns) * sizeof(float);
-  for (int64_t r = 0; r < box_rows; ++r) {
-    float* whole = full + (first_row + r) * columns + first_column;
-    float* part = box + r * box_columns;
-    if (to_box) {
-      std::memcpy(part, whole, bytes);
-    } else {
-      std::memcpy(whole, part, bytes);
-    }
+  if (box_columns == columns) {  // whole rows: one contiguous run
+    const TensorView whole = View(full + first_row * columns, {box_rows * columns});
+    const TensorView part = View(box, {box_rows * columns});
+    return to_box ? compute_.Copy(whole, part) : compute_.Copy(part, whole);
   }
+  for (int64_t r = 0; r < box_rows; ++r) {
+    const TensorView whole = View(full + (first_row + r) * columns + first_column, {box_columns});
+    const TensorView part = View(box + r * box_columns, {box_columns});
+    TITAN_RETURN_IF_ERROR(to_box ? compute_.Copy(whole, part) : compute_.Copy(part, whole));
+  }
+  return absl::OkStatus();
 }
-
-TensorView F32View(float* data, std::vector<int64_t> shape) {
-  return TensorView{data, DType::kF32, Device{}, std::move(shape), {}};
-}
-
-}  // namespace
 
 std::optional<int> PlannedDim(const std::string& name) {
   static const struct {
@@ -88,8 +79,8 @@ absl::Status TpShards::Shard(const std::vector<Parameter*>& parameters, int degr
     // multiple of 16 floats, as the optimizer's state slots expect.
     count += (p->value.numel() / (*dim == kReplicated ? 1 : degree) + 15) / 16 * 16;
   }
-  local_.assign(static_cast<size_t>(count), 0.0f);
-  local_grad_.assign(static_cast<size_t>(count), 0.0f);
+  TITAN_ASSIGN_OR_RETURN(local_, DeviceBuffer::Allocate(device_, count));
+  TITAN_ASSIGN_OR_RETURN(local_grad_, DeviceBuffer::Allocate(device_, count));
   for (const Entry& e : entries_) {
     Parameter& p = *e.p;
     std::vector<int64_t> shape = p.full_shape, offset(shape.size(), 0);
@@ -97,10 +88,11 @@ absl::Status TpShards::Shard(const std::vector<Parameter*>& parameters, int degr
       shape[e.dim] /= degree;
       offset[e.dim] = shape[e.dim] * rank;
     }
-    float* value = local_.data() + e.offset;
-    CopyBox(p.value.data_as<float>(), value, p.full_shape, e.dim, rank, degree, /*to_box=*/true);
-    p.value = F32View(value, shape);
-    p.grad = F32View(local_grad_.data() + e.offset, shape);
+    float* value = local_.f32() + e.offset;
+    TITAN_RETURN_IF_ERROR(
+        CopyBox(p.value.data_as<float>(), value, p.full_shape, e.dim, rank, degree, true));
+    p.value = View(value, shape);
+    p.grad = View(local_grad_.f32() + e.offset, shape);
     p.local_offset = std::move(offset);
     p.placements[static_cast<int>(MeshDim::kTp)] =
         e.dim == kReplicated ? Placement{} : Placement{Placement::Kind::kShard, e.dim};
@@ -115,22 +107,22 @@ absl::Status TpShards::Unshard(Communicator& group) {
   for (const Entry& e : entries_) {
     Parameter& p = *e.p;
     const int64_t box = p.value.numel(), numel = e.dim == kReplicated ? box : box * degree;
-    auto whole = std::make_unique<float[]>(static_cast<size_t>(numel));
+    TITAN_ASSIGN_OR_RETURN(DeviceBuffer whole, DeviceBuffer::Allocate(device_, numel));
     if (e.dim == kReplicated) {
-      std::memcpy(whole.get(), p.value.data, p.value.nbytes());
+      TITAN_RETURN_IF_ERROR(compute_.Copy(View(p.value.data_as<float>(), {box}), whole.view()));
     } else {
       // Every rank's box, in rank order, then each put in its place.
-      auto boxes = std::make_unique<float[]>(static_cast<size_t>(numel));
+      TITAN_ASSIGN_OR_RETURN(DeviceBuffer boxes, DeviceBuffer::Allocate(device_, numel));
       TITAN_RETURN_IF_ERROR(
-          group.AllGather(FlatF32(p.value.data_as<float>(), box), FlatF32(boxes.get(), numel)));
+          group.AllGather(View(p.value.data_as<float>(), {box}), boxes.view()));
       for (int r = 0; r < degree; ++r) {
-        CopyBox(whole.get(), boxes.get() + r * box, p.full_shape, e.dim, r, degree,
-                /*to_box=*/false);
+        TITAN_RETURN_IF_ERROR(CopyBox(whole.f32(), boxes.f32() + r * box, p.full_shape, e.dim, r,
+                                      degree, /*to_box=*/false));
       }
     }
-    auto grad = std::make_unique<float[]>(static_cast<size_t>(numel));  // zeroed
-    p.value = F32View(whole.get(), p.full_shape);
-    p.grad = F32View(grad.get(), p.full_shape);
+    TITAN_ASSIGN_OR_RETURN(DeviceBuffer grad, DeviceBuffer::Allocate(device_, numel));  // zeroed
+    p.value = View(whole.f32(), p.full_shape);
+    p.grad = View(grad.f32(), p.full_shape);
     p.local_offset.clear();
     p.placements[static_cast<int>(MeshDim::kTp)] = Placement{};
     whole_.push_back(std::move(whole));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "titan/communicator.h"
+#include "titan/device.h"
 #include "titan/module.h"
 #include "titan/optimizer.h"
 
@@ -29,6 +30,9 @@ std::optional<int> PlannedDim(const std::string& name);
 
 class TpShards {
  public:
+  // Buffers live on `device`, which must have a compute; it outlives this object.
+  explicit TpShards(DevicePlugin& device) : device_(device), compute_(*device.compute()) {}
+
   // Copies rank `rank` of `degree`'s box of every parameter (whole, with values) into this
   // object's buffers and narrows each parameter's value and grad to it, setting local_offset and
   // placements[kTp]. An unknown name or an uneven split is an error naming the parameter.
@@ -37,10 +41,8 @@ class TpShards {
   // grad (zeroed) at them. Collective over `group`.
   absl::Status Unshard(Communicator& group);
 
-  TensorView values() { return FlatF32(local_.data(), static_cast<int64_t>(local_.size())); }
-  TensorView grads() {
-    return FlatF32(local_grad_.data(), static_cast<int64_t>(local_grad_.size()));
-  }
+  TensorView values() const { return local_.view(); }
+  TensorView grads() const { return local_grad_.view(); }
   const std::vector<ParamSegment>& segments() const { return segments_; }
 
  private:
@@ -49,10 +51,20 @@ class TpShards {
     int dim;         // kReplicated or the split tensor dimension
     int64_t offset;  // in the flat buffers
   };
+  // Copies the box of `full` (row-major [rows, columns], or a vector) that rank `rank` of
+  // `degree` holds along `dim` into `box`, or back (to_box false) into `full`.
+  absl::Status CopyBox(float* full, float* box, const std::vector<int64_t>& full_shape, int dim,
+                       int rank, int degree, bool to_box) const;
+  TensorView View(float* data, std::vector<int64_t> shape) const {
+    return TensorView{data, DType::kF32, compute_.device(), std::move(shape), {}};
+  }
+
+  DevicePlugin& device_;
+  Compute& compute_;
   std::vector<Entry> entries_;
-  std::vector<float> local_, local_grad_;
+  DeviceBuffer local_, local_grad_;
   std::vector<ParamSegment> segments_;
-  std::vector<std::unique_ptr<float[]>> whole_;  // after Unshard: each value and grad, whole
+  std::vector<DeviceBuffer> whole_;  // after Unshard: each value and grad, whole
 };
 
 }  // namespace titan::tp

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/model/llama.h"
+#include "core/runtime/cpu_device.h"
 
 namespace titan::tp {
 namespace {
@@ -39,7 +40,7 @@ TEST(TpShards, NarrowsEachParameterToItsBox) {
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
   Parameter wo = Whole("layers.0.attention.wo.weight", {4, 6}, w.data());
   Parameter n = Whole("norm.weight", {3}, norm.data());
-  TpShards shards;
+  TpShards shards(CpuDevice::Host());
   ASSERT_TRUE(shards.Shard({&wo, &n}, 2, 1).ok());
   EXPECT_EQ(wo.value.shape, (std::vector<int64_t>{4, 3}));
   EXPECT_EQ(wo.grad.shape, (std::vector<int64_t>{4, 3}));
@@ -56,7 +57,7 @@ TEST(TpShards, NarrowsEachParameterToItsBox) {
   EXPECT_EQ(shards.segments()[1].offset, 16);  // each box 64-byte aligned
 
   Parameter odd = Whole("layers.0.feed_forward.w1.weight", {3, 2}, w.data());
-  absl::Status status = TpShards().Shard({&odd}, 2, 0);
+  absl::Status status = TpShards(CpuDevice::Host()).Shard({&odd}, 2, 0);
   EXPECT_NE(status.message().find("has 3 along dim 0, which 2 tensor-parallel ranks"),
             std::string::npos)
       << status;
@@ -159,7 +160,7 @@ TrainedRun Train(ThreadComm* comm) {
   auto model = LlamaModel::Create(SmallConfig(), *ac);
   EXPECT_TRUE(model.ok());
   (*model)->Initialize(11);
-  TpShards shards;
+  TpShards shards(CpuDevice::Host());
   std::vector<Parameter*> parameters;
   for (const Parameter& p : (*model)->Parameters())
     parameters.push_back(const_cast<Parameter*>(&p));
@@ -226,7 +227,7 @@ TEST(TpShards, TensorParallelModelMatchesOneRank) {
       std::vector<float> full = reference.grads[i];
       p.value = FlatF32(full.data(), p.value.numel());
       p.value.shape = p.full_shape;
-      TpShards cut;
+      TpShards cut(CpuDevice::Host());
       ASSERT_TRUE(cut.Shard({&p}, kRanks, r).ok());
       const float* want = p.value.data_as<float>();
       ASSERT_EQ(runs[r].grads[i].size(), static_cast<size_t>(p.value.numel()));

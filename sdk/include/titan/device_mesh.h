@@ -1,5 +1,5 @@
 // The ranks of a job arranged on named dimensions, outermost first: pp, dp_replicate,
-// dp_shard, cp, tp. Each dimension has its own sub-communicator.
+// dp_shard, cp, tp. Each dimension has its own sub-communicator; every rank computes on one device.
 #ifndef TITAN_DEVICE_MESH_H_
 #define TITAN_DEVICE_MESH_H_
 
@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "titan/communicator.h"
+#include "titan/device.h"
 
 namespace titan {
 
@@ -39,6 +40,9 @@ class DeviceMesh {
   // The ranks that differ from this one only along `dim`.
   virtual Communicator& group(MeshDim dim) = 0;
   virtual Communicator& world() = 0;
+  // The device this rank computes on: the model's tensors and every buffer a parallel plugin
+  // keeps live in its memory, and device().compute() runs the kernels.
+  virtual DevicePlugin& device() = 0;
 };
 
 }  // namespace titan

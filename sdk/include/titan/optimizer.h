@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/compute.h"
 #include "titan/plugin.h"
 #include "titan/tensor_view.h"
 
@@ -27,6 +28,9 @@ struct OptimizerStep {
   std::span<const ParamSegment> segments;
   double lr = 0.0;
   int64_t step = 1;  // 1 on the first update, as torch.optim counts
+  // The kernels of the device the buffers live on: an optimizer computes through them, so it runs
+  // wherever they do. Never null.
+  Compute* compute = nullptr;
 };
 
 class OptimizerPlugin : public Plugin {
@@ -34,6 +38,10 @@ class OptimizerPlugin : public Plugin {
   // One name per state slot, each as long as the parameters ("exp_avg", "exp_avg_sq").
   virtual std::vector<std::string> StateNames() const = 0;
   virtual absl::Status Step(const OptimizerStep& step) = 0;
+  // Whether Step works on buffers of this device. An optimizer that computes through
+  // step.compute runs on any; one that touches the buffers' bytes itself runs on the CPU only,
+  // and the trainer refuses to pair it with another device, naming both.
+  virtual bool SupportsDevice(DeviceType type) const { return type == DeviceType::kCpu; }
 };
 
 template <>

@@ -83,9 +83,9 @@ struct TensorView {
   }
 };
 
-// A contiguous 1-D f32 view, the shape every flat arena slice takes.
-inline TensorView FlatF32(float* data, int64_t count) {
-  return TensorView{data, DType::kF32, Device{}, {count}, {}};
+// A contiguous 1-D f32 view, the shape every flat arena slice takes (host memory by default).
+inline TensorView FlatF32(float* data, int64_t count, Device device = {}) {
+  return TensorView{data, DType::kF32, device, {count}, {}};
 }
 
 }  // namespace titan

@@ -1,0 +1,144 @@
+#include "core/tensor/bf16_gemm.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "titan/float16.h"
+
+namespace titan {
+namespace {
+
+using dnnl::memory;
+
+memory::desc Matrix(int64_t rows, int64_t columns, bool transposed, memory::data_type type) {
+  // A transposed operand is stored [columns, rows]: the logical matrix walks it by columns.
+  const memory::dims strides = transposed ? memory::dims{1, rows} : memory::dims{columns, 1};
+  return memory::desc({rows, columns}, type, strides);
+}
+
+// oneDNN matmul primitives, one per shape and scaling (creating one takes far longer than a
+// small GEMM), shared by every thread.
+class OneDnnGemm {
+ public:
+  static OneDnnGemm& Get() {
+    static OneDnnGemm gemm;
+    return gemm;
+  }
+
+  // Null when oneDNN has only its reference kernel for bf16 on this CPU.
+  const std::string& native_kernel() const { return kernel_; }
+
+  absl::Status Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const uint16_t* a, const uint16_t* b, float beta, float* c) {
+    try {
+      dnnl::matmul* matmul = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const Key key{ta, tb, m, n, k, alpha, beta};
+        auto it = primitives_.find(key);
+        if (it == primitives_.end()) {
+          it = primitives_.emplace(key, dnnl::matmul(Describe(ta, tb, m, n, k, alpha, beta)))
+                   .first;
+        }
+        matmul = &it->second;
+      }
+      memory src(Matrix(m, k, ta, memory::data_type::bf16), engine_, const_cast<uint16_t*>(a));
+      memory weights(Matrix(k, n, tb, memory::data_type::bf16), engine_,
+                     const_cast<uint16_t*>(b));
+      memory dst(Matrix(m, n, false, memory::data_type::f32), engine_, c);
+      dnnl::stream stream(engine_);
+      matmul->execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
+                               {DNNL_ARG_DST, dst}});
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat("bf16 GEMM [", m, " x ", k, "] . [", k, " x ", n,
+                                              "] by oneDNN failed: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, float>;
+
+  OneDnnGemm() : engine_(dnnl::engine::kind::cpu, 0) {
+    try {
+      const std::string impl = Describe(false, true, 64, 64, 64, 1.0f, 0.0f).impl_info_str();
+      if (impl.rfind("ref", 0) != 0) kernel_ = impl;
+    } catch (const dnnl::error&) {
+      // No bf16 matmul at all on this CPU: the emulation runs.
+    }
+  }
+
+  dnnl::matmul::primitive_desc Describe(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                        float alpha, float beta) const {
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::desc desc(Matrix(m, k, ta, memory::data_type::bf16),
+                                  Matrix(k, n, tb, memory::data_type::bf16),
+                                  Matrix(m, n, false, memory::data_type::f32));
+    return dnnl::matmul::primitive_desc(desc, attr, engine_);
+  }
+
+  dnnl::engine engine_;
+  std::string kernel_;
+  std::mutex mutex_;
+  std::map<Key, dnnl::matmul> primitives_;
+};
+
+bool EmulationForced() {
+  const char* forced = std::getenv("TITAN_BF16_GEMM");
+  return forced != nullptr && std::strcmp(forced, "emulate") == 0;
+}
+
+bool Native() {
+  static const bool native = !EmulationForced() && !OneDnnGemm::Get().native_kernel().empty();
+  return native;
+}
+
+// Widening bf16 to f32 is exact, so sgemm on the widened copies multiplies the same numbers.
+void Emulate(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+             const uint16_t* b, float beta, float* c) {
+  std::vector<float> wide(m * k + k * n);
+  float* wide_a = wide.data();
+  float* wide_b = wide_a + m * k;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m * k; ++i) wide_a[i] = Bf16ToF32(a[i]);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < k * n; ++i) wide_b[i] = Bf16ToF32(b[i]);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, wide_a, ta ? m : k, wide_b, tb ? k : n, beta, c, n);
+}
+
+}  // namespace
+
+absl::Status Bf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (Native()) {
+    return OneDnnGemm::Get().Run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  }
+  Emulate(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  return absl::OkStatus();
+}
+
+std::string Bf16GemmPath() {
+  if (Native()) return absl::StrCat("by oneDNN (", OneDnnGemm::Get().native_kernel(), ")");
+  if (EmulationForced()) return "emulated (TITAN_BF16_GEMM=emulate): bf16 widened to f32, sgemm";
+  return "emulated (this CPU has no bf16 instructions oneDNN uses: AVX512_BF16 or AMX): bf16 "
+         "widened to f32, sgemm";
+}
+
+}  // namespace titan

@@ -1,0 +1,502 @@
+#include "core/tensor/cpu_compute.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/tensor/attention.h"
+#include "core/tensor/bf16_gemm.h"
+#include "core/tensor/cross_entropy.h"
+#include "core/tensor/dtype.h"
+#include "core/tensor/embedding.h"
+#include "core/tensor/internal/gemm.h"
+#include "core/tensor/rmsnorm.h"
+#include "core/tensor/rope.h"
+#include "core/tensor/swiglu.h"
+
+namespace titan {
+namespace {
+
+std::string DeviceName(const Device& device) {
+  return absl::StrCat(device.type == DeviceType::kCpu ? "cpu" : "cuda", ":", device.index);
+}
+
+// Every operand must be a contiguous host tensor of the expected dtype, with `numel` elements
+// when that is known (-1: any).
+absl::Status Expect(const char* kernel, const char* operand, const TensorView& x, DType dtype,
+                    int64_t numel = -1) {
+  if (x.device.type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' is on ",
+                                                   DeviceName(x.device),
+                                                   ", but this compute runs on cpu:0"));
+  }
+  if (x.dtype != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
+                                                   DTypeName(dtype), ", found ",
+                                                   DTypeName(x.dtype)));
+  }
+  if (numel >= 0 && x.numel() != numel) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
+                                                   numel, " elements, found ", x.numel()));
+  }
+  if (!x.is_contiguous() || (x.data == nullptr && x.numel() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": operand '", operand, "' must be contiguous and allocated"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpectRank(const char* kernel, const char* operand, const TensorView& x,
+                        size_t rank) {
+  if (x.shape.size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
+                                                   rank, " dimensions, found ",
+                                                   x.shape.size()));
+  }
+  return absl::OkStatus();
+}
+
+float* F(const TensorView& x) { return x.data_as<float>(); }
+const int32_t* I(const TensorView& x) { return x.data_as<const int32_t>(); }
+
+AttentionShape ShapeOf(const AttentionSpec& s) {
+  return {s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim};
+}
+
+absl::Status CheckAttention(const char* kernel, const AttentionSpec& s, const TensorView& q,
+                            const TensorView& k, const TensorView& v) {
+  if (s.kv_len != s.seq_len || s.q_offset != s.kv_offset) {
+    return absl::UnimplementedError(absl::StrCat(
+        kernel, ": the cpu device computes attention over keys at the queries' own positions "
+        "(kv_len = seq_len, q_offset = kv_offset); found seq_len ", s.seq_len, ", kv_len ",
+        s.kv_len, ", offsets ", s.q_offset, " and ", s.kv_offset));
+  }
+  if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": heads ", s.heads,
+                                                   " must be a positive multiple of kv_heads ",
+                                                   s.kv_heads));
+  }
+  const int64_t tokens = s.batch * s.seq_len;
+  TITAN_RETURN_IF_ERROR(Expect(kernel, "q", q, DType::kF32, tokens * s.heads * s.head_dim));
+  TITAN_RETURN_IF_ERROR(Expect(kernel, "k", k, DType::kF32, tokens * s.kv_heads * s.head_dim));
+  return Expect(kernel, "v", v, DType::kF32, tokens * s.kv_heads * s.head_dim);
+}
+
+// [rows, columns] of a 2-D operand, transposed when asked.
+struct Matrix {
+  int64_t rows, columns;
+};
+Matrix Op(const TensorView& x, bool transpose) {
+  return transpose ? Matrix{x.shape[1], x.shape[0]} : Matrix{x.shape[0], x.shape[1]};
+}
+
+}  // namespace
+
+CpuCompute& CpuCompute::Get() {
+  static CpuCompute compute;
+  return compute;
+}
+
+std::string CpuCompute::Describe() const {
+  return absl::StrCat("cpu: f32 GEMM by OpenBLAS; bf16 GEMM ", Bf16GemmPath());
+}
+
+absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
+                              bool transpose_b, float alpha, float beta, TensorView c) {
+  constexpr const char* kKernel = "Gemm";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "a", a, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "b", b, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
+  if (a.dtype != DType::kF32 && a.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gemm: operand 'a' expected f32 or bf16, found ", DTypeName(a.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "a", a, a.dtype));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "b", b, a.dtype));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "c", c, DType::kF32));
+  const Matrix opa = Op(a, transpose_a), opb = Op(b, transpose_b);
+  if (opa.columns != opb.rows || c.shape[0] != opa.rows || c.shape[1] != opb.columns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Gemm: shapes do not chain: op(a) [", opa.rows, ", ", opa.columns, "] . op(b) [",
+        opb.rows, ", ", opb.columns, "] into c [", c.shape[0], ", ", c.shape[1], "]"));
+  }
+  const int64_t m = opa.rows, n = opb.columns, k = opa.columns;
+  if (a.dtype == DType::kBF16) {
+    return Bf16Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data_as<const uint16_t>(),
+                    b.data_as<const uint16_t>(), beta, F(c));
+  }
+  internal::Gemm(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+                 m, n, k, alpha, F(a), a.shape[1], F(b), b.shape[1], beta, F(c), n);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::AttentionForward(const AttentionSpec& spec, const TensorView& q,
+                                          const TensorView& k, const TensorView& v,
+                                          TensorView out, TensorView lse) {
+  TITAN_RETURN_IF_ERROR(CheckAttention("AttentionForward", spec, q, k, v));
+  TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "out", out, DType::kF32, q.numel()));
+  TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "lse", lse, DType::kF32,
+                               spec.batch * spec.heads * spec.seq_len));
+  titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const TensorView& dout,
+                                           const TensorView& q, const TensorView& k,
+                                           const TensorView& v, const TensorView& out,
+                                           const TensorView& lse, TensorView dq, TensorView dk,
+                                           TensorView dv) {
+  constexpr const char* kKernel = "AttentionBackward";
+  TITAN_RETURN_IF_ERROR(CheckAttention(kKernel, spec, q, k, v));
+  const std::pair<const char*, const TensorView*> like_q[] = {{"dout", &dout}, {"out", &out},
+                                                              {"dq", &dq}};
+  for (const auto& [name, x] : like_q)
+    TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, q.numel()));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dk", dk, DType::kF32, k.numel()));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dv", dv, DType::kF32, v.numel()));
+  TITAN_RETURN_IF_ERROR(
+      Expect(kKernel, "lse", lse, DType::kF32, spec.batch * spec.heads * spec.seq_len));
+  titan::AttentionBackward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
+                           ShapeOf(spec));
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView& weight,
+                                        double eps, TensorView out, TensorView rstd) {
+  TITAN_RETURN_IF_ERROR(ExpectRank("RmsNormForward", "inp", inp, 2));
+  const int64_t n = inp.shape[0], c = inp.shape[1];
+  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "inp", inp, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "weight", weight, DType::kF32, c));
+  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "out", out, DType::kF32, n * c));
+  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "rstd", rstd, DType::kF32, n));
+  titan::RmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorView& inp,
+                                         const TensorView& weight, const TensorView& rstd,
+                                         TensorView dinp, TensorView dweight) {
+  constexpr const char* kKernel = "RmsNormBackward";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
+  const int64_t n = inp.shape[0], c = inp.shape[1];
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "inp", inp, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dout", dout, DType::kF32, n * c));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dinp", dinp, DType::kF32, n * c));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "weight", weight, DType::kF32, c));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dweight", dweight, DType::kF32, c));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "rstd", rstd, DType::kF32, n));
+  titan::RmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset,
+                                   TensorView cos, TensorView sin) {
+  TITAN_RETURN_IF_ERROR(ExpectRank("RopeTable", "cos", cos, 2));
+  TITAN_RETURN_IF_ERROR(Expect("RopeTable", "cos", cos, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("RopeTable", "sin", sin, DType::kF32, cos.numel()));
+  if (cos.shape[1] * 2 != spec.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("RopeTable: expected [seq_len, ",
+                                                   spec.head_dim / 2, "] tables, found [",
+                                                   cos.shape[0], ", ", cos.shape[1], "]"));
+  }
+  const RopeConfig config{spec.theta,           spec.scaled,          spec.scale_factor,
+                          spec.low_freq_factor, spec.high_freq_factor, spec.original_context};
+  titan::RopeTable(F(cos), F(sin), cos.shape[0], spec.head_dim, config, position_offset);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// x [b, t, heads, head_dim] against tables [t, head_dim / 2].
+absl::Status CheckRope(const char* kernel, const TensorView& cos, const TensorView& sin,
+                       const TensorView& x) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "x", x, 4));
+  TITAN_RETURN_IF_ERROR(Expect(kernel, "x", x, DType::kF32));
+  const int64_t table = x.shape[1] * (x.shape[3] / 2);
+  TITAN_RETURN_IF_ERROR(Expect(kernel, "cos", cos, DType::kF32, table));
+  return Expect(kernel, "sin", sin, DType::kF32, table);
+}
+
+}  // namespace
+
+absl::Status CpuCompute::RopeForward(const TensorView& cos, const TensorView& sin, TensorView x) {
+  TITAN_RETURN_IF_ERROR(CheckRope("RopeForward", cos, sin, x));
+  titan::RopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::RopeBackward(const TensorView& cos, const TensorView& sin,
+                                      TensorView dx) {
+  TITAN_RETURN_IF_ERROR(CheckRope("RopeBackward", cos, sin, dx));
+  titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::SwiGluForward(const TensorView& a, const TensorView& b, TensorView out) {
+  const int64_t n = a.numel();
+  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "a", a, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "b", b, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "out", out, DType::kF32, n));
+  titan::SwiGluForward(F(out), F(a), F(b), n);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::SwiGluBackward(const TensorView& dout, const TensorView& a,
+                                        const TensorView& b, TensorView da, TensorView db) {
+  const int64_t n = a.numel();
+  const std::pair<const char*, const TensorView*> operands[] = {
+      {"dout", &dout}, {"a", &a}, {"b", &b}, {"da", &da}, {"db", &db}};
+  for (const auto& [name, x] : operands)
+    TITAN_RETURN_IF_ERROR(Expect("SwiGluBackward", name, *x, DType::kF32, n));
+  titan::SwiGluBackward(F(da), F(db), F(dout), F(a), F(b), n);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::EmbeddingForward(const TensorView& tokens, const TensorView& table,
+                                          int64_t first_row, TensorView out) {
+  TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingForward", "table", table, 2));
+  const int64_t n = tokens.numel(), c = table.shape[1];
+  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "tokens", tokens, DType::kI32));
+  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "table", table, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "out", out, DType::kF32, n * c));
+  titan::EmbeddingForward(F(out), I(tokens), F(table), n, c, first_row, table.shape[0]);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::EmbeddingBackward(const TensorView& tokens, const TensorView& dout,
+                                           int64_t first_row, TensorView dtable) {
+  TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingBackward", "dtable", dtable, 2));
+  const int64_t n = tokens.numel(), c = dtable.shape[1];
+  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "tokens", tokens, DType::kI32));
+  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "dtable", dtable, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "dout", dout, DType::kF32, n * c));
+  titan::EmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row, dtable.shape[0]);
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckLogits(const char* kernel, const TensorView& logits) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "logits", logits, 2));
+  return Expect(kernel, "logits", logits, DType::kF32);
+}
+
+}  // namespace
+
+absl::Status CpuCompute::CrossEntropyRowMax(const TensorView& logits, TensorView max) {
+  TITAN_RETURN_IF_ERROR(CheckLogits("CrossEntropyRowMax", logits));
+  TITAN_RETURN_IF_ERROR(Expect("CrossEntropyRowMax", "max", max, DType::kF32, logits.shape[0]));
+  titan::CrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::CrossEntropySumExp(const TensorView& logits, const TensorView& max,
+                                            TensorView sum) {
+  TITAN_RETURN_IF_ERROR(CheckLogits("CrossEntropySumExp", logits));
+  const int64_t n = logits.shape[0];
+  TITAN_RETURN_IF_ERROR(Expect("CrossEntropySumExp", "max", max, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(Expect("CrossEntropySumExp", "sum", sum, DType::kF32, n));
+  titan::CrossEntropySumExp(F(sum), F(logits), F(max), n, logits.shape[1]);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::CrossEntropyTargetLogit(const TensorView& logits,
+                                                 const TensorView& targets, int64_t first_column,
+                                                 TensorView target) {
+  constexpr const char* kKernel = "CrossEntropyTargetLogit";
+  TITAN_RETURN_IF_ERROR(CheckLogits(kKernel, logits));
+  const int64_t n = logits.shape[0];
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32, n));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "target", target, DType::kF32, n));
+  titan::CrossEntropyTargetLogit(F(target), F(logits), I(targets), n, logits.shape[1],
+                                 first_column);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::CrossEntropyFinish(const TensorView& max, const TensorView& target,
+                                            const TensorView& targets, TensorView sum_to_lse,
+                                            TensorView loss) {
+  constexpr const char* kKernel = "CrossEntropyFinish";
+  const int64_t n = targets.numel();
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32));
+  const std::pair<const char*, const TensorView*> rows[] = {
+      {"max", &max}, {"target", &target}, {"sum_to_lse", &sum_to_lse}};
+  for (const auto& [name, x] : rows) TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "loss", loss, DType::kF32, 1));
+  *F(loss) = titan::CrossEntropyFinish(F(sum_to_lse), F(max), F(target), I(targets), n);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::CrossEntropyBackward(const TensorView& logits, const TensorView& lse,
+                                              const TensorView& targets, int64_t first_column,
+                                              float dloss, TensorView dlogits) {
+  constexpr const char* kKernel = "CrossEntropyBackward";
+  TITAN_RETURN_IF_ERROR(CheckLogits(kKernel, logits));
+  const int64_t n = logits.shape[0];
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32, n));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dlogits", dlogits, DType::kF32, logits.numel()));
+  titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), n, logits.shape[1],
+                              dloss, first_column);
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const TensorView& grads,
+                                  TensorView exp_avg, TensorView exp_avg_sq) {
+  const int64_t n = params.numel();
+  const std::pair<const char*, const TensorView*> operands[] = {
+      {"params", &params}, {"grads", &grads}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}};
+  for (const auto& [name, x] : operands)
+    TITAN_RETURN_IF_ERROR(Expect("AdamStep", name, *x, DType::kF32, n));
+  float* param = F(params);
+  const float* grad = F(grads);
+  float* m = F(exp_avg);
+  float* v = F(exp_avg_sq);
+  const double t = static_cast<double>(u.step);
+  const float beta1 = static_cast<float>(u.beta1), beta2 = static_cast<float>(u.beta2);
+  const float step_size = static_cast<float>(u.lr / (1.0 - std::pow(u.beta1, t)));
+  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(u.beta2, t)));
+  const float eps = static_cast<float>(u.eps);
+  const float decay = static_cast<float>(u.weight_decay);
+  const float decoupled_scale = static_cast<float>(1.0 - u.lr * u.weight_decay);
+  const bool decoupled = u.decoupled_weight_decay;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    if (decoupled) {
+      param[i] *= decoupled_scale;
+    } else {
+      g += decay * param[i];
+    }
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+    const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
+    param[i] -= step_size * m[i] / denom;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
+                                 TensorView momentum_buffer) {
+  const int64_t n = params.numel();
+  TITAN_RETURN_IF_ERROR(Expect("SgdStep", "params", params, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("SgdStep", "grads", grads, DType::kF32, n));
+  const bool momentum = u.momentum != 0.0;
+  if (momentum) {
+    TITAN_RETURN_IF_ERROR(Expect("SgdStep", "momentum_buffer", momentum_buffer, DType::kF32, n));
+  }
+  float* param = F(params);
+  const float* grad = F(grads);
+  float* buffer = F(momentum_buffer);
+  const float lr = static_cast<float>(u.lr), decay = static_cast<float>(u.weight_decay);
+  const float mu = static_cast<float>(u.momentum), keep = static_cast<float>(1.0 - u.dampening);
+  const bool first = u.step == 1, nesterov = u.nesterov;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i] + decay * param[i];
+    if (momentum) {
+      buffer[i] = first ? g : mu * buffer[i] + keep * g;
+      g = nesterov ? g + mu * buffer[i] : buffer[i];
+    }
+    param[i] -= lr * g;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
+                                      std::span<const double> weights, TensorView out) {
+  if (weights.size() != tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("SumOfSquares: ", tensors.size(),
+                                                   " tensors need as many weights, found ",
+                                                   weights.size()));
+  }
+  TITAN_RETURN_IF_ERROR(Expect("SumOfSquares", "out", out, DType::kF32, 2));
+  double total = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    TITAN_RETURN_IF_ERROR(Expect("SumOfSquares", "tensors", tensors[t], DType::kF32));
+    const float* x = F(tensors[t]);
+    const int64_t n = tensors[t].numel();
+    double sum = 0;
+#pragma omp parallel for reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    total += weights[t] * sum;
+  }
+  F(out)[0] = static_cast<float>(total);
+  F(out)[1] = std::isfinite(total) ? static_cast<float>(total - static_cast<double>(F(out)[0])) : 0;
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Cast(const TensorView& src, TensorView dst) {
+  TITAN_RETURN_IF_ERROR(Expect("Cast", "src", src, src.dtype));
+  TITAN_RETURN_IF_ERROR(Expect("Cast", "dst", dst, dst.dtype, src.numel()));
+  return ConvertTensor(src, dst);
+}
+
+absl::Status CpuCompute::Fill(TensorView x, float value) {
+  TITAN_RETURN_IF_ERROR(Expect("Fill", "x", x, DType::kF32));
+  float* data = F(x);
+  const int64_t n = x.numel();
+  if (value == 0.0f) {
+    std::memset(data, 0, n * sizeof(float));
+    return absl::OkStatus();
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) data[i] = value;
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Scale(TensorView x, float scale) {
+  TITAN_RETURN_IF_ERROR(Expect("Scale", "x", x, DType::kF32));
+  float* data = F(x);
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) data[i] *= scale;
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
+  TITAN_RETURN_IF_ERROR(Expect("Accumulate", "out", out, DType::kF32));
+  TITAN_RETURN_IF_ERROR(Expect("Accumulate", "x", x, DType::kF32, out.numel()));
+  float* o = F(out);
+  const float* in = F(x);
+  const int64_t n = out.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] += in[i];
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Copy(const TensorView& src, TensorView dst) {
+  TITAN_RETURN_IF_ERROR(Expect("Copy", "src", src, src.dtype));
+  TITAN_RETURN_IF_ERROR(Expect("Copy", "dst", dst, src.dtype, src.numel()));
+  if (src.data != dst.data) std::memmove(dst.data, src.data, src.nbytes());
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::CopyToHost(const TensorView& src, void* host_dst) {
+  TITAN_RETURN_IF_ERROR(Expect("CopyToHost", "src", src, src.dtype));
+  std::memcpy(host_dst, src.data, src.nbytes());
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::CopyFromHost(const void* host_src, TensorView dst) {
+  TITAN_RETURN_IF_ERROR(Expect("CopyFromHost", "dst", dst, dst.dtype));
+  std::memcpy(dst.data, host_src, dst.nbytes());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EventHandle> CpuCompute::RecordEvent(StreamHandle stream) {
+  if (stream != nullptr) return absl::InvalidArgumentError("RecordEvent: the cpu has one stream");
+  return EventHandle{nullptr};
+}
+
+absl::Status CpuCompute::StreamWaitEvent(StreamHandle stream, EventHandle) {
+  if (stream != nullptr) {
+    return absl::InvalidArgumentError("StreamWaitEvent: the cpu has one stream");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::SynchronizeEvent(EventHandle) { return absl::OkStatus(); }
+
+}  // namespace titan
