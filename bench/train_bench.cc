@@ -3,7 +3,8 @@
 // line of "key value" pairs for bench/train_throughput.py:
 //   titan_train_bench --dim 512 --n_layers 8 --n_heads 8 --n_kv_heads 4 --vocab_size 8192
 //                     --seq_len 512 --batch 4 --steps 5
-// (each flag optional: the defaults are the debugmodel at seq_len 256, batch 8).
+// (each flag optional: the defaults are the debugmodel at seq_len 256, batch 8); --bf16 1 runs the
+// matmuls with bf16 operands (training.mixed_precision_param = "bfloat16").
 // --peak instead prints the f32 matmul rate of this machine (GFLOP/s, best of 2048^3 sgemms).
 #include <omp.h>
 
@@ -39,7 +40,8 @@ int Train(const std::map<std::string, int64_t>& args) {
   config.n_heads = args.at("n_heads"), config.n_kv_heads = args.at("n_kv_heads");
   config.vocab_size = args.at("vocab_size");
   const int64_t batch = args.at("batch"), seq_len = args.at("seq_len"), steps = args.at("steps");
-  auto model = LlamaModel::Create(config);
+  const DType matmul = args.at("bf16") != 0 ? DType::kBF16 : DType::kF32;
+  auto model = LlamaModel::Create(config, {}, ModelCompute{nullptr, matmul});
   if (!model.ok()) return Fail(model.status().ToString());
   (*model)->Initialize(0);
   auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
@@ -73,6 +75,8 @@ int Train(const std::map<std::string, int64_t>& args) {
   std::printf("step_s %.4f tokens_per_s %.1f flop_per_token %.6g peak_rss_gib %.4f threads %d\n",
               median, static_cast<double>(batch * seq_len) / median, FlopPerToken(config, seq_len),
               PeakMemoryGib(), omp_get_max_threads());
+  std::fprintf(stderr, "titan_train_bench: %s, matmuls in %s\n",
+               (*model)->compute().Describe().c_str(), DTypeName(matmul));
   return 0;
 }
 
@@ -82,7 +86,8 @@ int Train(const std::map<std::string, int64_t>& args) {
 int main(int argc, char** argv) {
   std::map<std::string, int64_t> args = {{"dim", 256},       {"n_layers", 6},      {"n_heads", 16},
                                          {"n_kv_heads", 16}, {"vocab_size", 2048}, {"seq_len", 256},
-                                         {"batch", 8},       {"steps", 5}};
+                                         {"batch", 8},       {"steps", 5},
+                                         {"bf16", 0}};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--peak") {
@@ -92,8 +97,11 @@ int main(int argc, char** argv) {
     if (flag.rfind("--", 0) != 0 || !args.count(flag.substr(2)) || i + 1 >= argc) {
       return titan::Fail("unknown flag or missing value: " + flag);
     }
-    args[flag.substr(2)] = std::atoll(argv[++i]);
-    if (args[flag.substr(2)] <= 0) return titan::Fail(flag + ": expected a positive integer");
+    const std::string key = flag.substr(2);
+    args[key] = std::atoll(argv[++i]);
+    if (key == "bf16" ? args[key] != 0 && args[key] != 1 : args[key] <= 0) {
+      return titan::Fail(flag + (key == "bf16" ? ": expected 0 or 1" : ": expected a positive integer"));
+    }
   }
   return titan::Train(args);
 }

@@ -2,14 +2,16 @@
 """Training throughput: titan next to PyTorch on the same model shapes, in one run.
 
 Usage: /usr/bin/python3 bench/train_throughput.py build/bin/titan_train_bench
-           [--threads 2] [--steps 5] [--configs debugmodel,34M]
+           [--threads 2] [--steps 5] [--configs debugmodel,34M] [--precisions f32,bf16]
 (--configs tiny takes seconds: the `bench` CTest label runs it so the command keeps working.)
 
 Each side trains with AdamW (betas 0.9/0.95, weight decay 0.1), gradient clipping at 1.0 and
 random tokens, on the same thread count, one process per measurement. A step is forward,
 backward, clipping and the optimizer update; the median of --steps steps after one warm-up step
 is reported. PyTorch runs twice: with the BLAS Debian's python3-torch loads by default, and with
-OpenBLAS's OpenMP build, the BLAS titan links (so the ratio is not only a BLAS choice).
+OpenBLAS's OpenMP build, the BLAS titan links (so the ratio is not only a BLAS choice). In bf16,
+titan's matmuls take bf16 operands (mixed_precision_param = "bfloat16") and PyTorch's forward runs
+under torch.autocast("cpu", dtype=torch.bfloat16), with its default libraries.
 MFU counts 6 FLOPs per non-embedding parameter per token plus 6 * layers * dim * seq_len for
 causal attention (core/train/metrics.h), against the best f32 matmul rate (2048^3) measured here
 by OpenBLAS and by torch.
@@ -42,7 +44,7 @@ def hidden_dim(dim, multiple_of=256):
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
-def torch_child(config, steps, threads):
+def torch_child(config, steps, threads, bf16=False):
     """Runs in a fresh process: trains the PyTorch reference model, prints one JSON line."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
@@ -72,7 +74,8 @@ def torch_child(config, steps, threads):
     for step in range(steps + 1):
         start = time.perf_counter()
         optimizer.zero_grad()
-        _, loss = ref.forward(c, p, tokens, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            _, loss = ref.forward(c, p, tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(p.values(), 1.0)
         optimizer.step()
@@ -117,20 +120,20 @@ class Progress:
               file=sys.stderr, flush=True)
 
 
-def titan(binary, config, steps, threads):
-    args = [binary, "--steps", str(steps)]
+def titan(binary, config, steps, threads, bf16=False):
+    args = [binary, "--steps", str(steps), "--bf16", str(int(bf16))]
     for key, value in config.items():
         args += [f"--{key}", str(value)]
     fields = run(args, {"OMP_NUM_THREADS": str(threads)}).split()
     return {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
 
 
-def pytorch(config, steps, threads, openmp_blas):
+def pytorch(config, steps, threads, openmp_blas, bf16=False):
     env = {"OMP_NUM_THREADS": str(threads)}
     if openmp_blas:
         env["LD_LIBRARY_PATH"] = OPENMP_OPENBLAS
     line = run([sys.executable, os.path.abspath(__file__), "--torch-child",
-                json.dumps([config, steps, threads])], env)
+                json.dumps([config, steps, threads, bf16])], env)
     return json.loads(line)
 
 
@@ -157,6 +160,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--configs", default="debugmodel,34M")
+    parser.add_argument("--precisions", default="f32,bf16")
     args = parser.parse_args()
     if not os.access(args.titan_bench, os.X_OK):
         sys.exit(f"train_throughput: {args.titan_bench} is not an executable; build it with "
@@ -164,32 +168,56 @@ def main():
     unknown = [name for name in args.configs.split(",") if name not in CONFIGS]
     if unknown:
         sys.exit(f"train_throughput: unknown config {unknown[0]!r}; known: {', '.join(CONFIGS)}")
+    precisions = args.precisions.split(",")
+    if any(p not in ("f32", "bf16") for p in precisions):
+        sys.exit(f"train_throughput: --precisions takes f32 and/or bf16, found {args.precisions!r}")
     threads = str(args.threads)
+    print(f"CPU: {cpu_model()}; flags: {' '.join(cpu_flags())}")
     titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
     peak = max(titan_peak, torch_peak_gflops(args.threads))
     print(f"matmul peak: {peak:.1f} GFLOP/s (f32; OpenBLAS measured {titan_peak:.1f}), "
-          f"{args.threads} threads", flush=True)
-    print("\n| config | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s (OpenMP OpenBLAS) "
-          "| titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB | PyTorch peak RSS GiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    progress = Progress(3 * len(args.configs.split(",")))
-    for name in args.configs.split(","):
-        config = CONFIGS[name]
-        progress.next(f"titan {name}")
-        ours = titan(args.titan_bench, config, args.steps, args.threads)
-        progress.next(f"PyTorch {name} (Debian BLAS)")
-        theirs = pytorch(config, args.steps, args.threads, openmp_blas=False)
-        progress.next(f"PyTorch {name} (OpenMP OpenBLAS)")
-        theirs_omp = pytorch(config, args.steps, args.threads, openmp_blas=True)
+          f"{args.threads} threads; MFU is against this f32 peak in both precisions", flush=True)
+    print("\n| config | precision | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s "
+          "(OpenMP OpenBLAS) | titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB "
+          "| PyTorch peak RSS GiB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = [(name, precision) for name in args.configs.split(",") for precision in precisions]
+    progress = Progress(3 * len(rows))
+    for name, precision in rows:
+        config, bf16 = CONFIGS[name], precision == "bf16"
+        progress.next(f"titan {name} {precision}")
+        ours = titan(args.titan_bench, config, args.steps, args.threads, bf16)
+        progress.next(f"PyTorch {name} {precision} (Debian BLAS)")
+        theirs = pytorch(config, args.steps, args.threads, openmp_blas=False, bf16=bf16)
+        progress.next(f"PyTorch {name} {precision} (OpenMP OpenBLAS)")
+        theirs_omp = pytorch(config, args.steps, args.threads, openmp_blas=True, bf16=bf16)
         best = max(theirs, theirs_omp, key=lambda r: r["tokens_per_s"])
         gflops = ours["flop_per_token"] / 1e9
-        print(f"| {name} | {ours['tokens_per_s']:.0f} | {theirs['tokens_per_s']:.0f} | "
-              f"{theirs_omp['tokens_per_s']:.0f} | "
+        print(f"| {name} | {precision} | {ours['tokens_per_s']:.0f} | "
+              f"{theirs['tokens_per_s']:.0f} | {theirs_omp['tokens_per_s']:.0f} | "
               f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f} / "
               f"{ours['tokens_per_s'] / theirs_omp['tokens_per_s']:.2f} | "
               f"{100 * ours['tokens_per_s'] * gflops / peak:.0f}% | "
               f"{100 * best['tokens_per_s'] * gflops / peak:.0f}% | "
               f"{ours['peak_rss_gib']:.2f} | {best['peak_rss_gib']:.2f} |", flush=True)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def cpu_flags():
+    """The vector extensions that decide which kernels run (AVX2, AVX-512, bf16, AMX)."""
+    with open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("flags"):
+                flags = line.split(":", 1)[1].split()
+                return [f for f in flags if f.startswith(("avx", "amx", "fma"))]
+    return []
 
 
 if __name__ == "__main__":

@@ -518,6 +518,36 @@ std::string ReadFile(const std::string& path) {
 
 // The README's recipe reference must hold every line the current build generates (a build
 // without CUDA generates a subset of a build with it).
+TEST(TitanRun, ADeviceWithoutKernelsIsRefusedBeforeTraining) {
+  if (Titan("--list-plugins").output.find("device     cuda") == std::string::npos) {
+    GTEST_SKIP() << "this build has no cuda device plugin (it was configured without CUDA)";
+  }
+  Result r = Titan("--recipe recipes/llama3_debug.toml --job.device=cuda --validate");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("job.device = \"cuda\": the cuda device plugin allocates and "
+                                  "copies memory but implements no compute kernels yet"));
+  EXPECT_THAT(r.output, Not(HasSubstr("recipe is valid")));
+}
+
+TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
+  const std::string dump = (std::filesystem::temp_directory_path() /
+                            absl::StrCat("titan_cli_test_bf16_", getpid()))
+                               .string();
+  const std::string tiny =
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=1 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=0 --job.dump_folder=" + dump;
+  Result bf16 = Titan(tiny + " --training.mixed_precision_param=bfloat16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_THAT(bf16.output, testing::ContainsRegex(
+                               "\\[device\\] cpu: f32 GEMM by OpenBLAS; bf16 GEMM (by oneDNN|emulated)"));
+  EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
+  Result f32 = Titan(tiny);
+  ASSERT_EQ(f32.exit_code, 0) << f32.output;
+  EXPECT_THAT(f32.output, HasSubstr("; matmuls in f32"));
+  std::filesystem::remove_all(dump);
+}
+
 TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
   std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
   size_t begin = readme.find("<!-- recipe-reference:");

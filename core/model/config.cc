@@ -2,9 +2,20 @@
 
 #include <charconv>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace titan {
+namespace {
+
+// The shortest text that reads back as the same double: metadata values compare exactly.
+std::string NumberText(double value) {
+  char buffer[32];
+  return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
+}
+
+}  // namespace
 
 int64_t LlamaConfig::hidden_dim() const {
   int64_t hidden = 2 * (4 * dim) / 3;
@@ -43,6 +54,15 @@ absl::Status LlamaConfig::Validate() const {
 absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
   LlamaConfig c;
   if (flavor == "debugmodel") return c;
+  // The debug model with the variants the larger flavors use, small enough to train in tests.
+  if (flavor == "debugmodel_gqa") {
+    c.n_kv_heads = 4;
+    return c;
+  }
+  if (flavor == "debugmodel_tied") {
+    c.tie_embeddings = true;
+    return c;
+  }
   c.vocab_size = 128256;
   if (flavor == "1B") {
     c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8;
@@ -61,16 +81,15 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
     c.ffn_dim_multiplier = 1.2, c.multiple_of = 4096;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.flavor: expected one of debugmodel, 1B, 3B, 8B, 70B, 405B, found '", flavor, "'"));
+        "model.flavor: expected one of debugmodel, debugmodel_gqa, debugmodel_tied, 1B, 3B, 8B, "
+        "70B, 405B, found '",
+        flavor, "'"));
   }
   return c;
 }
 
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, int64_t max_seq_len) {
-  auto text = [](double value) {
-    char buffer[32];
-    return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
-  };
+  const auto text = NumberText;
   return {{"model.dim", absl::StrCat(c.dim)},
           {"model.n_layers", absl::StrCat(c.n_layers)},
           {"model.n_heads", absl::StrCat(c.n_heads)},
@@ -86,6 +105,84 @@ std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, in
           {"model.rope_original_context", text(c.rope.original_context)},
           {"model.max_seq_len", absl::StrCat(max_seq_len)},
           {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
+}
+
+absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
+    const std::map<std::string, std::string>& metadata, absl::string_view source,
+    absl::string_view flavor, LlamaConfig& config) {
+  auto find = [&](const std::string& key) -> const std::string* {
+    auto it = metadata.find("model." + key);
+    return it == metadata.end() ? nullptr : &it->second;
+  };
+  std::vector<std::string> problems;
+  auto bad_value = [&](const std::string& key, const std::string& text) {
+    problems.push_back(absl::StrCat("model.", key, " = '", text, "' is not a number"));
+  };
+  const std::pair<const char*, int64_t> sizes[] = {{"dim", config.dim},
+                                                   {"n_layers", config.n_layers},
+                                                   {"n_heads", config.n_heads},
+                                                   {"n_kv_heads", config.n_kv_heads},
+                                                   {"hidden_dim", config.hidden_dim()},
+                                                   {"vocab_size", config.vocab_size}};
+  for (const auto& [key, ours] : sizes) {
+    const std::string* text = find(key);
+    int64_t theirs = 0;
+    if (text == nullptr) continue;
+    if (!absl::SimpleAtoi(*text, &theirs)) {
+      bad_value(key, *text);
+    } else if (theirs != ours) {
+      problems.push_back(absl::StrCat(key, " = ", theirs, ", but ",
+                                      std::string_view(key) == "vocab_size"
+                                          ? std::string("the tokenizer's vocabulary has ")
+                                          : absl::StrCat("model.flavor = \"", flavor, "\" has "),
+                                      ours));
+    }
+  }
+  // A tied checkpoint fills an untied model's output from its embeddings; the reverse would
+  // drop the checkpoint's output weights.
+  if (const std::string* tied = find("tie_embeddings");
+      tied != nullptr && *tied == "false" && config.tie_embeddings) {
+    problems.push_back(absl::StrCat("separate output weights, but model.flavor = \"", flavor,
+                                    "\" ties them to the embeddings"));
+  }
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " holds another model: ", absl::StrJoin(problems, "; "),
+                     ". Choose the flavor (and tokenizer) it was trained with"));
+  }
+
+  std::vector<std::string> adopted;
+  auto adopt = [&](const std::string& key, double& value) {
+    const std::string* text = find(key);
+    double theirs = 0;
+    if (text == nullptr) return;
+    if (!absl::SimpleAtod(*text, &theirs)) return bad_value(key, *text);
+    if (theirs == value) return;
+    adopted.push_back(
+        absl::StrCat(key, " = ", theirs, " (the flavor's: ", value, ")"));  // %g: readable
+    value = theirs;
+  };
+  adopt("norm_eps", config.norm_eps);
+  adopt("rope_theta", config.rope.theta);
+  if (const std::string* scaled = find("rope_scaled")) {
+    const bool theirs = *scaled == "true";
+    if (theirs != config.rope.scaled) {
+      adopted.push_back(absl::StrCat("rope_scaled = ", *scaled, " (the flavor's: ",
+                                     config.rope.scaled ? "true" : "false", ")"));
+      config.rope.scaled = theirs;
+    }
+  }
+  if (config.rope.scaled) {
+    adopt("rope_scale_factor", config.rope.scale_factor);
+    adopt("rope_low_freq_factor", config.rope.low_freq_factor);
+    adopt("rope_high_freq_factor", config.rope.high_freq_factor);
+    adopt("rope_original_context", config.rope.original_context);
+  }
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": unreadable model metadata: ", absl::StrJoin(problems, "; ")));
+  }
+  return adopted;
 }
 
 }  // namespace titan

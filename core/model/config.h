@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "core/tensor/rope.h"
@@ -38,8 +39,18 @@ struct LlamaConfig {
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& config,
                                                         int64_t max_seq_len);
 
-// debugmodel, 1B, 3B, 8B, 70B, 405B (the last five with Llama 3's vocabulary of 128,256).
+// debugmodel, debugmodel_gqa (4 kv heads for 16 heads), debugmodel_tied (tied embeddings), 1B,
+// 3B, 8B, 70B, 405B (the last five with Llama 3's vocabulary of 128,256).
 absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor);
+
+// Matches `config` (of model.flavor `flavor`) to the model a checkpoint's metadata describes
+// (CheckpointMetadataOf's keys; absent ones are not checked). A model of another shape (dim,
+// n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, or separate output weights for a tied
+// flavor) is an error naming `source` and both values. norm_eps and the RoPE settings are taken
+// from the metadata; returns each that changed as "rope_theta = 10000 (the flavor's: 500000)".
+absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
+    const std::map<std::string, std::string>& metadata, absl::string_view source,
+    absl::string_view flavor, LlamaConfig& config);
 
 }  // namespace titan
 

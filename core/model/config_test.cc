@@ -26,6 +26,10 @@ TEST_P(FlavorTest, HiddenDimAndParameterCount) {
 
 INSTANTIATE_TEST_SUITE_P(Llama3, FlavorTest,
                          testing::Values(FlavorCase{"debugmodel", 768, 6163712},
+                                         // 6 layers x 2 x 256 x (256 - 64) fewer kv weights
+                                         FlavorCase{"debugmodel_gqa", 768, 5573888},
+                                         // 2048 x 256 output weights fewer
+                                         FlavorCase{"debugmodel_tied", 768, 5639424},
                                          FlavorCase{"1B", 8192, 1235814400},
                                          FlavorCase{"3B", 8192, 3212749824},
                                          FlavorCase{"8B", 14336, 8030261248},
@@ -42,6 +46,67 @@ TEST(ConfigTest, RejectsUnknownFlavorAndBadShapes) {
   config.n_kv_heads = 4;
   config.n_heads = 12;  // 256 / 12 is not whole
   EXPECT_FALSE(config.Validate().ok());
+}
+
+TEST(ConfigTest, SmallVariantsOfTheDebugModel) {
+  EXPECT_EQ(LlamaFlavor("debugmodel_gqa")->n_kv_heads, 4);
+  EXPECT_EQ(LlamaFlavor("debugmodel_gqa")->n_heads, 16);
+  EXPECT_TRUE(LlamaFlavor("debugmodel_tied")->tie_embeddings);
+  EXPECT_FALSE(LlamaFlavor("debugmodel")->tie_embeddings);
+}
+
+TEST(AdoptCheckpointModel, TakesNormEpsAndRopeFromTheCheckpoint) {
+  LlamaConfig config = *LlamaFlavor("debugmodel");
+  std::map<std::string, std::string> metadata = CheckpointMetadataOf(config, 128);
+  // A Llama 2 style checkpoint: another theta and eps, no Llama 3 scaling.
+  metadata["model.rope_theta"] = "10000";
+  metadata["model.norm_eps"] = "1e-06";
+  metadata["model.rope_scaled"] = "false";
+  absl::StatusOr<std::vector<std::string>> adopted =
+      AdoptCheckpointModel(metadata, "hf/llama", "debugmodel", config);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(config.rope.theta, 10000.0);
+  EXPECT_EQ(config.norm_eps, 1e-6);
+  EXPECT_FALSE(config.rope.scaled);
+  EXPECT_EQ(*adopted, (std::vector<std::string>{"norm_eps = 1e-06 (the flavor's: 1e-05)",
+                                                "rope_theta = 10000 (the flavor's: 500000)",
+                                                "rope_scaled = false (the flavor's: true)"}));
+  // The same values again: nothing to say.
+  EXPECT_TRUE(AdoptCheckpointModel(metadata, "hf/llama", "debugmodel", config)->empty());
+
+  // Scaling factors are taken when the checkpoint scales.
+  LlamaConfig scaled = *LlamaFlavor("debugmodel");
+  metadata = CheckpointMetadataOf(scaled, 128);
+  metadata["model.rope_scale_factor"] = "32";
+  ASSERT_TRUE(AdoptCheckpointModel(metadata, "hf/llama", "debugmodel", scaled).ok());
+  EXPECT_EQ(scaled.rope.scale_factor, 32.0);
+}
+
+TEST(AdoptCheckpointModel, RefusesAnotherShapeNamingBothValues) {
+  LlamaConfig config = *LlamaFlavor("debugmodel");
+  std::map<std::string, std::string> metadata = CheckpointMetadataOf(config, 128);
+  metadata["model.n_heads"] = "8";
+  metadata["model.vocab_size"] = "4096";
+  absl::StatusOr<std::vector<std::string>> adopted =
+      AdoptCheckpointModel(metadata, "hf/llama", "debugmodel", config);
+  EXPECT_EQ(adopted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(adopted.status().message(),
+            "hf/llama holds another model: n_heads = 8, but model.flavor = \"debugmodel\" has 16; "
+            "vocab_size = 4096, but the tokenizer's vocabulary has 2048. Choose the flavor (and "
+            "tokenizer) it was trained with");
+
+  // An untied checkpoint would lose its output weights in a tied model.
+  LlamaConfig tied = *LlamaFlavor("debugmodel_tied");
+  metadata = CheckpointMetadataOf(*LlamaFlavor("debugmodel"), 128);
+  adopted = AdoptCheckpointModel(metadata, "step-10", "debugmodel_tied", tied);
+  EXPECT_NE(adopted.status().message().find("separate output weights, but model.flavor = "
+                                            "\"debugmodel_tied\" ties them"),
+            std::string::npos)
+      << adopted.status();
+  // The reverse loads: the tied embeddings fill the untied output projection.
+  LlamaConfig untied = *LlamaFlavor("debugmodel");
+  EXPECT_TRUE(
+      AdoptCheckpointModel(CheckpointMetadataOf(tied, 128), "x", "debugmodel", untied).ok());
 }
 
 }  // namespace

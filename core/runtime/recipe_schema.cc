@@ -79,13 +79,13 @@ std::vector<SectionSchema> MakeSchema() {
        String("description", "default job", "free text shown in the logs"),
        String("device", "cpu", "device plugin to compute on: cpu (built in) or cuda")},
       "device", "device", [](const auto&) { return true; }));
-  schema.push_back(
-      Section("model", "the Llama 3 model",
-              {String("name", "llama3", "model family", {"llama3"}),
-               String("flavor", "debugmodel", "model size",
-                      {"debugmodel", "1B", "3B", "8B", "70B", "405B"}),
-               String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
-               StringList("converters", {}, "module converters to apply", {"float8"})}));
+  schema.push_back(Section(
+      "model", "the Llama 3 model",
+      {String("name", "llama3", "model family", {"llama3"}),
+       String("flavor", "debugmodel", "model size",
+              {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "1B", "3B", "8B", "70B", "405B"}),
+       String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
+       StringList("converters", {}, "module converters to apply", {"float8"})}));
   schema.push_back(
       PluginSection("optimizer", "the optimizer plugin and its settings",
                     {String("name", "adamw", "optimizer plugin: adamw, adam, sgd, ...")},

@@ -24,7 +24,12 @@ absl::Status CheckRank(const char* op, int rank) {
   return absl::OkStatus();
 }
 
+// A host communicator: it copies with memmove, so device memory is refused (see communicator.h).
 absl::Status CopyIfDistinct(const TensorView& input, TensorView& output) {
+  if (input.device.type != DeviceType::kCpu || output.device.type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(
+        "single-process communicator: buffers must be on the cpu (host memory)");
+  }
   if (input.data != output.data) std::memmove(output.data, input.data, input.nbytes());
   return absl::OkStatus();
 }

@@ -5,23 +5,42 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/tensor/internal/crc32c.h"
 
 namespace titan {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'I', 'T', 'A', 'N', 'A', 'R', 'N'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added the checksum; version 1 files (without it) still read.
+constexpr uint32_t kVersion = 2;
+constexpr std::streamoff kChecksumOffset = sizeof(kMagic) + 2 * sizeof(uint32_t);
 
-template <typename T>
-void Put(std::ostream& out, T value) {
-  out.write(reinterpret_cast<const char*>(&value), sizeof(value));
-}
+// Writes the tensor records, keeping the CRC-32C of what it wrote.
+class Writer {
+ public:
+  explicit Writer(std::ostream& out) : out_(out) {}
+  void Bytes(const void* data, size_t count) {
+    out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(count));
+    crc_ = internal::ExtendCrc32c(crc_, data, count);
+  }
+  template <typename T>
+  void Put(T value) {
+    Bytes(&value, sizeof(value));
+  }
+  void PutString(absl::string_view s) {
+    Put(static_cast<uint32_t>(s.size()));
+    Bytes(s.data(), s.size());
+  }
+  uint32_t crc() const { return crc_; }
 
-void PutString(std::ostream& out, absl::string_view s) {
-  Put(out, static_cast<uint32_t>(s.size()));
-  out.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
+ private:
+  std::ostream& out_;
+  uint32_t crc_ = 0;
+};
+
+std::string Hex(uint32_t value) { return absl::StrFormat("0x%08x", value); }
 
 // Reads with the file's name and the place in every error.
 class Reader {
@@ -36,6 +55,7 @@ class Reader {
                                               count, " bytes of ", what));
     }
     offset_ += count;
+    if (checksumming_) crc_ = internal::ExtendCrc32c(crc_, data, count);
     return absl::OkStatus();
   }
   template <typename T>
@@ -55,11 +75,16 @@ class Reader {
     return absl::DataLossError(absl::StrCat(path_, " (byte ", offset_, "): expected ", message));
   }
   bool AtEnd() { return in_.peek() == std::char_traits<char>::eof(); }
+  // From here on every byte read counts towards crc().
+  void StartChecksum() { checksumming_ = true; }
+  uint32_t crc() const { return crc_; }
 
  private:
   std::string path_;
   std::ifstream in_;
   size_t offset_ = 0;
+  bool checksumming_ = false;
+  uint32_t crc_ = 0;
 };
 
 }  // namespace
@@ -71,17 +96,27 @@ absl::Status WriteArena(const Arena& arena, const std::string& path) {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", temporary));
     out.write(kMagic, sizeof(kMagic));
-    Put(out, kVersion);
-    Put(out, static_cast<uint32_t>(arena.size()));
+    const uint32_t header[3] = {kVersion, static_cast<uint32_t>(arena.size()), 0};
+    out.write(reinterpret_cast<const char*>(header), sizeof(header));  // the checksum comes last
+    Writer records(out);
     for (int i = 0; i < arena.size(); ++i) {
       const Tensor& t = arena.at(i);
-      PutString(out, arena.name(i));
-      PutString(out, DTypeName(t.dtype()));
-      Put(out, static_cast<uint32_t>(t.shape().size()));
-      for (int64_t d : t.shape()) Put(out, d);
-      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+      records.PutString(arena.name(i));
+      records.PutString(DTypeName(t.dtype()));
+      records.Put(static_cast<uint32_t>(t.shape().size()));
+      for (int64_t d : t.shape()) records.Put(d);
+      records.Bytes(t.raw_data(), t.nbytes());
     }
-    if (!out.flush()) return absl::DataLossError(absl::StrCat("writing ", temporary, " failed"));
+    const uint32_t crc = records.crc();
+    out.seekp(kChecksumOffset);
+    out.write(reinterpret_cast<const char*>(&crc), sizeof(crc));
+    if (!out.flush()) {
+      out.close();
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);  // a full disk keeps no partial file
+      return absl::DataLossError(
+          absl::StrCat("writing ", temporary, " failed (disk full?); removed it"));
+    }
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
@@ -99,8 +134,15 @@ absl::Status ReadArena(const std::string& path, const Arena& arena) {
     return in.Error("the magic \"TITANARN\" of a titan arena file");
   }
   TITAN_ASSIGN_OR_RETURN(uint32_t version, in.Get<uint32_t>("the version"));
-  if (version != kVersion) return in.Error(absl::StrCat("version ", kVersion, ", found ", version));
+  if (version != 1 && version != kVersion) {
+    return in.Error(absl::StrCat("version 1 or ", kVersion, ", found ", version));
+  }
   TITAN_ASSIGN_OR_RETURN(uint32_t count, in.Get<uint32_t>("the tensor count"));
+  uint32_t recorded_crc = 0;
+  if (version >= 2) {
+    TITAN_ASSIGN_OR_RETURN(recorded_crc, in.Get<uint32_t>("the checksum"));
+    in.StartChecksum();
+  }
   if (count != static_cast<uint32_t>(arena.size())) {
     return in.Error(absl::StrCat(arena.size(), " tensors, found ", count));
   }
@@ -126,6 +168,11 @@ absl::Status ReadArena(const std::string& path, const Arena& arena) {
     TITAN_RETURN_IF_ERROR(in.Bytes(values[i].data(), t.nbytes(), absl::StrCat("tensor ", name)));
   }
   if (!in.AtEnd()) return in.Error("the end of the file after the last tensor");
+  if (version >= 2 && in.crc() != recorded_crc) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": checksum mismatch: the header records CRC-32C ", Hex(recorded_crc),
+                     ", the tensors read hash to ", Hex(in.crc()), " (the file is corrupt)"));
+  }
   for (int i = 0; i < arena.size(); ++i) {
     std::memcpy(arena.at(i).raw_data(), values[i].data(), values[i].size());
   }

@@ -36,15 +36,16 @@ std::vector<int64_t> LoaderVector(const LoaderState& s) { return {s.shard, s.off
 LoaderState LoaderFrom(const std::vector<int64_t>& v) { return {v[0], v[1], v[2]}; }
 
 // Pieces of everything a checkpoint holds, less `exclude` (TorchTitan's names: model,
-// optimizer, lr_scheduler, dataloader, rng). The step is always there.
+// optimizer, lr_scheduler, dataloader, rng). A model-only save holds the model alone, so that
+// formats that keep only models (safetensors) can write it.
 void Collect(const TrainState& state, bool model_only, const std::vector<std::string>& exclude,
              StatePieces& out) {
   for (const Parameter& p : state.model->Parameters()) {
     if (Excluded(exclude, "model")) break;
     for (CheckpointPiece& piece : ParameterPieces(p, "model/")) out.pieces.push_back(piece);
   }
+  if (model_only) return;  // the step is in the metadata (train.step)
   out.pieces.push_back(Int64Piece("train/step", out.step));
-  if (model_only) return;
   const TrainStep& step = *state.train_step;
   const Arena& slots = step.optimizer_state();
   for (int k = 0; k < slots.size() && !Excluded(exclude, "optimizer"); ++k) {
@@ -93,19 +94,22 @@ std::string StepFolder(const std::string& root, int64_t step) {
 
 }  // namespace
 
-std::vector<int64_t> Checkpointer::SavedSteps(const std::string& root) {
-  std::vector<int64_t> steps;
+Checkpointer::StepFolders Checkpointer::ScanSteps() const {
+  StepFolders steps;
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+  for (const fs::directory_entry& entry : fs::directory_iterator(root_, error)) {
     const std::string name = entry.path().filename().string();
     int64_t step = 0;
-    // A complete save has its index; an interrupted one is still step-<N>.tmp.
-    if (name.rfind("step-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
-        fs::exists(entry.path() / "metadata.json")) {
-      steps.push_back(step);
+    // An interrupted save is still step-<N>.tmp, which is no step folder.
+    if (name.rfind("step-", 0) != 0 || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    absl::StatusOr<CheckpointContents> contents = plugin_->Read(entry.path().string());
+    if (contents.ok()) {
+      steps.complete.push_back(step);
+    } else {
+      steps.incomplete[step] = std::string(contents.status().message());
     }
   }
-  std::sort(steps.begin(), steps.end());
+  std::sort(steps.complete.begin(), steps.complete.end());
   return steps;
 }
 
@@ -127,6 +131,7 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe&
   checkpointer->registry_ = &registry;
   TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
   TITAN_ASSIGN_OR_RETURN(std::string folder, c.GetString("folder"));
+  TITAN_ASSIGN_OR_RETURN(checkpointer->format_, c.GetString("format"));
   checkpointer->root_ = (fs::path(dump) / folder).string();
   TITAN_ASSIGN_OR_RETURN(checkpointer->interval_, c.GetInt("interval"));
   TITAN_ASSIGN_OR_RETURN(checkpointer->keep_latest_k_, c.GetInt("keep_latest_k"));
@@ -140,48 +145,123 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe&
                                                      : DType::kF32;
   TITAN_ASSIGN_OR_RETURN(checkpointer->exclude_, c.GetStringList("exclude_from_loading"));
   TITAN_ASSIGN_OR_RETURN(checkpointer->initial_load_path_, c.GetString("initial_load_path"));
+  TITAN_RETURN_IF_ERROR(checkpointer->CheckModelOnlyFormat(recipe));
   TITAN_ASSIGN_OR_RETURN(checkpointer->comm_, mesh.world().Split(0, mesh.world().rank()));
   return checkpointer;
+}
+
+absl::Status Checkpointer::CheckModelOnlyFormat(const Recipe& recipe) const {
+  // Its Save refuses anything outside model/: say so before training, not at the first save.
+  if (format_ != "safetensors") return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(int64_t steps, recipe.section("training").GetInt("steps"));
+  std::string full_save;
+  if (interval_ < steps) {
+    full_save = absl::StrCat("checkpoint.interval = ", interval_,
+                             " saves the training state at step ", interval_, " of ", steps);
+  } else if (!last_model_only_) {
+    full_save = "checkpoint.last_save_model_only = false saves the training state at the end";
+  }
+  if (full_save.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "checkpoint.format = \"safetensors\" holds the model only, but ", full_save,
+      ": use format = \"dcp\" for checkpoints to resume from, or export the final model with "
+      "interval >= training.steps and last_save_model_only = true (titan-checkpoint convert "
+      "also exports any dcp checkpoint)"));
 }
 
 Checkpointer::~Checkpointer() {
   if (background_.joinable()) background_.join();
 }
 
-absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
-  std::vector<int64_t> saved = SavedSteps(root_);
-  std::string folder;
-  std::vector<std::string> exclude = exclude_;
-  CheckpointPlugin* plugin = plugin_;
+absl::Status Checkpointer::ChooseSource() {
+  if (source_.has_value()) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(std::optional<Source> source, FindSource());
+  source_ = std::move(source);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
+  const StepFolders steps = ScanSteps();
+  const std::vector<int64_t>& saved = steps.complete;
   if (load_step_ >= 0) {
     if (std::find(saved.begin(), saved.end(), load_step_) == saved.end()) {
+      auto broken = steps.incomplete.find(load_step_);
       return absl::NotFoundError(
           absl::StrCat("checkpoint.load_step = ", load_step_, ": ", root_,
                        " holds no complete checkpoint of that step (it has: ",
-                       saved.empty() ? "none" : absl::StrJoin(saved, ", "), ")"));
+                       saved.empty() ? "none" : absl::StrJoin(saved, ", "), ")",
+                       broken == steps.incomplete.end() ? "" : absl::StrCat("; ", broken->second)));
     }
-    folder = StepFolder(root_, load_step_);
-  } else if (!saved.empty()) {
-    folder = StepFolder(root_, saved.back());
-  } else if (!initial_load_path_.empty()) {
-    // Weights to start from: the model only, in whichever format the folder is.
-    folder = initial_load_path_;
-    exclude = {"optimizer", "lr_scheduler", "dataloader", "rng"};
-    if (!plugin->Read(folder).ok()) {
-      for (const char* name : {"safetensors", "dcp"}) {
-        absl::StatusOr<std::unique_ptr<CheckpointPlugin>> other =
-            registry_->Create<CheckpointPlugin>(name);
-        if (other.ok() && (*other)->Configure(ConfigView("checkpoint", {})).ok() &&
-            (*other)->Read(folder).ok()) {
-          initial_plugin_ = std::move(*other);
-          plugin = initial_plugin_.get();
-          break;
-        }
-      }
-    }
-  } else {
-    return ResumePoint{};
+    return Source{StepFolder(root_, load_step_), plugin_, false};
   }
+  const int64_t latest = saved.empty() ? -1 : saved.back();
+  for (const auto& [step, reason] : steps.incomplete) {
+    const std::string folder = StepFolder(root_, step);
+    if (step < latest) {
+      spdlog::warn("[checkpoint] ignoring {}, older than {}: {}", folder, StepFolder(root_, latest),
+                   reason);
+      continue;
+    }
+    // Resuming from an older step would overwrite it when the run gets there: say so instead.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint: ", folder, " is not a complete checkpoint (", reason,
+        "), and it is newer than ",
+        latest < 0 ? absl::StrCat("any complete checkpoint in ", root_)
+                   : absl::StrCat("the latest complete one, ", StepFolder(root_, latest)),
+        ": titan neither resumes from an older step nor overwrites it. Move or remove ", folder,
+        latest < 0 ? " to start afresh" : absl::StrCat(" to resume from step ", latest),
+        ", or set checkpoint.load_step"));
+  }
+  if (latest >= 0) return Source{StepFolder(root_, latest), plugin_, false};
+  if (initial_load_path_.empty()) return std::nullopt;
+  // Weights to start from: the model only, in whichever format the folder is.
+  Source source{initial_load_path_, plugin_, true};
+  absl::Status read = plugin_->Read(source.folder).status();
+  if (read.ok()) return source;
+  std::vector<std::string> refusals = {absl::StrCat(format_, ": ", read.message())};
+  for (const char* name : {"safetensors", "dcp"}) {
+    if (name == format_) continue;
+    absl::StatusOr<std::unique_ptr<CheckpointPlugin>> other =
+        registry_->Create<CheckpointPlugin>(name);
+    if (!other.ok() || !(*other)->Configure(ConfigView("checkpoint", {})).ok()) continue;
+    absl::Status other_read = (*other)->Read(source.folder).status();
+    if (other_read.ok()) {
+      initial_plugin_ = std::move(*other);
+      source.plugin = initial_plugin_.get();
+      return source;
+    }
+    refusals.push_back(absl::StrCat(name, ": ", other_read.message()));
+  }
+  // Each format's reason: a corrupt Hugging Face folder must not read as "not a dcp folder".
+  return absl::InvalidArgumentError(
+      absl::StrCat("checkpoint.initial_load_path = ", initial_load_path_,
+                   ": no checkpoint plugin reads it (", absl::StrJoin(refusals, "; "), ")"));
+}
+
+absl::Status Checkpointer::MatchModel(LlamaConfig& config, absl::string_view flavor) {
+  TITAN_RETURN_IF_ERROR(ChooseSource());
+  if (!source_->has_value()) return absl::OkStatus();
+  const Source& source = **source_;
+  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, source.plugin->Read(source.folder));
+  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> adopted,
+                         AdoptCheckpointModel(contents.metadata, source.folder, flavor, config));
+  if (!adopted.empty()) {
+    spdlog::warn(
+        "[checkpoint] {} was trained with {}: the run takes these from the checkpoint, not "
+        "from model.flavor = \"{}\"",
+        source.folder, absl::StrJoin(adopted, ", "), std::string(flavor));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
+  TITAN_RETURN_IF_ERROR(ChooseSource());
+  if (!source_->has_value()) return ResumePoint{};
+  const Source& source = **source_;
+  const std::string& folder = source.folder;
+  CheckpointPlugin* plugin = source.plugin;
+  std::vector<std::string> exclude = exclude_;
+  if (source.import) exclude = {"optimizer", "lr_scheduler", "dataloader", "rng"};
   TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, plugin->Read(folder));
   auto model_only = contents.metadata.find(kModelOnly);
   if (model_only != contents.metadata.end() && model_only->second == "true") {
@@ -191,14 +271,27 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   }
   StatePieces pieces;
   Collect(state, /*model_only=*/false, exclude, pieces);
-  if (folder == initial_load_path_) {  // an import has no step: drop it
+  // An import starts at step 0; a model-only save has its step in the metadata only.
+  const bool stored_step =
+      !source.import &&
+      std::any_of(contents.tensors.begin(), contents.tensors.end(),
+                  [](const CheckpointTensor& t) { return t.name == "train/step"; });
+  if (!stored_step) {
     pieces.pieces.erase(
         std::remove_if(pieces.pieces.begin(), pieces.pieces.end(),
                        [](const CheckpointPiece& p) { return p.name == "train/step"; }),
         pieces.pieces.end());
+    auto step = contents.metadata.find("train.step");
+    if (source.import) {
+      pieces.step[0] = 0;
+    } else if (step == contents.metadata.end() ||
+               !absl::SimpleAtoi(step->second, &pieces.step[0])) {
+      return absl::DataLossError(absl::StrCat(folder, " holds no train/step tensor and no ",
+                                              "train.step metadata: which step it is is unknown"));
+    }
   }
   TITAN_RETURN_IF_ERROR(plugin->Load(folder, pieces.pieces, *comm_));
-  ResumePoint resume{folder == initial_load_path_ ? 0 : pieces.step[0], 0};
+  ResumePoint resume{pieces.step[0], 0};
   resume.lr_offset =
       Excluded(exclude, "lr_scheduler") ? resume.step : resume.step - pieces.lr_steps[0];
   if (!Excluded(exclude, "rng") && pieces.seed[0] != state.seed) {
@@ -234,6 +327,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   Collect(state, model_only, {}, pieces);
   CheckpointMetadata metadata = CheckpointMetadataOf(state.model->config(), state.max_seq_len);
   metadata["train.step"] = absl::StrCat(step);
+  if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);
+  if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);
   metadata[kModelOnly] = model_only ? "true" : "false";
   const std::string folder = StepFolder(root_, step);
   if (model_only || async_) CopyPieces(pieces, model_only ? export_dtype_ : DType::kF32);
@@ -268,7 +363,7 @@ absl::Status Checkpointer::Save(const std::string& folder, std::vector<Checkpoin
 
 void Checkpointer::RemoveOld() {
   if (keep_latest_k_ <= 0) return;
-  std::vector<int64_t> saved = SavedSteps(root_);
+  std::vector<int64_t> saved = ScanSteps().complete;
   for (size_t i = 0; i + static_cast<size_t>(keep_latest_k_) < saved.size(); ++i) {
     std::error_code error;
     fs::remove_all(StepFolder(root_, saved[i]), error);

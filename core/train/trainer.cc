@@ -157,13 +157,15 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string flavor, recipe.section("model").GetString("flavor"));
   TITAN_ASSIGN_OR_RETURN(LlamaConfig config, LlamaFlavor(flavor));
   config.vocab_size = tokenizer->vocab_size();
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
+                         Checkpointer::Create(recipe, registry, mesh));
+  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->MatchModel(config, flavor));
   const ConfigView& ac_section = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac_section.GetString("mode"));
   TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint ac, ParseActivationCheckpoint(ac_mode, ac_option));
   TITAN_ASSIGN_OR_RETURN(ModelCompute where, ModelComputeOf(recipe, mesh));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                         LlamaModel::Create(config, ac, where));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac, where));
   spdlog::info("[device] {}; matmuls in {}", model->compute().Describe(),
                where.matmul_dtype == DType::kBF16
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
@@ -185,10 +187,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
           DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get()}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
-                         Checkpointer::Create(recipe, registry, mesh));
-  const TrainState train_state{
-      model.get(), &train_step, &loader, eval_loader ? &*eval_loader : nullptr, seed, seq_len};
+  const TrainState train_state{model.get(),
+                               &train_step,
+                               &loader,
+                               eval_loader ? &*eval_loader : nullptr,
+                               seed,
+                               seq_len,
+                               /*bos_id=*/tokenizer->bos_id(),
+                               /*eos_id=*/tokenizer->eos_id()};
   ResumePoint resume;
   if (checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(resume, checkpointer->Load(train_state));
@@ -230,6 +236,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   auto window_start = Clock::now();
   int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
+  absl::Status saved;  // the checkpoint saves' outcome: the ranks agree on it
+  int64_t trained = resume.step;
   int64_t stopped_after = 0;  // the step after which a stop signal ended the run
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
@@ -240,6 +248,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              loader.Next(tokens, targets);
                              data_s += Seconds(data_start);
                            }));
+    trained = step;
 
     ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
@@ -269,66 +278,76 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       TITAN_ASSIGN_OR_RETURN(stop, AgreeToStop(mesh.world()));
     }
     if (checkpointer != nullptr) {
-      TITAN_RETURN_IF_ERROR(checkpointer->MaybeSave(step, steps, resume, train_state, stop));
-    }
-    if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));
-    if (log) log->Progress(step, steps, Seconds(run_start));
-    if (stop) {
-      stopped_after = step;
-      break;
+      saved = checkpointer->MaybeSave(step, steps, resume, train_state, stop);
+      if (!saved.ok()) break;  // the weights trained so far still go to model.arena below
     }
   }
-  if (checkpointer != nullptr) TITAN_RETURN_IF_ERROR(checkpointer->Wait());
-  SetLogStep(-1);
-  const std::string stopped = absl::StrCat(
-      "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
-      " after step ", stopped_after, " of ", steps);
-  // Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
-  auto stop_after_save = [&](absl::string_view saved) -> absl::Status {
-    TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
-    return absl::CancelledError(absl::StrCat(stopped, saved));
-  };
-  if (stopped_after > 0 && checkpointer != nullptr) {
-    return stop_after_save("; its checkpoint is saved: run the same command to resume");
+  if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));
+  if (log) log->Progress(step, steps, Seconds(run_start));
+  if (stop) {
+    stopped_after = step;
+    break;
   }
-  if (log && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
+}
+if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
+SetLogStep(-1);
+const std::string stopped = absl::StrCat(
+    "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
+    " after step ", stopped_after, " of ", steps);
+// Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
+auto stop_after_save = [&](absl::string_view what) -> absl::Status {
+  TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
+  return absl::CancelledError(absl::StrCat(stopped, what));
+};
+if (stopped_after > 0 && checkpointer != nullptr && saved.ok()) {
+  return stop_after_save("; its checkpoint is saved: run the same command to resume");
+}
+if (log && saved.ok() && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
+if (saved.ok()) {
   spdlog::info("[train] {}: {} steps in {:.1f}s", stopped_after > 0 ? stopped : "done",
-               stopped_after > 0 ? stopped_after - resume.step : steps - resume.step,
-               Seconds(run_start));
-  // From here on every rank holds the whole model, so saving and sampling need no collectives.
-  // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
-  for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
-    if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+               trained - resume.step, Seconds(run_start));
+}
+// From here on every rank holds the whole model, so saving and sampling need no collectives.
+// In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
+for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
+  if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+}
+// The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
+// full disk or a format that cannot hold the state never loses the run's work.
+const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
+if (lead) {
+  TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+  if (!saved.ok()) {
+    spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
+                  std::string(saved.message()), trained, model_path);
+    return saved;
   }
-  const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
-  if (lead) {
-    // The trained parameters, for titan-generate.
-    TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
-    spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
-  }
-  if (stopped_after > 0) {
-    return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
-                                        " (checkpoint.enable is off: no resuming)"));
-  }
-  if (!lead) return absl::OkStatus();
+  spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
+}
+if (!saved.ok()) return saved;
+if (stopped_after > 0) {
+  return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
+                                      " (checkpoint.enable is off: no resuming)"));
+}
+if (!lead) return absl::OkStatus();
 
-  const ConfigView& sample = recipe.section("generate");
-  TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
-  if (max_new_tokens > 0) {
-    SamplingOptions options;
-    TITAN_ASSIGN_OR_RETURN(std::string prompt, sample.GetString("prompt"));
-    TITAN_ASSIGN_OR_RETURN(options.temperature, sample.GetFloat("temperature"));
-    TITAN_ASSIGN_OR_RETURN(options.top_k, sample.GetInt("top_k"));
-    TITAN_ASSIGN_OR_RETURN(options.top_p, sample.GetFloat("top_p"));
-    std::vector<int32_t> text = {tokenizer->bos_id()};
-    std::vector<int32_t> encoded = tokenizer->Encode(prompt);
-    text.insert(text.end(), encoded.begin(), encoded.end());
-    TITAN_RETURN_IF_ERROR(Generate(*model, text, max_new_tokens, seq_len, tokenizer->eos_id(),
-                                   options, static_cast<uint64_t>(seed)));
-    spdlog::info("[generate] sample:\n{}",
-                 tokenizer->Decode(std::span<const int32_t>(text).subspan(1)));
-  }
-  return absl::OkStatus();
+const ConfigView& sample = recipe.section("generate");
+TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
+if (max_new_tokens > 0) {
+  SamplingOptions options;
+  TITAN_ASSIGN_OR_RETURN(std::string prompt, sample.GetString("prompt"));
+  TITAN_ASSIGN_OR_RETURN(options.temperature, sample.GetFloat("temperature"));
+  TITAN_ASSIGN_OR_RETURN(options.top_k, sample.GetInt("top_k"));
+  TITAN_ASSIGN_OR_RETURN(options.top_p, sample.GetFloat("top_p"));
+  std::vector<int32_t> text = {tokenizer->bos_id()};
+  std::vector<int32_t> encoded = tokenizer->Encode(prompt);
+  text.insert(text.end(), encoded.begin(), encoded.end());
+  TITAN_RETURN_IF_ERROR(Generate(*model, text, max_new_tokens, seq_len, tokenizer->eos_id(),
+                                 options, static_cast<uint64_t>(seed)));
+  spdlog::info("[generate] sample:\n{}",
+               tokenizer->Decode(std::span<const int32_t>(text).subspan(1)));
+}
+return absl::OkStatus();
 }
 
 }  // namespace titan

@@ -2,12 +2,14 @@
 """Trains a recipe under one parallel layout and, given a baseline, checks its losses.
 
     run_layout.py --titan-run BIN --recipe FILE --out DIR --ranks N [--baseline DIR]
-                  [--tolerance 1e-5] [--state-fraction F] [-- --section.key=value ...]
+                  [--tolerance 1e-5] [--must-differ] [--state-fraction F]
+                  [-- --section.key=value ...]
 
 Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
 DIR/metrics.jsonl and DIR/output.log. With --baseline, every step's training loss and every
 validation loss must be within the relative tolerance of the baseline run's; the comparison is
-printed as a table. With --state-fraction, every rank's parameters, gradients and optimizer state
+printed as a table. With --must-differ, some loss must also differ from the baseline's (a run
+in another precision that matched it exactly would not have used that precision). With --state-fraction, every rank's parameters, gradients and optimizer state
 must take that fraction of the baseline's (1/N under fsdp over N ranks), to within 1%.
 """
 import argparse
@@ -46,6 +48,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--baseline")
     parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--must-differ", action="store_true")
     parser.add_argument("--state-fraction", type=float)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
@@ -94,6 +97,8 @@ def main():
                   f"rel {rel:.1e} {'ok' if ok else 'EXCEEDS ' + str(args.tolerance)}")
     if not train:
         sys.exit("no training losses were logged")
+    if args.must_differ and train == base_train and evals == base_evals:
+        sys.exit("every loss equals the baseline's: the run did not change precision")
     if failures:
         sys.exit(f"{failures} loss(es) differ from the single-rank run by more than "
                  f"{args.tolerance} relative")

@@ -22,14 +22,18 @@ void WriteBinary(const fs::path& path, const T* data, size_t count) {
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
 }
 
-inline std::vector<float> ReadFloats(const fs::path& path) {
+template <typename T>
+std::vector<T> ReadBinary(const fs::path& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return {};
-  std::vector<float> values(static_cast<size_t>(in.tellg()) / sizeof(float));
+  std::vector<T> values(static_cast<size_t>(in.tellg()) / sizeof(T));
   in.seekg(0);
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+  in.read(reinterpret_cast<char*>(values.data()),
+          static_cast<std::streamsize>(values.size() * sizeof(T)));
   return values;
 }
+
+inline std::vector<float> ReadFloats(const fs::path& path) { return ReadBinary<float>(path); }
 
 // ||actual - expected|| / ||expected||.
 inline double RelativeError(const float* actual, const float* expected, size_t n) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/config.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/single_process_comm.h"
 #include "tests/checkpoint/model_checkpoint.h"
@@ -113,6 +114,44 @@ TEST_F(SafetensorsReferenceTest, HuggingFaceForwardReproducesTitanLogits) {
     EXPECT_LT(error, 1e-5);
     std::printf("%-12s logits relative error %.3g\n", name.c_str(), error);
   }
+}
+
+// A Llama 2 style export (rope_theta 10000, no rope scaling, eps 1e-6) imported into a model
+// of another flavor's settings, as titan-run does: with the settings AdoptCheckpointModel takes
+// from the checkpoint titan reproduces Hugging Face's logits; with the flavor's it would not.
+TEST_F(SafetensorsReferenceTest, ImportTakesTheCheckpointsRopeAndNormEps) {
+  LlamaConfig llama2 = SmallConfig();
+  llama2.rope.theta = 10000.0, llama2.rope.scaled = false, llama2.norm_eps = 1e-6;
+  auto model = SmallModel(llama2);
+  const fs::path dir = root_ / "llama2";
+  ASSERT_TRUE(Save(dir / "export", ModelPieces(*model), llama2).ok());
+
+  LlamaConfig flavor = SmallConfig();
+  flavor.rope.theta = 500000.0, flavor.norm_eps = 1e-5;  // Llama 3's, scaled
+  LlamaConfig adopted = flavor;
+  absl::StatusOr<CheckpointContents> contents = plugin_->Read((dir / "export").string());
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  absl::StatusOr<std::vector<std::string>> changed =
+      AdoptCheckpointModel(contents->metadata, "export", "small", adopted);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->size(), 3u);  // norm_eps, rope_theta, rope_scaled
+
+  auto imported = SmallModel(adopted, /*seed=*/9);
+  ASSERT_TRUE(Load(dir / "export", *imported).ok());
+  WriteCase(*imported, dir);  // the reference fails beyond 1e-5 of Hugging Face's logits
+  const std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
+                                           "/tests/reference/hf_llama_reference.py ", dir.string());
+  ASSERT_EQ(std::system(command.c_str()), 0) << "the reference failed: " << command;
+
+  // The flavor's settings on the same weights: what titan-run computed before it took them.
+  auto unadopted = SmallModel(flavor, /*seed=*/9);
+  ASSERT_TRUE(Load(dir / "export", *unadopted).ok());
+  const std::vector<int32_t> tokens = reference::ReadBinary<int32_t>(dir / "tokens.bin");
+  ASSERT_TRUE(unadopted->Forward(tokens.data(), tokens.data(), kBatch, kSeqLen).ok());
+  const std::vector<float> hf = reference::ReadFloats(dir / "hf_logits.bin");
+  const double error = reference::RelativeError(unadopted->logits(), hf.data(), hf.size());
+  EXPECT_GT(error, 1e-3) << "the flavor's rope and eps should change the logits";
+  std::printf("flavor's settings: logits relative error %.3g\n", error);
 }
 
 // transformers' conversion of the same weights (permute() on wq/wk, two files, an index, tensors

@@ -85,13 +85,22 @@ class Dcp : public CheckpointPlugin {
                     const CheckpointMetadata& metadata, Communicator& comm) override;
   absl::Status Load(const std::string& folder, std::span<CheckpointPiece> pieces,
                     Communicator& comm) override;
-  absl::StatusOr<CheckpointContents> Read(const std::string& folder) override {
-    TITAN_ASSIGN_OR_RETURN(Index index, ReadIndex(folder));
-    CheckpointContents contents{{}, index.metadata};
-    for (const auto& [name, tensor] : index.tensors) contents.tensors.push_back(tensor);
-    return contents;
-  }
+  absl::StatusOr<CheckpointContents> Read(const std::string& folder) override;
+
+ private:
+  absl::Status WriteFolder(const std::string& folder, const std::string& temporary,
+                           const std::vector<const CheckpointPiece*>& assigned,
+                           const CheckpointMetadata& metadata,
+                           const std::map<std::string, CheckpointTensor>& tensors,
+                           Communicator& comm);
 };
+
+absl::StatusOr<CheckpointContents> Dcp::Read(const std::string& folder) {
+  TITAN_ASSIGN_OR_RETURN(Index index, ReadIndex(folder));
+  CheckpointContents contents{{}, index.metadata};
+  for (const auto& [name, tensor] : index.tensors) contents.tensors.push_back(tensor);
+  return contents;
+}
 
 absl::Status Dcp::Save(const std::string& folder, std::span<const CheckpointPiece> pieces,
                        const CheckpointMetadata& metadata, Communicator& comm) {
@@ -145,6 +154,20 @@ absl::Status Dcp::Save(const std::string& folder, std::span<const CheckpointPiec
       owner.erase(it);  // a second copy on this rank is a replica too
     }
   }
+  absl::Status saved = WriteFolder(folder, temporary, assigned, metadata, tensors, comm);
+  if (!saved.ok() && comm.rank() == 0) {
+    // Every rank has stopped writing (they agreed on the failure): a full disk keeps no debris.
+    fs::remove_all(temporary, error);
+  }
+  return saved;
+}
+
+// The shards, the index and the rename of `temporary` to `folder`; collective.
+absl::Status Dcp::WriteFolder(const std::string& folder, const std::string& temporary,
+                              const std::vector<const CheckpointPiece*>& assigned,
+                              const CheckpointMetadata& metadata,
+                              const std::map<std::string, CheckpointTensor>& tensors,
+                              Communicator& comm) {
   const std::string file = absl::StrCat("rank-", comm.rank(), ".bin");
   absl::StatusOr<std::vector<StoredPiece>> written =
       WritePieces((fs::path(temporary) / file).string(), file, assigned);
@@ -156,11 +179,14 @@ absl::Status Dcp::Save(const std::string& folder, std::span<const CheckpointPiec
   if (comm.rank() == 0) {
     Index index{metadata, tensors, {}, comm.size()};
     for (const std::string& text : records) {
-      TITAN_ASSIGN_OR_RETURN(std::vector<StoredPiece> stored, PiecesFromJson(text, "save records"));
-      for (StoredPiece& p : stored) index.pieces.push_back(std::move(p));
+      absl::StatusOr<std::vector<StoredPiece>> stored = PiecesFromJson(text, "save records");
+      finished.Update(stored.status());
+      if (!stored.ok()) break;
+      for (StoredPiece& p : *stored) index.pieces.push_back(std::move(p));
     }
-    finished = WriteIndex((fs::path(temporary) / kIndexFile).string(), index);
+    if (finished.ok()) finished = WriteIndex((fs::path(temporary) / kIndexFile).string(), index);
     if (finished.ok()) {
+      std::error_code error;
       fs::remove_all(folder, error);
       fs::rename(temporary, folder, error);
       if (error) {

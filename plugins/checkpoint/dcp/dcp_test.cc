@@ -5,11 +5,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/single_process_comm.h"
 #include "plugins/checkpoint/dcp/box.h"
+#include "tests/checkpoint/file_size_limit.h"
 #include "titan/checkpoint.h"
 
 namespace titan {
@@ -114,7 +117,8 @@ TEST(Dcp, RefusesAMissingTensorAWrongShapeAndAnUncoveredBox) {
 
   // Only the first row block saved: loading the whole matrix finds 6 of 24 elements.
   const std::string partial = Folder("partial");
-  std::vector<CheckpointPiece> first_row = {Piece("model/w", {4, 6}, {0, 0}, {1, 6}, matrix.data())};
+  std::vector<CheckpointPiece> first_row = {
+      Piece("model/w", {4, 6}, {0, 0}, {1, 6}, matrix.data())};
   ASSERT_TRUE(dcp.plugin->Save(partial, first_row, {}, dcp.comm).ok());
   std::vector<CheckpointPiece> whole = {Piece("model/w", {4, 6}, {0, 0}, {4, 6}, out.data())};
   status = dcp.plugin->Load(partial, whole, dcp.comm);
@@ -165,6 +169,87 @@ TEST(Dcp, CorruptionIsAnErrorNamingTheFile) {
   status = dcp.plugin->Load(bad_index, whole, dcp.comm);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find("malformed index"), std::string::npos) << status;
+}
+
+// Rewrites the folder's metadata.json through `edit`.
+template <typename Edit>
+void EditIndex(const std::string& folder, Edit edit) {
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(folder + "/metadata.json"));
+  edit(index);
+  std::ofstream(folder + "/metadata.json") << index.dump(1);
+}
+
+TEST(Dcp, EditedIndexSaysWhichTensorAndWhatDisagrees) {
+  Dcp dcp;
+  std::vector<float> matrix, vector, out(24);
+  std::vector<CheckpointPiece> whole = {Piece("model/w", {4, 6}, {0, 0}, {4, 6}, out.data())};
+
+  // Every f32 turned bf16: the records no longer match the bytes stored.
+  const std::string dtype = Folder("dtype_edit");
+  ASSERT_TRUE(SaveExample(dcp, dtype, matrix, vector).ok());
+  EditIndex(dtype, [](nlohmann::json& index) {
+    for (auto& [name, tensor] : index["tensors"].items()) tensor["dtype"] = "bf16";
+    for (auto& piece : index["pieces"]) piece["dtype"] = "bf16";
+  });
+  absl::Status status = dcp.plugin->Load(dtype, whole, dcp.comm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(dtype + "/metadata.json: tensor 'model/w', piece at [0, 0]: "
+                                          "shape [1, 6] of bf16 is 12 bytes, but the piece was "
+                                          "stored with 24"),
+            std::string::npos)
+      << status;
+
+  // A piece's shape and size edited alike: only the stored frame can tell.
+  const std::string shape = Folder("shape_edit");
+  ASSERT_TRUE(SaveExample(dcp, shape, matrix, vector).ok());
+  EditIndex(shape, [](nlohmann::json& index) {
+    for (auto& piece : index["pieces"]) {
+      if (piece["tensor"] == "model/w" && piece["offset"][0] == 1) {
+        piece["shape"] = {2, 6};
+        piece["raw_bytes"] = 48;
+      }
+    }
+  });
+  std::vector<float> rows(12);
+  std::vector<CheckpointPiece> second = {Piece("model/w", {4, 6}, {1, 0}, {2, 6}, rows.data())};
+  status = dcp.plugin->Load(shape, second, dcp.comm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("rank-0.bin: model/w: the stored data is 72 bytes, but the "
+                                  "index describes 48 bytes (shape [2, 6] of f32"),
+            std::string::npos)
+      << status;
+
+  // A piece whose dtype differs from its tensor's.
+  const std::string mixed = Folder("mixed_edit");
+  ASSERT_TRUE(SaveExample(dcp, mixed, matrix, vector).ok());
+  EditIndex(mixed, [](nlohmann::json& index) { index["tensors"]["model/w"]["dtype"] = "f16"; });
+  status = dcp.plugin->Load(mixed, whole, dcp.comm);
+  EXPECT_NE(status.message().find("the tensor is f16 [4, 6], the piece says f32 [4, 6]"),
+            std::string::npos)
+      << status;
+}
+
+TEST(Dcp, SaveThatRunsOutOfSpaceLeavesNoTemporaryFolder) {
+  Dcp dcp;
+  // Random values: zstd cannot shrink them below the limit.
+  std::vector<float> values(16384);
+  std::mt19937 random(3);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& v : values) v = uniform(random);
+  std::vector<CheckpointPiece> pieces = {Piece("model/big", {16384}, {0}, {16384}, values.data())};
+  const std::string folder = Folder("full_disk");
+  absl::Status status;
+  {
+    checkpoint_testing::FileSizeLimit limit(4096);
+    status = dcp.plugin->Save(folder, pieces, {}, dcp.comm);
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("rank-0.bin: write failed"), std::string::npos) << status;
+  EXPECT_FALSE(fs::exists(folder + ".tmp")) << "the partial save is removed";
+  EXPECT_FALSE(fs::exists(folder));
+  // With space again, the same save succeeds.
+  ASSERT_TRUE(dcp.plugin->Save(folder, pieces, {}, dcp.comm).ok());
+  EXPECT_TRUE(dcp.plugin->Read(folder).ok());
 }
 
 TEST(Box, CopiesTheOverlapOfThreeDimensionalBoxes) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace titan::dcp {
 namespace {
@@ -51,6 +52,33 @@ absl::Status Fsync(const std::string& path) {
   int result = ::fsync(fd);
   ::close(fd);
   if (result != 0) return absl::InternalError(absl::StrCat(path, ": fsync failed"));
+  return absl::OkStatus();
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// A piece's record must agree with its tensor's and with itself, so that an edited or damaged
+// index is reported as what it is rather than as a decompression failure.
+absl::Status CheckPieceRecord(const std::string& path, const StoredPiece& piece,
+                              const CheckpointTensor& tensor) {
+  auto error = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(path, ": tensor '", piece.tensor, "', piece at [",
+                                            absl::StrJoin(piece.box.offset, ", "), "]: ", what,
+                                            " (the index was edited or is corrupt)"));
+  };
+  if (piece.dtype != tensor.dtype || piece.full_shape != tensor.full_shape) {
+    return error(absl::StrCat("the tensor is ", DTypeName(tensor.dtype), " ",
+                              ShapeText(tensor.full_shape), ", the piece says ",
+                              DTypeName(piece.dtype), " ", ShapeText(piece.full_shape)));
+  }
+  const int64_t expected = piece.box.numel() * static_cast<int64_t>(DTypeSize(piece.dtype));
+  if (piece.raw_bytes != expected) {
+    return error(absl::StrCat("shape ", ShapeText(piece.box.shape), " of ", DTypeName(piece.dtype),
+                              " is ", expected, " bytes, but the piece was stored with ",
+                              piece.raw_bytes));
+  }
   return absl::OkStatus();
 }
 
@@ -107,6 +135,15 @@ absl::StatusOr<std::vector<char>> ReadPiece(const std::string& folder, const Sto
   in.seekg(piece.position);
   in.read(compressed.data(), piece.bytes);
   if (!in) return absl::DataLossError(absl::StrCat(what, ": read failed"));
+  // The frame records its own size: a piece the index describes otherwise is named as such.
+  const unsigned long long frame = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+  if (frame != ZSTD_CONTENTSIZE_ERROR && frame != ZSTD_CONTENTSIZE_UNKNOWN &&
+      frame != static_cast<unsigned long long>(piece.raw_bytes)) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": the stored data is ", frame, " bytes, but the index describes ",
+                     piece.raw_bytes, " bytes (shape ", ShapeText(piece.box.shape), " of ",
+                     DTypeName(piece.dtype), "; the index was edited or belongs to other data)"));
+  }
   std::vector<char> raw(static_cast<size_t>(piece.raw_bytes));
   const size_t got = ZSTD_decompress(raw.data(), raw.size(), compressed.data(), compressed.size());
   if (ZSTD_isError(got)) {
@@ -191,6 +228,7 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
       if (!inside.ok()) {
         return absl::DataLossError(absl::StrCat(path, ": ", piece.tensor, ": ", inside.message()));
       }
+      TITAN_RETURN_IF_ERROR(CheckPieceRecord(path, piece, tensor->second));
       index.pieces.push_back(std::move(piece));
     }
     return index;

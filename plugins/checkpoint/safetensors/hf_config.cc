@@ -238,6 +238,8 @@ absl::StatusOr<ModelShape> ModelShapeFromMetadata(const CheckpointMetadata& meta
   }
   read.Int("model.max_seq_len", s.max_seq_len, false);
   read.Bool("model.tie_embeddings", s.tie_embeddings, false);
+  read.Int("model.bos_token_id", s.bos_token_id, false);
+  read.Int("model.eos_token_id", s.eos_token_id, false);
   TITAN_RETURN_IF_ERROR(read.status());
   absl::Status valid = Validate(s);
   if (!valid.ok()) {
@@ -258,6 +260,8 @@ CheckpointMetadata MetadataOf(const ModelShape& s) {
                           {"model.rope_scaled", s.rope_scaled ? "true" : "false"},
                           {"model.max_seq_len", absl::StrCat(s.max_seq_len)},
                           {"model.tie_embeddings", s.tie_embeddings ? "true" : "false"}};
+  if (s.bos_token_id >= 0) m["model.bos_token_id"] = absl::StrCat(s.bos_token_id);
+  if (s.eos_token_id >= 0) m["model.eos_token_id"] = absl::StrCat(s.eos_token_id);
   if (s.rope_scaled) {
     m["model.rope_scale_factor"] = FormatDouble(s.rope_scale_factor);
     m["model.rope_low_freq_factor"] = FormatDouble(s.rope_low_freq_factor);
@@ -286,6 +290,8 @@ std::string HfConfigJson(const ModelShape& s, DType dtype) {
       {"rope_scaling", nullptr},
       {"max_position_embeddings", s.max_seq_len},
       {"tie_word_embeddings", s.tie_embeddings},
+      {"bos_token_id", s.bos_token_id >= 0 ? Json(s.bos_token_id) : Json(nullptr)},
+      {"eos_token_id", s.eos_token_id >= 0 ? Json(s.eos_token_id) : Json(nullptr)},
       {"torch_dtype", dtype == DType::kBF16  ? "bfloat16"
                       : dtype == DType::kF16 ? "float16"
                                              : "float32"},
@@ -323,6 +329,13 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
   config.Double("rope_theta", s.rope_theta, 10000.0);
   config.Int("max_position_embeddings", s.max_seq_len, 2048);
   config.Bool("tie_word_embeddings", s.tie_embeddings, false);
+  // Kept for a re-export when they are single ids (Llama 3.1 lists several eos ids: unknown).
+  for (auto [key, id] :
+       {std::pair{"bos_token_id", &s.bos_token_id}, std::pair{"eos_token_id", &s.eos_token_id}}) {
+    if (const Json* value = config.Find(key, true); value && value->is_number_integer()) {
+      *id = value->get<int64_t>();
+    }
+  }
   if (!config.status().ok()) return error(config.status().message());
   absl::Status status = ReadRopeScaling(config, s);
   if (status.ok()) status = CheckLlama(config, s);

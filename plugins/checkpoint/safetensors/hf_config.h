@@ -25,13 +25,14 @@ struct ModelShape {
   int64_t rope_original_context = 0;
   int64_t max_seq_len = kDefaultMaxSeqLen;
   bool tie_embeddings = false;
+  int64_t bos_token_id = -1, eos_token_id = -1;  // the tokenizer's; -1: unknown (null)
 
   int64_t head_dim() const { return dim / n_heads; }
 };
 
-// From "model.dim" ... (checkpoint.h lists them). model.max_seq_len and model.tie_embeddings
-// may be absent; the rope factors are needed only when model.rope_scaled is "true". Errors name
-// the key and the value found.
+// From "model.dim" ... (checkpoint.h lists them). model.max_seq_len, model.tie_embeddings,
+// model.bos_token_id and model.eos_token_id may be absent; the rope factors are needed only when
+// model.rope_scaled is "true". Errors name the key and the value found.
 absl::StatusOr<ModelShape> ModelShapeFromMetadata(const CheckpointMetadata& metadata);
 CheckpointMetadata MetadataOf(const ModelShape& shape);
 

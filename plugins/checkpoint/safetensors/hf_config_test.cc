@@ -81,6 +81,31 @@ TEST(HfConfig, RoundTripsThroughConfigJson) {
   }
 }
 
+TEST(HfConfig, NamesTheTokenizersBosAndEosIds) {
+  CheckpointMetadata metadata = Llama3Metadata();
+  metadata.erase("train.step");
+  metadata["model.bos_token_id"] = "128000";
+  metadata["model.eos_token_id"] = "128001";
+  absl::StatusOr<ModelShape> shape = ModelShapeFromMetadata(metadata);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  const std::string json = HfConfigJson(*shape, DType::kBF16);
+  EXPECT_EQ(Json::parse(json)["bos_token_id"], 128000);
+  EXPECT_EQ(Json::parse(json)["eos_token_id"], 128001);
+  absl::StatusOr<ModelShape> back = ModelShapeFromHfConfig(json, "config.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(MetadataOf(*back), metadata);
+
+  // Unknown ids are named as null; Llama 3.1's list of eos ids reads as unknown.
+  metadata.erase("model.bos_token_id");
+  Json unknown = Json::parse(HfConfigJson(*ModelShapeFromMetadata(metadata), DType::kBF16));
+  EXPECT_TRUE(unknown.contains("bos_token_id") && unknown["bos_token_id"].is_null());
+  unknown["eos_token_id"] = {128001, 128008, 128009};
+  back = ModelShapeFromHfConfig(unknown.dump(), "config.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->bos_token_id, -1);
+  EXPECT_EQ(back->eos_token_id, -1);
+}
+
 TEST(HfConfig, MetadataErrorsNameTheKey) {
   CheckpointMetadata metadata = Llama3Metadata();
   metadata.erase("model.n_kv_heads");

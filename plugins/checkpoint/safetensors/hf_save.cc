@@ -266,14 +266,12 @@ absl::Status WriteFolder(const Plan& plan, std::span<const CheckpointPiece> own,
   // Still receive every piece when the folder cannot be made: the senders are waiting.
   absl::Status model = WriteModel(plan, own, staging / kModelFile, comm);
   if (status.ok()) status = model;
-  if (!status.ok()) {
-    fs::remove_all(staging, error);
-    return status;
-  }
   const DType dtype = plan.sources.at("model.embed_tokens.weight").dtype;
-  TITAN_RETURN_IF_ERROR(WriteSynced(staging / kConfigFile, HfConfigJson(plan.shape, dtype)));
-  TITAN_RETURN_IF_ERROR(SyncPath(staging));
-  return Publish(staging, folder);
+  if (status.ok()) status = WriteSynced(staging / kConfigFile, HfConfigJson(plan.shape, dtype));
+  if (status.ok()) status = SyncPath(staging);
+  if (status.ok()) status = Publish(staging, folder);
+  if (!status.ok()) fs::remove_all(staging, error);  // a full disk keeps no partial folder
+  return status;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "plugins/checkpoint/safetensors/hf_layout.h"
 #include "plugins/checkpoint/safetensors/safetensors_file.h"
 #include "plugins/checkpoint/safetensors/safetensors_test_util.h"
+#include "tests/checkpoint/file_size_limit.h"
 #include "titan/float16.h"
 
 namespace titan::safetensors_testing {
@@ -286,6 +287,21 @@ TEST_F(SafetensorsTest, SaveChecksPiecesAgainstTheMetadata) {
               HasSubstr("the checkpoint metadata lacks 'model.rope_theta'"));
   EXPECT_FALSE(fs::exists(folder));
   EXPECT_FALSE(fs::exists(folder + ".tmp"));
+}
+
+TEST_F(SafetensorsTest, SaveThatRunsOutOfSpaceLeavesNoStagingFolder) {
+  const LlamaConfig config = SmallConfig();
+  auto model = SmallModel(config);
+  const std::string folder = (dir_ / "full").string();
+  absl::Status status;
+  {
+    FileSizeLimit limit(4096);
+    status = Save(folder, ModelPieces(*model), ModelMetadata(config));
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("model.safetensors"));
+  EXPECT_FALSE(fs::exists(folder + ".tmp"));
+  EXPECT_FALSE(fs::exists(folder));
 }
 
 TEST_F(SafetensorsTest, ReplacesAnEarlierExportButNoOtherFolder) {

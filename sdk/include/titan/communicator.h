@@ -1,5 +1,15 @@
-// Collective and point-to-point communication among the ranks of one group. Buffers are
-// TensorViews on the communicator's device; every call blocks until its buffers may be reused.
+// Collective and point-to-point communication among the ranks of one group.
+//
+// Buffers are TensorViews; their `device` says where the bytes live. The contract, chosen so an
+// accelerator's communicator (NCCL) fits without another redesign:
+// - A host communicator (mpi, single) takes host buffers (device cpu) and refuses others with an
+//   error naming the call; every call blocks until its buffers may be reused.
+// - A device communicator takes buffers on its device and enqueues each call on the compute's
+//   current stream (Compute::current_stream()), after the kernels issued before it, as NCCL
+//   does. The call returns once the work is queued; the caller records an event on that stream
+//   (Compute::RecordEvent) and a buffer may be reused, or its result read, once that event is
+//   complete. Kernels issued after the call on the same stream see its result without waiting.
+// On the CPU both readings agree: the one stream runs everything at once.
 #ifndef TITAN_COMMUNICATOR_H_
 #define TITAN_COMMUNICATOR_H_
 
