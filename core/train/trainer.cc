@@ -281,73 +281,72 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       saved = checkpointer->MaybeSave(step, steps, resume, train_state, stop);
       if (!saved.ok()) break;  // the weights trained so far still go to model.arena below
     }
+    if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));
+    if (log) log->Progress(step, steps, Seconds(run_start));
+    if (stop) {
+      stopped_after = step;
+      break;
+    }
   }
-  if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));
-  if (log) log->Progress(step, steps, Seconds(run_start));
-  if (stop) {
-    stopped_after = step;
-    break;
+  if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
+  SetLogStep(-1);
+  const std::string stopped = absl::StrCat(
+      "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
+      " after step ", stopped_after, " of ", steps);
+  // Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
+  auto stop_after_save = [&](absl::string_view what) -> absl::Status {
+    TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
+    return absl::CancelledError(absl::StrCat(stopped, what));
+  };
+  if (stopped_after > 0 && checkpointer != nullptr && saved.ok()) {
+    return stop_after_save("; its checkpoint is saved: run the same command to resume");
   }
-}
-if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
-SetLogStep(-1);
-const std::string stopped = absl::StrCat(
-    "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
-    " after step ", stopped_after, " of ", steps);
-// Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
-auto stop_after_save = [&](absl::string_view what) -> absl::Status {
-  TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
-  return absl::CancelledError(absl::StrCat(stopped, what));
-};
-if (stopped_after > 0 && checkpointer != nullptr && saved.ok()) {
-  return stop_after_save("; its checkpoint is saved: run the same command to resume");
-}
-if (log && saved.ok() && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
-if (saved.ok()) {
-  spdlog::info("[train] {}: {} steps in {:.1f}s", stopped_after > 0 ? stopped : "done",
-               trained - resume.step, Seconds(run_start));
-}
-// From here on every rank holds the whole model, so saving and sampling need no collectives.
-// In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
-for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
-  if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
-}
-// The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
-// full disk or a format that cannot hold the state never loses the run's work.
-const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
-if (lead) {
-  TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
-  if (!saved.ok()) {
-    spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
-                  std::string(saved.message()), trained, model_path);
-    return saved;
+  if (log && saved.ok() && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
+  if (saved.ok()) {
+    spdlog::info("[train] {}: {} steps in {:.1f}s", stopped_after > 0 ? stopped : "done",
+                 trained - resume.step, Seconds(run_start));
   }
-  spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
-}
-if (!saved.ok()) return saved;
-if (stopped_after > 0) {
-  return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
-                                      " (checkpoint.enable is off: no resuming)"));
-}
-if (!lead) return absl::OkStatus();
+  // From here on every rank holds the whole model, so saving and sampling need no collectives.
+  // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
+  for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
+    if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+  }
+  // The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
+  // full disk or a format that cannot hold the state never loses the run's work.
+  const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
+  if (lead) {
+    TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+    if (!saved.ok()) {
+      spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
+                    std::string(saved.message()), trained, model_path);
+      return saved;
+    }
+    spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
+  }
+  if (!saved.ok()) return saved;
+  if (stopped_after > 0) {
+    return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
+                                        " (checkpoint.enable is off: no resuming)"));
+  }
+  if (!lead) return absl::OkStatus();
 
-const ConfigView& sample = recipe.section("generate");
-TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
-if (max_new_tokens > 0) {
-  SamplingOptions options;
-  TITAN_ASSIGN_OR_RETURN(std::string prompt, sample.GetString("prompt"));
-  TITAN_ASSIGN_OR_RETURN(options.temperature, sample.GetFloat("temperature"));
-  TITAN_ASSIGN_OR_RETURN(options.top_k, sample.GetInt("top_k"));
-  TITAN_ASSIGN_OR_RETURN(options.top_p, sample.GetFloat("top_p"));
-  std::vector<int32_t> text = {tokenizer->bos_id()};
-  std::vector<int32_t> encoded = tokenizer->Encode(prompt);
-  text.insert(text.end(), encoded.begin(), encoded.end());
-  TITAN_RETURN_IF_ERROR(Generate(*model, text, max_new_tokens, seq_len, tokenizer->eos_id(),
-                                 options, static_cast<uint64_t>(seed)));
-  spdlog::info("[generate] sample:\n{}",
-               tokenizer->Decode(std::span<const int32_t>(text).subspan(1)));
-}
-return absl::OkStatus();
+  const ConfigView& sample = recipe.section("generate");
+  TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));
+  if (max_new_tokens > 0) {
+    SamplingOptions options;
+    TITAN_ASSIGN_OR_RETURN(std::string prompt, sample.GetString("prompt"));
+    TITAN_ASSIGN_OR_RETURN(options.temperature, sample.GetFloat("temperature"));
+    TITAN_ASSIGN_OR_RETURN(options.top_k, sample.GetInt("top_k"));
+    TITAN_ASSIGN_OR_RETURN(options.top_p, sample.GetFloat("top_p"));
+    std::vector<int32_t> text = {tokenizer->bos_id()};
+    std::vector<int32_t> encoded = tokenizer->Encode(prompt);
+    text.insert(text.end(), encoded.begin(), encoded.end());
+    TITAN_RETURN_IF_ERROR(Generate(*model, text, max_new_tokens, seq_len, tokenizer->eos_id(),
+                                   options, static_cast<uint64_t>(seed)));
+    spdlog::info("[generate] sample:\n{}",
+                 tokenizer->Decode(std::span<const int32_t>(text).subspan(1)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace titan
