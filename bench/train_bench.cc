@@ -86,8 +86,7 @@ int Train(const std::map<std::string, int64_t>& args) {
 int main(int argc, char** argv) {
   std::map<std::string, int64_t> args = {{"dim", 256},       {"n_layers", 6},      {"n_heads", 16},
                                          {"n_kv_heads", 16}, {"vocab_size", 2048}, {"seq_len", 256},
-                                         {"batch", 8},       {"steps", 5},
-                                         {"bf16", 0}};
+                                         {"batch", 8},       {"steps", 5},         {"bf16", 0}};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--peak") {
@@ -100,7 +99,8 @@ int main(int argc, char** argv) {
     const std::string key = flag.substr(2);
     args[key] = std::atoll(argv[++i]);
     if (key == "bf16" ? args[key] != 0 && args[key] != 1 : args[key] <= 0) {
-      return titan::Fail(flag + (key == "bf16" ? ": expected 0 or 1" : ": expected a positive integer"));
+      return titan::Fail(flag +
+                         (key == "bf16" ? ": expected 0 or 1" : ": expected a positive integer"));
     }
   }
   return titan::Train(args);

@@ -228,12 +228,96 @@ TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   std::filesystem::remove_all(dir);
 }
 
+// The large presets name TorchTitan's tokenizer file and no dataset: --validate says so, and
+// passes them with files this machine has.
 TEST(TitanRun, EveryShippedRecipeValidates) {
+  const std::string files =
+      " --model.tokenizer_path=byte --training.dataset_path=/usr/share/games/fortunes";
   for (const char* name : {"llama3_debug", "llama3_8b", "llama3_70b", "llama3_405b"}) {
-    Result r = Titan(absl::StrCat("--recipe recipes/", name, ".toml --validate"));
+    const bool debug = std::string(name) == "llama3_debug";
+    Result r =
+        Titan(absl::StrCat("--recipe recipes/", name, ".toml --validate", debug ? "" : files));
     EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.output;
-    EXPECT_THAT(r.output, HasSubstr("recipe is valid"));
+    EXPECT_THAT(r.output, HasSubstr("recipe is valid for "));
   }
+  Result as_shipped = Titan("--recipe recipes/llama3_8b.toml --validate");
+  EXPECT_EQ(as_shipped.exit_code, 2);
+  EXPECT_THAT(as_shipped.output,
+              HasSubstr("llama3_8b.toml: (default value): training.dataset_path: "
+                        "is empty"));
+  EXPECT_THAT(as_shipped.output,
+              HasSubstr("model.tokenizer_path: "
+                        "\"./assets/tokenizer/original/tokenizer.model\": no such file"));
+}
+
+// --validate refuses what the run would refuse, before any rank starts.
+TEST(TitanRun, ValidateChecksWhatTheRunChecks) {
+  const std::string debug = "--recipe recipes/llama3_debug.toml --validate ";
+  Result pp = Titan(debug + "--parallelism.pipeline_parallel_degree=2");
+  EXPECT_EQ(pp.exit_code, 2);
+  EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_degree = 2: pipeline "
+                                   "parallelism is not supported yet (issue #16)"));
+  Result cp = Titan(debug + "--parallelism.context_parallel_degree=2");
+  EXPECT_EQ(cp.exit_code, 2);
+  EXPECT_THAT(cp.output, HasSubstr("context parallelism is not supported yet (issue #17)"));
+  Result tp3 = Titan(debug + "--parallelism.tensor_parallel_degree=3");
+  EXPECT_EQ(tp3.exit_code, 2);
+  EXPECT_THAT(tp3.output, HasSubstr("checking the recipe for 3 rank(s)"));
+  EXPECT_THAT(tp3.output, HasSubstr("tensor parallel degree 3: expected it to divide the "
+                                    "model's n_heads, found n_heads = 16"));
+  EXPECT_THAT(tp3.output, HasSubstr("training.seq_len = 128 is not divisible by "
+                                    "parallelism.tensor_parallel_degree = 3"));
+  Result loss = Titan(debug +
+                      "--parallelism.tensor_parallel_degree=2 "
+                      "--parallelism.disable_loss_parallel=true");
+  EXPECT_EQ(loss.exit_code, 2);
+  EXPECT_THAT(loss.output, HasSubstr("parallelism.disable_loss_parallel: expected false"));
+  // A mesh of 4 ranks launched as 2: the launcher's world is the one checked.
+  Result ranks =
+      Titan(debug + "--parallelism.data_parallel_shard_degree=4", "OMPI_COMM_WORLD_SIZE=2");
+  EXPECT_EQ(ranks.exit_code, 2);
+  EXPECT_THAT(ranks.output, HasSubstr("pp*dp_replicate*dp_shard*cp*tp = 1*1*4*1*1 = 4, but 2 "
+                                      "ranks were launched"));
+  Result tp2 = Titan(debug + "--parallelism.tensor_parallel_degree=2");
+  EXPECT_EQ(tp2.exit_code, 0) << tp2.output;
+  EXPECT_THAT(tp2.output, HasSubstr("not checked yet: model.tokenizer_path is empty, so the "
+                                    "vocabulary (at most data.bpe_vocab_size = 1792 + 256 special "
+                                    "tokens) is learned from the data at start-up"));
+  EXPECT_THAT(tp2.output, HasSubstr("recipe is valid for 2 rank(s)"));
+}
+
+TEST(TitanRun, DescriptionAndDatasetAreLogged) {
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --validate \"--job.description=my first run\" "
+      "--training.dataset=quotes");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[job] \"my first run\" on dataset \"quotes\""));
+}
+
+TEST(TitanRun, SizesAndFoldersAreBoundedOrWarned) {
+  const std::string debug =
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 ";
+  Result huge = Titan(debug + "--training.global_batch_size=9223372036854775806");
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_THAT(huge.output, HasSubstr("training.global_batch_size = 9223372036854775806 x seq_len "
+                                     "16 tokens overflow int64"));
+  // A global batch an int64 counts, but larger than the data: refused once the data is read.
+  Result data = Titan(debug + "--training.global_batch_size=1099511627776 --validation.freq=0");
+  EXPECT_EQ(data.exit_code, 2);
+  EXPECT_THAT(data.output, HasSubstr("training.global_batch_size = 1099511627776 sequences is "
+                                     "more than the limit of "));
+  Result empty = Titan(debug + "--validate --job.dump_folder=");
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_THAT(empty.output, HasSubstr("command line --job.dump_folder=: job.dump_folder: expected "
+                                      "a folder for the run's logs, metrics and checkpoints, found "
+                                      "an empty path"));
+  Result warmup = Titan(debug + "--validate --training.steps=10 --lr_scheduler.warmup_steps=20");
+  EXPECT_EQ(warmup.exit_code, 0) << warmup.output;
+  EXPECT_THAT(warmup.output,
+              testing::ContainsRegex("\\[warn(ing)?\\].*command line "
+                                     "--lr_scheduler.warmup_steps=20: lr_scheduler.warmup_steps = "
+                                     "20 is more than training.steps = 10"));
 }
 
 TEST(TitanRun, MeshMustFitTheLaunchedRanks) {

@@ -33,7 +33,9 @@ if grep -q "$build_dir/lib/titan/plugins" <<<"$list"; then fail "installed titan
 
 # A recipe selecting the plugin validates, with the plugin checking its own keys.
 recipe=$work/lion.toml
-printf '[model]\nflavor = "debugmodel"\n\n[optimizer]\nname = "lion"\nlr = 3e-5\n' >"$recipe"
+echo "a small corpus" >"$work/corpus.txt"  # --validate checks the dataset exists
+printf '[model]\nflavor = "debugmodel"\n\n[optimizer]\nname = "lion"\nlr = 3e-5\n\n[training]\ndataset_path = "%s"\n' \
+  "$work/corpus.txt" >"$recipe"
 out=$(env -u TITAN_PLUGIN_PATH "$prefix/bin/titan-run" --plugin-dir "$work/example" \
   --recipe "$recipe" --validate 2>&1)
 echo "$out"

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/train/preflight.h"
 #include "core/train/run_control.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
@@ -40,14 +42,26 @@ void PrintPlugins(const std::vector<PluginInfo>& plugins) {
 }
 
 // The number of ranks the launcher started, from the variables OpenMPI and other PMI
-// launchers set; 1 when started directly.
-int LaunchedWorldSize() {
+// launchers set; nullopt when started directly.
+std::optional<int> LaunchedWorldSize() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
     int size = 0;
     const char* value = std::getenv(name);
     if (value != nullptr && absl::SimpleAtoi(value, &size) && size > 0) return size;
   }
-  return 1;
+  return std::nullopt;
+}
+
+// The world --validate checks the recipe for: the launched one, else the product of the
+// degrees (a data_parallel_shard_degree of -1 counted as 1), which the log states.
+absl::StatusOr<int> ValidationWorldSize(const Recipe& recipe) {
+  if (std::optional<int> launched = LaunchedWorldSize()) return *launched;
+  TITAN_ASSIGN_OR_RETURN(int world, RanksOfDegrees(recipe.section("parallelism")));
+  spdlog::info(
+      "not started by a launcher: checking the recipe for {} rank(s), the product of "
+      "the [parallelism] degrees",
+      world);
+  return world;
 }
 
 // The rank's index among the ranks on its machine, from the launcher's variables; 0 alone.
@@ -81,10 +95,10 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
   const int count = device->DeviceCount(), local_rank = LocalRank();
   if (device->type() == DeviceType::kCpu) return device;
   if (local_rank >= count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job.device = \"", name, "\": local rank ", local_rank, " needs device ", local_rank,
-        ", but this machine has ", count, " ", name, " device(s); launch at most ", count,
-        " ranks per machine"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job.device = \"", name, "\": local rank ", local_rank, " needs device ",
+                     local_rank, ", but this machine has ", count, " ", name,
+                     " device(s); launch at most ", count, " ranks per machine"));
   }
   TITAN_RETURN_IF_ERROR(device->Select(local_rank));
   return device;
@@ -201,23 +215,38 @@ int Run(const std::vector<std::string>& args) {
     spdlog::error("{}: {}", options->recipe, std::string(device.status().message()));
     return kExitUsage;
   }
-  if (options->validate) {
-    spdlog::info("{}: recipe is valid", options->recipe);
-    return kExitOk;
-  }
+  spdlog::info("[job] \"{}\" on dataset \"{}\"", *recipe->section("job").GetString("description"),
+               *recipe->section("training").GetString("dataset"));
 
-  // From here a signal stops the run after a clean save instead of losing its steps.
-  InstallStopSignalHandlers();
-  int world_size = LaunchedWorldSize();
-  absl::StatusOr<MeshShape> mesh = InferMeshShape(recipe->section("parallelism"), world_size);
+  absl::StatusOr<int> world =
+      options->validate ? ValidationWorldSize(*recipe) : LaunchedWorldSize().value_or(1);
+  absl::StatusOr<MeshShape> mesh =
+      world.ok() ? InferMeshShape(recipe->section("parallelism"), *world) : world.status();
   if (!mesh.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(mesh.status().message()));
     return kExitUsage;
+  }
+  const int world_size = *world;
+  PreflightOptions preflight_options;
+  preflight_options.check_files = options->validate;
+  absl::StatusOr<PreflightReport> preflight =
+      CheckBeforeTraining(*recipe, **registry, *mesh, preflight_options);
+  if (!preflight.ok()) {
+    spdlog::error("{}", std::string(preflight.status().message()));
+    return kExitUsage;
+  }
+  for (const std::string& warning : preflight->warnings) spdlog::warn("{}", warning);
+  if (options->validate) {
+    for (const std::string& note : preflight->unchecked) spdlog::info("not checked yet: {}", note);
+    spdlog::info("{}: recipe is valid for {} rank(s)", options->recipe, world_size);
+    return kExitOk;
   }
   spdlog::info("{}: recipe is valid; mesh pp={} dp_replicate={} dp_shard={} cp={} tp={}",
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
                mesh->degree(MeshDim::kDpShard), mesh->degree(MeshDim::kCp),
                mesh->degree(MeshDim::kTp));
+  // From here a signal stops the run after a clean save instead of losing its steps.
+  InstallStopSignalHandlers();
   std::unique_ptr<CommPlugin> auto_comm;  // outlives the mesh made through it
   std::unique_ptr<DeviceMesh> device_mesh;
   if (world_size == 1) {

@@ -1,6 +1,8 @@
 #include "core/model/config.h"
 
 #include <charconv>
+#include <span>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -86,6 +88,22 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
         flavor, "'"));
   }
   return c;
+}
+
+absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vocab_known) {
+  const std::pair<const char*, int64_t> divided[] = {
+      {"n_heads", c.n_heads},
+      {"n_kv_heads", c.n_kv_heads},
+      {"the feed-forward hidden dim", c.hidden_dim()},
+      {"vocab_size", c.vocab_size}};
+  for (const auto& [what, size] : std::span(divided).first(vocab_known ? 4 : 3)) {
+    if (degree < 1 || size % degree != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor parallel degree ", degree, ": expected it to divide the model's ", what,
+          ", found ", what, " = ", size, " (each tensor-parallel rank takes an equal part)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, int64_t max_seq_len) {

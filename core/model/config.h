@@ -39,6 +39,11 @@ struct LlamaConfig {
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& config,
                                                         int64_t max_seq_len);
 
+// Whether `config`'s heads, kv heads, feed-forward features and (when `vocab_known`) vocabulary
+// divide among `degree` tensor-parallel ranks; an error names the model's numbers.
+absl::Status CheckTensorParallelDegree(const LlamaConfig& config, int degree,
+                                       bool vocab_known = true);
+
 // debugmodel, debugmodel_gqa (4 kv heads for 16 heads), debugmodel_tied (tied embeddings), 1B,
 // 3B, 8B, 70B, 405B (the last five with Llama 3's vocabulary of 128,256).
 absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor);

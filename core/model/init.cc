@@ -2,6 +2,7 @@
 // element index), so it does not depend on the thread count, and a shard can draw its own piece.
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "core/model/llama.h"
@@ -43,10 +44,12 @@ void FillTruncatedNormal(float* x, int64_t n, uint64_t stream, double std, doubl
 
 void LlamaModel::Initialize(uint64_t seed) {
   const uint64_t seed_stream = SplitMix64(seed);
+  std::vector<float> host;  // drawn on the host, then copied to the parameter's device
   for (int i = 0; i < params_.size(); ++i) {
     const std::string& name = params_.name(i);
-    float* x = params_.at(i).data<float>();
     const int64_t n = params_.at(i).numel();
+    host.resize(n);
+    float* x = host.data();
     const uint64_t stream = seed_stream ^ Fnv1a(name);
     if (absl::StrContains(name, "norm")) {
       for (int64_t j = 0; j < n; ++j) x[j] = 1.0f;
@@ -63,6 +66,8 @@ void LlamaModel::Initialize(uint64_t seed) {
       const double std = depth_scaled ? 0.02 / std::sqrt(2.0 * (layer_id + 1)) : 0.02;
       FillTruncatedNormal(x, n, stream, std, -2.0, 2.0);  // trunc_normal_'s default bounds
     }
+    // The arena's own memory, sized for it: the copy cannot fail.
+    compute_->CopyFromHost(x, params_.at(i).view()).IgnoreError();
   }
 }
 

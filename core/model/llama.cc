@@ -15,17 +15,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
                                                                const ModelCompute& where) {
   TITAN_RETURN_IF_ERROR(config.Validate());
   if (where.matmul_dtype != DType::kF32 && where.matmul_dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(absl::StrCat("model: matmuls compute in f32 or bf16, not ",
-                                                   DTypeName(where.matmul_dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: matmuls compute in f32 or bf16, not ", DTypeName(where.matmul_dtype)));
   }
   Compute* compute = &CpuCompute::Get();
   if (where.device != nullptr) {
     compute = where.device->compute();
     if (compute == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model: the ", where.device->type() == DeviceType::kCuda ? "cuda" : "cpu",
-          " device plugin allocates and copies but implements no compute kernels "
-          "(titan/compute.h), so nothing can train on it yet"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("model: the ", where.device->type() == DeviceType::kCuda ? "cuda" : "cpu",
+                       " device plugin allocates and copies but implements no compute kernels "
+                       "(titan/compute.h), so nothing can train on it yet"));
     }
   }
   std::unique_ptr<LlamaModel> model(
@@ -100,20 +100,7 @@ LlamaModel::LocalSizes LlamaModel::local() const {
 }
 
 absl::Status LlamaModel::CheckTensorParallelDegree(int degree) const {
-  const LlamaConfig& c = config_;
-  const std::pair<const char*, int64_t> divided[] = {
-      {"n_heads", c.n_heads},
-      {"n_kv_heads", c.n_kv_heads},
-      {"the feed-forward hidden dim", c.hidden_dim()},
-      {"vocab_size", c.vocab_size}};
-  for (const auto& [what, size] : divided) {
-    if (degree < 1 || size % degree != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor parallel degree ", degree, ": expected it to divide the model's ", what,
-          ", found ", what, " = ", size, " (each tensor-parallel rank takes an equal part)"));
-    }
-  }
-  return absl::OkStatus();
+  return titan::CheckTensorParallelDegree(config_, degree);
 }
 
 absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
@@ -171,13 +158,13 @@ void LlamaModel::ZeroGrad() {
 }
 
 TensorView LlamaModel::View(const float* data, std::vector<int64_t> shape) const {
-  return TensorView{const_cast<float*>(data), DType::kF32, compute_->device(), std::move(shape),
-                    {}};
+  return TensorView{
+      const_cast<float*>(data), DType::kF32, compute_->device(), std::move(shape), {}};
 }
 
 TensorView LlamaModel::Tokens(const int32_t* data) const {
-  return TensorView{const_cast<int32_t*>(data), DType::kI32, compute_->device(),
-                    {batch_ * seq_len_}, {}};
+  return TensorView{
+      const_cast<int32_t*>(data), DType::kI32, compute_->device(), {batch_ * seq_len_}, {}};
 }
 
 absl::Status LlamaModel::Zero(float* x, int64_t n) const { return compute_->Fill(View(x, {n}), 0); }
@@ -339,8 +326,9 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
         bf16 ? acts_arena_.Find(absl::StrCat("bf16_scratch.", i))->data<uint16_t>() : nullptr;
   }
   const RopeConfig& r = c.rope;
-  const RopeSpec rope{c.head_dim(),    r.theta,           r.scaled,          r.scale_factor,
-                      r.low_freq_factor, r.high_freq_factor, r.original_context};
+  const RopeSpec rope{c.head_dim(),      r.theta,           r.scaled,
+                      r.scale_factor,    r.low_freq_factor, r.high_freq_factor,
+                      r.original_context};
   TITAN_RETURN_IF_ERROR(compute_->RopeTable(rope, 0, View(rope_cos_, {seq_len, half}),
                                             View(rope_sin_, {seq_len, half})));
   attention_shape_ = {batch, seq_len, local.heads, local.kv_heads, c.head_dim()};
@@ -370,10 +358,9 @@ absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targe
 absl::Status LlamaModel::NormAndGather(float* out, float* rstd, const float* inp, int weight) {
   const int64_t d = config_.dim;
   float* local = tp_.size() > 1 ? tokens_local_ : out;
-  TITAN_RETURN_IF_ERROR(compute_->RmsNormForward(View(inp, {n_local_, d}),
-                                                 parameters_[weight].value, config_.norm_eps,
-                                                 View(local, {n_local_, d}),
-                                                 View(rstd, {n_local_})));
+  TITAN_RETURN_IF_ERROR(compute_->RmsNormForward(
+      View(inp, {n_local_, d}), parameters_[weight].value, config_.norm_eps,
+      View(local, {n_local_, d}), View(rstd, {n_local_})));
   return tp_.GatherTokens(local, out, n_local_, d).status();
 }
 
@@ -429,10 +416,10 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
   }
   const AttentionSpec spec = attention_spec();
   if (run(BlockStage::kAttention)) {
-    TITAN_RETURN_IF_ERROR(compute_->AttentionForward(
-        spec, View(x.q, {n * qd}), View(x.k, {n * local.kv_heads * hd}),
-        View(x.v, {n * local.kv_heads * hd}), View(x.att, {n * qd}),
-        View(x.lse, {batch_ * local.heads * seq_len_})));
+    TITAN_RETURN_IF_ERROR(
+        compute_->AttentionForward(spec, View(x.q, {n * qd}), View(x.k, {n * local.kv_heads * hd}),
+                                   View(x.v, {n * local.kv_heads * hd}), View(x.att, {n * qd}),
+                                   View(x.lse, {batch_ * local.heads * seq_len_})));
   }
   if (run(BlockStage::kAttentionOut)) {
     TITAN_RETURN_IF_ERROR(CopyF32(in, x.x_mid, nl * d));
@@ -593,8 +580,7 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
   {
     TITAN_ASSIGN_OR_RETURN(TensorView ln1, Operand(x.ln1, {n, d}, kInputScratch));
-    const std::pair<const float*, Weight> projections[] = {
-        {d_q_, kWq}, {d_k_, kWk}, {d_v_, kWv}};
+    const std::pair<const float*, Weight> projections[] = {{d_q_, kWq}, {d_k_, kWk}, {d_v_, kWv}};
     for (const auto& [grad, weight] : projections) {
       const int64_t width = weight == kWq ? qd : kvd;
       TITAN_ASSIGN_OR_RETURN(TensorView dproj, Operand(grad, {n, width}, kGradScratch));
@@ -614,9 +600,9 @@ absl::Status LlamaModel::Backward() {
   float* d_logits = logits_;  // the logits are spent: their gradient takes their place
   tokens_valid_ = false;
   TITAN_RETURN_IF_ERROR(root_.BeforeBackward());
-  TITAN_RETURN_IF_ERROR(compute_->CrossEntropyBackward(
-      View(logits_, {n, v}), View(loss_lse_, {n}), Tokens(targets_device_), local.first_vocab,
-      1.0f, View(d_logits, {n, v})));
+  TITAN_RETURN_IF_ERROR(compute_->CrossEntropyBackward(View(logits_, {n, v}), View(loss_lse_, {n}),
+                                                       Tokens(targets_device_), local.first_vocab,
+                                                       1.0f, View(d_logits, {n, v})));
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
   {
     TITAN_ASSIGN_OR_RETURN(TensorView dlogits, Operand(d_logits, {n, v}, kGradScratch));

@@ -106,7 +106,11 @@ class LlamaModel : public TensorParallelTarget {
 
   LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
              DevicePlugin* device, DType matmul_dtype)
-      : config_(config), ac_(ac), compute_(&compute), device_(device), matmul_dtype_(matmul_dtype) {}
+      : config_(config),
+        ac_(ac),
+        compute_(&compute),
+        device_(device),
+        matmul_dtype_(matmul_dtype) {}
   // Every parameter's name and shape on a rank of `tp` tensor-parallel ranks, in arena order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
       const LlamaConfig& config, int64_t tp);

@@ -10,8 +10,7 @@ namespace {
 
 class CommDeviceMesh : public DeviceMesh {
  public:
-  CommDeviceMesh(const MeshShape& shape, std::unique_ptr<Communicator> world,
-                 DevicePlugin& device)
+  CommDeviceMesh(const MeshShape& shape, std::unique_ptr<Communicator> world, DevicePlugin& device)
       : shape_(shape), world_(std::move(world)), device_(device) {
     coordinates_ = MeshCoordinates(shape_, world_->rank());
   }
@@ -70,8 +69,8 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> BuildDeviceMesh(std::unique_ptr<Comm
                      "communicator has ",
                      world->size(), " ranks"));
   }
-  auto mesh = std::make_unique<CommDeviceMesh>(
-      shape, std::move(world), device != nullptr ? *device : CpuDevice::Host());
+  auto mesh = std::make_unique<CommDeviceMesh>(shape, std::move(world),
+                                               device != nullptr ? *device : CpuDevice::Host());
   TITAN_RETURN_IF_ERROR(mesh->SplitGroups());
   return std::unique_ptr<DeviceMesh>(std::move(mesh));
 }

@@ -1,5 +1,8 @@
 #include "core/runtime/mesh_shape.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace titan {
@@ -13,12 +16,27 @@ std::string Ranks(int n) { return absl::StrCat(n, n == 1 ? " rank was" : " ranks
 
 }  // namespace
 
+absl::StatusOr<int> RanksOfDegrees(const ConfigView& parallelism) {
+  int64_t product = 1;
+  for (const char* key : kDegreeKeys) {
+    TITAN_ASSIGN_OR_RETURN(int64_t degree, parallelism.GetInt(key));
+    product *= std::max<int64_t>(degree, 1);  // each at most 2^20 by the schema: no overflow
+    if (product > std::numeric_limits<int>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[parallelism]: the degrees multiply to more than the limit of ",
+                       std::numeric_limits<int>::max(), " ranks"));
+    }
+  }
+  return static_cast<int>(product);
+}
+
 absl::StatusOr<MeshShape> InferMeshShape(const ConfigView& parallelism, int world_size) {
   MeshShape shape;
   for (int dim = 0; dim < kMeshDims; ++dim) {
     TITAN_ASSIGN_OR_RETURN(int64_t degree, parallelism.GetInt(kDegreeKeys[dim]));
     shape.degrees[dim] = static_cast<int>(degree);
   }
+  TITAN_RETURN_IF_ERROR(RanksOfDegrees(parallelism).status());
   constexpr int kShard = static_cast<int>(MeshDim::kDpShard);
   if (shape.degrees[kShard] == -1) {
     shape.degrees[kShard] = 1;

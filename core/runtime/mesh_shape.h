@@ -9,6 +9,10 @@ namespace titan {
 
 // The mesh degrees from the recipe's [parallelism] section for `world_size` ranks; a
 // data_parallel_shard_degree of -1 takes the ranks the other degrees leave.
+// The product of the [parallelism] degrees, a data_parallel_shard_degree of -1 counted as 1;
+// an error where it exceeds an int.
+absl::StatusOr<int> RanksOfDegrees(const ConfigView& parallelism);
+
 absl::StatusOr<MeshShape> InferMeshShape(const ConfigView& parallelism, int world_size);
 
 }  // namespace titan

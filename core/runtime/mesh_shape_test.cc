@@ -45,5 +45,20 @@ TEST(MeshShape, ShardDegreeZeroIsRejected) {
   EXPECT_NE(shape.status().message().find("must be -1 or at least 1"), absl::string_view::npos);
 }
 
+// Each degree is at most 2^20 (the schema's bound); their product is checked before an int
+// holds it.
+TEST(MeshShape, ProductOfDegreesIsBounded) {
+  EXPECT_EQ(*RanksOfDegrees(Parallelism(2, 1, -1, 3, 2)), 12);
+  const int64_t big = int64_t{1} << 20;
+  auto ranks = RanksOfDegrees(Parallelism(big, big, big, big, big));
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().message(),
+            "[parallelism]: the degrees multiply to more than the limit of 2147483647 ranks");
+  auto shape = InferMeshShape(Parallelism(big, big, 1, 1, 1), 8);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_EQ(shape.status().message(),
+            "[parallelism]: the degrees multiply to more than the limit of 2147483647 ranks");
+}
+
 }  // namespace
 }  // namespace titan

@@ -144,7 +144,8 @@ absl::StatusOr<ConfigValue> ParseOverride(const std::string& text, const ConfigK
     }
     case ConfigType::kFloat: {
       double number = 0;
-      if (absl::SimpleAtod(trimmed, &number) && std::isfinite(number)) return ConfigValue(number);
+      // A non-finite number parses here and is refused with the file's values in CheckValue.
+      if (absl::SimpleAtod(trimmed, &number)) return ConfigValue(number);
       break;
     }
     case ConfigType::kString:
@@ -196,6 +197,11 @@ absl::StatusOr<ConfigValue> CheckValue(const RawRecipe::Value& raw, const Config
   if (key.type == ConfigType::kInt || key.type == ConfigType::kFloat) {
     double number = key.type == ConfigType::kInt ? static_cast<double>(std::get<int64_t>(value))
                                                  : std::get<double>(value);
+    // NaN passes every comparison with a bound, and no key means anything by an infinity.
+    if (!std::isfinite(number)) {
+      return absl::OutOfRangeError(
+          absl::StrCat("expected a finite number, found ", FormatTomlValue(value)));
+    }
     if (key.min && number < *key.min) {
       return absl::OutOfRangeError(absl::StrCat(FormatTomlValue(value),
                                                 " is out of range: the least allowed is ",
@@ -258,6 +264,27 @@ void CheckKeys(const std::string& section, const std::vector<ConfigKey>& keys,
       continue;
     }
     entries[key.name] = {*std::move(value), given->where};
+  }
+}
+
+// Refuses a value other than the default of a key the run does not act on yet.
+void CheckNotSupported(const SectionSchema& section, const std::vector<ConfigKey>& keys,
+                       const std::map<std::string, ConfigView::Entry>& entries,
+                       std::vector<std::string>& problems) {
+  for (const ConfigKey& key : keys) {
+    auto reason = section.not_supported.find(key.name);
+    if (reason == section.not_supported.end()) reason = section.not_supported.find("*");
+    auto entry = entries.find(key.name);
+    if (reason == section.not_supported.end() || entry == entries.end() ||
+        (key.default_value && entry->second.value == *key.default_value)) {
+      continue;
+    }
+    problems.push_back(absl::StrCat(
+        entry->second.where, ": ", section.name, ".", key.name, " = ",
+        FormatTomlValue(entry->second.value), ": ", reason->second,
+        key.default_value ? absl::StrCat("; only its default ", FormatTomlValue(*key.default_value),
+                                         " is accepted until then")
+                          : ""));
   }
 }
 
@@ -369,6 +396,7 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
     std::unique_ptr<Plugin> plugin;
     const PluginInfo* info = nullptr;
     bool in_use = false;
+    bool plugin_keys_valid = true;  // a plugin configures only from valid values of its keys
     if (!section.plugin_kind.empty() && entries.count(section.plugin_key)) {
       const ConfigView::Entry& selector = entries[section.plugin_key];
       const std::string& name = std::get<std::string>(selector.value);
@@ -382,7 +410,9 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
         info = *found;
         plugin = std::move(*created);
         std::map<std::string, ConfigView::Entry> plugin_entries;
+        const size_t problems_before = problems.size();
         CheckKeys(section.name, *plugin_keys, given, raw.source, plugin_entries, problems);
+        plugin_keys_valid = problems.size() == problems_before;
         entries.insert(plugin_entries.begin(), plugin_entries.end());
         all_keys.insert(all_keys.end(), plugin_keys->begin(), plugin_keys->end());
       } else if (in_use) {
@@ -394,6 +424,7 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
       }
     }
 
+    CheckNotSupported(section, all_keys, entries, problems);
     std::vector<std::string> known = KeyNames(all_keys);
     if (given != nullptr) {
       for (const auto& [key, value] : given->keys) {
@@ -412,7 +443,9 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
     ConfigView view(section.name, entries);
     if (plugin && in_use) {
       absl::Status configured =
-          CallPlugin(*info, "Configure", [&] { return plugin->Configure(view); });
+          plugin_keys_valid
+              ? CallPlugin(*info, "Configure", [&] { return plugin->Configure(view); })
+              : absl::OkStatus();
       if (!configured.ok()) problems.push_back(std::string(configured.message()));
       recipe.plugins_.push_back({section.name, info, std::move(plugin)});
     }

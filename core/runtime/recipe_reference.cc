@@ -1,6 +1,7 @@
 #include "core/runtime/recipe_reference.h"
 
 #include <algorithm>
+#include <map>
 #include <string_view>
 
 #include "absl/strings/ascii.h"
@@ -35,8 +36,21 @@ std::string RecipeReference(const PluginRegistry& registry) {
   for (const SectionSchema& section : RecipeSchema()) {
     std::string help = section.help;
     help[0] = absl::ascii_toupper(help[0]);
-    absl::StrAppend(&out, "#### [", section.name, "]\n\n", help, ".\n\n",
-                    "| key | type | default | meaning |\n|---|---|---|---|\n");
+    absl::StrAppend(&out, "#### [", section.name, "]\n\n", help, ".\n\n");
+    if (!section.not_supported.empty()) {
+      std::map<std::string, std::vector<std::string>> keys_by_reason;
+      for (const auto& [key, reason] : section.not_supported) {
+        keys_by_reason[reason].push_back(key == "*" ? "every key (the plugin's too)"
+                                                    : absl::StrCat("`", key, "`"));
+      }
+      std::vector<std::string> refused;
+      for (const auto& [reason, keys] : keys_by_reason) {
+        refused.push_back(absl::StrCat(absl::StrJoin(keys, ", "), ": ", reason));
+      }
+      absl::StrAppend(&out, "Refused unless left at the default, ", absl::StrJoin(refused, "; "),
+                      ".\n\n");
+    }
+    out += "| key | type | default | meaning |\n|---|---|---|---|\n";
     for (const ConfigKey& key : section.keys) out += Row(key);
     if (section.plugin_kind.empty()) {
       out += "\n";

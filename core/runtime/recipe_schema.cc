@@ -7,6 +7,13 @@ namespace titan {
 namespace {
 
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+// More ranks than any job has; it keeps products of degrees far from overflow.
+constexpr double kMaxRanks = 1 << 20;
+// Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
+constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
+constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
+constexpr const char* kPipeline = "pipeline parallelism is not supported yet (issue #16)";
+constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -76,7 +83,7 @@ std::vector<SectionSchema> MakeSchema() {
   schema.push_back(PluginSection(
       "job", "the run as a whole",
       {String("dump_folder", "./outputs", "folder for logs, metrics and checkpoints"),
-       String("description", "default job", "free text shown in the logs"),
+       String("description", "default job", "free text shown in the start-up log line"),
        String("device", "cpu", "device plugin to compute on: cpu (built in) or cuda")},
       "device", "device", [](const auto&) { return true; }));
   schema.push_back(Section(
@@ -86,6 +93,7 @@ std::vector<SectionSchema> MakeSchema() {
               {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "1B", "3B", "8B", "70B", "405B"}),
        String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
        StringList("converters", {}, "module converters to apply", {"float8"})}));
+  schema.back().not_supported = {{"converters", kFloat8}};
   schema.push_back(
       PluginSection("optimizer", "the optimizer plugin and its settings",
                     {String("name", "adamw", "optimizer plugin: adamw, adam, sgd, ...")},
@@ -108,7 +116,7 @@ std::vector<SectionSchema> MakeSchema() {
        Int("seq_len", 2048, 1, kNoLimit, "tokens per sequence"),
        Float("max_norm", 1.0, 0.0, kNoLimit, "clip gradients to this global L2 norm"),
        Int("steps", 10000, 1, kNoLimit, "optimizer steps to train"),
-       String("dataset", "c4_test", "dataset name, for logs and metrics"),
+       String("dataset", "c4_test", "dataset name, shown in the start-up log line"),
        String("dataset_path", "", "file or folder holding the dataset"),
        String("mixed_precision_param", "float32",
               "dtype of matmul operands (activations and weights; f32 accumulation, f32 master "
@@ -131,9 +139,9 @@ std::vector<SectionSchema> MakeSchema() {
               "a malformed JSON line or record without text_field: stop with an error, or skip "
               "it and report the count",
               {"error", "skip"}),
-       Int("bpe_vocab_size", 1792, 256, kNoLimit,
+       Int("bpe_vocab_size", 1792, 256, kMaxOrdinaryTokens,
            "ordinary tokens of the BPE vocabulary learned when model.tokenizer_path is empty "
-           "(Llama 3's 256 special tokens come on top)")}));
+           "(Llama 3's 256 special tokens come on top; token ids are int32)")}));
   schema.push_back(Section(
       "validation", "held-out loss during training",
       {Float("split", 0.05, 0.0, 0.5, "fraction of the packed windows held out for validation"),
@@ -141,25 +149,33 @@ std::vector<SectionSchema> MakeSchema() {
        Int("steps", 8, 1, kNoLimit, "global batches per validation")}));
   schema.push_back(Section(
       "parallelism", "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp)",
-      {Int("data_parallel_replicate_degree", 1, 1, kNoLimit, "DDP / HSDP replicas"),
-       Int("data_parallel_shard_degree", -1, -1, kNoLimit,
+      {Int("data_parallel_replicate_degree", 1, 1, kMaxRanks, "DDP / HSDP replicas"),
+       Int("data_parallel_shard_degree", -1, -1, kMaxRanks,
            "FSDP shards; -1 takes the ranks the other degrees leave"),
        String("fsdp_reshard_after_forward", "default", "free gathered parameters after forward",
               {"default", "always", "never"}),
-       Int("tensor_parallel_degree", 1, 1, kNoLimit, "tensor (and sequence) parallel ranks"),
+       Int("tensor_parallel_degree", 1, 1, kMaxRanks, "tensor (and sequence) parallel ranks"),
        Bool("enable_async_tensor_parallel", false,
-            "overlap TP communication with compute (not implemented: warns, runs synchronously)"),
+            "overlap TP communication with compute (not supported yet: refused when true)"),
        Bool(
            "disable_loss_parallel", false,
            "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
-       Int("pipeline_parallel_degree", 1, 1, kNoLimit, "pipeline stages"),
+       Int("pipeline_parallel_degree", 1, 1, kMaxRanks, "pipeline stages"),
        String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
               {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),
        Int("pipeline_parallel_microbatch_size", 1, 1, kNoLimit,
            "sequences per pipeline microbatch"),
-       Int("context_parallel_degree", 1, 1, kNoLimit, "ranks splitting each sequence"),
+       Int("context_parallel_degree", 1, 1, kMaxRanks, "ranks splitting each sequence"),
        String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
               {"allgather", "alltoall"})}));
+  schema.back().not_supported = {
+      {"enable_async_tensor_parallel",
+       "async tensor parallelism is not supported yet (the tp collectives run synchronously)"},
+      {"pipeline_parallel_degree", kPipeline},
+      {"pipeline_parallel_schedule", kPipeline},
+      {"pipeline_parallel_microbatch_size", kPipeline},
+      {"context_parallel_degree", kContext},
+      {"context_parallel_rotate_method", kContext}};
   schema.push_back(PluginSection(
       "checkpoint", "checkpoint saving and loading",
       {Bool("enable", false, "save and load checkpoints"),
@@ -196,6 +212,7 @@ std::vector<SectionSchema> MakeSchema() {
         return converters.ok() &&
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
+  schema.back().not_supported = {{"*", kFloat8}};
   schema.push_back(Section("metrics", "what is logged",
                            {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
                             Float("peak_tflops", 0.0, 0.0, kNoLimit,
@@ -226,6 +243,8 @@ std::vector<SectionSchema> MakeSchema() {
        String("policy", "greedy", "balance plugin assigning switches to controllers")},
       "balance", "policy",
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
+  schema.back().not_supported = {
+      {"*", "the control plane does not run inside titan-run yet (issue #19)"}};
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));

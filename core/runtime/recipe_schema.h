@@ -21,6 +21,10 @@ struct SectionSchema {
   std::string plugin_kind;
   std::string plugin_key;
   std::function<bool(const std::map<std::string, ConfigView, std::less<>>&)> plugin_in_use;
+  // Keys the run does not act on yet, each with the reason: a value other than the key's
+  // default is refused, so that a recipe never claims what the run does not do. The key "*"
+  // stands for every key of the section, the plugin's included.
+  std::map<std::string, std::string> not_supported;
 };
 
 // In the order sections are validated and printed.

@@ -45,18 +45,16 @@ class OneDnnGemm {
         const Key key{ta, tb, m, n, k, alpha, beta};
         auto it = primitives_.find(key);
         if (it == primitives_.end()) {
-          it = primitives_.emplace(key, dnnl::matmul(Describe(ta, tb, m, n, k, alpha, beta)))
-                   .first;
+          it = primitives_.emplace(key, dnnl::matmul(Describe(ta, tb, m, n, k, alpha, beta))).first;
         }
         matmul = &it->second;
       }
       memory src(Matrix(m, k, ta, memory::data_type::bf16), engine_, const_cast<uint16_t*>(a));
-      memory weights(Matrix(k, n, tb, memory::data_type::bf16), engine_,
-                     const_cast<uint16_t*>(b));
+      memory weights(Matrix(k, n, tb, memory::data_type::bf16), engine_, const_cast<uint16_t*>(b));
       memory dst(Matrix(m, n, false, memory::data_type::f32), engine_, c);
       dnnl::stream stream(engine_);
-      matmul->execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
-                               {DNNL_ARG_DST, dst}});
+      matmul->execute(stream,
+                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
       stream.wait();
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat("bf16 GEMM [", m, " x ", k, "] . [", k, " x ", n,

@@ -47,12 +47,10 @@ absl::Status Expect(const char* kernel, const char* operand, const TensorView& x
   return absl::OkStatus();
 }
 
-absl::Status ExpectRank(const char* kernel, const char* operand, const TensorView& x,
-                        size_t rank) {
+absl::Status ExpectRank(const char* kernel, const char* operand, const TensorView& x, size_t rank) {
   if (x.shape.size() != rank) {
     return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
-                                                   rank, " dimensions, found ",
-                                                   x.shape.size()));
+                                                   rank, " dimensions, found ", x.shape.size()));
   }
   return absl::OkStatus();
 }
@@ -68,14 +66,14 @@ absl::Status CheckAttention(const char* kernel, const AttentionSpec& s, const Te
                             const TensorView& k, const TensorView& v) {
   if (s.kv_len != s.seq_len || s.q_offset != s.kv_offset) {
     return absl::UnimplementedError(absl::StrCat(
-        kernel, ": the cpu device computes attention over keys at the queries' own positions "
-        "(kv_len = seq_len, q_offset = kv_offset); found seq_len ", s.seq_len, ", kv_len ",
-        s.kv_len, ", offsets ", s.q_offset, " and ", s.kv_offset));
+        kernel,
+        ": the cpu device computes attention over keys at the queries' own positions "
+        "(kv_len = seq_len, q_offset = kv_offset); found seq_len ",
+        s.seq_len, ", kv_len ", s.kv_len, ", offsets ", s.q_offset, " and ", s.kv_offset));
   }
   if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": heads ", s.heads,
-                                                   " must be a positive multiple of kv_heads ",
-                                                   s.kv_heads));
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernel, ": heads ", s.heads, " must be a positive multiple of kv_heads ", s.kv_heads));
   }
   const int64_t tokens = s.batch * s.seq_len;
   TITAN_RETURN_IF_ERROR(Expect(kernel, "q", q, DType::kF32, tokens * s.heads * s.head_dim));
@@ -118,8 +116,8 @@ absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const Tenso
   const Matrix opa = Op(a, transpose_a), opb = Op(b, transpose_b);
   if (opa.columns != opb.rows || c.shape[0] != opa.rows || c.shape[1] != opb.columns) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Gemm: shapes do not chain: op(a) [", opa.rows, ", ", opa.columns, "] . op(b) [",
-        opb.rows, ", ", opb.columns, "] into c [", c.shape[0], ", ", c.shape[1], "]"));
+        "Gemm: shapes do not chain: op(a) [", opa.rows, ", ", opa.columns, "] . op(b) [", opb.rows,
+        ", ", opb.columns, "] into c [", c.shape[0], ", ", c.shape[1], "]"));
   }
   const int64_t m = opa.rows, n = opb.columns, k = opa.columns;
   if (a.dtype == DType::kBF16) {
@@ -132,12 +130,12 @@ absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const Tenso
 }
 
 absl::Status CpuCompute::AttentionForward(const AttentionSpec& spec, const TensorView& q,
-                                          const TensorView& k, const TensorView& v,
-                                          TensorView out, TensorView lse) {
+                                          const TensorView& k, const TensorView& v, TensorView out,
+                                          TensorView lse) {
   TITAN_RETURN_IF_ERROR(CheckAttention("AttentionForward", spec, q, k, v));
   TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "out", out, DType::kF32, q.numel()));
-  TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "lse", lse, DType::kF32,
-                               spec.batch * spec.heads * spec.seq_len));
+  TITAN_RETURN_IF_ERROR(
+      Expect("AttentionForward", "lse", lse, DType::kF32, spec.batch * spec.heads * spec.seq_len));
   titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   return absl::OkStatus();
 }
@@ -149,8 +147,8 @@ absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const Tens
                                            TensorView dv) {
   constexpr const char* kKernel = "AttentionBackward";
   TITAN_RETURN_IF_ERROR(CheckAttention(kKernel, spec, q, k, v));
-  const std::pair<const char*, const TensorView*> like_q[] = {{"dout", &dout}, {"out", &out},
-                                                              {"dq", &dq}};
+  const std::pair<const char*, const TensorView*> like_q[] = {
+      {"dout", &dout}, {"out", &out}, {"dq", &dq}};
   for (const auto& [name, x] : like_q)
     TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, q.numel()));
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "dk", dk, DType::kF32, k.numel()));
@@ -162,8 +160,8 @@ absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const Tens
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView& weight,
-                                        double eps, TensorView out, TensorView rstd) {
+absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView& weight, double eps,
+                                        TensorView out, TensorView rstd) {
   TITAN_RETURN_IF_ERROR(ExpectRank("RmsNormForward", "inp", inp, 2));
   const int64_t n = inp.shape[0], c = inp.shape[1];
   TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "inp", inp, DType::kF32));
@@ -190,8 +188,8 @@ absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorVie
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset,
-                                   TensorView cos, TensorView sin) {
+absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
+                                   TensorView sin) {
   TITAN_RETURN_IF_ERROR(ExpectRank("RopeTable", "cos", cos, 2));
   TITAN_RETURN_IF_ERROR(Expect("RopeTable", "cos", cos, DType::kF32));
   TITAN_RETURN_IF_ERROR(Expect("RopeTable", "sin", sin, DType::kF32, cos.numel()));
@@ -200,7 +198,7 @@ absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset
                                                    spec.head_dim / 2, "] tables, found [",
                                                    cos.shape[0], ", ", cos.shape[1], "]"));
   }
-  const RopeConfig config{spec.theta,           spec.scaled,          spec.scale_factor,
+  const RopeConfig config{spec.theta,           spec.scaled,           spec.scale_factor,
                           spec.low_freq_factor, spec.high_freq_factor, spec.original_context};
   titan::RopeTable(F(cos), F(sin), cos.shape[0], spec.head_dim, config, position_offset);
   return absl::OkStatus();
@@ -226,8 +224,7 @@ absl::Status CpuCompute::RopeForward(const TensorView& cos, const TensorView& si
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RopeBackward(const TensorView& cos, const TensorView& sin,
-                                      TensorView dx) {
+absl::Status CpuCompute::RopeBackward(const TensorView& cos, const TensorView& sin, TensorView dx) {
   TITAN_RETURN_IF_ERROR(CheckRope("RopeBackward", cos, sin, dx));
   titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
   return absl::OkStatus();
@@ -322,7 +319,8 @@ absl::Status CpuCompute::CrossEntropyFinish(const TensorView& max, const TensorV
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32));
   const std::pair<const char*, const TensorView*> rows[] = {
       {"max", &max}, {"target", &target}, {"sum_to_lse", &sum_to_lse}};
-  for (const auto& [name, x] : rows) TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, n));
+  for (const auto& [name, x] : rows)
+    TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, n));
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "loss", loss, DType::kF32, 1));
   *F(loss) = titan::CrossEntropyFinish(F(sum_to_lse), F(max), F(target), I(targets), n);
   return absl::OkStatus();
@@ -337,8 +335,8 @@ absl::Status CpuCompute::CrossEntropyBackward(const TensorView& logits, const Te
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, n));
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32, n));
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "dlogits", dlogits, DType::kF32, logits.numel()));
-  titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), n, logits.shape[1],
-                              dloss, first_column);
+  titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), n, logits.shape[1], dloss,
+                              first_column);
   return absl::OkStatus();
 }
 
@@ -407,9 +405,8 @@ absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const Te
 absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
                                       std::span<const double> weights, TensorView out) {
   if (weights.size() != tensors.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("SumOfSquares: ", tensors.size(),
-                                                   " tensors need as many weights, found ",
-                                                   weights.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SumOfSquares: ", tensors.size(), " tensors need as many weights, found ", weights.size()));
   }
   TITAN_RETURN_IF_ERROR(Expect("SumOfSquares", "out", out, DType::kF32, 2));
   double total = 0;

@@ -20,9 +20,8 @@ class CpuCompute : public Compute {
   absl::Status Gemm(const TensorView& a, bool transpose_a, const TensorView& b, bool transpose_b,
                     float alpha, float beta, TensorView c) override;
 
-  absl::Status AttentionForward(const AttentionSpec& spec, const TensorView& q,
-                                const TensorView& k, const TensorView& v, TensorView out,
-                                TensorView lse) override;
+  absl::Status AttentionForward(const AttentionSpec& spec, const TensorView& q, const TensorView& k,
+                                const TensorView& v, TensorView out, TensorView lse) override;
   absl::Status AttentionBackward(const AttentionSpec& spec, const TensorView& dout,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const TensorView& out, const TensorView& lse, TensorView dq,

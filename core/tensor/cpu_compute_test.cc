@@ -52,14 +52,13 @@ TEST(CpuCompute, GemmEveryTransposeMatchesTheDefinition) {
     for (bool tb : {false, true}) {
       std::vector<float> a = Random(m * k, 1), b = Random(k * n, 2), c = Random(m * n, 3);
       const std::vector<double> expected = Reference(ta, tb, m, n, k, 0.5f, a, b, 2.0f, c);
-      ASSERT_TRUE(CpuCompute::Get()
-                      .Gemm(View(a.data(), ta ? std::vector<int64_t>{k, m}
-                                              : std::vector<int64_t>{m, k}),
-                            ta,
-                            View(b.data(), tb ? std::vector<int64_t>{n, k}
-                                              : std::vector<int64_t>{k, n}),
-                            tb, 0.5f, 2.0f, View(c.data(), {m, n}))
-                      .ok());
+      ASSERT_TRUE(
+          CpuCompute::Get()
+              .Gemm(View(a.data(), ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}),
+                    ta,
+                    View(b.data(), tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}),
+                    tb, 0.5f, 2.0f, View(c.data(), {m, n}))
+              .ok());
       for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(c[i], expected[i], 1e-4) << ta << tb << i;
     }
   }
@@ -79,10 +78,16 @@ TEST(CpuCompute, Bf16GemmIsTheProductOfTheRoundedInputs) {
       for (size_t i = 0; i < a.size(); ++i) a[i] = Bf16ToF32(a16[i] = F32ToBf16(a[i]));
       for (size_t i = 0; i < b.size(); ++i) b[i] = Bf16ToF32(b16[i] = F32ToBf16(b[i]));
       const std::vector<double> expected = Reference(ta, tb, m, n, k, 1.0f, a, b, 1.0f, c);
-      TensorView va{a16.data(), DType::kBF16, Device{},
-                    ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, {}};
-      TensorView vb{b16.data(), DType::kBF16, Device{},
-                    tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, {}};
+      TensorView va{a16.data(),
+                    DType::kBF16,
+                    Device{},
+                    ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
+                    {}};
+      TensorView vb{b16.data(),
+                    DType::kBF16,
+                    Device{},
+                    tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                    {}};
       ASSERT_TRUE(CpuCompute::Get().Gemm(va, ta, vb, tb, 1.0f, 1.0f, View(c.data(), {m, n})).ok())
           << Bf16GemmPath();
       for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(c[i], expected[i], 1e-4) << ta << tb << i;

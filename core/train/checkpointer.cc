@@ -119,6 +119,13 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe&
   const ConfigView& c = recipe.section("checkpoint");
   TITAN_ASSIGN_OR_RETURN(bool enable, c.GetBool("enable"));
   if (!enable) return nullptr;
+  if (mesh.device().type() != DeviceType::kCpu) {
+    // The checkpoint plugins read the state's bytes in place; staging it to the host is not
+    // written yet, so a device run must not pretend to checkpoint.
+    return absl::UnimplementedError(
+        "checkpoint.enable = true: checkpoints read the training state from host memory, and "
+        "this run's state lives on another device (job.device); staging it is not implemented");
+  }
   std::unique_ptr<Checkpointer> checkpointer(new Checkpointer());
   for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
     if (plugin.section == "checkpoint") {

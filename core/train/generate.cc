@@ -39,12 +39,18 @@ absl::Status Generate(LlamaModel& model, std::vector<int32_t>& tokens, int64_t m
   const int64_t vocab = model.config().vocab_size;
   // A fixed window keeps the activation plan; causal attention makes the padding invisible.
   std::vector<int32_t> input(window), targets(window, 0);
+  std::vector<float> last(vocab);  // the last position's logits, copied to the host
   for (int64_t n = 0; n < max_new_tokens; ++n) {
     const int64_t used = std::min<int64_t>(window, static_cast<int64_t>(tokens.size()));
     std::fill(input.begin(), input.end(), 0);
     std::copy(tokens.end() - used, tokens.end(), input.begin());
     TITAN_RETURN_IF_ERROR(model.Forward(input.data(), targets.data(), 1, window).status());
-    std::span<const float> last(model.logits() + (used - 1) * vocab, vocab);
+    const TensorView row{const_cast<float*>(model.logits()) + (used - 1) * vocab,
+                         DType::kF32,
+                         model.compute().device(),
+                         {vocab},
+                         {}};
+    TITAN_RETURN_IF_ERROR(model.compute().CopyToHost(row, last.data()));
     tokens.push_back(SampleToken(last, options, rng));
     if (tokens.back() == stop) break;
   }

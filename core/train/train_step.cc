@@ -11,8 +11,7 @@
 
 namespace titan {
 
-absl::Status ClipToNorm(Compute& compute, const TensorView& grads, double norm,
-                        double max_norm) {
+absl::Status ClipToNorm(Compute& compute, const TensorView& grads, double norm, double max_norm) {
   if (max_norm > 0 && std::isfinite(norm)) {
     const double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0) return compute.Scale(grads, static_cast<float>(coef));
@@ -44,7 +43,8 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   if (!optimizer.SupportsDevice(device)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "TrainStep: the optimizer plugin updates host buffers itself and runs on the cpu only, "
-        "but the model computes on ", device == DeviceType::kCuda ? "cuda" : "cpu",
+        "but the model computes on ",
+        device == DeviceType::kCuda ? "cuda" : "cpu",
         "; use an optimizer that computes through OptimizerStep::compute (adamw, adam, sgd)"));
   }
   TrainStep step;

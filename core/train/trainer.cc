@@ -14,6 +14,7 @@
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
+#include "core/train/preflight.h"
 #include "core/train/run_control.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
@@ -44,64 +45,6 @@ absl::StatusOr<double> EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t
   return mean;
 }
 
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPlugin(const Recipe& recipe,
-                                                                     const PluginRegistry& registry,
-                                                                     const char* name) {
-  absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin =
-      registry.CreateConfigured<ParallelPlugin>(name, recipe.section("parallelism"));
-  if (!plugin.ok()) {
-    return absl::Status(
-        plugin.status().code(),
-        absl::StrCat("the mesh needs the ", name, " parallel plugin: ", plugin.status().message()));
-  }
-  return std::move(*plugin);
-}
-
-// The tp plugin when the tp degree is above 1; sequence parallel splits every sequence among the
-// tp ranks, so seq_len must divide.
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> TensorParallelPlugin(const Recipe& recipe,
-                                                                     const PluginRegistry& registry,
-                                                                     const MeshShape& shape,
-                                                                     int64_t seq_len) {
-  const int tp = shape.degree(MeshDim::kTp);
-  if (tp == 1) return nullptr;
-  if (seq_len % tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.seq_len = ", seq_len,
-        " is not divisible by parallelism.tensor_parallel_degree = ", tp,
-        " (sequence parallel gives each tensor-parallel rank seq_len / ", tp, " tokens)"));
-  }
-  TITAN_ASSIGN_OR_RETURN(bool async_tp,
-                         recipe.section("parallelism").GetBool("enable_async_tensor_parallel"));
-  if (async_tp) {
-    // An overlap of communication with compute, not a change of results: run without it.
-    spdlog::warn(
-        "parallelism.enable_async_tensor_parallel: async TP is not implemented; the tp "
-        "collectives run synchronously, with the same results");
-  }
-  return CreateParallelPlugin(recipe, registry, "tp");
-}
-
-// TorchTitan's choice of data-parallel plugin: fsdp whenever dp_shard > 1 (HSDP when
-// dp_replicate > 1 too), ddp for dp_replicate alone, none on one data-parallel rank.
-absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
-                                                                   const PluginRegistry& registry,
-                                                                   const MeshShape& shape) {
-  for (MeshDim dim : {MeshDim::kPp, MeshDim::kCp}) {
-    if (shape.degree(dim) > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "the ", MeshDimName(dim), " degree is ", shape.degree(dim),
-          ", but titan trains only data- and tensor-parallel layouts so far (dp_replicate, "
-          "dp_shard, tp)"));
-    }
-  }
-  const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
-                     : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
-                                                               : nullptr;
-  if (name == nullptr) return nullptr;
-  return CreateParallelPlugin(recipe, registry, name);
-}
-
 // The device and matmul precision the recipe asks for: the mesh's device (job.device) and
 // training.mixed_precision_param; gradients are always reduced in f32
 // (training.mixed_precision_reduce accepts only "float32").
@@ -120,7 +63,6 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                    const PluginRegistry& registry) {
   const ConfigView& training = recipe.section("training");
   TITAN_ASSIGN_OR_RETURN(int64_t batch, training.GetInt("local_batch_size"));
-  TITAN_ASSIGN_OR_RETURN(int64_t global_batch, training.GetInt("global_batch_size"));
   TITAN_ASSIGN_OR_RETURN(int64_t seq_len, training.GetInt("seq_len"));
   TITAN_ASSIGN_OR_RETURN(int64_t steps, training.GetInt("steps"));
   TITAN_ASSIGN_OR_RETURN(double max_norm, training.GetFloat("max_norm"));
@@ -132,20 +74,15 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   const int dp_rank =
       mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
   const bool lead = mesh.world().rank() == 0;  // logs metrics, saves and samples
-  if (global_batch < 0) global_batch = batch * dp_degree;
-  if (global_batch % (batch * dp_degree) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("training.global_batch_size = ", global_batch,
-                                                   " is not a multiple of local_batch_size ", batch,
-                                                   " x ", dp_degree, " data-parallel rank(s)"));
-  }
-  const int64_t accumulation = global_batch / (batch * dp_degree);
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> data_parallel,
-                         DataParallelPlugin(recipe, registry, shape));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ParallelPlugin> tensor_parallel,
-                         TensorParallelPlugin(recipe, registry, shape, seq_len));
+  TITAN_ASSIGN_OR_RETURN(const int64_t accumulation, GradientAccumulation(recipe, shape));
+  const int64_t global_batch = accumulation * batch * dp_degree;
+  TITAN_ASSIGN_OR_RETURN(ParallelPlugins parallel, CreateParallelPlugins(recipe, registry, shape));
+  std::unique_ptr<ParallelPlugin>& data_parallel = parallel.data_parallel;
+  std::unique_ptr<ParallelPlugin>& tensor_parallel = parallel.tensor_parallel;
 
   TITAN_ASSIGN_OR_RETURN(TrainingData data,
                          LoadTrainingData(recipe, batch, seq_len, dp_rank, dp_degree));
+  TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(global_batch, seq_len, data.train.num_windows()));
   std::unique_ptr<Tokenizer>& tokenizer = data.tokenizer;
   PackedLoader& loader = data.train;
   std::optional<PackedLoader>& eval_loader = data.eval;

@@ -57,11 +57,11 @@ inline absl::Status AdamStep(const AdamSettings& settings, const OptimizerStep& 
     update.weight_decay = segment.weight_decay ? settings.weight_decay : 0.0;
     update.decoupled_weight_decay = settings.decoupled_weight_decay;
     update.step = step.step;
-    TITAN_RETURN_IF_ERROR(step.compute->AdamStep(
-        update, Slice(step.params, segment.offset, segment.count),
-        Slice(step.grads, segment.offset, segment.count),
-        Slice(step.state, segment.offset, segment.count),
-        Slice(step.state, n + segment.offset, segment.count)));
+    TITAN_RETURN_IF_ERROR(
+        step.compute->AdamStep(update, Slice(step.params, segment.offset, segment.count),
+                               Slice(step.grads, segment.offset, segment.count),
+                               Slice(step.state, segment.offset, segment.count),
+                               Slice(step.state, n + segment.offset, segment.count)));
   }
   return absl::OkStatus();
 }

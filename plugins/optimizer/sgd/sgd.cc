@@ -53,8 +53,8 @@ class Sgd : public OptimizerPlugin {
       update.weight_decay = segment.weight_decay ? weight_decay_ : 0.0;
       update.nesterov = nesterov_;
       update.step = step.step;
-      const TensorView buffer = slots == 0 ? TensorView{} : Slice(step.state, segment.offset,
-                                                                   segment.count);
+      const TensorView buffer =
+          slots == 0 ? TensorView{} : Slice(step.state, segment.offset, segment.count);
       TITAN_RETURN_IF_ERROR(
           step.compute->SgdStep(update, Slice(step.params, segment.offset, segment.count),
                                 Slice(step.grads, segment.offset, segment.count), buffer));

@@ -41,8 +41,7 @@ FlatUnit::FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int
   shard_ = (total + degree - 1) / degree;
 }
 
-absl::Status FlatUnit::Shard(float* local, float* local_grad,
-                             std::vector<ParamSegment>& segments) {
+absl::Status FlatUnit::Shard(float* local, float* local_grad, std::vector<ParamSegment>& segments) {
   const int64_t begin = shard_ * rank_, end = begin + shard_;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& p = *parameters_[i];

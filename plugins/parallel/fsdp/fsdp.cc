@@ -99,8 +99,8 @@ class Fsdp : public ParallelPlugin {
                                             });
     const FlatUnit* flat = unit.flat.get();
     reductions_.push_back(stream_.Enqueue([this, flat, full_grad] {
-      return flat->ReduceGradients(*shard_group_, replica_group_, full_grad->f32(),
-                                   scratch_.f32(), local_grad_.f32());
+      return flat->ReduceGradients(*shard_group_, replica_group_, full_grad->f32(), scratch_.f32(),
+                                   local_grad_.f32());
     }));
     Reshard(u);
     return absl::OkStatus();

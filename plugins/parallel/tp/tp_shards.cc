@@ -1,6 +1,5 @@
 #include "plugins/parallel/tp/tp_shards.h"
 
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -113,8 +112,7 @@ absl::Status TpShards::Unshard(Communicator& group) {
     } else {
       // Every rank's box, in rank order, then each put in its place.
       TITAN_ASSIGN_OR_RETURN(DeviceBuffer boxes, DeviceBuffer::Allocate(device_, numel));
-      TITAN_RETURN_IF_ERROR(
-          group.AllGather(View(p.value.data_as<float>(), {box}), boxes.view()));
+      TITAN_RETURN_IF_ERROR(group.AllGather(View(p.value.data_as<float>(), {box}), boxes.view()));
       for (int r = 0; r < degree; ++r) {
         TITAN_RETURN_IF_ERROR(CopyBox(whole.f32(), boxes.f32() + r * box, p.full_shape, e.dim, r,
                                       degree, /*to_box=*/false));

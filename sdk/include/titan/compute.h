@@ -109,9 +109,8 @@ class Compute {
   virtual absl::Status CrossEntropyRowMax(const TensorView& logits, TensorView max) = 0;
   virtual absl::Status CrossEntropySumExp(const TensorView& logits, const TensorView& max,
                                           TensorView sum) = 0;
-  virtual absl::Status CrossEntropyTargetLogit(const TensorView& logits,
-                                               const TensorView& targets, int64_t first_column,
-                                               TensorView target) = 0;
+  virtual absl::Status CrossEntropyTargetLogit(const TensorView& logits, const TensorView& targets,
+                                               int64_t first_column, TensorView target) = 0;
   // sum becomes the log-sum-exp in place; loss [1] on the device gets the mean over counted rows.
   virtual absl::Status CrossEntropyFinish(const TensorView& max, const TensorView& target,
                                           const TensorView& targets, TensorView sum_to_lse,

@@ -1,6 +1,7 @@
 // A validated recipe section as a plugin sees it. The core checks every key against the
-// schema the plugin declares (type, range, choices, required) before the plugin runs, so a
-// plugin reads values without re-checking them and reports cross-key problems with Error().
+// schema the plugin declares (type, range, choices, required; a number must be finite) before
+// the plugin runs, so a plugin reads values without re-checking them and reports cross-key
+// problems with Error().
 #ifndef TITAN_CONFIG_VIEW_H_
 #define TITAN_CONFIG_VIEW_H_
 

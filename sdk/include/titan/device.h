@@ -70,8 +70,11 @@ class DeviceBuffer {
   int64_t size() const { return floats_; }  // in floats
   // `count` floats from `offset` on (all of them by default), tagged with the device.
   TensorView view(int64_t offset = 0, int64_t count = -1) const {
-    return TensorView{f32() + offset, DType::kF32, Device{device_->type(), 0},
-                      {count < 0 ? floats_ - offset : count}, {}};
+    return TensorView{f32() + offset,
+                      DType::kF32,
+                      Device{device_->type(), 0},
+                      {count < 0 ? floats_ - offset : count},
+                      {}};
   }
 
  private:
