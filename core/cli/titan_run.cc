@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "core/cli/options.h"
 #include "core/runtime/device_mesh.h"
+#include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
 #include "core/runtime/plugin_registry.h"
@@ -21,6 +22,7 @@
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
 #include "core/train/preflight.h"
+#include "core/train/run_control.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
 #include "titan/device.h"
@@ -28,10 +30,6 @@
 
 namespace titan {
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 
 void PrintPlugins(const std::vector<PluginInfo>& plugins) {
   std::cout << absl::StrFormat("%-10s %-14s %-8s %-4s %s\n", "KIND", "NAME", "VERSION", "ABI",
@@ -117,13 +115,14 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
     if (plugin.section == "comm") comm = static_cast<CommPlugin*>(plugin.instance.get());
   }
   if (comm == nullptr) {
-    absl::StatusOr<std::unique_ptr<CommPlugin>> created = registry.Create<CommPlugin>("mpi");
+    absl::StatusOr<std::unique_ptr<CommPlugin>> created =
+        registry.CreateConfigured<CommPlugin>("mpi", recipe.section("comm"));
     if (!created.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "comm.backend = \"auto\" needs the mpi comm plugin: ", created.status().message()));
+      return absl::Status(created.status().code(),
+                          absl::StrCat("comm.backend = \"auto\" needs the mpi comm plugin: ",
+                                       created.status().message()));
     }
     auto_comm = std::move(*created);
-    TITAN_RETURN_IF_ERROR(auto_comm->Configure(recipe.section("comm")));
     comm = auto_comm.get();
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
@@ -171,7 +170,10 @@ int Run(const std::vector<std::string>& args) {
   auto registry = PluginRegistry::Discover(*dirs);
   if (!registry.ok()) {
     spdlog::error("{}", std::string(registry.status().message()));
-    return kExitError;
+    return kExitFailure;
+  }
+  for (const RejectedPlugin& rejected : (*registry)->rejected()) {
+    spdlog::warn("skipping plugin file {}", rejected.reason);
   }
   if (options->recipe_reference) {
     std::cout << RecipeReference(**registry);
@@ -243,6 +245,8 @@ int Run(const std::vector<std::string>& args) {
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
                mesh->degree(MeshDim::kDpShard), mesh->degree(MeshDim::kCp),
                mesh->degree(MeshDim::kTp));
+  // From here a signal stops the run after a clean save instead of losing its steps.
+  InstallStopSignalHandlers();
   std::unique_ptr<CommPlugin> auto_comm;  // outlives the mesh made through it
   std::unique_ptr<DeviceMesh> device_mesh;
   if (world_size == 1) {
@@ -250,7 +254,7 @@ int Run(const std::vector<std::string>& args) {
         BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
-      return kExitError;
+      return kExitFailure;
     }
     device_mesh = std::move(*single);
   } else {
@@ -259,7 +263,7 @@ int Run(const std::vector<std::string>& args) {
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));
-      return kExitError;
+      return kExitFailure;
     }
     device_mesh = std::move(*joined);
     SetLogRank(device_mesh->world().rank());
@@ -278,6 +282,10 @@ int Run(const std::vector<std::string>& args) {
       optimizer = static_cast<OptimizerPlugin*>(plugin.instance.get());
   }
   absl::Status trained = Train(*recipe, *optimizer, *device_mesh, **registry);
+  if (absl::IsCancelled(trained)) {
+    spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));
+    return kExitStopped;
+  }
   if (!trained.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(trained.message()));
     if (device_mesh->world().size() > 1) {
@@ -286,7 +294,7 @@ int Run(const std::vector<std::string>& args) {
           device_mesh->world().DumpFlightRecord(absl::StrCat("fatal error: ", trained.message()));
       if (record.ok()) spdlog::error("flight record in {}", *record);
     }
-    return trained.code() == absl::StatusCode::kInternal ? kExitError : kExitUsage;
+    return ExitCodeOf(trained);
   }
   return kExitOk;
 }
@@ -300,6 +308,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // Last line of defence: every known failure is a Status; this names an unexpected one.
     std::fprintf(stderr, "titan-run: internal error: %s\n", e.what());
-    return 1;
+    return titan::kExitFailure;
+  } catch (...) {
+    std::fprintf(stderr, "titan-run: internal error: an exception of an unknown type\n");
+    return titan::kExitFailure;
   }
 }

@@ -42,6 +42,46 @@ bool IsValidName(absl::string_view name) {
 
 }  // namespace
 
+std::string PluginInfo::Describe() const {
+  return absl::StrCat(descriptor->kind, " plugin '", descriptor->name, "' (", location(), ")");
+}
+
+absl::Status CallPlugin(const PluginInfo& info, absl::string_view what,
+                        absl::FunctionRef<absl::Status()> call) {
+  std::string escaped;
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    escaped = absl::StrCat("a C++ exception: ", e.what());
+  } catch (...) {
+    escaped = "a C++ exception of an unknown type";
+  }
+  return absl::InternalError(absl::StrCat(info.Describe(), ": ", what, " threw ", escaped,
+                                          " (a plugin must return an error status instead)"));
+}
+
+absl::StatusOr<std::unique_ptr<Plugin>> Instantiate(const PluginInfo& info) {
+  std::unique_ptr<Plugin> plugin;
+  TITAN_RETURN_IF_ERROR(CallPlugin(info, "its factory", [&] {
+    plugin.reset(info.descriptor->create());
+    return absl::OkStatus();
+  }));
+  if (plugin == nullptr) {
+    return absl::InternalError(
+        absl::StrCat(info.Describe(), ": its factory returned null instead of an instance"));
+  }
+  return plugin;
+}
+
+absl::StatusOr<std::vector<ConfigKey>> DeclaredKeys(const PluginInfo& info, const Plugin& plugin) {
+  std::vector<ConfigKey> keys;
+  TITAN_RETURN_IF_ERROR(CallPlugin(info, "ConfigKeys", [&] {
+    keys = plugin.ConfigKeys();
+    return absl::OkStatus();
+  }));
+  return keys;
+}
+
 absl::StatusOr<uint32_t> ReadPluginAbi(const fs::path& file) {
   std::vector<std::string> symbols;
   try {
@@ -124,7 +164,14 @@ absl::StatusOr<std::unique_ptr<PluginRegistry>> PluginRegistry::Discover(
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
       absl::Status status = registry->LoadFile(file);
-      if (!status.ok()) problems.push_back(std::string(status.message()));
+      if (status.ok()) continue;
+      // A duplicate makes the choice of plugin ambiguous; any other fault concerns this file
+      // alone, and the other plugins stay usable.
+      if (absl::IsAlreadyExists(status)) {
+        problems.push_back(std::string(status.message()));
+      } else {
+        registry->rejected_.push_back({file, std::string(status.message())});
+      }
     }
   }
   if (!problems.empty()) {
@@ -185,6 +232,13 @@ absl::StatusOr<const PluginInfo*> PluginRegistry::Find(absl::string_view kind,
     if (info.descriptor->kind != kind) continue;
     if (absl::EqualsIgnoreCase(info.descriptor->name, name)) return &info;
     available.push_back(info.descriptor->name);
+  }
+  const std::string file_name = absl::StrCat("titan_", kind, "_", name, ".so");
+  for (const RejectedPlugin& rejected : rejected_) {
+    if (absl::EqualsIgnoreCase(rejected.path.filename().string(), file_name)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the ", kind, " plugin '", name, "' cannot be used: ", rejected.reason));
+    }
   }
   std::sort(available.begin(), available.end());
   return absl::NotFoundError(absl::StrCat(

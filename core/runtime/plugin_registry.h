@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "titan/plugin.h"
 #include "titan/status.h"
@@ -19,7 +20,27 @@ struct PluginInfo {
   const PluginDescriptor* descriptor = nullptr;
   std::filesystem::path path;  // empty for plugins built into the core
   std::string location() const { return path.empty() ? "<built-in>" : path.string(); }
+  // "optimizer plugin 'adamw' (/path/titan_optimizer_adamw.so)", for errors.
+  std::string Describe() const;
 };
+
+// A file on the plugin path that could not be loaded, and why (the reason names the file).
+struct RejectedPlugin {
+  std::filesystem::path path;
+  std::string reason;
+};
+
+// Runs `call` (`what`: "Configure", ...) on the plugin `info`. The contract forbids exceptions
+// across the boundary; one that escapes anyway becomes an error naming the plugin.
+absl::Status CallPlugin(const PluginInfo& info, absl::string_view what,
+                        absl::FunctionRef<absl::Status()> call);
+
+// A new instance of the plugin `info` through its factory; a null result or an exception is an
+// error naming the plugin and its file.
+absl::StatusOr<std::unique_ptr<Plugin>> Instantiate(const PluginInfo& info);
+
+// The recipe keys `plugin`, an instance of `info`, declares (Plugin::ConfigKeys), guarded so.
+absl::StatusOr<std::vector<ConfigKey>> DeclaredKeys(const PluginInfo& info, const Plugin& plugin);
 
 // Reads a library's ABI version from its symbol table without loading it. Errors name the
 // file: not a shared library, no titan entry point, or an ABI other than this build's.
@@ -34,21 +55,36 @@ absl::StatusOr<std::vector<std::filesystem::path>> PluginSearchDirs(
 
 class PluginRegistry {
  public:
-  // Registers the core's built-in plugins, then loads every titan_*.so in `dirs`. Every bad
-  // file is reported, each with its path and what is wrong with it.
+  // Registers the core's built-in plugins, then loads every titan_*.so in `dirs`. A file that
+  // cannot be loaded is skipped and listed in rejected() (for the caller to warn about); asking
+  // for it by kind and name is then the error. Fails only on two plugins of the same kind and
+  // name, or an unreadable folder.
   static absl::StatusOr<std::unique_ptr<PluginRegistry>> Discover(
       const std::vector<std::filesystem::path>& dirs);
 
   const std::vector<PluginInfo>& plugins() const { return plugins_; }
+  const std::vector<RejectedPlugin>& rejected() const { return rejected_; }
 
   // The plugin of `kind` named `name` (case-insensitive); the error lists those available
-  // and suggests the closest.
+  // and suggests the closest, or names the file titan_<kind>_<name>.so and why it was rejected.
   absl::StatusOr<const PluginInfo*> Find(absl::string_view kind, absl::string_view name) const;
 
   template <typename Interface>
   absl::StatusOr<std::unique_ptr<Interface>> Create(absl::string_view name) const {
     TITAN_ASSIGN_OR_RETURN(const PluginInfo* info, Find(PluginKind<Interface>::kName, name));
-    return std::unique_ptr<Interface>(static_cast<Interface*>(info->descriptor->create()));
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Plugin> plugin, Instantiate(*info));
+    return std::unique_ptr<Interface>(static_cast<Interface*>(plugin.release()));
+  }
+
+  // Create, then Configure with `config`; an exception from either names the plugin.
+  template <typename Interface>
+  absl::StatusOr<std::unique_ptr<Interface>> CreateConfigured(absl::string_view name,
+                                                              const ConfigView& config) const {
+    TITAN_ASSIGN_OR_RETURN(const PluginInfo* info, Find(PluginKind<Interface>::kName, name));
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Interface> plugin, Create<Interface>(name));
+    TITAN_RETURN_IF_ERROR(
+        CallPlugin(*info, "Configure", [&] { return plugin->Configure(config); }));
+    return plugin;
   }
 
  private:
@@ -56,6 +92,7 @@ class PluginRegistry {
   absl::Status LoadFile(const std::filesystem::path& file);
 
   std::vector<PluginInfo> plugins_;
+  std::vector<RejectedPlugin> rejected_;
 };
 
 }  // namespace titan

@@ -19,6 +19,18 @@ std::string DiscoveryError(const std::vector<fs::path>& dirs) {
   return registry.ok() ? "" : std::string(registry.status().message());
 }
 
+// Discovery of `dir` goes on past its bad file; asking for that plugin is the error.
+std::string RejectionOf(const fs::path& dir, absl::string_view name) {
+  auto registry = PluginRegistry::Discover({dir, kTestPlugins / "good"});
+  EXPECT_TRUE(registry.ok()) << registry.status();
+  if (!registry.ok()) return "";
+  EXPECT_TRUE((*registry)->Find("optimizer", "testgood").ok());
+  EXPECT_EQ((*registry)->rejected().size(), 1u);
+  auto found = (*registry)->Find("optimizer", name);
+  EXPECT_FALSE(found.ok());
+  return found.ok() ? "" : std::string(found.status().message());
+}
+
 TEST(PluginRegistry, LoadsAWellFormedPluginAndCreatesIt) {
   auto registry = PluginRegistry::Discover({kTestPlugins / "good"});
   ASSERT_TRUE(registry.ok()) << registry.status();
@@ -57,18 +69,21 @@ TEST(PluginRegistry, RefusesAnotherAbiNamingBothVersionsAndTheFile) {
   EXPECT_NE(message.find("this titan uses ABI " + std::to_string(TITAN_ABI_VERSION)),
             std::string::npos)
       << message;
-  EXPECT_NE(DiscoveryError({kTestPlugins / "bad_abi"}).find("ABI 999"), std::string::npos);
+  EXPECT_EQ(RejectionOf(kTestPlugins / "bad_abi", "badabi"),
+            "the optimizer plugin 'badabi' cannot be used: " + message);
 }
 
 TEST(PluginRegistry, RefusesAFileThatIsNotALibrary) {
-  std::string message = DiscoveryError({kTestPlugins / "not_a_library"});
-  EXPECT_NE(message.find("titan_optimizer_text.so: not a titan plugin: not a shared library"),
+  std::string message = RejectionOf(kTestPlugins / "not_a_library", "text");
+  EXPECT_NE(message.find("the optimizer plugin 'text' cannot be used: " +
+                         (kTestPlugins / "not_a_library").string() +
+                         "/titan_optimizer_text.so: not a titan plugin: not a shared library"),
             std::string::npos)
       << message;
 }
 
 TEST(PluginRegistry, RefusesALibraryWithoutTheEntryPoint) {
-  std::string message = DiscoveryError({kTestPlugins / "no_entry"});
+  std::string message = RejectionOf(kTestPlugins / "no_entry", "noentry");
   EXPECT_NE(message.find("titan_optimizer_noentry.so: not a titan plugin: no entry point"),
             std::string::npos)
       << message;
@@ -86,10 +101,53 @@ TEST(PluginRegistry, RefusesTwoPluginsOfTheSameKindAndName) {
       << message;
 }
 
-TEST(PluginRegistry, ReportsEveryBadFileAtOnce) {
-  std::string message = DiscoveryError({kTestPlugins / "bad_abi", kTestPlugins / "no_entry"});
-  EXPECT_NE(message.find("ABI 999"), std::string::npos);
-  EXPECT_NE(message.find("no entry point"), std::string::npos);
+TEST(PluginRegistry, SkipsEveryBadFileAndLoadsTheRest) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "bad_abi", kTestPlugins / "no_entry",
+                                            kTestPlugins / "not_a_library", kTestPlugins / "good"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_TRUE((*registry)->Find("optimizer", "testgood").ok());
+  std::vector<std::string> rejected;
+  for (const RejectedPlugin& r : (*registry)->rejected()) {
+    rejected.push_back(r.path.filename().string());
+    EXPECT_NE(r.reason.find(r.path.string()), std::string::npos) << r.reason;
+  }
+  EXPECT_EQ(rejected,
+            (std::vector<std::string>{"titan_optimizer_badabi.so", "titan_optimizer_noentry.so",
+                                      "titan_optimizer_text.so"}));
+  EXPECT_NE((*registry)->rejected()[0].reason.find("ABI 999"), std::string::npos);
+  EXPECT_NE((*registry)->rejected()[1].reason.find("no entry point"), std::string::npos);
+}
+
+TEST(PluginRegistry, AFactoryReturningNullIsAnErrorNamingThePlugin) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto created = (*registry)->Create<OptimizerPlugin>("nullfactory");
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().message(),
+            "optimizer plugin 'nullfactory' (" +
+                (kTestPlugins / "faulty" / "titan_optimizer_nullfactory.so").string() +
+                "): its factory returned null instead of an instance");
+}
+
+TEST(PluginRegistry, AnExceptionFromAPluginIsAnErrorNamingIt) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto factory = (*registry)->Create<OptimizerPlugin>("throwingfactory");
+  ASSERT_FALSE(factory.ok());
+  EXPECT_EQ(factory.status().message(),
+            "optimizer plugin 'throwingfactory' (" +
+                (kTestPlugins / "faulty" / "titan_optimizer_throwingfactory.so").string() +
+                "): its factory threw a C++ exception: constructor failed on purpose (a plugin "
+                "must return an error status instead)");
+  auto configured = (*registry)->CreateConfigured<OptimizerPlugin>("throwingconfigure",
+                                                                   ConfigView("optimizer", {}));
+  ASSERT_FALSE(configured.ok());
+  EXPECT_NE(configured.status().message().find(
+                "optimizer plugin 'throwingconfigure' (" +
+                (kTestPlugins / "faulty" / "titan_optimizer_throwingconfigure.so").string() +
+                "): Configure threw a C++ exception: Configure failed on purpose"),
+            absl::string_view::npos)
+      << configured.status();
 }
 
 TEST(PluginRegistry, UnknownNameListsTheAvailableAndSuggestsTheClosest) {

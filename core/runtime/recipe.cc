@@ -409,22 +409,25 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
       const std::string& name = std::get<std::string>(selector.value);
       in_use = section.plugin_in_use(recipe.sections_);
       absl::StatusOr<const PluginInfo*> found = registry.Find(section.plugin_kind, name);
-      if (found.ok()) {
+      absl::StatusOr<std::unique_ptr<Plugin>> created =
+          found.ok() ? Instantiate(**found) : found.status();
+      absl::StatusOr<std::vector<ConfigKey>> plugin_keys =
+          created.ok() ? DeclaredKeys(**found, **created) : created.status();
+      if (plugin_keys.ok()) {
         info = *found;
-        plugin.reset(info->descriptor->create());
-        std::vector<ConfigKey> plugin_keys = plugin->ConfigKeys();
+        plugin = std::move(*created);
         std::map<std::string, ConfigView::Entry> plugin_entries;
         const size_t problems_before = problems.size();
-        CheckKeys(section.name, plugin_keys, given, raw.source, plugin_entries, problems);
+        CheckKeys(section.name, *plugin_keys, given, raw.source, plugin_entries, problems);
         plugin_keys_valid = problems.size() == problems_before;
         entries.insert(plugin_entries.begin(), plugin_entries.end());
-        all_keys.insert(all_keys.end(), plugin_keys.begin(), plugin_keys.end());
+        all_keys.insert(all_keys.end(), plugin_keys->begin(), plugin_keys->end());
       } else if (in_use) {
         std::string where = selector.where == "default"
                                 ? absl::StrCat(raw.source, ": (default value)")
                                 : selector.where;
         problems.push_back(absl::StrCat(where, ": ", section.name, ".", section.plugin_key, ": ",
-                                        found.status().message()));
+                                        plugin_keys.status().message()));
       }
     }
 
@@ -446,7 +449,10 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
 
     ConfigView view(section.name, entries);
     if (plugin && in_use) {
-      absl::Status configured = plugin_keys_valid ? plugin->Configure(view) : absl::OkStatus();
+      absl::Status configured =
+          plugin_keys_valid
+              ? CallPlugin(*info, "Configure", [&] { return plugin->Configure(view); })
+              : absl::OkStatus();
       if (!configured.ok()) problems.push_back(std::string(configured.message()));
       recipe.plugins_.push_back({section.name, info, std::move(plugin)});
     }

@@ -65,8 +65,15 @@ std::string RecipeReference(const PluginRegistry& registry) {
     });
     for (const PluginInfo* plugin_info : plugins) {
       const PluginInfo& info = *plugin_info;
-      std::unique_ptr<Plugin> plugin(info.descriptor->create());
-      std::vector<ConfigKey> keys = plugin->ConfigKeys();
+      absl::StatusOr<std::unique_ptr<Plugin>> plugin = Instantiate(info);
+      absl::StatusOr<std::vector<ConfigKey>> declared =
+          plugin.ok() ? DeclaredKeys(info, **plugin) : plugin.status();
+      if (!declared.ok()) {
+        absl::StrAppend(&out, "\nWith `", section.plugin_key, " = \"", info.descriptor->name,
+                        "\"`: unavailable (", declared.status().message(), ").\n");
+        continue;
+      }
+      const std::vector<ConfigKey>& keys = *declared;
       absl::StrAppend(&out, "\nWith `", section.plugin_key, " = \"", info.descriptor->name, "\"` (",
                       info.descriptor->summary, ")",
                       keys.empty() ? ": no further keys.\n" : ":\n\n");

@@ -228,8 +228,10 @@ std::vector<SectionSchema> MakeSchema() {
   schema.push_back(PluginSection(
       "comm", "communication between ranks",
       {String("backend", "auto", "comm plugin: mpi, nccl, ...; auto = none for one rank, else mpi"),
-       Int("init_timeout_seconds", 300, 1, kNoLimit, "limit for joining the job"),
-       Int("train_timeout_seconds", 100, 1, kNoLimit, "limit for one collective in training"),
+       Int("init_timeout_seconds", 300, 1, kNoLimit,
+           "limit for joining the job and for each collective until the first step is done"),
+       Int("train_timeout_seconds", 100, 1, kNoLimit,
+           "limit for one collective after the first step"),
        Int("trace_buf_size", 20000, 0, kNoLimit, "collectives kept by the flight recorder")},
       "comm", "backend", [](const auto& sections) {
         auto backend = sections.find("comm")->second.GetString("backend");

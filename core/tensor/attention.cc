@@ -28,7 +28,7 @@ struct Layout {
     return ((b * s.seq_len + i) * s.heads + h) * s.head_dim;
   }
   int64_t kv(int64_t b, int64_t j, int64_t h) const {
-    return ((b * s.seq_len + j) * s.kv_heads + h) * s.head_dim;
+    return ((b * s.keys() + j) * s.kv_heads + h) * s.head_dim;
   }
   int64_t lse(int64_t b, int64_t h, int64_t i) const { return (b * s.heads + h) * s.seq_len + i; }
 };
@@ -38,8 +38,8 @@ T Scale(const AttentionShape& s) {
   return static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
-// Row r of a tile starting at query i0 sees keys [0, i0 + r]; the rest of its `keys` columns are
-// masked to probability 0.
+// Row r of a tile starting at query i0 sees keys [0, visible(i0 + r)); the rest of its `keys`
+// columns are masked to probability 0.
 template <typename T>
 void Exp(T* row, T shift, int64_t visible, int64_t keys) {
 #pragma omp simd
@@ -61,18 +61,33 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
   // With fewer tasks than threads, run them in turn and let BLAS use the threads instead.
 #pragma omp parallel if (tasks >= omp_get_max_threads())
   {
-    std::vector<T> scores(kQueryTile * t), inverse_sum(kQueryTile);
+    std::vector<T> scores(kQueryTile * shape.keys()), inverse_sum(kQueryTile);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       // Longest tiles (latest queries) first, so the dynamic schedule ends evenly.
       const int64_t tile = tiles - 1 - task % tiles, bh = task / tiles;
       const int64_t b = bh / shape.heads, h = bh % shape.heads;
-      const int64_t i0 = tile * kQueryTile, rows = std::min(kQueryTile, t - i0), keys = i0 + rows;
+      const int64_t i0 = tile * kQueryTile, rows = std::min(kQueryTile, t - i0);
+      const int64_t keys = shape.visible(i0 + rows - 1);
+      T* o = out + at.q(b, i0, h);
+      if (keys == 0) {  // no query of the tile sees a key
+        for (int64_t r = 0; r < rows; ++r) {
+          std::fill(o + r * at.q_stride(), o + r * at.q_stride() + hd, T{0});
+          lse[at.lse(b, h, i0 + r)] = -std::numeric_limits<T>::infinity();
+        }
+        continue;
+      }
       Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, Scale<T>(shape), q + at.q(b, i0, h),
            at.q_stride(), k + at.kv(b, 0, h / group), at.kv_stride(), T{0}, scores.data(), keys);
       for (int64_t r = 0; r < rows; ++r) {
         T* row = scores.data() + r * keys;
-        const int64_t visible = i0 + r + 1;
+        const int64_t visible = shape.visible(i0 + r);
+        if (visible == 0) {
+          std::fill(row, row + keys, T{0});
+          inverse_sum[r] = 0;
+          lse[at.lse(b, h, i0 + r)] = -std::numeric_limits<T>::infinity();
+          continue;
+        }
         const T max = *std::max_element(row, row + visible);
         Exp(row, max, visible, keys);
         T sum = 0;
@@ -80,7 +95,6 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
         inverse_sum[r] = T{1} / sum;
         lse[at.lse(b, h, i0 + r)] = max + std::log(sum);
       }
-      T* o = out + at.q(b, i0, h);
       Gemm(CblasNoTrans, CblasNoTrans, rows, hd, keys, T{1}, scores.data(), keys,
            v + at.kv(b, 0, h / group), at.kv_stride(), T{0}, o, at.q_stride());
       for (int64_t r = 0; r < rows; ++r) {
@@ -103,7 +117,7 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
   const int64_t tasks = shape.batch * shape.kv_heads;
 #pragma omp parallel if (tasks >= omp_get_max_threads())
   {
-    std::vector<T> p(kQueryTile * t), dp(kQueryTile * t);
+    std::vector<T> p(kQueryTile * shape.keys()), dp(kQueryTile * shape.keys());
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / shape.kv_heads, kvh = task % shape.kv_heads;
@@ -111,7 +125,9 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
       const T* v0 = v + at.kv(b, 0, kvh);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         for (int64_t i0 = 0; i0 < t; i0 += kQueryTile) {
-          const int64_t rows = std::min(kQueryTile, t - i0), keys = i0 + rows;
+          const int64_t rows = std::min(kQueryTile, t - i0);
+          const int64_t keys = shape.visible(i0 + rows - 1);
+          if (keys == 0) continue;  // these queries see no key: no gradient flows
           const T* qt = q + at.q(b, i0, h);
           const T* dot = dout + at.q(b, i0, h);
           Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, scale, qt, at.q_stride(), k0,
@@ -124,7 +140,7 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
             for (int64_t c = 0; c < hd; ++c) di += dot[r * at.q_stride() + c] * o[c];
             T* pr = p.data() + r * keys;
             T* dpr = dp.data() + r * keys;
-            Exp(pr, lse[at.lse(b, h, i0 + r)], i0 + r + 1, keys);
+            Exp(pr, lse[at.lse(b, h, i0 + r)], shape.visible(i0 + r), keys);
 #pragma omp simd
             for (int64_t j = 0; j < keys; ++j) dpr[j] = pr[j] * (dpr[j] - di);  // now ds
           }

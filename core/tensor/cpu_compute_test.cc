@@ -95,6 +95,94 @@ TEST(CpuCompute, Bf16GemmIsTheProductOfTheRoundedInputs) {
   }
 }
 
+// Attention with position offsets, as context parallelism computes it: the queries split into two
+// chunks, each against the keys up to its end, give the whole sequence's outputs and lse, and
+// their key and value gradients add up to the whole sequence's.
+TEST(CpuCompute, AttentionChunksWithOffsetsMatchTheWholeSequence) {
+  constexpr int64_t kBatch = 2, kT = 45, kHeads = 4, kKvHeads = 2, kHd = 8, kSplit = 19;
+  const int64_t q_row = kHeads * kHd, kv_row = kKvHeads * kHd;
+  std::vector<float> q = Random(kBatch * kT * q_row, 7), k = Random(kBatch * kT * kv_row, 8);
+  std::vector<float> v = Random(kBatch * kT * kv_row, 9), dout = Random(q.size(), 10);
+  Compute& compute = CpuCompute::Get();
+  AttentionSpec whole{kBatch, kT, kT, kHeads, kKvHeads, kHd, 0, 0};
+  std::vector<float> out(q.size()), lse(kBatch * kHeads * kT);
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  const auto view = [](std::vector<float>& x) { return View(x.data(), {int64_t(x.size())}); };
+  ASSERT_TRUE(
+      compute.AttentionForward(whole, view(q), view(k), view(v), view(out), view(lse)).ok());
+  ASSERT_TRUE(compute
+                  .AttentionBackward(whole, view(dout), view(q), view(k), view(v), view(out),
+                                     view(lse), view(dq), view(dk), view(dv))
+                  .ok());
+  // Rows [first, first + rows) of every batch row, of a [batch, kT, width] tensor.
+  const auto rows_of = [](const std::vector<float>& x, int64_t first, int64_t rows, int64_t width) {
+    std::vector<float> part;
+    for (int64_t b = 0; b < kBatch; ++b) {
+      const float* start = x.data() + (b * kT + first) * width;
+      part.insert(part.end(), start, start + rows * width);
+    }
+    return part;
+  };
+  std::vector<float> dk_sum(k.size()), dv_sum(v.size());
+  for (const auto& [first, rows] :
+       {std::pair<int64_t, int64_t>{0, kSplit}, {kSplit, kT - kSplit}}) {
+    const int64_t kv_len = first + rows;  // the keys up to the chunk's end
+    AttentionSpec chunk{kBatch, rows, kv_len, kHeads, kKvHeads, kHd, first, 0};
+    std::vector<float> cq = rows_of(q, first, rows, q_row),
+                       cdout = rows_of(dout, first, rows, q_row);
+    std::vector<float> ck = rows_of(k, 0, kv_len, kv_row), cv = rows_of(v, 0, kv_len, kv_row);
+    std::vector<float> cout(cq.size()), clse(kBatch * kHeads * rows);
+    std::vector<float> cdq(cq.size()), cdk(ck.size()), cdv(cv.size());
+    ASSERT_TRUE(
+        compute.AttentionForward(chunk, view(cq), view(ck), view(cv), view(cout), view(clse)).ok());
+    ASSERT_TRUE(compute
+                    .AttentionBackward(chunk, view(cdout), view(cq), view(ck), view(cv), view(cout),
+                                       view(clse), view(cdq), view(cdk), view(cdv))
+                    .ok());
+    const std::vector<float> want_out = rows_of(out, first, rows, q_row);
+    const std::vector<float> want_dq = rows_of(dq, first, rows, q_row);
+    for (size_t i = 0; i < cout.size(); ++i) {
+      ASSERT_NEAR(cout[i], want_out[i], 1e-5) << first << " " << i;
+      ASSERT_NEAR(cdq[i], want_dq[i], 1e-4) << first << " " << i;
+    }
+    for (int64_t b = 0; b < kBatch; ++b) {
+      for (int64_t h = 0; h < kHeads; ++h) {
+        for (int64_t i = 0; i < rows; ++i) {
+          ASSERT_NEAR(clse[(b * kHeads + h) * rows + i], lse[(b * kHeads + h) * kT + first + i],
+                      1e-5);
+        }
+      }
+      for (int64_t j = 0; j < kv_len * kv_row; ++j) {
+        dk_sum[b * kT * kv_row + j] += cdk[b * kv_len * kv_row + j];
+        dv_sum[b * kT * kv_row + j] += cdv[b * kv_len * kv_row + j];
+      }
+    }
+  }
+  for (size_t i = 0; i < dk.size(); ++i) {
+    EXPECT_NEAR(dk_sum[i], dk[i], 1e-4) << i;
+    EXPECT_NEAR(dv_sum[i], dv[i], 1e-4) << i;
+  }
+}
+
+// A chunk of queries placed before every key sees none: zeros, an lse of -inf, no gradient.
+TEST(CpuCompute, AttentionQueriesThatSeeNoKeyGetZeros) {
+  constexpr int64_t kT = 5, kHd = 4;
+  std::vector<float> q = Random(kT * kHd, 11), k = Random(kT * kHd, 12), v = Random(kT * kHd, 13);
+  std::vector<float> out(q.size(), 7.0f), lse(kT), dq(q.size()), dk(k.size()), dv(v.size());
+  const AttentionSpec before{1, kT, kT, 1, 1, kHd, 0, kT};  // keys at positions kT..2kT-1
+  Compute& compute = CpuCompute::Get();
+  const auto view = [](std::vector<float>& x) { return View(x.data(), {int64_t(x.size())}); };
+  ASSERT_TRUE(
+      compute.AttentionForward(before, view(q), view(k), view(v), view(out), view(lse)).ok());
+  for (float x : out) EXPECT_EQ(x, 0.0f);
+  for (float x : lse) EXPECT_TRUE(std::isinf(x) && x < 0);
+  ASSERT_TRUE(compute
+                  .AttentionBackward(before, view(q), view(q), view(k), view(v), view(out),
+                                     view(lse), view(dq), view(dk), view(dv))
+                  .ok());
+  for (float x : dk) EXPECT_EQ(x, 0.0f);
+}
+
 TEST(CpuCompute, AnOperandOnAnotherDeviceIsNamed) {
   std::vector<float> x(4), y(4);
   TensorView on_gpu = View(x.data(), {4});

@@ -319,9 +319,9 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
 }
 
 absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
-                                     const TrainState& state) {
+                                     const TrainState& state, bool stopping) {
   const bool last = step == steps;
-  if (step % interval_ != 0 && !last) return absl::OkStatus();
+  if (step % interval_ != 0 && !last && !stopping) return absl::OkStatus();
   const auto start = std::chrono::steady_clock::now();
   TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
   const bool model_only = last && last_model_only_;

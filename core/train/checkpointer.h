@@ -57,9 +57,10 @@ class Checkpointer {
   // imported model trains as it was trained (logged when they differ from the flavor's).
   absl::Status MatchModel(LlamaConfig& config, absl::string_view flavor);
   absl::StatusOr<ResumePoint> Load(const TrainState& state);
-  // After step `step` of `steps`: saves when the interval or the last step says so.
+  // After step `step` of `steps`: saves when the interval or the last step says so, or
+  // `stopping` (a run stopped early saves a full checkpoint to resume from).
   absl::Status MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
-                         const TrainState& state);
+                         const TrainState& state, bool stopping = false);
   // Waits for a background save and reports how it went.
   absl::Status Wait();
 

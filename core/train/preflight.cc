@@ -37,12 +37,13 @@ std::string KeyValue(const Recipe& recipe, const std::string& section, const std
 absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPlugin(const Recipe& recipe,
                                                                      const PluginRegistry& registry,
                                                                      const char* name) {
-  absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin = registry.Create<ParallelPlugin>(name);
+  absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin =
+      registry.CreateConfigured<ParallelPlugin>(name, recipe.section("parallelism"));
   if (!plugin.ok()) {
-    return absl::FailedPreconditionError(
+    return absl::Status(
+        plugin.status().code(),
         absl::StrCat("the mesh needs the ", name, " parallel plugin: ", plugin.status().message()));
   }
-  TITAN_RETURN_IF_ERROR((*plugin)->Configure(recipe.section("parallelism")));
   return std::move(*plugin);
 }
 

@@ -15,6 +15,7 @@
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
 #include "core/train/preflight.h"
+#include "core/train/run_control.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
 
@@ -167,12 +168,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       "rank(s)){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
       log ? ", logging to " + log->path() : "");
+  DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
   int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
   absl::Status saved;  // the checkpoint saves' outcome: the ranks agree on it
   int64_t trained = resume.step;
+  int64_t stopped_after = 0;  // the step after which a stop signal ended the run
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
     const double lr = peak_lr * schedule.Factor(step - resume.lr_offset);
@@ -207,32 +210,62 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              EvalLoss(*model, *eval_loader, batches, batch, seq_len, mesh.world()));
       if (log) log->LogEval(step, eval_loss);
     }
+    bool stop = false;  // asked on every rank every step, so that all stop after the same one
+    if (step < steps) {
+      TITAN_ASSIGN_OR_RETURN(stop, AgreeToStop(mesh.world()));
+    }
     if (checkpointer != nullptr) {
-      saved = checkpointer->MaybeSave(step, steps, resume, train_state);
+      saved = checkpointer->MaybeSave(step, steps, resume, train_state, stop);
       if (!saved.ok()) break;  // the weights trained so far still go to model.arena below
     }
+    if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));
     if (log) log->Progress(step, steps, Seconds(run_start));
+    if (stop) {
+      stopped_after = step;
+      break;
+    }
   }
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
-  if (log && saved.ok()) log->Progress(steps, steps, Seconds(run_start));
   SetLogStep(-1);
-  if (saved.ok()) spdlog::info("[train] done: {} steps in {:.1f}s", steps, Seconds(run_start));
+  const std::string stopped = absl::StrCat(
+      "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
+      " after step ", stopped_after, " of ", steps);
+  // Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
+  auto stop_after_save = [&](absl::string_view what) -> absl::Status {
+    TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
+    return absl::CancelledError(absl::StrCat(stopped, what));
+  };
+  if (stopped_after > 0 && checkpointer != nullptr && saved.ok()) {
+    return stop_after_save("; its checkpoint is saved: run the same command to resume");
+  }
+  if (log && saved.ok() && stopped_after == 0) log->Progress(steps, steps, Seconds(run_start));
+  if (saved.ok()) {
+    spdlog::info("[train] {}: {} steps in {:.1f}s", stopped_after > 0 ? stopped : "done",
+                 trained - resume.step, Seconds(run_start));
+  }
   // From here on every rank holds the whole model, so saving and sampling need no collectives.
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
     if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
   }
-  if (!lead) return saved;
   // The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
   // full disk or a format that cannot hold the state never loses the run's work.
   const std::string model_path = (std::filesystem::path(dump) / "model.arena").string();
-  TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
-  if (!saved.ok()) {
-    spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
-                  std::string(saved.message()), trained, model_path);
-    return saved;
+  if (lead) {
+    TITAN_RETURN_IF_ERROR(model->SaveParameters(model_path));
+    if (!saved.ok()) {
+      spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
+                    std::string(saved.message()), trained, model_path);
+      return saved;
+    }
+    spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
   }
-  spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
+  if (!saved.ok()) return saved;
+  if (stopped_after > 0) {
+    return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
+                                        " (checkpoint.enable is off: no resuming)"));
+  }
+  if (!lead) return absl::OkStatus();
 
   const ConfigView& sample = recipe.section("generate");
   TITAN_ASSIGN_OR_RETURN(int64_t max_new_tokens, sample.GetInt("max_new_tokens"));

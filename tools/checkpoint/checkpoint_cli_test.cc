@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
@@ -205,6 +206,16 @@ TEST_F(CheckpointCliTest, ErrorsNameTheFolderOrFormat) {
       Tool("convert " + export_.string() + " " + export_.string() + "/ --to=safetensors");
   EXPECT_EQ(onto_itself.exit_code, 1);
   EXPECT_THAT(onto_itself.output, HasSubstr("the destination is the source"));
+}
+
+TEST_F(CheckpointCliTest, ABadPluginFileIsSkippedWithAWarning) {
+  fs::create_directories(dir_ / "plugins");
+  std::ofstream(dir_ / "plugins" / "titan_checkpoint_junk.so") << "not a library\n";
+  Result r = Tool("list " + export_.string() + " --plugin-dir=" + (dir_ / "plugins").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("titan-checkpoint: warning: skipping plugin file " +
+                                  (dir_ / "plugins" / "titan_checkpoint_junk.so").string() +
+                                  ": not a titan plugin: not a shared library"));
 }
 
 TEST_F(CheckpointCliTest, UsageErrorsExitTwo) {

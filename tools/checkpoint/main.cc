@@ -114,6 +114,10 @@ absl::Status Run(const Flags& flags) {
                          PluginSearchDirs(flags.plugin_dirs, env ? env : "",
                                           std::filesystem::read_symlink("/proc/self/exe")));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<PluginRegistry> registry, PluginRegistry::Discover(dirs));
+  for (const RejectedPlugin& rejected : registry->rejected()) {
+    std::fprintf(stderr, "%s: warning: skipping plugin file %s\n", "titan-checkpoint",
+                 rejected.reason.c_str());
+  }
   if (flags.command == "list") {
     const std::string& folder = flags.folders[0];
     std::string format = flags.format;

@@ -281,6 +281,10 @@ absl::Status Run(const Options& o) {
   TITAN_ASSIGN_OR_RETURN(dirs, PluginSearchDirs(o.plugin_dirs, env ? env : "",
                                                 std::filesystem::read_symlink("/proc/self/exe")));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<PluginRegistry> registry, PluginRegistry::Discover(dirs));
+  for (const RejectedPlugin& rejected : registry->rejected()) {
+    std::fprintf(stderr, "%s: warning: skipping plugin file %s\n", "titan-lbdc",
+                 rejected.reason.c_str());
+  }
   std::vector<std::unique_ptr<BalancePlugin>> policies;
   for (const std::string& name : o.policies) {
     TITAN_ASSIGN_OR_RETURN(std::unique_ptr<BalancePlugin> policy,

@@ -1,5 +1,5 @@
 // The `mpi` comm plugin: the job's communicators over OpenMPI. Every operation is started
-// non-blocking and polled against `[comm] train_timeout_seconds`, so a rank that dies or
+// non-blocking and polled against a timeout, so a rank that dies or
 // stalls turns into an error naming the rank, the collective and its sequence number on
 // every rank still waiting, instead of a hang; the flight recorder keeps the last ones.
 // MPI cannot cancel a collective: after a timeout the communicator refuses further work, and
@@ -9,8 +9,9 @@
 // issuing them from a communication thread while the main thread computes (OpenMPI makes no
 // progress on a non-blocking collective unless a thread is inside MPI). The operations of one
 // communicator are serialized by a lock; their order must still be the same on every rank.
-// Forming communicators (connecting, splitting) waits `init_timeout_seconds`, every other
-// operation `train_timeout_seconds`.
+// Forming communicators (connecting, splitting) waits `init_timeout_seconds`; every other
+// operation waits that long too until the trainer's first step is done (UseTrainTimeout), as
+// TorchTitan does, and `train_timeout_seconds` after it.
 #include <mpi.h>
 
 #include <atomic>
@@ -46,8 +47,12 @@ struct Job {
         timeout(timeout),
         world_rank(world_rank),
         recorder(trace_size, std::move(trace_folder), world_rank) {}
+  // The limit of an operation that names none: the init timeout until the trainer's first
+  // step is done everywhere (UseTrainTimeout), the train timeout after.
+  std::chrono::seconds Timeout() const { return training.load() ? timeout : init_timeout; }
   std::chrono::seconds init_timeout;
   std::chrono::seconds timeout;
+  std::atomic<bool> training{false};
   int world_rank;
   FlightRecorder recorder;
 };
@@ -116,6 +121,7 @@ class MpiCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  void UseTrainTimeout() override { job_->training.store(true); }
 
   absl::Status AllReduce(TensorView buffer, ReduceOp op) override {
     return Guarded("all-reduce", [&] { return Reduce("all-reduce", buffer, buffer, op); });
@@ -287,11 +293,11 @@ class MpiCommunicator : public Communicator {
                    std::optional<std::chrono::seconds> timeout = std::nullopt) {
     std::lock_guard<std::mutex> lock(mutex_);
     ServeDumpRequest();
-    const std::chrono::seconds limit = timeout.value_or(job_->timeout);
+    const std::chrono::seconds limit = timeout.value_or(job_->Timeout());
     std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
                                     " on ", name_, " (", size_, " ranks)");
     if (!broken_.empty()) {
-      return absl::FailedPreconditionError(
+      return absl::AbortedError(
           absl::StrCat(what, ": the communicator is unusable after an earlier ", broken_));
     }
     int64_t sequence = ++sequence_;

@@ -265,7 +265,39 @@ TEST(MpiCommTest, ZzStalledRankTimesOutEverySurvivor) {
   EXPECT_EQ(last["sequence"], 2);
   EXPECT_EQ(last["state"], "timed out");
   // A broken communicator refuses further work at once instead of waiting again.
-  EXPECT_EQ(world->Barrier().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(world->Barrier().code(), absl::StatusCode::kAborted);
+}
+
+// Run alone in its own process (the filter *SlowStart*): a rank that starts later than the train
+// timeout but within the init timeout is waited for until UseTrainTimeout; after it, a rank as
+// late makes the others give up within the train timeout.
+TEST(MpiCommTest, SlowStartWaitsTheInitTimeoutUntilTraining) {
+  constexpr int kInit = 120, kTrain = 1, kLateMs = 4000;  // late: well past kTrain, within kInit
+  static PluginRegistry* registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})->release();
+  std::map<std::string, ConfigView::Entry> entries = {
+      {"init_timeout_seconds", {int64_t{kInit}, "test"}},
+      {"train_timeout_seconds", {int64_t{kTrain}, "test"}},
+      {"trace_folder", {TraceFolder(), "test"}}};
+  CommPlugin* plugin =
+      registry->CreateConfigured<CommPlugin>("mpi", ConfigView("comm", entries))->release();
+  std::unique_ptr<Communicator> world = std::move(plugin->ConnectWorld({})).value();
+  const int n = world->size(), r = world->rank();
+  if (n == 1) GTEST_SKIP() << "needs a late peer";
+  std::vector<float>& v = *new std::vector<float>{1.0f};  // never freed: see ZzStalledRank
+  if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(kLateMs));
+  absl::Status start_up = world->AllReduce(View(v), ReduceOp::kSum);
+  ASSERT_TRUE(start_up.ok()) << start_up;
+  EXPECT_EQ(v[0], static_cast<float>(n));
+  world->UseTrainTimeout();
+  if (r == n - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kLateMs));
+    (void)world->AllReduce(View(v), ReduceOp::kSum);  // lets the others' requests finish
+    return;
+  }
+  absl::Status training = world->AllReduce(View(v), ReduceOp::kSum);
+  EXPECT_EQ(training.code(), absl::StatusCode::kDeadlineExceeded) << training;
+  EXPECT_NE(training.message().find("did not complete within 1s"), absl::string_view::npos)
+      << training;
 }
 
 // Run alone in its own process (the filter *LateRankJoin*): the last rank starts after the

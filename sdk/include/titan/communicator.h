@@ -46,6 +46,13 @@ class Communicator {
   // Ranks passing the same color form a new communicator, ordered by key.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
 
+  // Until this is called, operations wait as long as joining the job may (a comm plugin's init
+  // timeout), since ranks finish uneven start-up work apart; from then on they wait the shorter
+  // train timeout. The trainer calls it once its first step is done on every rank, as
+  // TorchTitan does; it applies to every communicator of the job. Backends without timeouts
+  // ignore it.
+  virtual void UseTrainTimeout() {}
+
   // Writes this rank's flight record (its last collectives) and returns the file written;
   // backends that keep none say so. Timeouts and fatal errors write one without being asked.
   virtual absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) {

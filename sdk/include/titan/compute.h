@@ -68,7 +68,8 @@ class Compute {
                             bool transpose_b, float alpha, float beta, TensorView c) = 0;
 
   // --- The model's layers (f32 activations) -----------------------------------------------
-  // out [b, t, heads, hd]; lse [b, heads, t] saves each softmax row's log-sum-exp.
+  // out [b, t, heads, hd]; lse [b, heads, t] saves each softmax row's log-sum-exp; a query that
+  // sees no key gets zeros and an lse of -inf.
   virtual absl::Status AttentionForward(const AttentionSpec& spec, const TensorView& q,
                                         const TensorView& k, const TensorView& v, TensorView out,
                                         TensorView lse) = 0;

@@ -1,0 +1,39 @@
+// Plugins that break the contract at the boundary, one per library, selected by the macro
+// FAULT: a factory that returns null, a factory (constructor) that throws, and a Configure that
+// throws. The loader must name the plugin and never crash.
+#include <stdexcept>
+
+#include "titan/optimizer.h"
+
+namespace {
+
+class Faulty : public titan::OptimizerPlugin {
+ public:
+#if FAULT == 2
+  Faulty() { throw std::runtime_error("constructor failed on purpose"); }
+#endif
+#if FAULT == 3
+  absl::Status Configure(const titan::ConfigView&) override {
+    throw std::runtime_error("Configure failed on purpose");
+  }
+#endif
+  std::vector<std::string> StateNames() const override { return {}; }
+  absl::Status Step(const titan::OptimizerStep&) override { return absl::OkStatus(); }
+};
+
+#if FAULT == 1
+titan::Plugin* CreateNothing() { return nullptr; }
+const titan::PluginDescriptor kDescriptor = {
+    TITAN_ABI_VERSION,          "optimizer",   "nullfactory", "0.0.1",
+    "a factory returning null", &CreateNothing};
+#endif
+
+}  // namespace
+
+#if FAULT == 1
+BOOST_DLL_ALIAS_SECTIONED(kDescriptor, TITAN_PLUGIN_SYMBOL_, titan)
+#elif FAULT == 2
+TITAN_PLUGIN(titan::OptimizerPlugin, Faulty, "throwingfactory", "0.0.1", "a throwing factory")
+#else
+TITAN_PLUGIN(titan::OptimizerPlugin, Faulty, "throwingconfigure", "0.0.1", "a throwing Configure")
+#endif
