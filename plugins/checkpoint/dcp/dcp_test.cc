@@ -303,6 +303,27 @@ TEST(Dcp, AnIndexWithFloatsForIntegersIsRefused) {
   }
 }
 
+// A piece's file is a name inside the checkpoint folder: an index edited to point elsewhere
+// ("../x", an absolute path) is refused before anything is opened.
+TEST(Dcp, APieceFileOutsideTheFolderIsRefused) {
+  Dcp dcp;
+  std::vector<float> matrix, vector;
+  const std::string folder = Folder("piece_outside");
+  ASSERT_TRUE(SaveExample(dcp, folder, matrix, vector).ok());
+  const nlohmann::json saved = nlohmann::json::parse(std::ifstream(folder + "/metadata.json"));
+  for (const char* file : {"../outside.bin", "/etc/passwd", "..", ""}) {
+    nlohmann::json index = saved;
+    index["pieces"][0]["file"] = file;
+    std::ofstream(folder + "/metadata.json") << index.dump();
+    absl::StatusOr<CheckpointContents> read = dcp.plugin->Read(folder);
+    ASSERT_FALSE(read.ok()) << file;
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(read.status().message().find("is not a file name in the checkpoint folder"),
+              std::string::npos)
+        << read.status();
+  }
+}
+
 // docs/fuzzing.md, finding 8: a piece pointed at bytes another piece had decompressed was
 // copied from that piece's buffer, whatever its size (a heap overflow when it was smaller).
 TEST(Dcp, PiecesOfDifferentSizesSharingBytesAreRefused) {

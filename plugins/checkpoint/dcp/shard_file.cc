@@ -261,6 +261,14 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
         return absl::DataLossError(
             absl::StrCat(path, ": a piece of unknown tensor '", piece.tensor, "'"));
       }
+      // Pieces live in the checkpoint's own folder: a name with a separator (or "..") would make
+      // a load read a file elsewhere.
+      if (piece.file.empty() || piece.file == "." || piece.file == ".." ||
+          piece.file.find('/') != std::string::npos) {
+        return absl::DataLossError(absl::StrCat(path, ": ", piece.tensor, ": piece file \"",
+                                                piece.file,
+                                                "\" is not a file name in the checkpoint folder"));
+      }
       absl::Status inside = CheckInside(piece.box, tensor->second.full_shape);
       if (!inside.ok()) {
         return absl::DataLossError(absl::StrCat(path, ": ", piece.tensor, ": ", inside.message()));
