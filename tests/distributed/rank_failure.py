@@ -16,34 +16,11 @@ import subprocess
 import sys
 import time
 
+from rank_processes import logged_steps, rank_processes
+
 TIMEOUT_S = 3
 # Only a guard against a hang of this script itself; nothing is asserted about speed.
 GUARD_S = 300
-
-
-def rank_processes(marker, rank):
-    """PIDs of the titan-run processes of this test (their command line holds `marker`)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if "titan-run" in cmdline and marker in cmdline and \
-                f"OMPI_COMM_WORLD_RANK={rank}" in environ:
-            found.append(int(pid))
-    return found
-
-
-def logged_steps(out):
-    try:
-        with open(os.path.join(out, "metrics.jsonl")) as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
 
 
 def main():

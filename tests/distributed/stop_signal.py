@@ -14,32 +14,10 @@ import subprocess
 import sys
 import time
 
+from rank_processes import logged_steps, rank_processes
+
 # Only a guard against a hang of this script itself; nothing is asserted about speed.
 GUARD_S = 300
-
-
-def rank_process(marker, rank):
-    """The PID of this test's titan-run process of `rank` (its command line holds `marker`)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if "titan-run" in cmdline and marker in cmdline and \
-                f"OMPI_COMM_WORLD_RANK={rank}" in environ:
-            return int(pid)
-    return None
-
-
-def logged_steps(out):
-    try:
-        with open(os.path.join(out, "metrics.jsonl")) as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
 
 
 def main():
@@ -64,11 +42,11 @@ def main():
             print(job.communicate()[0])
             sys.exit("the run never logged a step")
         time.sleep(0.1)
-    pid = rank_process(args.out, 1)
-    if pid is None:
+    pids = rank_processes(args.out, 1)
+    if not pids:
         job.kill()
         sys.exit("rank 1's process not found")
-    os.kill(pid, signal.SIGTERM)
+    os.kill(pids[0], signal.SIGTERM)
     try:
         output, _ = job.communicate(timeout=GUARD_S)
     except subprocess.TimeoutExpired:
