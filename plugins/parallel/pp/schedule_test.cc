@@ -446,37 +446,50 @@ TEST(Csv, RefusesMalformedFilesNamingFileLineAndCell) {
               AllOf(HasSubstr("/nonexistent/schedule.csv"), HasSubstr("cannot open")));
 }
 
-// docs/pipeline.md's bubble table (p = 4) is what the simulation computes.
-TEST(Docs, BubbleTableMatchesTheSimulation) {
+// docs/pipeline.md's tables for p = 4 (bubbles per m; peak in flight per rank at m = 8) are what
+// the simulation computes.
+TEST(Docs, PipelineTablesMatchTheSimulation) {
   std::ifstream doc(std::string(TITAN_SOURCE_DIR) + "/docs/pipeline.md");
   ASSERT_TRUE(doc.good());
+  enum class Table { kNone, kBubble, kPeak } table = Table::kNone;
+  std::vector<int> columns;  // m of each bubble column, the rank of each peak column
+  std::map<Table, int> rows;
   std::string line;
-  int rows = 0;
-  std::vector<int> columns;  // the microbatch counts of the table's header
   while (std::getline(doc, line)) {
     std::vector<std::string> cells = absl::StrSplit(line, '|');
-    if (cells.size() < 4) continue;
+    if (cells.size() < 4) {
+      table = Table::kNone;
+      continue;
+    }
     for (std::string& cell : cells) cell = std::string(absl::StripAsciiWhitespace(cell));
-    if (cells[1] == "schedule (p = 4)") {
+    if (cells[1] == "schedule (p = 4)" || cells[1] == "peak in flight (p = 4, m = 8)") {
+      table = cells[1] == "schedule (p = 4)" ? Table::kBubble : Table::kPeak;
       columns.clear();
       for (size_t c = 3; c + 1 < cells.size(); ++c) {
-        int m = 0;
-        ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(cells[c], "m = "), &m)) << cells[c];
-        columns.push_back(m);
+        absl::string_view header = cells[c];
+        int value = 0;
+        ASSERT_TRUE(absl::ConsumePrefix(&header, "m = ") || absl::ConsumePrefix(&header, "rank "));
+        ASSERT_TRUE(absl::SimpleAtoi(header, &value)) << cells[c];
+        columns.push_back(value);
       }
       continue;
     }
-    if (columns.empty() || !PlacementOf(cells[1]).ok()) continue;
+    if (table == Table::kNone || !PlacementOf(cells[1]).ok()) continue;
     int per_rank = 0;
     ASSERT_TRUE(absl::SimpleAtoi(cells[2], &per_rank)) << line;
+    ASSERT_EQ(cells.size(), columns.size() + 4) << line;
     for (size_t c = 0; c < columns.size(); ++c) {
       const std::string expected =
-          absl::StrFormat("%.3f", Bubble(cells[1], 4, per_rank, columns[c]));
+          table == Table::kBubble
+              ? absl::StrFormat("%.3f", Bubble(cells[1], 4, per_rank, columns[c]))
+              : absl::StrCat(
+                    PeakInFlight(Lower(GenerateOrDie(cells[1], 4, per_rank, 8)), columns[c]));
       EXPECT_EQ(cells[3 + c], expected) << line;
     }
-    ++rows;
+    ++rows[table];
   }
-  EXPECT_GE(rows, 7);
+  EXPECT_EQ(rows[Table::kBubble], 10);
+  EXPECT_EQ(rows[Table::kPeak], 7);
 }
 
 }  // namespace
