@@ -77,7 +77,7 @@ class TempFile {
   std::string path_;
 };
 
-TEST(ActionText, RoundTripsEveryType) {
+TEST(PpActionText, RoundTripsEveryType) {
   for (ActionType type : {kF, kB, kI, kW, ActionType::kSendForward, ActionType::kRecvForward,
                           ActionType::kSendBackward, ActionType::kRecvBackward}) {
     const Action action{type, 12, 345};
@@ -90,7 +90,7 @@ TEST(ActionText, RoundTripsEveryType) {
   EXPECT_EQ(*ParseAction(" 2SEND_F1 "), (Action{ActionType::kSendForward, 2, 1}));
 }
 
-TEST(ActionText, RefusesMalformedNamingTheTextAndTheExpectedForm) {
+TEST(PpActionText, RefusesMalformedNamingTheTextAndTheExpectedForm) {
   for (absl::string_view bad : {"F0", "1X0", "1F", "1F0x", "", "-1F0", "1SEND0", "99999999999F0"}) {
     absl::StatusOr<Action> parsed = ParseAction(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
@@ -99,7 +99,7 @@ TEST(ActionText, RefusesMalformedNamingTheTextAndTheExpectedForm) {
   }
 }
 
-TEST(ScheduleNames, AreTorchTitansWithTheirPlacement) {
+TEST(PpScheduleNames, AreTorchTitansWithTheirPlacement) {
   EXPECT_THAT(ScheduleNames(),
               ::testing::ElementsAre("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS",
                                      "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"));
@@ -116,7 +116,7 @@ TEST(ScheduleNames, AreTorchTitansWithTheirPlacement) {
   EXPECT_FALSE(Generate("Bogus", 2, 1, 2).ok());
 }
 
-TEST(Generate, PlacesStagesInLoopsOrInAV) {
+TEST(PpGenerate, PlacesStagesInLoopsOrInAV) {
   EXPECT_EQ(GenerateOrDie("Interleaved1F1B", 4, 2, 4).stage_rank,
             (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3}));
   const Schedule v = GenerateOrDie("ZBVZeroBubble", 4, 2, 8);
@@ -125,7 +125,7 @@ TEST(Generate, PlacesStagesInLoopsOrInAV) {
   EXPECT_FALSE(v.lowered);
 }
 
-TEST(Generate, RefusesWhatDoesNotFitNamingIt) {
+TEST(PpGenerate, RefusesWhatDoesNotFitNamingIt) {
   struct Case {
     const char* name;
     int ranks, stages_per_rank, microbatches;
@@ -146,12 +146,12 @@ TEST(Generate, RefusesWhatDoesNotFitNamingIt) {
   }
 }
 
-TEST(Generate, GPipeRunsAllForwardsThenAllBackwards) {
+TEST(PpGenerate, GPipeRunsAllForwardsThenAllBackwards) {
   EXPECT_THAT(Names(GenerateOrDie("GPipe", 2, 1, 3).actions[1]),
               ::testing::ElementsAre("1F0", "1F1", "1F2", "1B0", "1B1", "1B2"));
 }
 
-TEST(Generate, OneFOneBWarmsUpRunsOneForwardOneBackwardThenCoolsDown) {
+TEST(PpGenerate, OneFOneBWarmsUpRunsOneForwardOneBackwardThenCoolsDown) {
   // Rank 1 of 4: 4 - 1 - 1 = 2 warm-up forwards.
   EXPECT_THAT(Names(GenerateOrDie("1F1B", 4, 1, 6).actions[1]),
               ::testing::ElementsAre("1F0", "1F1", "1F2", "1B0", "1F3", "1B1", "1F4", "1B2", "1F5",
@@ -160,12 +160,12 @@ TEST(Generate, OneFOneBWarmsUpRunsOneForwardOneBackwardThenCoolsDown) {
               ::testing::ElementsAre("3F0", "3B0", "3F1", "3B1"));
 }
 
-TEST(Generate, LoopedBfsRunsEachLocalStageThenBackwardsInReverse) {
+TEST(PpGenerate, LoopedBfsRunsEachLocalStageThenBackwardsInReverse) {
   EXPECT_THAT(Names(GenerateOrDie("LoopedBFS", 2, 2, 2).actions[0]),
               ::testing::ElementsAre("0F0", "0F1", "2F0", "2F1", "2B1", "2B0", "0B1", "0B0"));
 }
 
-TEST(Generate, InterleavedOneFOneBIsDepthFirst) {
+TEST(PpGenerate, InterleavedOneFOneBIsDepthFirst) {
   // As PyTorch orders it for 2 ranks, 2 stages per rank, 4 microbatches: rank 0 warms up
   // (2 - 1) x 2 + 2 x 1 = 4 forwards, a round of 2 microbatches per local stage.
   EXPECT_THAT(Names(GenerateOrDie("Interleaved1F1B", 2, 2, 4).actions[0]),
@@ -173,7 +173,7 @@ TEST(Generate, InterleavedOneFOneBIsDepthFirst) {
                                      "0B0", "2F3", "0B1", "2B2", "2B3", "0B2", "0B3"));
 }
 
-TEST(Generate, ZeroBubbleSchedulesSplitTheBackward) {
+TEST(PpGenerate, ZeroBubbleSchedulesSplitTheBackward) {
   for (const char* name : {"InterleavedZeroBubble", "ZBVZeroBubble"}) {
     const Schedule s = GenerateOrDie(name, 4, 2, 8);
     int inputs = 0, weights = 0;
@@ -198,7 +198,7 @@ bool Fits(absl::string_view name, int ranks, int microbatches) {
   return true;
 }
 
-TEST(EverySchedule, PassesCheckAfterLowerAndComputesEachStageMicrobatchOncePerDirection) {
+TEST(PpEverySchedule, PassesCheckAfterLowerAndComputesEachStageMicrobatchOncePerDirection) {
   int checked = 0;
   for (const std::string& name : ScheduleNames()) {
     const bool multi = *IsMultiStage(name);
@@ -239,7 +239,7 @@ TEST(EverySchedule, PassesCheckAfterLowerAndComputesEachStageMicrobatchOncePerDi
   EXPECT_GT(checked, 100);
 }
 
-TEST(TheoreticalBubble, GPipeAndOneFOneBAreRanksMinusOneOverMicrobatchesPlusRanksMinusOne) {
+TEST(PpBubble, GPipeAndOneFOneBAreRanksMinusOneOverMicrobatchesPlusRanksMinusOne) {
   for (int p : {2, 4}) {
     for (int m : {1, 3, 4, 8, 16}) {
       const double expected = (p - 1.0) / (m + p - 1.0);
@@ -249,7 +249,7 @@ TEST(TheoreticalBubble, GPipeAndOneFOneBAreRanksMinusOneOverMicrobatchesPlusRank
   }
 }
 
-TEST(TheoreticalBubble, MatchesTheClosedFormsOfTheMultiStageSchedules) {
+TEST(PpBubble, MatchesTheClosedFormsOfTheMultiStageSchedules) {
   for (int p : {2, 4}) {
     for (int k : {1, 2, 4}) {
       const int m = k * p;
@@ -274,7 +274,7 @@ TEST(TheoreticalBubble, MatchesTheClosedFormsOfTheMultiStageSchedules) {
   }
 }
 
-TEST(TheoreticalBubble, IsOrderedAsTheLiteratureSays) {
+TEST(PpBubble, IsOrderedAsTheLiteratureSays) {
   for (int p : {2, 4}) {
     for (int m : {2 * p, 4 * p}) {
       SCOPED_TRACE(absl::StrCat("ranks ", p, " microbatches ", m));
@@ -289,7 +289,7 @@ TEST(TheoreticalBubble, IsOrderedAsTheLiteratureSays) {
   }
 }
 
-TEST(PeakInFlight, OneFOneBHoldsRanksMinusRankAndGPipeEveryMicrobatch) {
+TEST(PpPeakInFlight, OneFOneBHoldsRanksMinusRankAndGPipeEveryMicrobatch) {
   for (int p : {2, 4}) {
     const Schedule one_f_one_b = Lower(GenerateOrDie("1F1B", p, 1, 8));
     const Schedule gpipe = Lower(GenerateOrDie("GPipe", p, 1, 8));
@@ -303,7 +303,7 @@ TEST(PeakInFlight, OneFOneBHoldsRanksMinusRankAndGPipeEveryMicrobatch) {
   EXPECT_EQ(PeakInFlight(split, 0), 2);
 }
 
-TEST(Lower, ReceivesRightBeforeAndSendsRightAfterTheCompute) {
+TEST(PpLower, ReceivesRightBeforeAndSendsRightAfterTheCompute) {
   const Schedule lowered = Lower(GenerateOrDie("1F1B", 2, 1, 1));
   EXPECT_TRUE(lowered.lowered);
   EXPECT_THAT(Names(lowered.actions[0]),
@@ -313,7 +313,7 @@ TEST(Lower, ReceivesRightBeforeAndSendsRightAfterTheCompute) {
   EXPECT_EQ(Lower(lowered).actions, lowered.actions);  // idempotent
 }
 
-TEST(Lower, StagesOnTheSameRankHandOverWithoutCommunication) {
+TEST(PpLower, StagesOnTheSameRankHandOverWithoutCommunication) {
   // V placement on 2 ranks: rank 1 holds stages 1 and 2, rank 0 stages 0 and 3.
   const Schedule lowered = Lower(GenerateOrDie("ZBVZeroBubble", 2, 2, 3));
   for (const Action& a : lowered.actions[1]) {
@@ -328,7 +328,7 @@ TEST(Lower, StagesOnTheSameRankHandOverWithoutCommunication) {
   EXPECT_EQ(sends, 3);  // stage 0's outputs only: stage 3 is the last
 }
 
-TEST(Check, ReportsEveryBlockedRankOfADeadlock) {
+TEST(PpCheck, ReportsEveryBlockedRankOfADeadlock) {
   // Each rank waits for the other's gradient before sending its own.
   const Schedule s = Handmade(2, 2, 1,
                               {{{kF, 0, 0},
@@ -346,7 +346,7 @@ TEST(Check, ReportsEveryBlockedRankOfADeadlock) {
                     HasSubstr("rank 1, action 0 (1RECV_F0) waits for 0SEND_F0 on rank 0")));
 }
 
-TEST(Check, NamesTheRankActionIndexAndActionOfAViolation) {
+TEST(PpCheck, NamesTheRankActionIndexAndActionOfAViolation) {
   struct Case {
     std::vector<std::vector<Action>> actions;
     const char* expected;
@@ -385,7 +385,7 @@ TEST(Check, NamesTheRankActionIndexAndActionOfAViolation) {
   EXPECT_THAT(Check(unlowered).message(), HasSubstr("lower it"));
 }
 
-TEST(Csv, RoundTripsEverySchedule) {
+TEST(PpCsv, RoundTripsEverySchedule) {
   for (const std::string& name : ScheduleNames()) {
     const int per_rank = *IsMultiStage(name) ? 2 : 1;
     const Schedule lowered = Lower(GenerateOrDie(name, 4, per_rank, 8));
@@ -399,7 +399,7 @@ TEST(Csv, RoundTripsEverySchedule) {
   }
 }
 
-TEST(Csv, LowersAComputeOnlyFileAndPlacesStagesWhereTheyRun) {
+TEST(PpCsv, LowersAComputeOnlyFileAndPlacesStagesWhereTheyRun) {
   const TempFile file(
       "# 1F1B on 2 ranks, compute actions only\n"
       "0F0, 0F1,0B0 ,,0B1\n"
@@ -411,7 +411,7 @@ TEST(Csv, LowersAComputeOnlyFileAndPlacesStagesWhereTheyRun) {
   EXPECT_EQ(read->actions, Lower(GenerateOrDie("1F1B", 2, 1, 2)).actions);
 }
 
-TEST(Csv, RefusesADeadlockingScheduleNamingTheRankAndAction) {
+TEST(PpCsv, RefusesADeadlockingScheduleNamingTheRankAndAction) {
   // Rank 0 waits for 0B0's gradient before sending 0F1, which rank 1 needs first.
   const TempFile file("0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n");
   absl::StatusOr<Schedule> read = ReadCsv(file.path(), 2, 2);
@@ -422,7 +422,7 @@ TEST(Csv, RefusesADeadlockingScheduleNamingTheRankAndAction) {
                     HasSubstr("rank 1, action 2 (1RECV_F1) waits for 0SEND_F1 on rank 0")));
 }
 
-TEST(Csv, RefusesMalformedFilesNamingFileLineAndCell) {
+TEST(PpCsv, RefusesMalformedFilesNamingFileLineAndCell) {
   struct Case {
     const char* text;
     const char* expected;
@@ -448,7 +448,7 @@ TEST(Csv, RefusesMalformedFilesNamingFileLineAndCell) {
 
 // docs/pipeline.md's tables for p = 4 (bubbles per m; peak in flight per rank at m = 8) are what
 // the simulation computes.
-TEST(Docs, PipelineTablesMatchTheSimulation) {
+TEST(PpDocs, PipelineTablesMatchTheSimulation) {
   std::ifstream doc(std::string(TITAN_SOURCE_DIR) + "/docs/pipeline.md");
   ASSERT_TRUE(doc.good());
   enum class Table { kNone, kBubble, kPeak } table = Table::kNone;
