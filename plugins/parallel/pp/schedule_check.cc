@@ -29,7 +29,7 @@ constexpr int64_t kNever = -1;
 // sit so an unmatched one can be named.
 struct Events {
   explicit Events(const Schedule& s)
-      : size(static_cast<size_t>(s.stages) * s.microbatches),
+      : size(static_cast<size_t>(std::max(0, s.stages)) * std::max(0, s.microbatches)),
         microbatches(s.microbatches),
         forward(size, kNever),
         backward(size, kNever),
@@ -62,7 +62,9 @@ struct Simulation {
 
 class Simulator {
  public:
-  explicit Simulator(const Schedule& s) : s_(s), ev_(s), pc_(s.ranks, 0), clock_(s.ranks, 0) {}
+  // Sized for any input: CheckShape refuses a bad shape before anything is indexed.
+  explicit Simulator(const Schedule& s)
+      : s_(s), ev_(s), pc_(std::max(0, s.ranks), 0), clock_(std::max(0, s.ranks), 0) {}
 
   absl::StatusOr<Simulation> Run() {
     TITAN_RETURN_IF_ERROR(CheckShape());

@@ -24,6 +24,12 @@ struct Placement {
 }  // namespace
 
 absl::StatusOr<Schedule> ReadCsv(const std::string& path, int ranks, int microbatches) {
+  if (ranks < 1 || microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline schedule CSV '", path,
+                                                   "': expected at least 1 rank and microbatch, "
+                                                   "found ",
+                                                   ranks, " and ", microbatches));
+  }
   std::ifstream file(path);
   if (!file) {
     return absl::NotFoundError(

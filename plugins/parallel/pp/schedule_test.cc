@@ -383,6 +383,13 @@ TEST(PpCheck, NamesTheRankActionIndexAndActionOfAViolation) {
   }
   Schedule unlowered = GenerateOrDie("1F1B", 2, 1, 2);
   EXPECT_THAT(Check(unlowered).message(), HasSubstr("lower it"));
+  Schedule misshapen = Handmade(2, 2, 1, {{}, {}});
+  misshapen.stages = -1;
+  EXPECT_THAT(Check(misshapen).message(), HasSubstr("found 2 ranks, -1 stages"));
+  misshapen = Handmade(2, 2, 1, {{}, {}});
+  misshapen.stage_rank[1] = 5;
+  EXPECT_THAT(Check(misshapen).message(),
+              HasSubstr("stage 1 is placed on rank 5, expected 0 to 1"));
 }
 
 TEST(PpCsv, RoundTripsEverySchedule) {
@@ -441,6 +448,8 @@ TEST(PpCsv, RefusesMalformedFilesNamingFileLineAndCell) {
     ASSERT_FALSE(read.ok()) << c.text;
     EXPECT_THAT(read.status().message(), AllOf(HasSubstr(file.path()), HasSubstr(c.expected)));
   }
+  EXPECT_THAT(ReadCsv("any.csv", 2, 0).status().message(),
+              HasSubstr("expected at least 1 rank and microbatch, found 2 and 0"));
   absl::StatusOr<Schedule> missing = ReadCsv("/nonexistent/schedule.csv", 2, 2);
   EXPECT_THAT(missing.status().message(),
               AllOf(HasSubstr("/nonexistent/schedule.csv"), HasSubstr("cannot open")));
