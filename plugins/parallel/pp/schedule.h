@@ -76,7 +76,8 @@ Schedule Lower(const Schedule& compute_only);
 // Reads a schedule from CSV: line r lists rank r's actions, comma separated (empty cells
 // skipped), as ParseAction reads them; '#' starts a comment line. The CSV may hold compute
 // actions only (then it is lowered) or every action. Stages are placed where their compute
-// actions appear (each stage on exactly one rank). Errors name the file, line and cell.
+// actions appear (each stage on exactly one rank). Errors name the file, line and cell. The
+// schedule returned is lowered and has passed Check (whose message follows the file name).
 absl::StatusOr<Schedule> ReadCsv(const std::string& path, int ranks, int microbatches);
 std::string WriteCsv(const Schedule& schedule);
 
