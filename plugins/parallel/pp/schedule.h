@@ -32,6 +32,9 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
+// Whether the action computes (F, B, I, W) rather than communicates.
+bool IsCompute(ActionType type);
+
 // "0F3", "1I0", "2SEND_F1", "0RECV_B5": stage, type, microbatch, as PyTorch writes them.
 std::string ActionName(const Action& action);
 absl::StatusOr<Action> ParseAction(absl::string_view text);
@@ -73,7 +76,8 @@ Schedule Lower(const Schedule& compute_only);
 // Reads a schedule from CSV: line r lists rank r's actions, comma separated (empty cells
 // skipped), as ParseAction reads them; '#' starts a comment line. The CSV may hold compute
 // actions only (then it is lowered) or every action. Stages are placed where their compute
-// actions appear (each stage on exactly one rank). Errors name the file, line and cell.
+// actions appear (each stage on exactly one rank). Errors name the file, line and cell. The
+// schedule returned is lowered and has passed Check (whose message follows the file name).
 absl::StatusOr<Schedule> ReadCsv(const std::string& path, int ranks, int microbatches);
 std::string WriteCsv(const Schedule& schedule);
 
@@ -88,6 +92,11 @@ absl::Status Check(const Schedule& lowered);
 // The idle fraction of the ranks' time when F costs 1, B 2, I 1 and W 1 and communication is
 // free: 1 - work / (ranks x makespan), from the same simulation as Check.
 absl::StatusOr<double> TheoreticalBubble(const Schedule& lowered);
+
+// The most microbatches whose activations `rank` holds at once: forwards run whose backward has
+// not (a split backward holds them until its W), over all the rank's stages. Sizes activation
+// memory: 1F1B holds ranks - rank, GPipe every microbatch.
+int PeakInFlight(const Schedule& schedule, int rank);
 
 }  // namespace titan::pp
 
