@@ -198,8 +198,8 @@ absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
 absl::StatusOr<int64_t> PipelineMicrobatches(const Recipe& recipe, const MeshShape& shape) {
   if (shape.degree(MeshDim::kPp) == 1) return 1;
   TITAN_ASSIGN_OR_RETURN(int64_t batch, recipe.section("training").GetInt("local_batch_size"));
-  TITAN_ASSIGN_OR_RETURN(int64_t size, recipe.section("parallelism")
-                                           .GetInt("pipeline_parallel_microbatch_size"));
+  TITAN_ASSIGN_OR_RETURN(int64_t size,
+                         recipe.section("parallelism").GetInt("pipeline_parallel_microbatch_size"));
   if (batch % size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         KeyValue(recipe, "training", "local_batch_size", batch), " is not a multiple of ",

@@ -209,9 +209,9 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
       "rank(s){}){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
-      pipeline != nullptr ? absl::StrCat(", each split into ", microbatches,
-                                         " pipeline microbatches")
-                          : "",
+      pipeline != nullptr
+          ? absl::StrCat(", each split into ", microbatches, " pipeline microbatches")
+          : "",
       log ? ", logging to " + log->path() : "");
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
@@ -236,8 +236,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       // Summed over the pp ranks, whose idle time is the bubble.
       float times[2] = {static_cast<float>(result.pipeline.compute_seconds),
                         static_cast<float>(result.pipeline.step_seconds)};
-      TITAN_RETURN_IF_ERROR(
-          mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
+      TITAN_RETURN_IF_ERROR(mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
       pipeline_compute_s += times[0];
       pipeline_step_s += times[1];
     }

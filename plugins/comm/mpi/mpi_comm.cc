@@ -343,15 +343,21 @@ class MpiCommunicator : public Communicator {
     ServeDumpRequest();
     Operation operation;
     operation.op = std::string(op);
-    operation.what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
-                                  " on ", name_, " (", size_, " ranks)");
+    operation.what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1, " on ",
+                                  name_, " (", size_, " ranks)");
     if (!broken_.empty()) {
       return absl::AbortedError(absl::StrCat(
           operation.what, ": the communicator is unusable after an earlier ", broken_));
     }
     operation.sequence = ++sequence_;
-    operation.handle = job_->recorder.Start(
-        {operation.sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
+    operation.handle = job_->recorder.Start({operation.sequence,
+                                             std::string(op),
+                                             name_,
+                                             bytes,
+                                             std::move(peers),
+                                             Clock::now(),
+                                             {},
+                                             {}});
     operation.staging = std::move(staging);
     operation.code = start(&operation.request);
     return operation;
