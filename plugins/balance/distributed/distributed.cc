@@ -25,6 +25,7 @@
 #include <atomic>
 #include <barrier>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
+#include "plugins/balance/common/rebalance.h"
 
 namespace titan::balance {
 namespace {
@@ -53,8 +55,11 @@ struct Proposal {
 
 class Agents {
  public:
-  Agents(const BalanceProblem& problem, std::vector<int32_t> assignment)
+  // `target`: +inf to run until no improving move is left; else only agents above it propose,
+  // each until its planned load is at most the target.
+  Agents(const BalanceProblem& problem, std::vector<int32_t> assignment, double target)
       : problem_(problem),
+        target_(target),
         assignment_(std::move(assignment)),
         tolerance_(LoadTolerance(problem)),
         load_(ControllerLoads(problem, assignment_)),
@@ -92,7 +97,7 @@ class Agents {
         ++rounds_;
         // Overloaded agents propose first; only when none can do all agents try, and the
         // rounds end when even then nobody proposes.
-        done_ = (proposals_.load() == 0 && everyone_) || rounds_ >= max_rounds;
+        done_ = (proposals_.load() == 0 && (everyone_ || targeted())) || rounds_ >= max_rounds;
         rule_changed_ = everyone_ != (proposals_.load() == 0);
         everyone_ = proposals_.load() == 0;
         messages_ += 2 * proposals_.load();  // each proposal and its answer
@@ -186,7 +191,9 @@ class Agents {
     if (mine.empty() || lightest + mine.back().load >= load_[c] - tolerance_) {
       return;
     }
-    if (!everyone_) {  // overloaded: above the mean of its neighbourhood
+    if (targeted()) {
+      if (load_[c] <= target_ + tolerance_) return;
+    } else if (!everyone_) {  // overloaded: above the mean of its neighbourhood
       double total = load_[c];
       for (int32_t b : neighbours_[c]) total += published_[b];
       if (load_[c] * static_cast<double>(neighbours_[c].size() + 1) <= total) return;
@@ -197,7 +204,7 @@ class Agents {
     double own = load_[c];
     for (const Held& held : mine) {
       const double w = held.load;
-      if (lightest + smallest >= own - tolerance_) break;
+      if (lightest + smallest >= own - tolerance_ || (targeted() && own <= target_)) break;
       if (lightest + w >= own - tolerance_) continue;
       int32_t to = -1;
       for (int32_t i = held.first; i < held.end; ++i) {
@@ -261,7 +268,10 @@ class Agents {
     sent.clear();
   }
 
+  bool targeted() const { return std::isfinite(target_); }
+
   const BalanceProblem& problem_;
+  const double target_;
   std::vector<int32_t> assignment_;
   const double tolerance_;
   std::vector<double> load_;
@@ -316,21 +326,33 @@ class Distributed : public BalancePlugin {
   // Agents start from the static regions (each switch at its nearest controller).
   absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
     TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
-    return Converge(problem, NearestControllers(problem));
+    return Converge(problem, NearestControllers(problem), std::numeric_limits<double>::infinity());
   }
 
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
+  // The agents continue from `current`, only those above the target proposing; past the budget
+  // their moves are made in switch order while each still helps.
+  absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
+                                            const std::vector<int32_t>& current,
+                                            const RebalanceGoal& goal) override {
     TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
     TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-    TITAN_ASSIGN_OR_RETURN(BalanceResult result, Converge(problem, current));
-    return Diff(current, result.controller_of);
+    RebalanceResult result;
+    TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, TrivialLowerBound(problem)));
+    result.target = goal.slack * result.lower_bound;
+    TITAN_ASSIGN_OR_RETURN(BalanceResult converged, Converge(problem, current, result.target));
+    result.moves = Diff(current, converged.controller_of);
+    if (static_cast<int64_t>(result.moves.size()) > goal.max_moves) {
+      Rebalancing state(problem, current);
+      ApplyImproving(state, result.moves, goal.max_moves);
+      result.moves = std::move(state.moves);
+    }
+    return result;
   }
 
  private:
-  absl::StatusOr<BalanceResult> Converge(const BalanceProblem& problem,
-                                         std::vector<int32_t> start) {
-    Agents agents(problem, std::move(start));
+  absl::StatusOr<BalanceResult> Converge(const BalanceProblem& problem, std::vector<int32_t> start,
+                                         double target) {
+    Agents agents(problem, std::move(start), target);
     try {
       agents.Run(threads_, max_rounds_);
     } catch (const std::system_error& error) {  // no thread could be started
