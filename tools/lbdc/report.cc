@@ -70,7 +70,8 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
       for (const Measurement* step : steps) {
         moves += static_cast<double>(step->migrations);
         most = std::max(most, step->migrations);
-        worst = std::max(worst, step->ratio);
+        // The worst a re-balance left; the initial assignment has its own column.
+        if (step->step > 0) worst = std::max(worst, step->ratio);
       }
       out << absl::StrFormat(" %11.1f %10d %11.4f", moves / std::max<size_t>(1, steps.size() - 1),
                              most, worst);
