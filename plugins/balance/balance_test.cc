@@ -402,6 +402,31 @@ TEST(BalancePolicies, DistributedAnswerDoesNotDependOnThreads) {
   }
 }
 
+TEST(BalancePolicies, DistributedAnswerDoesNotDependOnThreadsOnALargerInstance) {
+  // Enough agents that proposers also receive in the same round on several threads: a sender
+  // once dropped the switches it had just been handed, depending on thread timing.
+  std::mt19937 random(11);
+  BalanceProblem problem;
+  problem.controller_capacity.assign(60, INFINITY);
+  for (int s = 0; s < 3000; ++s) {
+    problem.switch_load.push_back(1000.0 / (1 + random() % 3000));  // Zipf-like
+    std::vector<int32_t> candidates;
+    const int first = static_cast<int>(random() % 60);
+    for (int i = 0; i < 4; ++i) candidates.push_back((first + i * 7) % 60);
+    problem.potential.push_back(candidates);
+  }
+  auto one = Make("distributed", {{"threads", int64_t{1}}})->Assign(problem);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(FindImprovingMove(problem, one->controller_of), std::nullopt);
+  for (int run = 0; run < 5; ++run) {
+    auto four = Make("distributed", {{"threads", int64_t{4}}})->Assign(problem);
+    ASSERT_TRUE(four.ok());
+    EXPECT_EQ(one->controller_of, four->controller_of);
+    EXPECT_EQ(one->rounds, four->rounds);
+    EXPECT_EQ(one->messages, four->messages);
+  }
+}
+
 TEST(BalancePolicies, DistributedCountsRoundsAndMessages) {
   // All four switches start at their nearest controller 0; two must move to controller 1.
   BalanceProblem problem{{1, 1, 1, 1},

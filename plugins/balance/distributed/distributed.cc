@@ -67,7 +67,6 @@ class Agents {
         notified_in_(problem.num_controllers()),
         replan_(problem.num_controllers(), 1),
         owned_(problem.num_controllers()),
-        leaving_(problem.num_switches(), 0),
         candidates_begin_(problem.num_switches()),
         neighbours_(problem.num_controllers()),
         outbox_(problem.num_controllers()),
@@ -258,21 +257,19 @@ class Agents {
 
   void Apply(int c) {
     std::vector<Proposal>& sent = outbox_[c];
-    bool moved = false;
+    std::vector<int32_t> leaving;
     for (const Proposal& proposal : sent) {
       if (!proposal.accepted) continue;
       load_[c] -= problem_.switch_load[proposal.switch_index];
       assignment_[proposal.switch_index] = proposal.to;
-      leaving_[proposal.switch_index] = 1;
-      moved = true;
+      leaving.push_back(proposal.switch_index);
     }
-    // By the flags this agent set, not by assignment_: the switches it accepted this round are
-    // being handed over by other threads as it runs.
-    if (moved) {
+    // By its own list, not by assignment_: the switches this agent accepted this round are being
+    // handed over by other threads as it runs.
+    if (!leaving.empty()) {
+      std::sort(leaving.begin(), leaving.end());
       std::erase_if(owned_[c], [&](const Held& held) {
-        const bool leaves = leaving_[held.switch_index];
-        leaving_[held.switch_index] = 0;
-        return leaves;
+        return std::binary_search(leaving.begin(), leaving.end(), held.switch_index);
       });
       replan_[c] = 1;
     }
@@ -291,7 +288,6 @@ class Agents {
   std::vector<std::atomic<int64_t>> notified_in_;
   std::vector<char> replan_;  // per agent, written by its own thread only
   std::vector<std::vector<Held>> owned_;
-  std::vector<char> leaving_;              // per switch, set by its sender while handing it over
   std::vector<int32_t> candidates_;        // every P(s), those of one starting controller together
   std::vector<int32_t> candidates_begin_;  // per switch
   std::vector<std::vector<int32_t>> neighbours_;
