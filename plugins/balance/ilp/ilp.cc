@@ -8,7 +8,9 @@
 // generators and heuristics; a root LP bound at greedy's value proves greedy optimal at once.
 // Symmetric instances (identical controllers, real loads) can still take CBC hours to prove, so
 // the search stops at a time limit; the result then carries CBC's best bound, and it is proven
-// optimal exactly when lower_bound equals its maximum load.
+// optimal when lower_bound is within kOptimalityTolerance of its maximum load. CBC sees loads
+// normalised (common/instance.h), so that holds at every scale of load, and its answer is
+// checked against the original loads: never worse than greedy's.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
