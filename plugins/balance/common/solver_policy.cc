@@ -49,12 +49,16 @@ absl::StatusOr<RebalanceResult> SolverPolicy::Rebalance(const BalanceProblem& pr
                                                         const RebalanceGoal& goal) {
   TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
   TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-  TITAN_ASSIGN_OR_RETURN(FractionalAssignment full, SolveRelaxation(problem, solver_log()));
   RebalanceResult result;
+  Rebalancing state(problem, current);
+  // Within slack x the trivial bound there is nothing to do, and no need of the LP for LP*.
+  TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, TrivialLowerBound(problem)));
+  result.target = goal.slack * result.lower_bound;
+  if (state.MaxLoad() <= result.target + LoadTolerance(problem)) return result;
+  TITAN_ASSIGN_OR_RETURN(FractionalAssignment full, SolveRelaxation(problem, solver_log()));
   TITAN_ASSIGN_OR_RETURN(result.lower_bound,
                          GoalBound(goal, std::max(full.objective, TrivialLowerBound(problem))));
   result.target = goal.slack * result.lower_bound;
-  Rebalancing state(problem, current);
   if (state.MaxLoad() <= result.target + LoadTolerance(problem)) return result;
 
   // The switches on overloaded controllers; once more with their neighbours' switches when the

@@ -1,5 +1,6 @@
 // What the LP policies (lp-round, lst) share, and ilp its log key: the solver's log level as a
-// recipe key, and re-balancing with the current assignment in the model. Rebalance solves the
+// recipe key, and re-balancing with the current assignment in the model. Rebalance moves
+// nothing when the current maximum is within slack x the trivial bound; else it solves the
 // LP relaxation for the bound (LP*), and when the current maximum is above slack x that bound
 // re-solves only the switches on the controllers above it, with the fewest-migrations LP
 // (common/lp_model.h), rounds that as the policy rounds, and makes the rounded moves that still
