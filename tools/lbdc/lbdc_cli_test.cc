@@ -77,20 +77,20 @@ TEST(LbdcCli, BadInputsAreErrorsNamingThem) {
 TEST(LbdcCli, LoadsWhoseSumOverflowsAreRefusedAndNoJsonIsWritten) {
   // Issue 23: loads of 1e308 gave an infinite maximum, a claim of "optimal" and invalid JSON.
   const std::string topology =
-      WriteFile("pair.json", R"({"switches": ["a", "b"], "links": [["a", "b"]]})");
-  const std::string trace = WriteFile("huge.csv", "1e308,1e308\n");
-  const std::string json = ::testing::TempDir() + "huge_out.json";
+      WriteFile("lbdc_cli_pair.json", R"({"switches": ["a", "b"], "links": [["a", "b"]]})");
+  const std::string trace = WriteFile("lbdc_cli_huge.csv", "1e308,1e308\n");
+  const std::string json = ::testing::TempDir() + "lbdc_cli_huge_out.json";
   std::remove(json.c_str());
   const Result result = Lbdc("--topology=" + topology + " --controllers=1 --loads=trace:" + trace +
                              " --policies=greedy,ilp --json=" + json);
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_THAT(result.output,
-              HasSubstr("huge.csv:1: the flow counts sum beyond the largest double"));
+              HasSubstr("lbdc_cli_huge.csv:1: the flow counts sum beyond the largest double"));
   EXPECT_FALSE(std::ifstream(json).good());
 }
 
 TEST(LbdcCli, JsonHoldsEveryPolicysAssignmentAtEveryStep) {
-  const std::string json = ::testing::TempDir() + "assignments.json";
+  const std::string json = ::testing::TempDir() + "lbdc_cli_assignments.json";
   const Result result = Lbdc(
       "--topology=fat-tree:4 --controllers=3 --hops=4 --changes=2 "
       "--policies=regions,greedy,lst --json=" +
