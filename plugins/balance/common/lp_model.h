@@ -34,7 +34,8 @@ struct FractionalAssignment {
 
 // Solves the relaxation with CLP's primal simplex method, started from greedy's assignment, so
 // the solution is an extreme point.
-// `log_level` 0 silences the solver.
+// `log_level` 0 silences the solver. The solver sees the loads normalised (Normalise); LP* is
+// scaled back less the rounding's error, so it stays a lower bound.
 absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem, int log_level);
 
 // The fewest-migrations model over the switches `free` (ascending), the others staying where
