@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
+#include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
 #include "core/tensor/matmul.h"
 #include "core/train/checkpointer.h"
@@ -168,6 +169,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       "rank(s)){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
       log ? ", logging to " + log->path() : "");
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> control, ControlPlane::Start(recipe, mesh));
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
@@ -186,6 +188,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              data_s += Seconds(data_start);
                            }));
     trained = step;
+    if (control) control->AfterStep(step, result.loss);
 
     ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
@@ -225,6 +228,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       break;
     }
   }
+  control.reset();  // finishes the control plane's rounds of the steps trained
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(

@@ -1,0 +1,33 @@
+// Where the ranks of a job sit in the cluster, as the control plane's LBDC instance: every rank
+// is a switch `rank<R>`, its potential controllers are the controller ranks within `hops` of it.
+// The topology is a titan-lbdc file (docs/lbdc.md) or, without one, the ranks' hostnames: each
+// host a switch under one switch `cluster`, each rank a leaf under its host, so two ranks are
+// 2 hops apart on one host and 4 apart on two.
+#ifndef TITAN_CORE_RUNTIME_CONTROL_PLANE_RANK_TOPOLOGY_H_
+#define TITAN_CORE_RUNTIME_CONTROL_PLANE_RANK_TOPOLOGY_H_
+
+#include <string>
+#include <vector>
+
+#include "titan/balance.h"
+#include "titan/status.h"
+
+namespace titan {
+
+struct ControlInstance {
+  std::vector<int> controller_rank;  // per controller index
+  BalanceProblem problem;            // switch r is rank r; loads left 0
+};
+
+// `hostnames` per rank; `topology_file` empty or a .json/.toml titan-lbdc file in which rank R is
+// the switch `rank<R>` or, when the file has none, a leaf under the switch named by its host.
+// Controllers: the file's `controllers` (rank switches) if it lists any, else `controllers`
+// ranks (at most all of them) placed one per node (the switch a rank hangs under) first, lowest
+// ranks first.
+absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::string>& hostnames,
+                                                     const std::string& topology_file,
+                                                     int controllers, int hops);
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_RUNTIME_CONTROL_PLANE_RANK_TOPOLOGY_H_
