@@ -289,9 +289,9 @@ void ControlRounds::LogAssignment(int64_t step, const std::string& why, double l
     if (previous[r] == owner_[r]) continue;
     const int from = instance_.controller_rank[previous[r]], to = controller_of[r];
     // Moves off a live controller are the policy's re-balancing around the lost one.
-    const std::string reason =
-        lost_[previous[r]] || why.find(" lost") == std::string::npos ? why
-                                                                      : "re-balance after " + why;
+    const std::string reason = lost_[previous[r]] || why.find(" lost") == std::string::npos
+                                   ? why
+                                   : "re-balance after " + why;
     spdlog::info("[control] step {}: migration of rank {} from controller rank {} to {} ({})", step,
                  r, from, to, why);
     Write(nlohmann::json{

@@ -1,0 +1,160 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "core/runtime/control_plane/balancer.h"
+#include "core/runtime/control_plane/rank_topology.h"
+#include "core/runtime/control_plane/timed_communicator.h"
+#include "core/runtime/single_process_comm.h"
+
+namespace titan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::vector<int32_t>> PotentialRanks(const ControlInstance& instance) {
+  std::vector<std::vector<int32_t>> ranks;
+  for (const auto& potential : instance.problem.potential) {
+    ranks.emplace_back();
+    for (int32_t c : potential) ranks.back().push_back(instance.controller_rank[c]);
+  }
+  return ranks;
+}
+
+TEST(ControlInstance, FromHostnamesOneControllerPerNodeFirst) {
+  auto near = BuildControlInstance({"a", "a", "b", "b"}, "", 3, /*hops=*/2);
+  ASSERT_TRUE(near.ok()) << near.status();
+  EXPECT_THAT(near->controller_rank, ElementsAre(0, 1, 2));  // a, b, then a again
+  using P = std::vector<int32_t>;
+  // Nearest first: each rank is its own controller at 0 hops.
+  EXPECT_THAT(PotentialRanks(*near), ElementsAre(P{0, 1}, P{1, 0}, P{2}, P{2}));
+  // Two hosts are 4 hops apart (rank, host, cluster, host, rank); more controllers than ranks
+  // means every rank.
+  auto far = BuildControlInstance({"a", "a", "b", "b"}, "", 9, /*hops=*/4);
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_THAT(far->controller_rank, ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(far->problem.potential[3].size(), 4);
+}
+
+class TopologyFile : public testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    std::filesystem::create_directories(dir_);
+    const std::string path = (dir_ / "net.toml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::filesystem::path dir_ = std::filesystem::path(testing::TempDir()) / "control_plane_topology";
+};
+
+TEST_F(TopologyFile, RanksByNameOrHostAndTheFilesControllers) {
+  // rank0 is named; ranks 1 and 2 hang under their host "h"; the file picks the controllers.
+  const std::string path = Write(
+      "switches = [\"top\", \"h\", \"rank0\"]\nlinks = [[\"top\", \"h\"], [\"top\", \"rank0\"]]\n"
+      "controllers = [\"rank0\", \"rank2\"]\n");
+  auto instance = BuildControlInstance({"x", "h", "h"}, path, 1, /*hops=*/2);
+  ASSERT_TRUE(instance.ok()) << instance.status();
+  EXPECT_THAT(instance->controller_rank, ElementsAre(0, 2));
+  using P = std::vector<int32_t>;
+  EXPECT_THAT(PotentialRanks(*instance), ElementsAre(P{0}, P{2}, P{2}));
+}
+
+TEST_F(TopologyFile, ARankTheFileLacksIsNamed) {
+  const std::string path = Write("switches = [\"h\"]\nlinks = []\n");
+  auto instance = BuildControlInstance({"h", "elsewhere"}, path, 1, 2);
+  ASSERT_FALSE(instance.ok());
+  EXPECT_THAT(instance.status().message(),
+              HasSubstr("rank 1 (host \"elsewhere\") is in no switch of the file: expected a "
+                        "switch 'rank1' or 'elsewhere'"));
+  EXPECT_THAT(instance.status().message(), HasSubstr(path));
+  auto far =
+      BuildControlInstance({"h", "h"}, Write("switches = [\"h\", \"g\"]\nlinks = []\n"), 1, 2);
+  ASSERT_FALSE(far.ok());
+  EXPECT_THAT(far.status().message(), HasSubstr("control_plane.hops = 2: switch 'g'"));
+}
+
+// Records the instance Rebalance sees and moves nothing.
+class StillPolicy : public BalancePlugin {
+ public:
+  absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
+    return BalanceResult{std::vector<int32_t>(problem.num_switches(), 0), 1.5};
+  }
+  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
+                                                   const std::vector<int32_t>& current) override {
+    seen = problem;
+    given = current;
+    return std::vector<Migration>{};
+  }
+  BalanceProblem seen;
+  std::vector<int32_t> given;
+};
+
+BalanceProblem ThreeSwitches() {
+  BalanceProblem problem;
+  problem.switch_load = {5, 3, 2};
+  problem.controller_capacity.assign(3, std::numeric_limits<double>::infinity());
+  problem.potential = {{0, 1}, {1, 2}, {1, 0}};
+  problem.distance = {{0, 2}, {0, 2}, {0, 2}};
+  return problem;
+}
+
+TEST(Balancer, LostControllersWorkersMoveToTheLeastLoadedLiveOne) {
+  StillPolicy policy;
+  auto balanced = RebalanceControllers(policy, ThreeSwitches(), {0, 1, 1}, {false, true, false});
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+  // Switch 1 goes to 2 and switch 2 to 0: the only live controllers each may use.
+  EXPECT_THAT(balanced->controller_of, ElementsAre(0, 2, 0));
+  EXPECT_THAT(policy.given, ElementsAre(0, 2, 0));
+  EXPECT_THAT(policy.seen.potential[2], ElementsAre(0));  // the lost controller is gone
+  EXPECT_FALSE(balanced->policy_bound);
+  EXPECT_DOUBLE_EQ(balanced->lower_bound, 5.0);  // max(heaviest 5, total 10 / 2 live)
+  auto assigned = AssignControllers(policy, ThreeSwitches());
+  ASSERT_TRUE(assigned.ok());
+  EXPECT_TRUE(assigned->policy_bound);
+  EXPECT_DOUBLE_EQ(assigned->lower_bound, 1.5);
+}
+
+TEST(Balancer, ARankWithNoLiveControllerIsNamed) {
+  StillPolicy policy;
+  auto balanced = RebalanceControllers(policy, ThreeSwitches(), {0, 1, 1}, {false, true, true});
+  ASSERT_FALSE(balanced.ok());
+  EXPECT_THAT(balanced.status().message(), HasSubstr("rank 1 has no live controller"));
+}
+
+// Waits 50 ms in every barrier.
+class SlowBarrier : public SingleProcessCommunicator {
+ public:
+  absl::Status Barrier() override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int) override {
+    return std::unique_ptr<Communicator>(new SlowBarrier());
+  }
+};
+
+TEST(TimedCommunicator, CountsTheCreatingThreadsWaitsAlsoOnSplits) {
+  std::unique_ptr<Communicator> world = TimeCommunication(std::make_unique<SlowBarrier>());
+  const CommunicationClock* clock = CommunicationClockOf(*world);
+  ASSERT_NE(clock, nullptr);
+  std::thread([&] { ASSERT_TRUE(world->Barrier().ok()); }).join();
+  EXPECT_EQ(clock->seconds(), 0.0);  // another thread's wait is not the training thread's
+  ASSERT_TRUE(world->Barrier().ok());
+  const double once = clock->seconds();
+  EXPECT_GE(once, 0.05);
+  auto part = world->Split(0, 0);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(CommunicationClockOf(**part), clock);
+  ASSERT_TRUE((*part)->Barrier().ok());
+  EXPECT_GE(clock->seconds(), once + 0.05);
+  SingleProcessCommunicator plain;
+  EXPECT_EQ(CommunicationClockOf(plain), nullptr);
+}
+
+}  // namespace
+}  // namespace titan
