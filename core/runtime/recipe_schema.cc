@@ -244,8 +244,8 @@ std::vector<SectionSchema> MakeSchema() {
        Int("controllers", 2, 1, kMaxRanks,
            "controller ranks, one per node first (unless the topology file lists controllers)"),
        String("topology", "",
-              "titan-lbdc topology file (.json/.toml) with rank<R> or host switches; empty: "
-              "from hostnames"),
+              "titan-lbdc topology file (.json/.toml) placing rank R at switch rankR or under "
+              "its host's switch; empty: from hostnames"),
        Int("hops", 4, 0, kNoLimit,
            "potential controllers of a rank: those within this many hops (2: same node)"),
        Float("rebalance_threshold", 0.2, 0.0, kNoLimit,
