@@ -1,3 +1,5 @@
+#include "core/runtime/control_plane/control_plane.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -6,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "core/runtime/control_plane/balancer.h"
 #include "core/runtime/control_plane/rank_topology.h"
 #include "core/runtime/control_plane/timed_communicator.h"
@@ -154,6 +157,60 @@ TEST(TimedCommunicator, CountsTheCreatingThreadsWaitsAlsoOnSplits) {
   EXPECT_GE(clock->seconds(), once + 0.05);
   SingleProcessCommunicator plain;
   EXPECT_EQ(CommunicationClockOf(plain), nullptr);
+}
+
+// One rank whose all-gathers fail from the `fail_from`-th on (0: never).
+class FailingGather : public SingleProcessCommunicator {
+ public:
+  explicit FailingGather(int fail_from) : fail_from_(fail_from) {}
+  absl::Status AllGather(const TensorView& input, TensorView output) override {
+    if (fail_from_ > 0 && ++calls_ >= fail_from_) return absl::AbortedError("gather broke");
+    return SingleProcessCommunicator::AllGather(input, output);
+  }
+
+ private:
+  int fail_from_, calls_ = 0;
+};
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(ControlPlane, OneRankLogsItsAssignmentAndAFailureStopsOnlyTheControlPlane) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "control_one";
+  std::filesystem::create_directories(dir);
+  for (int fail_from : {0, 2}) {
+    auto instance = BuildControlInstance({"h"}, "", 1, 2);
+    ASSERT_TRUE(instance.ok()) << instance.status();
+    StillPolicy policy;
+    ControlSettings settings;
+    settings.policy = &policy;
+    settings.policy_name = "still";
+    settings.log_freq = 100;
+    settings.jsonl_path = (dir / absl::StrCat("fail_from_", fail_from, ".jsonl")).string();
+    {
+      ControlPlane control(
+          std::make_unique<ControlRounds>(std::make_unique<FailingGather>(fail_from),
+                                          std::move(*instance), settings),
+          nullptr, 0.0);
+      for (int step = 1; step <= 3; ++step) control.AfterStep(step, 2.5);
+    }  // finishes the three rounds, or stops at the failing one, without hanging
+    std::vector<std::string> lines = Lines(settings.jsonl_path);
+    ASSERT_GE(lines.size(), 2u);
+    EXPECT_THAT(lines[0], HasSubstr("\"event\":\"controller\""));
+    EXPECT_THAT(lines[0], HasSubstr("\"step\":1"));
+    EXPECT_THAT(lines[1], HasSubstr("\"event\":\"assignment\""));
+    EXPECT_THAT(lines[1], HasSubstr("\"lower_bound\":1.5"));  // the policy's
+    EXPECT_THAT(lines[1], HasSubstr("\"why\":\"start\""));
+    // Rounds 2 and 3 log no controller record (log_freq 100) and possibly a drift; after a
+    // failed gather at round 2 nothing more is written.
+    if (fail_from == 2) {
+      EXPECT_EQ(lines.size(), 2u);
+    }
+  }
 }
 
 }  // namespace
