@@ -36,6 +36,26 @@ absl::Status CheckDebugRank(const char* key, int64_t rank, int world) {
 
 }  // namespace
 
+absl::Status CheckControlPlane(const Recipe& recipe, int world) {
+  const ConfigView& section = recipe.section("control_plane");
+  TITAN_ASSIGN_OR_RETURN(bool enable, section.GetBool("enable"));
+  if (!enable) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(int64_t slow_rank, section.GetInt("debug_slow_rank"));
+  TITAN_ASSIGN_OR_RETURN(int64_t lose, section.GetInt("debug_lose_controller"));
+  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_slow_rank", slow_rank, world));
+  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_lose_controller", lose, world));
+  TITAN_ASSIGN_OR_RETURN(std::string topology, section.GetString("topology"));
+  if (topology.empty()) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(int64_t controllers, section.GetInt("controllers"));
+  TITAN_ASSIGN_OR_RETURN(int64_t hops, section.GetInt("hops"));
+  // The hosts are not known yet: a file that places ranks by host is checked at the start.
+  const std::vector<std::string> unknown_hosts(static_cast<size_t>(world));
+  absl::StatusOr<ControlInstance> instance = BuildControlInstance(
+      unknown_hosts, topology, static_cast<int>(controllers), static_cast<int>(hops));
+  return instance.ok() || absl::IsUnavailable(instance.status()) ? absl::OkStatus()
+                                                                 : instance.status();
+}
+
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& recipe,
                                                                   DeviceMesh& mesh) {
   const ConfigView& section = recipe.section("control_plane");

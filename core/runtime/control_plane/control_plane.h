@@ -22,6 +22,11 @@
 
 namespace titan {
 
+// What can be checked before the job starts (titan-run --validate too): the debug ranks
+// against `world`, and a topology file that places every rank by name (one that places ranks by
+// host waits for the hostnames, at the start).
+absl::Status CheckControlPlane(const Recipe& recipe, int world);
+
 class ControlPlane {
  public:
   // Null when control_plane.enable is false. Collective over mesh.world(): every rank calls it.

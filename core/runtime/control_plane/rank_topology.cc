@@ -37,6 +37,9 @@ absl::StatusOr<std::vector<int>> PlaceRanks(lbdc::Topology& topology,
       at[r] = it->second;
       continue;
     }
+    if (hostnames[r].empty()) {
+      return absl::UnavailableError(absl::StrCat("rank ", r, "'s host is not known yet"));
+    }
     auto host = index.find(hostnames[r]);
     if (host == index.end() && file.empty()) {
       host = index.emplace(hostnames[r], AddSwitch(topology, hostnames[r])).first;

@@ -21,6 +21,7 @@ struct ControlInstance {
 
 // `hostnames` per rank; `topology_file` empty or a .json/.toml titan-lbdc file in which rank R is
 // the switch `rank<R>` or, when the file has none, a leaf under the switch named by its host.
+// An empty hostname is one not known yet: a rank the file does not name is then Unavailable.
 // Controllers: the file's `controllers` (rank switches) if it lists any, else `controllers`
 // ranks (at most all of them) placed one per node (the switch a rank hangs under) first, lowest
 // ranks first.
