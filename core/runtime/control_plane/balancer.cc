@@ -14,14 +14,11 @@ std::vector<double> ControllerLoads(const BalanceProblem& problem,
   return loads;
 }
 
-absl::StatusOr<Balanced> AssignControllers(BalancePlugin& policy, const BalanceProblem& problem) {
-  TITAN_ASSIGN_OR_RETURN(BalanceResult result, policy.Assign(problem));
-  return Balanced{std::move(result.controller_of), result.lower_bound, true};
-}
+namespace {
 
-absl::StatusOr<Balanced> RebalanceControllers(BalancePlugin& policy, const BalanceProblem& problem,
-                                              const std::vector<int32_t>& current,
-                                              const std::vector<bool>& lost) {
+// `problem` with the lost controllers out of every potential set.
+absl::StatusOr<BalanceProblem> WithoutLost(const BalanceProblem& problem,
+                                           const std::vector<bool>& lost) {
   BalanceProblem live = problem;
   for (int s = 0; s < live.num_switches(); ++s) {
     std::vector<int32_t> potential;
@@ -38,6 +35,22 @@ absl::StatusOr<Balanced> RebalanceControllers(BalancePlugin& policy, const Balan
     live.potential[s] = std::move(potential);
     live.distance[s] = std::move(distance);
   }
+  return live;
+}
+
+}  // namespace
+
+absl::StatusOr<Balanced> AssignControllers(BalancePlugin& policy, const BalanceProblem& problem,
+                                           const std::vector<bool>& lost) {
+  TITAN_ASSIGN_OR_RETURN(BalanceProblem live, WithoutLost(problem, lost));
+  TITAN_ASSIGN_OR_RETURN(BalanceResult result, policy.Assign(live));
+  return Balanced{std::move(result.controller_of), result.lower_bound, true};
+}
+
+absl::StatusOr<Balanced> RebalanceControllers(BalancePlugin& policy, const BalanceProblem& problem,
+                                              const std::vector<int32_t>& current,
+                                              const std::vector<bool>& lost) {
+  TITAN_ASSIGN_OR_RETURN(BalanceProblem live, WithoutLost(problem, lost));
   // Orphans, heaviest first, to the least-loaded live controller they may use.
   std::vector<int32_t> next = current;
   std::vector<int> orphans;

@@ -15,12 +15,13 @@ struct Balanced {
   bool policy_bound = false;           // lower_bound came from the policy
 };
 
-// The policy's assignment of `problem` (loads set).
-absl::StatusOr<Balanced> AssignControllers(BalancePlugin& policy, const BalanceProblem& problem);
+// The policy's assignment of `problem` (loads set) without the controllers marked in `lost`.
+absl::StatusOr<Balanced> AssignControllers(BalancePlugin& policy, const BalanceProblem& problem,
+                                           const std::vector<bool>& lost);
 
 // `current` re-balanced by the policy with the controllers marked in `lost` removed: their
 // switches first go to their least-loaded live potential controller, then Rebalance moves what
-// it moves. A switch with no live potential controller is an error naming it.
+// it moves. For both, a switch with no live potential controller is an error naming it.
 absl::StatusOr<Balanced> RebalanceControllers(BalancePlugin& policy, const BalanceProblem& problem,
                                               const std::vector<int32_t>& current,
                                               const std::vector<bool>& lost);

@@ -85,6 +85,7 @@ TEST_F(TopologyFile, ARankTheFileLacksIsNamed) {
 class StillPolicy : public BalancePlugin {
  public:
   absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) override {
+    assigned = problem;
     return BalanceResult{std::vector<int32_t>(problem.num_switches(), 0), 1.5};
   }
   absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
@@ -93,7 +94,7 @@ class StillPolicy : public BalancePlugin {
     given = current;
     return std::vector<Migration>{};
   }
-  BalanceProblem seen;
+  BalanceProblem assigned, seen;
   std::vector<int32_t> given;
 };
 
@@ -116,8 +117,9 @@ TEST(Balancer, LostControllersWorkersMoveToTheLeastLoadedLiveOne) {
   EXPECT_THAT(policy.seen.potential[2], ElementsAre(0));  // the lost controller is gone
   EXPECT_FALSE(balanced->policy_bound);
   EXPECT_DOUBLE_EQ(balanced->lower_bound, 5.0);  // max(heaviest 5, total 10 / 2 live)
-  auto assigned = AssignControllers(policy, ThreeSwitches());
+  auto assigned = AssignControllers(policy, ThreeSwitches(), {false, true, false});
   ASSERT_TRUE(assigned.ok());
+  EXPECT_THAT(policy.assigned.potential[2], ElementsAre(0));  // lost before the first one too
   EXPECT_TRUE(assigned->policy_bound);
   EXPECT_DOUBLE_EQ(assigned->lower_bound, 1.5);
 }

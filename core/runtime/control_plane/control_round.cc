@@ -229,7 +229,7 @@ absl::Status ControlRounds::Decide(int64_t step, const std::vector<double>& all)
   if (rank_ == decider) {
     absl::StatusOr<Balanced> balanced =
         assigned_ ? RebalanceControllers(*settings_.policy, problem, owner_, lost_)
-                  : AssignControllers(*settings_.policy, problem);
+                  : AssignControllers(*settings_.policy, problem, lost_);
     if (balanced.ok()) {
       for (int r = 0; r < size_; ++r) answer[r] = balanced->controller_of[r];
       answer[size_] = balanced->lower_bound;
