@@ -67,7 +67,7 @@ TEST_F(PreflightTest, ControlPlaneDebugRanksAndTopologyFile) {
   const std::string enabled = absl::StrCat("[control_plane]\nenable = true\n", topology);
   EXPECT_TRUE(CheckBeforeTraining(Make(enabled + "hops = 2\n"), *registry_, Mesh(2, 1)).ok());
   EXPECT_THAT(ErrorOf(Make(enabled + "hops = 0\ncontrollers = 1\n"), Mesh(2, 1)),
-              HasSubstr("control_plane.hops = 0: switch 'rank1' has no controller within 0 hops"));
+              HasSubstr("control_plane.hops = 0: rank 1 (switch 'rank1') has no controller"));
   // Ranks the file places by host wait for the hostnames.
   EXPECT_TRUE(CheckBeforeTraining(Make(enabled), *registry_, Mesh(3, 1)).ok());
   std::ofstream(Path("bad.toml")) << "switches = [\"a\"]\nlinks = [[\"a\", \"b\"]]\n";

@@ -75,10 +75,14 @@ TEST_F(TopologyFile, ARankTheFileLacksIsNamed) {
               HasSubstr("rank 1 (host \"elsewhere\") is in no switch of the file: expected a "
                         "switch 'rank1' or 'elsewhere'"));
   EXPECT_THAT(instance.status().message(), HasSubstr(path));
-  auto far =
-      BuildControlInstance({"h", "h"}, Write("switches = [\"h\", \"g\"]\nlinks = []\n"), 1, 2);
+  // Only ranks need a controller: switch g, linked to nothing, is no problem.
+  const std::string apart = Write("switches = [\"h\", \"g\"]\nlinks = []\n");
+  EXPECT_TRUE(BuildControlInstance({"h", "h"}, apart, 1, 2).ok());
+  auto far = BuildControlInstance({"h", "h"}, apart, 1, 1);
   ASSERT_FALSE(far.ok());
-  EXPECT_THAT(far.status().message(), HasSubstr("control_plane.hops = 2: switch 'g'"));
+  EXPECT_THAT(far.status().message(),
+              HasSubstr("control_plane.hops = 1: rank 1 (switch 'rank1') has no controller within "
+                        "1 hops; raise control_plane.hops or control_plane.controllers"));
 }
 
 // Records the instance Rebalance sees and moves nothing.

@@ -1,6 +1,7 @@
 #include "core/runtime/control_plane/rank_topology.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -117,19 +118,31 @@ absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::stri
   ControlInstance instance;
   TITAN_ASSIGN_OR_RETURN(instance.controller_rank,
                          ControllerRanks(topology, at, controllers, topology_file));
+  // Every switch gets a stand-in site of its own, so that titan-lbdc's PotentialControllers
+  // accepts switches out of every controller's reach; the stand-ins are dropped after, and only
+  // a rank is required to have a controller.
   std::vector<int32_t> sites;
   for (int rank : instance.controller_rank) sites.push_back(at[rank]);
-  absl::StatusOr<BalanceProblem> all = lbdc::PotentialControllers(topology, sites, hops, 0);
-  if (!all.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("control_plane.hops = ", hops, ": ", all.status().message()));
-  }
+  const int placed = static_cast<int>(sites.size());
+  for (int s = 0; s < topology.size(); ++s) sites.push_back(s);
+  TITAN_ASSIGN_OR_RETURN(BalanceProblem all, lbdc::PotentialControllers(topology, sites, hops, 0));
   BalanceProblem& problem = instance.problem;
-  problem.controller_capacity = all->controller_capacity;
-  for (int s : at) {
+  problem.controller_capacity.assign(placed, std::numeric_limits<double>::infinity());
+  for (size_t r = 0; r < at.size(); ++r) {
     problem.switch_load.push_back(0.0);
-    problem.potential.push_back(all->potential[s]);
-    problem.distance.push_back(all->distance[s]);
+    problem.potential.emplace_back();
+    problem.distance.emplace_back();
+    for (size_t i = 0; i < all.potential[at[r]].size(); ++i) {
+      if (all.potential[at[r]][i] >= placed) continue;
+      problem.potential.back().push_back(all.potential[at[r]][i]);
+      problem.distance.back().push_back(all.distance[at[r]][i]);
+    }
+    if (problem.potential.back().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("control_plane.hops = ", hops, ": rank ", r, " (switch '",
+                       topology.name[at[r]], "') has no controller within ", hops,
+                       " hops; raise control_plane.hops or control_plane.controllers"));
+    }
   }
   return instance;
 }
