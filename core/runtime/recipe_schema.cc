@@ -242,7 +242,10 @@ std::vector<SectionSchema> MakeSchema() {
       {Bool("enable", false, "run the control plane"),
        String("policy", "greedy", "balance plugin assigning workers to controllers"),
        Int("controllers", 2, 1, kMaxRanks,
-           "controller ranks, one per node first (unless the topology file lists controllers)"),
+           "controller ranks, one per node first (unless listed, by the key below or the "
+           "topology file)"),
+       StringList("controller_ranks", {},
+                  "these ranks control (e.g. [\"0\", \"4\"]), instead of the count"),
        String("topology", "",
               "titan-lbdc topology file (.json/.toml) placing rank R at switch rankR or under "
               "its host's switch; empty: from hostnames"),

@@ -68,6 +68,10 @@ TEST_F(PreflightTest, ControlPlaneDebugRanksAndTopologyFile) {
   EXPECT_TRUE(CheckBeforeTraining(Make(enabled + "hops = 2\n"), *registry_, Mesh(2, 1)).ok());
   EXPECT_THAT(ErrorOf(Make(enabled + "hops = 0\ncontrollers = 1\n"), Mesh(2, 1)),
               HasSubstr("control_plane.hops = 0: rank 1 (switch 'rank1') has no controller"));
+  EXPECT_THAT(ErrorOf(Make(enabled + "controller_ranks = [\"1\", \"one\"]\n"), Mesh(2, 1)),
+              HasSubstr("control_plane.controller_ranks: \"one\" is not a rank number"));
+  EXPECT_THAT(ErrorOf(Make(enabled + "controller_ranks = [\"2\"]\n"), Mesh(2, 1)),
+              HasSubstr("control_plane.controller_ranks: rank 2 is not a rank of this job"));
   // Ranks the file places by host wait for the hostnames.
   EXPECT_TRUE(CheckBeforeTraining(Make(enabled), *registry_, Mesh(3, 1)).ok());
   std::ofstream(Path("bad.toml")) << "switches = [\"a\"]\nlinks = [[\"a\", \"b\"]]\n";

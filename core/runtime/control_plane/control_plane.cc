@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -34,6 +35,28 @@ absl::Status CheckDebugRank(const char* key, int64_t rank, int world) {
                                                  ": expected -1 (none) or a rank below ", world));
 }
 
+// The placement keys; listed ranks must be whole numbers.
+absl::StatusOr<ControlPlacement> PlacementOf(const ConfigView& section) {
+  ControlPlacement placement;
+  TITAN_ASSIGN_OR_RETURN(placement.topology_file, section.GetString("topology"));
+  TITAN_ASSIGN_OR_RETURN(int64_t controllers, section.GetInt("controllers"));
+  TITAN_ASSIGN_OR_RETURN(int64_t hops, section.GetInt("hops"));
+  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> listed,
+                         section.GetStringList("controller_ranks"));
+  placement.controllers = static_cast<int>(controllers);
+  placement.hops = static_cast<int>(hops);
+  for (const std::string& item : listed) {
+    int rank = 0;
+    if (!absl::SimpleAtoi(item, &rank)) {
+      return absl::InvalidArgumentError(absl::StrCat(section.Where("controller_ranks"),
+                                                     ": control_plane.controller_ranks: \"", item,
+                                                     "\" is not a rank number"));
+    }
+    placement.listed_ranks.push_back(rank);
+  }
+  return placement;
+}
+
 }  // namespace
 
 absl::Status CheckControlPlane(const Recipe& recipe, int world) {
@@ -44,14 +67,10 @@ absl::Status CheckControlPlane(const Recipe& recipe, int world) {
   TITAN_ASSIGN_OR_RETURN(int64_t lose, section.GetInt("debug_lose_controller"));
   TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_slow_rank", slow_rank, world));
   TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_lose_controller", lose, world));
-  TITAN_ASSIGN_OR_RETURN(std::string topology, section.GetString("topology"));
-  if (topology.empty()) return absl::OkStatus();
-  TITAN_ASSIGN_OR_RETURN(int64_t controllers, section.GetInt("controllers"));
-  TITAN_ASSIGN_OR_RETURN(int64_t hops, section.GetInt("hops"));
-  // The hosts are not known yet: a file that places ranks by host is checked at the start.
+  TITAN_ASSIGN_OR_RETURN(ControlPlacement placement, PlacementOf(section));
+  // The hosts are not known yet: ranks a file places by host (or no file) wait for the start.
   const std::vector<std::string> unknown_hosts(static_cast<size_t>(world));
-  absl::StatusOr<ControlInstance> instance = BuildControlInstance(
-      unknown_hosts, topology, static_cast<int>(controllers), static_cast<int>(hops));
+  absl::StatusOr<ControlInstance> instance = BuildControlInstance(unknown_hosts, placement);
   return instance.ok() || absl::IsUnavailable(instance.status()) ? absl::OkStatus()
                                                                  : instance.status();
 }
@@ -68,9 +87,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& 
     settings.policy_name = plugin.info->descriptor->name;
   }
   if (settings.policy == nullptr) return absl::InternalError("control_plane.policy selected none");
-  TITAN_ASSIGN_OR_RETURN(std::string topology, section.GetString("topology"));
-  TITAN_ASSIGN_OR_RETURN(int64_t controllers, section.GetInt("controllers"));
-  TITAN_ASSIGN_OR_RETURN(int64_t hops, section.GetInt("hops"));
+  TITAN_ASSIGN_OR_RETURN(ControlPlacement placement, PlacementOf(section));
   TITAN_ASSIGN_OR_RETURN(settings.rebalance_threshold, section.GetFloat("rebalance_threshold"));
   TITAN_ASSIGN_OR_RETURN(settings.heartbeat_timeout_s,
                          section.GetFloat("heartbeat_timeout_seconds"));
@@ -90,9 +107,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& 
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> control,
                          mesh.world().Split(0, mesh.world().rank()));
   TITAN_ASSIGN_OR_RETURN(std::vector<std::string> hosts, Hostnames(*control));
-  TITAN_ASSIGN_OR_RETURN(
-      ControlInstance instance,
-      BuildControlInstance(hosts, topology, static_cast<int>(controllers), static_cast<int>(hops)));
+  TITAN_ASSIGN_OR_RETURN(ControlInstance instance, BuildControlInstance(hosts, placement));
   if (lose >= 0 && std::find(instance.controller_rank.begin(), instance.controller_rank.end(),
                              lose) == instance.controller_rank.end()) {
     return absl::InvalidArgumentError(
@@ -105,9 +120,10 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& 
     spdlog::info(
         "[control] {} controller(s) at rank(s) {} watch {} rank(s) within {} hops ({}); policy "
         "{}; events in {}",
-        instance.controller_rank.size(), absl::StrJoin(instance.controller_rank, ", "), world, hops,
-        topology.empty() ? "topology from hostnames" : topology, settings.policy_name,
-        settings.jsonl_path);
+        instance.controller_rank.size(), absl::StrJoin(instance.controller_rank, ", "), world,
+        placement.hops,
+        placement.topology_file.empty() ? "topology from hostnames" : placement.topology_file,
+        settings.policy_name, settings.jsonl_path);
   }
   auto rounds =
       std::make_unique<ControlRounds>(std::move(control), std::move(instance), std::move(settings));

@@ -30,7 +30,7 @@ std::vector<std::vector<int32_t>> PotentialRanks(const ControlInstance& instance
 }
 
 TEST(ControlInstance, FromHostnamesOneControllerPerNodeFirst) {
-  auto near = BuildControlInstance({"a", "a", "b", "b"}, "", 3, /*hops=*/2);
+  auto near = BuildControlInstance({"a", "a", "b", "b"}, {"", 3, {}, 2});
   ASSERT_TRUE(near.ok()) << near.status();
   EXPECT_THAT(near->controller_rank, ElementsAre(0, 1, 2));  // a, b, then a again
   using P = std::vector<int32_t>;
@@ -38,10 +38,23 @@ TEST(ControlInstance, FromHostnamesOneControllerPerNodeFirst) {
   EXPECT_THAT(PotentialRanks(*near), ElementsAre(P{0, 1}, P{1, 0}, P{2}, P{2}));
   // Two hosts are 4 hops apart (rank, host, cluster, host, rank); more controllers than ranks
   // means every rank.
-  auto far = BuildControlInstance({"a", "a", "b", "b"}, "", 9, /*hops=*/4);
+  auto far = BuildControlInstance({"a", "a", "b", "b"}, {"", 9, {}, 4});
   ASSERT_TRUE(far.ok()) << far.status();
   EXPECT_THAT(far->controller_rank, ElementsAre(0, 1, 2, 3));
   EXPECT_THAT(far->problem.potential[3].size(), 4);
+}
+
+TEST(ControlInstance, ListedRanksBeforeTheCount) {
+  auto listed = BuildControlInstance({"a", "a", "b", "b"}, {"", 1, {3, 1}, 4});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_THAT(listed->controller_rank, ElementsAre(1, 3));
+  for (std::vector<int> bad : {std::vector<int>{4}, std::vector<int>{1, 1}}) {
+    auto refused = BuildControlInstance({"a", "a", "b", "b"}, {"", 1, bad, 4});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr(absl::StrCat("control_plane.controller_ranks: rank ", bad.back(),
+                                       " is not a rank of this job or listed twice")));
+  }
 }
 
 class TopologyFile : public testing::Test {
@@ -60,7 +73,7 @@ TEST_F(TopologyFile, RanksByNameOrHostAndTheFilesControllers) {
   const std::string path = Write(
       "switches = [\"top\", \"h\", \"rank0\"]\nlinks = [[\"top\", \"h\"], [\"top\", \"rank0\"]]\n"
       "controllers = [\"rank0\", \"rank2\"]\n");
-  auto instance = BuildControlInstance({"x", "h", "h"}, path, 1, /*hops=*/2);
+  auto instance = BuildControlInstance({"x", "h", "h"}, {path, 1, {}, 2});
   ASSERT_TRUE(instance.ok()) << instance.status();
   EXPECT_THAT(instance->controller_rank, ElementsAre(0, 2));
   using P = std::vector<int32_t>;
@@ -69,7 +82,7 @@ TEST_F(TopologyFile, RanksByNameOrHostAndTheFilesControllers) {
 
 TEST_F(TopologyFile, ARankTheFileLacksIsNamed) {
   const std::string path = Write("switches = [\"h\"]\nlinks = []\n");
-  auto instance = BuildControlInstance({"h", "elsewhere"}, path, 1, 2);
+  auto instance = BuildControlInstance({"h", "elsewhere"}, {path, 1, {}, 2});
   ASSERT_FALSE(instance.ok());
   EXPECT_THAT(instance.status().message(),
               HasSubstr("rank 1 (host \"elsewhere\") is in no switch of the file: expected a "
@@ -77,12 +90,12 @@ TEST_F(TopologyFile, ARankTheFileLacksIsNamed) {
   EXPECT_THAT(instance.status().message(), HasSubstr(path));
   // Only ranks need a controller: switch g, linked to nothing, is no problem.
   const std::string apart = Write("switches = [\"h\", \"g\"]\nlinks = []\n");
-  EXPECT_TRUE(BuildControlInstance({"h", "h"}, apart, 1, 2).ok());
-  auto far = BuildControlInstance({"h", "h"}, apart, 1, 1);
+  EXPECT_TRUE(BuildControlInstance({"h", "h"}, {apart, 1, {}, 2}).ok());
+  auto far = BuildControlInstance({"h", "h"}, {apart, 1, {}, 1});
   ASSERT_FALSE(far.ok());
   EXPECT_THAT(far.status().message(),
               HasSubstr("control_plane.hops = 1: rank 1 (switch 'rank1') has no controller within "
-                        "1 hops; raise control_plane.hops or control_plane.controllers"));
+                        "1 hops; raise control_plane.hops or add controllers"));
 }
 
 // Records the instance Rebalance sees and moves nothing.
@@ -189,7 +202,7 @@ TEST(ControlPlane, OneRankLogsItsAssignmentAndAFailureStopsOnlyTheControlPlane) 
   const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "control_one";
   std::filesystem::create_directories(dir);
   for (int fail_from : {0, 2}) {
-    auto instance = BuildControlInstance({"h"}, "", 1, 2);
+    auto instance = BuildControlInstance({"h"}, {"", 1, {}, 2});
     ASSERT_TRUE(instance.ok()) << instance.status();
     StillPolicy policy;
     ControlSettings settings;

@@ -58,11 +58,27 @@ absl::StatusOr<std::vector<int>> PlaceRanks(lbdc::Topology& topology,
   return at;
 }
 
-// The file's controllers (rank switches), else `count` ranks one per node first.
+// The listed ranks, else the file's controllers (rank switches), else `count` ranks one per
+// node first.
 absl::StatusOr<std::vector<int>> ControllerRanks(const lbdc::Topology& topology,
                                                  const std::vector<int>& at, int count,
+                                                 const std::vector<int>& listed,
                                                  const std::string& file) {
-  std::vector<int> ranks;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (listed[i] < 0 || listed[i] >= static_cast<int>(at.size()) ||
+        std::find(listed.begin(), listed.begin() + static_cast<std::ptrdiff_t>(i), listed[i]) !=
+            listed.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("control_plane.controller_ranks: rank ", listed[i],
+                       " is not a rank of this job or listed twice: expected distinct ranks 0..",
+                       at.size() - 1));
+    }
+  }
+  std::vector<int> ranks = listed;
+  if (!ranks.empty()) {
+    std::sort(ranks.begin(), ranks.end());
+    return ranks;
+  }
   for (const std::string& name : topology.controllers_at) {
     int rank = -1;
     absl::string_view digits = name;
@@ -100,8 +116,9 @@ absl::StatusOr<std::vector<int>> ControllerRanks(const lbdc::Topology& topology,
 }  // namespace
 
 absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::string>& hostnames,
-                                                     const std::string& topology_file,
-                                                     int controllers, int hops) {
+                                                     const ControlPlacement& placement) {
+  const std::string& topology_file = placement.topology_file;
+  const int hops = placement.hops;
   lbdc::Topology topology;
   if (topology_file.empty()) {
     AddSwitch(topology, "cluster");
@@ -116,8 +133,9 @@ absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::stri
   }
   TITAN_ASSIGN_OR_RETURN(std::vector<int> at, PlaceRanks(topology, hostnames, topology_file));
   ControlInstance instance;
-  TITAN_ASSIGN_OR_RETURN(instance.controller_rank,
-                         ControllerRanks(topology, at, controllers, topology_file));
+  TITAN_ASSIGN_OR_RETURN(
+      instance.controller_rank,
+      ControllerRanks(topology, at, placement.controllers, placement.listed_ranks, topology_file));
   // Every switch gets a stand-in site of its own, so that titan-lbdc's PotentialControllers
   // accepts switches out of every controller's reach; the stand-ins are dropped after, and only
   // a rank is required to have a controller.
@@ -141,7 +159,7 @@ absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::stri
       return absl::InvalidArgumentError(
           absl::StrCat("control_plane.hops = ", hops, ": rank ", r, " (switch '",
                        topology.name[at[r]], "') has no controller within ", hops,
-                       " hops; raise control_plane.hops or control_plane.controllers"));
+                       " hops; raise control_plane.hops or add controllers"));
     }
   }
   return instance;
