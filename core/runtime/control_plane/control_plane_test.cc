@@ -148,9 +148,19 @@ TEST(Balancer, ARankWithNoLiveControllerIsNamed) {
   EXPECT_THAT(balanced.status().message(), HasSubstr("rank 1 has no live controller"));
 }
 
-// Waits 50 ms in every barrier.
+// Waits 50 ms in every barrier and in waiting for a send.
 class SlowBarrier : public SingleProcessCommunicator {
  public:
+  class SlowTransfer : public Transfer {
+   public:
+    absl::Status Wait() override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return absl::OkStatus();
+    }
+  };
+  absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView&, int, int) override {
+    return std::unique_ptr<Transfer>(new SlowTransfer());
+  }
   absl::Status Barrier() override {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return absl::OkStatus();
@@ -173,7 +183,14 @@ TEST(TimedCommunicator, CountsTheCreatingThreadsWaitsAlsoOnSplits) {
   ASSERT_TRUE(part.ok());
   EXPECT_EQ(CommunicationClockOf(**part), clock);
   ASSERT_TRUE((*part)->Barrier().ok());
-  EXPECT_GE(clock->seconds(), once + 0.05);
+  const double twice = clock->seconds();
+  EXPECT_GE(twice, once + 0.05);
+  // A non-blocking send is passed through; the wait for it is timed.
+  auto send = (*part)->StartSend(TensorView{}, 0, 0);
+  ASSERT_TRUE(send.ok()) << send.status();
+  ASSERT_TRUE((*send)->Wait().ok());
+  EXPECT_GE(clock->seconds(), twice + 0.05);
+  EXPECT_TRUE(absl::IsUnimplemented(world->StartRecv(TensorView{}, 0, 0).status()));
   SingleProcessCommunicator plain;
   EXPECT_EQ(CommunicationClockOf(plain), nullptr);
 }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -20,6 +21,9 @@ struct CommunicationClock {
   std::atomic<int64_t> nanoseconds{0};
   double seconds() const { return static_cast<double>(nanoseconds.load()) * 1e-9; }
 };
+
+// Adds the seconds the clock's thread spends in `call` to the clock.
+absl::Status TimeCall(CommunicationClock& clock, const std::function<absl::Status()>& call);
 
 class TimedCommunicator : public Communicator {
  public:
@@ -37,6 +41,11 @@ class TimedCommunicator : public Communicator {
   absl::Status Send(const TensorView& buffer, int peer, int tag) override;
   absl::Status Recv(TensorView buffer, int peer, int tag) override;
   absl::Status Barrier() override;
+  // Transfers start at once; the training thread's waits for them are timed.
+  absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView& buffer, int peer,
+                                                      int tag) override;
+  absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView buffer, int peer,
+                                                      int tag) override;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void UseTrainTimeout() override { inner_->UseTrainTimeout(); }
   absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) override {
@@ -44,9 +53,6 @@ class TimedCommunicator : public Communicator {
   }
 
  private:
-  template <typename Call>
-  absl::Status Timed(Call call);
-
   std::unique_ptr<Communicator> inner_;
   std::shared_ptr<CommunicationClock> clock_;
 };
