@@ -147,6 +147,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
+  if (pipeline != nullptr) {
+    int64_t held = 0;
+    for (const Parameter& p : model->Parameters()) held += p.value.numel();
+    spdlog::info("[pp] this rank's stages hold {:.2f}M of them", static_cast<double>(held) / 1e6);
+  }
 
   // TorchTitan's order: the pp split (made above), tp, then fsdp or ddp over the tp-local tensors.
   for (ParallelPlugin* plugin : {pipeline.get(), tensor_parallel.get(), data_parallel.get()}) {
@@ -203,8 +208,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
 
   spdlog::info(
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
-      "rank(s)){}",
+      "rank(s){}){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
+      pipeline != nullptr ? absl::StrCat(", each split into ", microbatches,
+                                         " pipeline microbatches")
+                          : "",
       log ? ", logging to " + log->path() : "");
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> control, ControlPlane::Start(recipe, mesh));
   DelayBeforeTrainingForTest(mesh.world().rank());
