@@ -238,7 +238,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       // Summed over the pp ranks, whose idle time is the bubble.
       float times[2] = {static_cast<float>(result.pipeline.compute_seconds),
                         static_cast<float>(result.pipeline.step_seconds)};
-      TITAN_RETURN_IF_ERROR(mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
+      TITAN_RETURN_IF_ERROR(
+          mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
       pipeline_compute_s += times[0];
       pipeline_step_s += times[1];
     }
