@@ -10,6 +10,7 @@
 #include "core/data/tokenizer.h"
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
+#include "core/runtime/control_plane/control_plane.h"
 
 namespace titan {
 namespace {
@@ -272,6 +273,7 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
   check(CreateParallelPlugins(recipe, registry, shape).status());
   check(PipelineMicrobatches(recipe, shape).status());
   check(CheckModel(recipe, shape, options, report));
+  check(CheckControlPlane(recipe, shape.world_size()));
 
   const ConfigView& ac = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac.GetString("mode"));

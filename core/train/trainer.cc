@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
+#include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
 #include "core/tensor/matmul.h"
 #include "core/train/checkpointer.h"
@@ -213,6 +214,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
           ? absl::StrCat(", each split into ", microbatches, " pipeline microbatches")
           : "",
       log ? ", logging to " + log->path() : "");
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> control, ControlPlane::Start(recipe, mesh));
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
@@ -240,6 +242,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       pipeline_compute_s += times[0];
       pipeline_step_s += times[1];
     }
+    if (control) control->AfterStep(step, result.loss);
 
     ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
@@ -286,6 +289,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       break;
     }
   }
+  control.reset();  // finishes the control plane's rounds of the steps trained
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(
