@@ -344,7 +344,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   // Two plans: what each microbatch keeps from its forward to its backward (a set), and the
   // scratch all microbatches share (recomputed activations, gradients in flight, tables).
   ArenaPlan set_plan, shared_plan;
-  set_slot_names_.assign(c.n_layers, {});
+  set_slots_.assign(c.n_layers, {});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (!OwnsLayer(l)) continue;
     for (const auto& field : fields) {
@@ -356,7 +356,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       } else {
         shared_plan.Add(name, {field.size}).IgnoreError();  // one slot for every layer
       }
-      set_slot_names_[l].push_back(std::move(name));
+      set_slots_[l].emplace_back(field.field, std::move(name));
     }
   }
   for (const PipelineStage& stage : stages_) {
@@ -465,13 +465,8 @@ absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
   };
   const int64_t layers = config_.n_layers;
   set->blocks.assign(layers, BlockActs{});
-  float* BlockActs::*const fields[] = {
-      &BlockActs::ln1, &BlockActs::rstd1, &BlockActs::q,     &BlockActs::k,   &BlockActs::v,
-      &BlockActs::att, &BlockActs::lse,   &BlockActs::x_mid, &BlockActs::ln2, &BlockActs::rstd2,
-      &BlockActs::a,   &BlockActs::b,     &BlockActs::h};
   for (int64_t l = 0; l < layers; ++l) {
-    for (size_t i = 0; i < set_slot_names_[l].size(); ++i)
-      set->blocks[l].*fields[i] = pointer(set_slot_names_[l][i]);
+    for (const auto& [field, name] : set_slots_[l]) set->blocks[l].*field = pointer(name);
   }
   for (int64_t l = 0; l <= layers; ++l) {
     set->residual.push_back(pointer(absl::StrCat("residual.", l)));

@@ -252,7 +252,8 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;         // n_local_: this rank's tokens
   Arena shared_arena_;                                    // scratch every microbatch uses in turn
   ArenaPlan set_plan_;                                    // one microbatch's activations
-  std::vector<std::vector<std::string>> set_slot_names_;  // per layer, per BlockActs field
+  // Per layer: each activation's field and its slot (in a set, or "recompute.*" shared).
+  std::vector<std::vector<std::pair<float* BlockActs::*, std::string>>> set_slots_;
   std::vector<std::unique_ptr<MicrobatchActs>> sets_;
   std::vector<int> set_of_;     // microbatch -> index into sets_, or -1
   std::vector<int> free_sets_;  // indices into sets_

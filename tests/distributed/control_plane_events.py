@@ -109,7 +109,7 @@ def main():
                     f"--hops={args.hops}", f"--loads=trace:{trace}",
                     f"--policies={first['policy']}", f"--json={report}"], check=True)
     with open(report) as f:
-        (lbdc,) = json.load(f)
+        (lbdc,) = json.load(f)["measurements"]  # one policy, one step: the initial assignment
     check(lbdc["max_load"] == first["max_load"],
           f"max load {first['max_load']} equals titan-lbdc's {first['policy']}: "
           f"{lbdc['max_load']}")
