@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/profiler.h"
 #include "core/tensor/arena_file.h"
 #include "core/tensor/cpu_compute.h"
 #include "core/tensor/cross_entropy.h"
@@ -46,8 +47,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   model->norm_ = *next++;
   model->output_ = config.tie_embeddings ? model->tok_embeddings_ : *next++;
-  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(plan, where.device));
-  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(plan, where.device));
+  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(plan, where.device, "parameters"));
+  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(plan, where.device, "gradients"));
   model->plan_ = std::move(plan);
   for (int i = 0; i < model->params_.size(); ++i) {
     Parameter p;
@@ -307,7 +308,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
     TITAN_RETURN_IF_ERROR(
         plan.Add(absl::StrCat("bf16_scratch.", i), {scratch_sizes[i]}, DType::kBF16).status());
   }
-  TITAN_ASSIGN_OR_RETURN(acts_arena_, Arena::Allocate(plan, device_));
+  TITAN_ASSIGN_OR_RETURN(acts_arena_, Arena::Allocate(plan, device_, "activations"));
 
   auto pointer = [&](absl::string_view name) { return acts_arena_.Find(name)->data<float>(); };
   acts_.assign(c.n_layers, BlockActs{});
@@ -456,6 +457,7 @@ AttentionSpec LlamaModel::attention_spec() const {
 
 absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* targets,
                                           int64_t batch, int64_t seq_len) {
+  ScopedSpan span("module", "model", ".forward");
   if (batch <= 0 || seq_len <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("model input: expected a positive batch and ",
                                                    "seq_len, found ", batch, " x ", seq_len));
@@ -501,6 +503,7 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
 
 absl::Status LlamaModel::ForwardLayers() {
   for (int64_t l = 0; l < config_.n_layers; ++l) {
+    ScopedSpan span("module", layer_modules_[l]->name(), ".forward");
     TITAN_RETURN_IF_ERROR(layer_modules_[l]->BeforeForward());
     TITAN_RETURN_IF_ERROR(BlockForward(l, /*recompute=*/false));
     TITAN_RETURN_IF_ERROR(layer_modules_[l]->AfterForward());
@@ -510,6 +513,7 @@ absl::Status LlamaModel::ForwardLayers() {
 
 absl::Status LlamaModel::BackwardLayers() {
   for (int64_t l = config_.n_layers - 1; l >= 0; --l) {
+    ScopedSpan span("module", layer_modules_[l]->name(), ".backward");
     TITAN_RETURN_IF_ERROR(layer_modules_[l]->BeforeBackward());
     TITAN_RETURN_IF_ERROR(BlockBackward(l));
     TITAN_RETURN_IF_ERROR(layer_modules_[l]->AfterBackward());
@@ -592,6 +596,7 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
 }
 
 absl::Status LlamaModel::Backward() {
+  ScopedSpan span("module", "model", ".backward");
   if (!tokens_valid_) {
     return absl::FailedPreconditionError("model: Backward needs a Forward first");
   }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "titan/device.h"
@@ -33,9 +34,12 @@ class Storage {
  private:
   Storage(void* data, size_t size, DevicePlugin* device)
       : data_(data), size_(size), device_(device) {}
+  // `status` with where the memory snapshot taken on the failure went, when one was.
+  static absl::Status WithSnapshot(const absl::Status& status, const std::string& snapshot);
   void* data_;
   size_t size_;
   DevicePlugin* device_;
+  bool tracked_ = false;  // known to the MemoryTracker (profiling.enable_memory_snapshot)
 };
 
 class Tensor {

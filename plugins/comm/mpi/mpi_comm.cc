@@ -14,6 +14,8 @@
 // TorchTitan does, and `train_timeout_seconds` after it.
 #include <mpi.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -55,6 +57,7 @@ struct Job {
   std::atomic<bool> training{false};
   int world_rank;
   FlightRecorder recorder;
+  TraceSink* trace = nullptr;  // the profiler, while profiling.enable_profiling is on
 };
 
 // A request that timed out stays active inside MPI, with the staging buffer it may still
@@ -301,8 +304,9 @@ class MpiCommunicator : public Communicator {
           absl::StrCat(what, ": the communicator is unusable after an earlier ", broken_));
     }
     int64_t sequence = ++sequence_;
-    int64_t handle = job_->recorder.Start(
-        {sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
+    const Clock::time_point started = Clock::now();
+    int64_t handle =
+        job_->recorder.Start({sequence, std::string(op), name_, bytes, peers, started, {}, {}});
     MPI_Request request = MPI_REQUEST_NULL;
     int code = start(&request);
     WaitResult result = WaitResult::kFailed;
@@ -312,6 +316,7 @@ class MpiCommunicator : public Communicator {
     }
     if (result == WaitResult::kDone) {
       job_->recorder.Finish(handle, "completed");
+      Trace(op, sequence, bytes, *peers, started);
       return absl::OkStatus();
     }
     std::string failure;
@@ -332,6 +337,19 @@ class MpiCommunicator : public Communicator {
     std::string message = absl::StrCat(what, " ", failure, "; ", record);
     return result == WaitResult::kTimedOut ? absl::DeadlineExceededError(message)
                                            : absl::InternalError(message);
+  }
+
+  // The collective as a span of the profiled step, with what the flight recorder keeps of it.
+  void Trace(absl::string_view op, int64_t sequence, size_t bytes, const std::vector<int>& peers,
+             Clock::time_point started) const {
+    TraceSink* trace = job_->trace;
+    if (trace == nullptr || !trace->recording()) return;
+    auto micros = [](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+    };
+    const nlohmann::json args = {
+        {"comm", name_}, {"sequence", sequence}, {"bytes", bytes}, {"peers", peers}};
+    trace->Span(op, "collective", micros(started), micros(Clock::now()), args.dump());
   }
 
   MPI_Comm comm_;
@@ -415,6 +433,7 @@ class MpiComm : public CommPlugin {
                                      static_cast<size_t>(trace_buf_size_), TraceFolder(options));
         std::signal(SIGUSR1, RequestDump);
       }
+      job_->trace = options.trace;
       // A private copy of MPI_COMM_WORLD, so titan's traffic never matches anyone else's.
       // MPI_Comm_dup blocks until every rank arrives; a barrier first bounds that wait.
       MpiCommunicator launched(MPI_COMM_WORLD, "launched", job_, /*owned=*/false);
