@@ -44,8 +44,9 @@ TEST_F(ProfilerTest, RecordsOnlyTheStepsToProfile) {
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, (dir_ / "iteration_2" / "rank0_trace.json").string());
   EXPECT_EQ(Profiler::Recording(), nullptr);
+  const nlohmann::json trace = ReadJson(*path);
   std::vector<std::string> names;
-  for (const auto& e : ReadJson(*path)["traceEvents"]) {
+  for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] == "X") names.push_back(e["name"]);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"recorded", "step 2"}));
