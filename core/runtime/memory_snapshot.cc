@@ -21,27 +21,27 @@ void MemoryTracker::Enable(std::string folder, int rank) {
   enabled_.store(true);
 }
 
-void MemoryTracker::Add(const void* storage, size_t bytes, std::string device) {
+void MemoryTracker::Add(const void* data, size_t bytes, std::string device, std::string arena) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Allocation& a = live_[storage];
-  live_bytes_ -= a.bytes;
-  a = Allocation{bytes, std::move(device), "(none)", {{"tensor", bytes}}};
+  auto [it, added] = live_.try_emplace(data);
+  if (!added) return;
+  it->second = Allocation{bytes, std::move(device), std::move(arena), {{"tensor", bytes}}};
   live_bytes_ += bytes;
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
 }
 
-void MemoryTracker::Describe(const void* storage, std::string arena,
+void MemoryTracker::Describe(const void* data, std::string arena,
                              std::vector<std::pair<std::string, size_t>> tensors) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(storage);
+  auto it = live_.find(data);
   if (it == live_.end()) return;  // allocated before tracking started
   it->second.arena = std::move(arena);
   it->second.tensors = std::move(tensors);
 }
 
-void MemoryTracker::Remove(const void* storage) {
+void MemoryTracker::Remove(const void* data) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(storage);
+  auto it = live_.find(data);
   if (it == live_.end()) return;
   live_bytes_ -= it->second.bytes;
   live_.erase(it);
@@ -94,12 +94,20 @@ std::string MemoryTracker::OnOutOfMemory(size_t bytes, absl::string_view device)
   std::string path;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    path = (std::filesystem::path(folder_) / absl::StrCat("rank", rank_, "_oom_memory_snapshot.json"))
-               .string();
+    path =
+        (std::filesystem::path(folder_) / absl::StrCat("rank", rank_, "_oom_memory_snapshot.json"))
+            .string();
   }
   absl::StatusOr<std::string> written = Write(
-      path, absl::StrCat("out of memory: an allocation of ", bytes, " bytes on ", device, " failed"));
+      path,
+      absl::StrCat("out of memory: an allocation of ", bytes, " bytes on ", device, " failed"));
   return written.ok() ? *written : std::string(written.status().message());
+}
+
+absl::Status WithSnapshot(const absl::Status& status, const std::string& snapshot) {
+  if (snapshot.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), "; memory snapshot in ", snapshot));
 }
 
 void MemoryTracker::Reset() {

@@ -1,7 +1,8 @@
-// Live allocations for profiling.enable_memory_snapshot: every tensor storage, with the arena it
-// lives in and the tensors that arena holds, so a snapshot (at each profiled step, and when an
-// allocation fails) tells what took the memory. Tracking starts when enabled and costs nothing
-// before: an allocation then only reads one atomic flag.
+// Live allocations for profiling.enable_memory_snapshot: every tensor storage and every buffer of
+// the CPU device (what plugins such as fsdp allocate), with the arena it lives in and the tensors
+// that arena holds, so a snapshot (at each profiled step, and when an allocation fails) tells
+// what took the memory. Tracking starts when enabled and costs nothing before: an allocation then
+// only reads one atomic flag. Allocations are keyed by their address.
 #ifndef TITAN_CORE_RUNTIME_MEMORY_SNAPSHOT_H_
 #define TITAN_CORE_RUNTIME_MEMORY_SNAPSHOT_H_
 
@@ -28,12 +29,12 @@ class MemoryTracker {
   void Enable(std::string folder, int rank);
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
-  // One storage of `bytes` on `device` ("cpu", "cuda:0"), called "tensor" in "(none)" until
-  // Describe names its arena and tensors.
-  void Add(const void* storage, size_t bytes, std::string device);
-  void Describe(const void* storage, std::string arena,
+  // An allocation of `bytes` on `device` ("cpu", "cuda:0") in `arena` until Describe names its
+  // arena and tensors; one already known (a storage the CPU device allocated) is kept as it is.
+  void Add(const void* data, size_t bytes, std::string device, std::string arena);
+  void Describe(const void* data, std::string arena,
                 std::vector<std::pair<std::string, size_t>> tensors);
-  void Remove(const void* storage);
+  void Remove(const void* data);
 
   size_t live_bytes() const;
   size_t peak_bytes() const;
@@ -62,6 +63,10 @@ class MemoryTracker {
   std::string folder_;
   int rank_ = 0;
 };
+
+// `status` with where the snapshot written on the failure went, when one was (`snapshot` empty:
+// none).
+absl::Status WithSnapshot(const absl::Status& status, const std::string& snapshot);
 
 }  // namespace titan
 

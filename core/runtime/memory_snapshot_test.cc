@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/cpu_device.h"
 #include "core/tensor/arena.h"
 
 // The out-of-memory test asks for more memory than any machine has, which must fail, not abort.
@@ -79,6 +80,24 @@ TEST_F(MemorySnapshotTest, AFailedAllocationWritesASnapshot) {
   ASSERT_EQ(snapshot["allocations"].size(), 1u);
   EXPECT_EQ(snapshot["allocations"][0]["name"], "kept");
   EXPECT_EQ(snapshot["allocations"][0]["arena"], "optimizer_state");
+}
+
+TEST_F(MemorySnapshotTest, ADeviceBufferCountsOnceAndATensorOnItIsNamed) {
+  CpuDevice device;
+  absl::StatusOr<void*> buffer = device.Allocate(256);  // as fsdp allocates its shards
+  ASSERT_TRUE(buffer.ok());
+  absl::StatusOr<std::shared_ptr<Storage>> storage = Storage::Allocate(128, &device);
+  ASSERT_TRUE(storage.ok());
+  EXPECT_EQ(MemoryTracker::Get().live_bytes(), 256u + 128u);
+  const nlohmann::json snapshot = nlohmann::json::parse(MemoryTracker::Get().SnapshotJson("t"));
+  std::map<std::string, int64_t> bytes_by_arena;
+  for (const auto& a : snapshot["allocations"])
+    bytes_by_arena[a["arena"]] += a["bytes"].get<int64_t>();
+  EXPECT_EQ(bytes_by_arena, (std::map<std::string, int64_t>{{"(device)", 256}, {"(none)", 128}}));
+  ASSERT_TRUE(device.Free(*buffer).ok());
+  storage->reset();
+  EXPECT_EQ(MemoryTracker::Get().live_bytes(), 0u);
+  EXPECT_EQ(MemoryTracker::Get().peak_bytes(), 256u + 128u);
 }
 
 TEST(MemoryTrackerOffTest, TracksNothingUntilEnabled) {

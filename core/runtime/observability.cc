@@ -68,7 +68,8 @@ absl::Status EndProfiledStep(int64_t step, Communicator& world) {
   ProfilingSettings& s = Settings();
   if (s.profiler != nullptr && s.profiler->recording()) {
     TITAN_ASSIGN_OR_RETURN(std::string trace, s.profiler->EndStep(step));
-    absl::StatusOr<std::string> record = world.DumpFlightRecord(absl::StrCat("profiled step ", step));
+    absl::StatusOr<std::string> record =
+        world.DumpFlightRecord(absl::StrCat("profiled step ", step));
     spdlog::info("[profile] trace of step {} in {}{}", step, trace,
                  record.ok() ? absl::StrCat("; flight record in ", *record) : "");
   }
@@ -86,8 +87,7 @@ absl::Status EndProfiledStep(int64_t step, Communicator& world) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(const Recipe& recipe,
-                                                                   int rank) {
+absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(const Recipe& recipe, int rank) {
   const ConfigView& metrics = recipe.section("metrics");
   TITAN_ASSIGN_OR_RETURN(bool enable, metrics.GetBool("enable_tensorboard"));
   TITAN_ASSIGN_OR_RETURN(bool all_ranks, metrics.GetBool("save_for_all_ranks"));

@@ -112,8 +112,7 @@ std::string Profiler::TraceJson() const {
   std::map<int, bool> threads;
   for (const Event& e : events_) {
     threads[e.thread] = true;
-    nlohmann::json args =
-        nlohmann::json::parse(e.args_json, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json args = nlohmann::json::parse(e.args_json, nullptr, /*allow_exceptions=*/false);
     if (!args.is_object()) args = {{"args", e.args_json}};  // a plugin's malformed text, kept
     events.push_back({{"ph", "X"},
                       {"name", e.name},

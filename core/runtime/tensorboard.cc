@@ -17,8 +17,7 @@ constexpr int kDtDouble = 2;
 constexpr int kDataClassScalar = 1;
 
 double WallTime() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -35,9 +34,9 @@ absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Open(
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   auto writer = std::unique_ptr<TensorBoardWriter>(new TensorBoardWriter());
-  writer->path_ = (std::filesystem::path(folder) /
-                   absl::StrCat("events.out.tfevents.", static_cast<int64_t>(WallTime()), ".",
-                                host, ".", getpid()))
+  writer->path_ = (std::filesystem::path(folder) / absl::StrCat("events.out.tfevents.",
+                                                                static_cast<int64_t>(WallTime()),
+                                                                ".", host, ".", getpid()))
                       .string();
   writer->out_.open(writer->path_, std::ios::binary | std::ios::trunc);
   if (error || !writer->out_) {

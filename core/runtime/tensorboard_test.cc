@@ -45,7 +45,8 @@ TEST(TensorBoardTest, MaskedCrc32cIsTfRecords) {
 }
 
 TEST(TensorBoardTest, WritesAVersionEventThenOneEventPerStep) {
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("titan_tensorboard_test_", getpid());
+  const fs::path dir =
+      fs::temp_directory_path() / absl::StrCat("titan_tensorboard_test_", getpid());
   {
     absl::StatusOr<std::unique_ptr<TensorBoardWriter>> writer =
         TensorBoardWriter::Open((dir / "run").string());

@@ -31,7 +31,7 @@ absl::StatusOr<Arena> Arena::Allocate(const ArenaPlan& plan, DevicePlugin* devic
       for (int64_t d : entry.shape) bytes *= static_cast<size_t>(d);
       tensors.emplace_back(entry.name, bytes);
     }
-    MemoryTracker::Get().Describe(arena.storage_.get(), std::string(arena_name),
+    MemoryTracker::Get().Describe(arena.storage_->data(), std::string(arena_name),
                                   std::move(tensors));
   }
   for (const ArenaPlan::Entry& entry : plan.entries()) {

@@ -25,7 +25,11 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes, DeviceP
   if (device != nullptr) {
     absl::StatusOr<void*> allocated = device->Allocate(rounded);
     if (!allocated.ok()) {
-      return WithSnapshot(allocated.status(), MemoryTracker::Get().OnOutOfMemory(bytes, DeviceName(device)));
+      // The CPU device (in the core) writes its own snapshot; another device's plugin cannot.
+      return device->type() == DeviceType::kCpu
+                 ? allocated.status()
+                 : WithSnapshot(allocated.status(),
+                                MemoryTracker::Get().OnOutOfMemory(bytes, DeviceName(device)));
     }
     data = *allocated;
   } else {
@@ -39,7 +43,9 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes, DeviceP
   std::shared_ptr<Storage> storage(new Storage(data, bytes, device));
   if (MemoryTracker::Get().enabled()) {
     storage->tracked_ = true;
-    MemoryTracker::Get().Add(storage.get(), bytes, DeviceName(device));
+    MemoryTracker::Get().Add(data, bytes, DeviceName(device), "(none)");
+    // The CPU device knew it as a buffer of its own: it is a tensor's.
+    MemoryTracker::Get().Describe(data, "(none)", {{"tensor", bytes}});
   }
   if (device != nullptr) {
     TITAN_RETURN_IF_ERROR(device->FillF32(static_cast<float*>(data), rounded / sizeof(float), 0));
@@ -49,14 +55,8 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes, DeviceP
   return storage;
 }
 
-absl::Status Storage::WithSnapshot(const absl::Status& status, const std::string& snapshot) {
-  if (snapshot.empty()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(status.message(), "; memory snapshot in ", snapshot));
-}
-
 Storage::~Storage() {
-  if (tracked_) MemoryTracker::Get().Remove(this);
+  if (tracked_) MemoryTracker::Get().Remove(data_);
   if (device_ == nullptr) {
     std::free(data_);
   } else {

@@ -34,8 +34,6 @@ class Storage {
  private:
   Storage(void* data, size_t size, DevicePlugin* device)
       : data_(data), size_(size), device_(device) {}
-  // `status` with where the memory snapshot taken on the failure went, when one was.
-  static absl::Status WithSnapshot(const absl::Status& status, const std::string& snapshot);
   void* data_;
   size_t size_;
   DevicePlugin* device_;

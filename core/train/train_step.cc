@@ -166,8 +166,8 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     TITAN_RETURN_IF_ERROR(model_->Backward());
   }
   if (dp_.plugin != nullptr) {
-    TITAN_RETURN_IF_ERROR(Traced("sync", "wait_for_gradients",
-                                 [&] { return dp_.plugin->WaitForGradients(); }));
+    TITAN_RETURN_IF_ERROR(
+        Traced("sync", "wait_for_gradients", [&] { return dp_.plugin->WaitForGradients(); }));
   }
   // Checked once the ranks have averaged their losses, so that every rank stops together.
   TITAN_RETURN_IF_ERROR(ReduceLoss(result.loss));
@@ -195,7 +195,8 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
                        lr,
                        step,
                        compute_};
-  TITAN_RETURN_IF_ERROR(Traced("optimizer", "optimizer.step", [&] { return optimizer_->Step(update); }));
+  TITAN_RETURN_IF_ERROR(
+      Traced("optimizer", "optimizer.step", [&] { return optimizer_->Step(update); }));
   return result;
 }
 

@@ -14,8 +14,6 @@
 // TorchTitan does, and `train_timeout_seconds` after it.
 #include <mpi.h>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -28,6 +26,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
