@@ -12,7 +12,6 @@ constexpr double kMaxRanks = 1 << 20;
 // Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
 constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
-constexpr const char* kPipeline = "pipeline parallelism is not supported yet (issue #16)";
 constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
@@ -160,20 +159,27 @@ std::vector<SectionSchema> MakeSchema() {
        Bool(
            "disable_loss_parallel", false,
            "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
-       Int("pipeline_parallel_degree", 1, 1, kMaxRanks, "pipeline stages"),
+       Int("pipeline_parallel_degree", 1, 1, kMaxRanks, "pipeline-parallel ranks (the pp plugin)"),
        String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
-              {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),
+              {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
+               "ZBVZeroBubble", "DualPipeV"}),
+       String("pipeline_parallel_schedule_csv", "",
+              "a CSV file of per-rank actions to run instead of a named schedule"),
        Int("pipeline_parallel_microbatch_size", 1, 1, kNoLimit,
-           "sequences per pipeline microbatch"),
+           "sequences per pipeline microbatch (local_batch_size must be a multiple)"),
+       Int("pipeline_parallel_layers_per_stage", -1, -1, kNoLimit,
+           "blocks per stage, setting the number of stages; -1: 1 stage per rank (2 for "
+           "multi-stage schedules)"),
+       Int("pipeline_parallel_first_stage_less_layers", 1, 0, kNoLimit,
+           "blocks of work the embedding counts for on the first stage"),
+       Int("pipeline_parallel_last_stage_less_layers", 1, 0, kNoLimit,
+           "blocks of work the output and loss count for on the last stage"),
        Int("context_parallel_degree", 1, 1, kMaxRanks, "ranks splitting each sequence"),
        String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
               {"allgather", "alltoall"})}));
   schema.back().not_supported = {
       {"enable_async_tensor_parallel",
        "async tensor parallelism is not supported yet (the tp collectives run synchronously)"},
-      {"pipeline_parallel_degree", kPipeline},
-      {"pipeline_parallel_schedule", kPipeline},
-      {"pipeline_parallel_microbatch_size", kPipeline},
       {"context_parallel_degree", kContext},
       {"context_parallel_rotate_method", kContext}};
   schema.push_back(PluginSection(

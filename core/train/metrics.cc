@@ -97,22 +97,23 @@ namespace {
 
 // A row's values as metrics.jsonl prints them; mfu is null when the peak is too low.
 std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m, bool mfu_known) {
-  return {{"loss", absl::StrFormat("%.6f", m.loss)},
-          {"grad_norm", absl::StrFormat("%.6f", m.grad_norm)},
-          {"lr", absl::StrFormat("%.6e", m.lr)},
-          {"tps", absl::StrFormat("%.1f", m.tps)},
-          {"tflops", absl::StrFormat("%.4f", m.tflops)},
-          {"mfu", mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null"},
-          {"mem_gib", absl::StrFormat("%.4f", m.mem_gib)},
-          {"data_s", absl::StrFormat("%.4f", m.data_s)}};
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"loss", absl::StrFormat("%.6f", m.loss)},
+      {"grad_norm", absl::StrFormat("%.6f", m.grad_norm)},
+      {"lr", absl::StrFormat("%.6e", m.lr)},
+      {"tps", absl::StrFormat("%.1f", m.tps)},
+      {"tflops", absl::StrFormat("%.4f", m.tflops)},
+      {"mfu", mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null"},
+      {"mem_gib", absl::StrFormat("%.4f", m.mem_gib)},
+      {"data_s", absl::StrFormat("%.4f", m.data_s)}};
+  if (m.pipeline) {
+    fields.emplace_back("pp_bubble", absl::StrFormat("%.4f", m.bubble));
+    fields.emplace_back("pp_bubble_schedule", absl::StrFormat("%.4f", m.bubble_theory));
+  }
+  return fields;
 }
 
 }  // namespace
-
-void MetricsLog::ClearBar() {
-  if (bar_shown_) std::fputs("\r\033[K", stderr);
-  bar_shown_ = false;
-}
 
 void MetricsLog::WriteRow(int64_t step,
                           const std::vector<std::pair<std::string, std::string>>& fields) {
@@ -135,6 +136,11 @@ void MetricsLog::WriteRow(int64_t step,
   }
 }
 
+void MetricsLog::ClearBar() {
+  if (bar_shown_) std::fputs("\r\033[K", stderr);
+  bar_shown_ = false;
+}
+
 void MetricsLog::Log(const StepMetrics& m) {
   if (!jsonl_) {
     WriteRow(m.step, RowFields(m, m.mfu <= 100.0));
@@ -153,10 +159,13 @@ void MetricsLog::Log(const StepMetrics& m) {
   }
   const std::string mfu =
       mfu_known ? absl::StrFormat("%.1f%%", m.mfu) : std::string("n/a (peak too low)");
+  const std::string bubble = m.pipeline ? absl::StrFormat("  bubble %.1f%% (schedule %.1f%%)",
+                                                          100 * m.bubble, 100 * m.bubble_theory)
+                                        : "";
   spdlog::info(
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
-      "mem {:.2f}GiB  data {:.3f}s",
-      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s);
+      "mem {:.2f}GiB  data {:.3f}s{}",
+      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s, bubble);
   WriteRow(m.step, RowFields(m, mfu_known));
 }
 
