@@ -22,6 +22,8 @@ double WallTime() {
 
 }  // namespace
 
+// Debian 12's Abseil (20220623) predates absl/crc and Debian ships no C++ CRC32C library, so
+// the arena files' CRC32C (SSE4.2 where the CPU has it) serves here too.
 uint32_t MaskedCrc32c(absl::string_view data) {
   const uint32_t crc = internal::ExtendCrc32c(0, data.data(), data.size());
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
