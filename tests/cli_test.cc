@@ -253,10 +253,13 @@ TEST(TitanRun, EveryShippedRecipeValidates) {
 // --validate refuses what the run would refuse, before any rank starts.
 TEST(TitanRun, ValidateChecksWhatTheRunChecks) {
   const std::string debug = "--recipe recipes/llama3_debug.toml --validate ";
-  Result pp = Titan(debug + "--parallelism.pipeline_parallel_degree=2");
+  Result pp = Titan(debug +
+                    "--parallelism.pipeline_parallel_degree=2 "
+                    "--parallelism.pipeline_parallel_microbatch_size=3");
   EXPECT_EQ(pp.exit_code, 2);
-  EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_degree = 2: pipeline "
-                                   "parallelism is not supported yet (issue #16)"));
+  EXPECT_THAT(pp.output, HasSubstr("is not a multiple of"));
+  EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_microbatch_size = 3 (the "
+                                   "pipeline splits each local batch into microbatches"));
   Result cp = Titan(debug + "--parallelism.context_parallel_degree=2");
   EXPECT_EQ(cp.exit_code, 2);
   EXPECT_THAT(cp.output, HasSubstr("context parallelism is not supported yet (issue #17)"));

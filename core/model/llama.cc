@@ -282,8 +282,17 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const float* in, int
   }
   if (deferring_ != nullptr) {
     TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout, rows * out_features));
-    deferring_->deferred[deferring_stage_].push_back(
-        {DeferredGrad::kProjection, deferring_layer_, weight, rows, std::move(saved), in});
+    // An input activation checkpointing recomputed sits in shared scratch that the next
+    // layer's recompute overwrites: W gets a copy.
+    const Arena& kept = deferring_->arena;
+    Arena saved_in;
+    if (in < kept.flat_data() || in >= kept.flat_data() + kept.flat_size()) {
+      TITAN_ASSIGN_OR_RETURN(saved_in, SaveForLater(in, rows * in_features));
+      in = saved_in.flat_data();
+    }
+    deferring_->deferred[deferring_stage_].push_back({DeferredGrad::kProjection, deferring_layer_,
+                                                      weight, rows, std::move(saved), in,
+                                                      std::move(saved_in)});
     return absl::OkStatus();
   }
   TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, {rows, in_features}, kInputScratch));
@@ -556,7 +565,7 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(sum, d));
   if (deferring_ != nullptr) {
     deferring_->deferred[deferring_stage_].push_back(
-        {DeferredGrad::kNorm, deferring_layer_, weight, 1, std::move(part), nullptr});
+        {DeferredGrad::kNorm, deferring_layer_, weight, 1, std::move(part), nullptr, Arena()});
     return absl::OkStatus();
   }
   return compute_->Accumulate(grad, p.grad);
@@ -817,7 +826,7 @@ absl::Status LlamaModel::EmbeddingBackward(bool root_hooks) {
   if (deferring_ != nullptr) {
     TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(d_embedded, n * d));
     deferring_->deferred[deferring_stage_].push_back(
-        {DeferredGrad::kEmbedding, -1, tok_embeddings_, n, std::move(saved), nullptr});
+        {DeferredGrad::kEmbedding, -1, tok_embeddings_, n, std::move(saved), nullptr, Arena()});
     return absl::OkStatus();
   }
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeBackward());

@@ -145,7 +145,8 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
     int weight;
     int64_t rows;
     Arena saved;      // the output's gradient (a projection, the embedding) or the norm's sum
-    const float* in;  // a projection's input: the forward's activation, kept until W has run
+    const float* in;  // a projection's input: the forward's activation, kept until W has run,
+    Arena saved_in;   // or its copy here when activation checkpointing recomputed it
   };
 
   // The activations one microbatch keeps from its forward to its backward; the pipeline holds

@@ -131,14 +131,6 @@ absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
   Use(set);
   const int64_t d = config_.dim;
   if (split) {
-    for (int64_t l = s->first_layer; l < s->end_layer; ++l) {
-      if (blocks_[l].policy != BlockPolicy::kKeepAll) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "pipeline: a zero-bubble schedule's weight gradients need the forward's activations "
-            "kept, but activation checkpointing recomputes layer ",
-            l, "'s; use activation_checkpoint.mode = \"none\" or a schedule without I/W"));
-      }
-    }
     deferring_ = &set;
     deferring_stage_ = static_cast<int>(s - stages_.data());
     set.deferred[deferring_stage_].clear();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "core/model/llama.h"
 
@@ -39,10 +40,14 @@ void CopyView(const TensorView& from, const TensorView& to) {
   std::copy_n(from.data_as<const float>(), from.numel(), to.data_as<float>());
 }
 
-class PipelineStagesTest : public ::testing::TestWithParam<bool> {};
+// (split backward, activation checkpointing of every block)
+class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
-  const bool split = GetParam();
+  const auto [split, checkpointed] = GetParam();
+  absl::StatusOr<ActivationCheckpoint> ac = ParseActivationCheckpoint(
+      checkpointed ? "full" : "none", "2");
+  ASSERT_TRUE(ac.ok()) << ac.status();
   const LlamaConfig config = TinyConfig();
   const int64_t batch = 2, seq_len = 8, n = batch * seq_len, microbatches = 3;
   // The whole model, one microbatch after another (gradient accumulation).
@@ -61,8 +66,8 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
     ASSERT_TRUE((*whole)->Backward().ok());
   }
   // Stage 0: embedding and blocks 0-1; stage 1: blocks 2-3, norm, output and loss.
-  auto first = LlamaModel::Create(config, {}, {}, PipelinePlan{2, {{0, 0, 2}}});
-  auto last = LlamaModel::Create(config, {}, {}, PipelinePlan{2, {{1, 2, 4}}});
+  auto first = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}}});
+  auto last = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{1, 2, 4}}});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(last.ok()) << last.status();
   for (auto* stage : {&*first, &*last}) {
@@ -104,7 +109,8 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WholeAndSplitBackward, PipelineStagesTest, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(WholeAndSplitBackward, PipelineStagesTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {
   auto middle = LlamaModel::Create(TinyConfig(), {}, {}, PipelinePlan{3, {{1, 1, 3}}});

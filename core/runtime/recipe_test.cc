@@ -161,9 +161,6 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
   EXPECT_THAT(ErrorOf("", {"control_plane.policy=lst"}),
               HasSubstr("control_plane.policy = \"lst\": the control plane does not run"));
   const std::pair<const char*, const char*> parallelism[] = {
-      {"pipeline_parallel_degree = 2", "pipeline parallelism is not supported yet (issue #16)"},
-      {"pipeline_parallel_schedule = \"GPipe\"", "pipeline parallelism"},
-      {"pipeline_parallel_microbatch_size = 2", "pipeline parallelism"},
       {"context_parallel_degree = 2", "context parallelism is not supported yet (issue #17)"},
       {"context_parallel_rotate_method = \"alltoall\"", "context parallelism"},
       {"enable_async_tensor_parallel = true", "async tensor parallelism is not supported yet"}};

@@ -148,6 +148,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
+  if (pipeline != nullptr) {
+    int64_t held = 0;
+    for (const Parameter& p : model->Parameters()) held += p.value.numel();
+    spdlog::info("[pp] this rank's stages hold {:.2f}M of them", static_cast<double>(held) / 1e6);
+  }
 
   // TorchTitan's order: the pp split (made above), tp, then fsdp or ddp over the tp-local tensors.
   for (ParallelPlugin* plugin : {pipeline.get(), tensor_parallel.get(), data_parallel.get()}) {
@@ -207,8 +212,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
 
   spdlog::info(
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
-      "rank(s)){}",
+      "rank(s){}){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
+      pipeline != nullptr ? absl::StrCat(", each split into ", microbatches,
+                                         " pipeline microbatches")
+                          : "",
       log ? ", logging to " + log->path() : "");
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();

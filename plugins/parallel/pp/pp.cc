@@ -125,7 +125,7 @@ class Pipeline : public ParallelPlugin {
                                                       schedule_name_, ", action ",
                                                       ActionName(action), ": ", done.message()));
       }
-      if (IsComputeAction(action.type)) {
+      if (IsCompute(action.type)) {
         stats.compute_seconds +=
             std::chrono::duration<double>(Clock::now() - action_start).count();
       }
@@ -137,11 +137,6 @@ class Pipeline : public ParallelPlugin {
   }
 
  private:
-  static bool IsComputeAction(ActionType type) {
-    return type == ActionType::kForward || type == ActionType::kBackward ||
-           type == ActionType::kBackwardInput || type == ActionType::kBackwardWeight;
-  }
-
   // Tags tell apart the messages between two ranks: the activation entering stage s and the
   // gradient leaving it, per microbatch.
   int Tag(int stage, int microbatch, bool gradient) const {
