@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,12 @@ class ScopedSpan {
   ScopedSpan(const char* category, absl::string_view name, absl::string_view suffix = {})
       : profiler_(Profiler::Recording()) {
     if (profiler_ != nullptr) Start(category, name, suffix);
+  }
+  // A span whose name is made by `make_name()` only while recording (names with numbers).
+  template <typename MakeName,
+            typename = std::enable_if_t<std::is_invocable_r_v<std::string, MakeName>>>
+  ScopedSpan(const char* category, MakeName&& make_name) : profiler_(Profiler::Recording()) {
+    if (profiler_ != nullptr) Start(category, std::forward<MakeName>(make_name)(), {});
   }
   ~ScopedSpan() {
     if (profiler_ != nullptr) profiler_->Span(name_, category_, start_us_, NowMicros(), "{}");

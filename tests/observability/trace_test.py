@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""The profiler's Chrome trace of a two-rank fsdp step, checked against the flight recorder.
+"""The profiler's Chrome trace of a two-rank step, checked against the flight recorder.
 
-  trace_test.py TITAN_RUN RECIPE OUT MPIEXEC
+  trace_test.py TITAN_RUN RECIPE OUT MPIEXEC LAYOUT
+
+LAYOUT is fsdp (2 ranks sharding) or pp (2 pipeline stages, 1F1B over 4 microbatches).
 
 Each rank's trace must be trace-event JSON whose spans nest on every thread's track, whose spans
 cover at least 90% of the profiled step, and which names every collective the flight recorder
@@ -58,7 +60,17 @@ def covered(step, spans):
     return total / max(step["dur"], 1)
 
 
-def check_rank(out, rank):
+LAYOUTS = {
+    "fsdp": ([], ["model.forward", "model.backward", "layers.0.forward", "layers.0.backward"],
+             {"(device)", "activations", "optimizer_state"}),
+    "pp": (["--parallelism.pipeline_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1",
+            "--parallelism.pipeline_parallel_microbatch_size=1", "--training.local_batch_size=4"],
+           ["stage{rank}.forward mb0", "stage{rank}.backward mb3"],
+           {"parameters", "gradients", "activations", "optimizer_state"}),
+}
+
+
+def check_rank(out, rank, layout):
     trace_path = os.path.join(out, "profile_trace", f"iteration_{STEP}", f"rank{rank}_trace.json")
     with open(trace_path) as f:
         trace = json.load(f)
@@ -69,8 +81,9 @@ def check_rank(out, rank):
     check_nesting(spans)
     (step,) = [s for s in spans if s["name"] == f"step {STEP}"]
     names = {s["name"] for s in spans}
-    for expected in ("model.forward", "model.backward", "layers.0.forward", "layers.0.backward",
-                     "data_loading", "optimizer.step", "Gemm", "AttentionForward"):
+    _, modules, arenas_expected = LAYOUTS[layout]
+    for expected in [m.format(rank=rank) for m in modules] + [
+            "data_loading", "optimizer.step", "Gemm", "AttentionForward"]:
         assert expected in names, f"rank {rank}: no span {expected} in {sorted(names)}"
     share = covered(step, spans)
     assert share >= 0.9, f"rank {rank}: spans cover {share:.1%} of step {STEP}"
@@ -97,7 +110,7 @@ def check_rank(out, rank):
         snapshot = json.load(f)
     arenas = {a["arena"] for a in snapshot["allocations"]}
     # fsdp keeps the parameters and gradients in shards it allocates from the device.
-    assert {"(device)", "activations", "optimizer_state"} <= arenas, arenas
+    assert arenas_expected <= arenas, arenas
     assert snapshot["peak_bytes"] >= snapshot["live_bytes"] > 0, snapshot
     assert all(a["device"] == "cpu" and a["bytes"] >= 0 for a in snapshot["allocations"])
     print(f"rank {rank}: {len(spans)} spans cover {share:.1%} of step {STEP}; "
@@ -105,19 +118,19 @@ def check_rank(out, rank):
 
 
 def main():
-    titan_run, recipe, out, mpiexec = sys.argv[1:5]
+    titan_run, recipe, out, mpiexec, layout = sys.argv[1:6]
     shutil.rmtree(out, ignore_errors=True)
     result = subprocess.run(
         [mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", "2", titan_run, "--recipe",
          recipe, "--training.steps=3", f"--profiling.profile_freq={STEP}",
          "--profiling.enable_profiling=true", "--profiling.enable_memory_snapshot=true",
          "--validation.freq=0", "--generate.max_new_tokens=0", "--training.local_batch_size=2",
-         f"--job.dump_folder={out}"], capture_output=True, text=True)
+         f"--job.dump_folder={out}", *LAYOUTS[layout][0]], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert not os.path.exists(os.path.join(out, "profile_trace", "iteration_1")), "step 1 traced"
     assert not os.path.exists(os.path.join(out, "profile_trace", "iteration_3")), "step 3 traced"
     for rank in (0, 1):
-        check_rank(out, rank)
+        check_rank(out, rank, layout)
     print("1 passed, 0 failed")
 
 
