@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/arena_file.h"
@@ -371,11 +371,15 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
     }
   }
   if (holds_last_stage()) {
-    const std::pair<const char*, int64_t> head[] = {
-        {"final_norm", n * d}, {"final_rstd", nl}, {"logits", n * local.vocab},
-        {"loss_lse", n},       {"loss_max", n},    {"loss_target", n},
-        {"loss", 1}};
-    for (const auto& [name, size] : head) TITAN_RETURN_IF_ERROR(set_plan.Add(name, {size}).status());
+    const std::pair<const char*, int64_t> head[] = {{"final_norm", n * d},
+                                                    {"final_rstd", nl},
+                                                    {"logits", n * local.vocab},
+                                                    {"loss_lse", n},
+                                                    {"loss_max", n},
+                                                    {"loss_target", n},
+                                                    {"loss", 1}};
+    for (const auto& [name, size] : head)
+      TITAN_RETURN_IF_ERROR(set_plan.Add(name, {size}).status());
   }
   TITAN_RETURN_IF_ERROR(set_plan.Add("tokens", {n}, DType::kI32).status());
   TITAN_RETURN_IF_ERROR(set_plan.Add("targets", {n}, DType::kI32).status());
@@ -462,11 +466,10 @@ absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
   };
   const int64_t layers = config_.n_layers;
   set->blocks.assign(layers, BlockActs{});
-  float* BlockActs::*const fields[] = {&BlockActs::ln1,   &BlockActs::rstd1, &BlockActs::q,
-                                       &BlockActs::k,     &BlockActs::v,     &BlockActs::att,
-                                       &BlockActs::lse,   &BlockActs::x_mid, &BlockActs::ln2,
-                                       &BlockActs::rstd2, &BlockActs::a,     &BlockActs::b,
-                                       &BlockActs::h};
+  float* BlockActs::*const fields[] = {
+      &BlockActs::ln1, &BlockActs::rstd1, &BlockActs::q,     &BlockActs::k,   &BlockActs::v,
+      &BlockActs::att, &BlockActs::lse,   &BlockActs::x_mid, &BlockActs::ln2, &BlockActs::rstd2,
+      &BlockActs::a,   &BlockActs::b,     &BlockActs::h};
   for (int64_t l = 0; l < layers; ++l) {
     for (size_t i = 0; i < set_slot_names_[l].size(); ++i)
       set->blocks[l].*fields[i] = pointer(set_slot_names_[l][i]);

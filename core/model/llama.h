@@ -153,8 +153,8 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   // several at once, the plain Forward/Backward use set 0.
   struct MicrobatchActs {
     Arena arena;
-    std::vector<BlockActs> blocks;                // per layer; only this model's are set
-    std::vector<float*> residual, d_boundary;     // per layer boundary; d_boundary with pp only
+    std::vector<BlockActs> blocks;             // per layer; only this model's are set
+    std::vector<float*> residual, d_boundary;  // per layer boundary; d_boundary with pp only
     float *final_norm = nullptr, *final_rstd = nullptr, *logits = nullptr;
     float *loss_lse = nullptr, *loss_max = nullptr, *loss_target = nullptr, *loss = nullptr;
     int32_t *tokens = nullptr, *targets = nullptr;
@@ -249,9 +249,9 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   TensorParallelGroup tp_;
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
-  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
-  Arena shared_arena_;     // scratch every microbatch uses in turn
-  ArenaPlan set_plan_;     // one microbatch's activations
+  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;         // n_local_: this rank's tokens
+  Arena shared_arena_;                                    // scratch every microbatch uses in turn
+  ArenaPlan set_plan_;                                    // one microbatch's activations
   std::vector<std::vector<std::string>> set_slot_names_;  // per layer, per BlockActs field
   std::vector<std::unique_ptr<MicrobatchActs>> sets_;
   std::vector<int> set_of_;     // microbatch -> index into sets_, or -1

@@ -40,8 +40,8 @@ absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> token
 
 absl::StatusOr<const PipelineStage*> LlamaModel::LocalStage(int stage, int microbatch) const {
   if (microbatch < 0 || microbatch >= num_microbatches()) {
-    return absl::OutOfRangeError(absl::StrCat("pipeline: microbatch ", microbatch,
-                                              " of a step of ", num_microbatches()));
+    return absl::OutOfRangeError(
+        absl::StrCat("pipeline: microbatch ", microbatch, " of a step of ", num_microbatches()));
   }
   for (const PipelineStage& s : stages_) {
     if (s.stage == stage) return &s;
@@ -130,8 +130,9 @@ absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
   });
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
   if (set_of_[microbatch] < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pipeline: the backward of stage ", stage, " microbatch ", microbatch, " before its forward"));
+    return absl::FailedPreconditionError(absl::StrCat("pipeline: the backward of stage ", stage,
+                                                      " microbatch ", microbatch,
+                                                      " before its forward"));
   }
   MicrobatchActs& set = *sets_[set_of_[microbatch]];
   Use(set);

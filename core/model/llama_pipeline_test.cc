@@ -45,8 +45,8 @@ class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool
 
 TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   const auto [split, checkpointed] = GetParam();
-  absl::StatusOr<ActivationCheckpoint> ac = ParseActivationCheckpoint(
-      checkpointed ? "full" : "none", "2");
+  absl::StatusOr<ActivationCheckpoint> ac =
+      ParseActivationCheckpoint(checkpointed ? "full" : "none", "2");
   ASSERT_TRUE(ac.ok()) << ac.status();
   const LlamaConfig config = TinyConfig();
   const int64_t batch = 2, seq_len = 8, n = batch * seq_len, microbatches = 3;

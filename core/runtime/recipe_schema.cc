@@ -264,13 +264,32 @@ std::vector<SectionSchema> MakeSchema() {
         return backend.ok() && *backend != "auto";
       }));
   schema.push_back(PluginSection(
-      "control_plane", "devolved controllers for monitoring and coordination",
+      "control_plane", "devolved controllers watching the ranks (README \"Control plane\")",
       {Bool("enable", false, "run the control plane"),
-       String("policy", "greedy", "balance plugin assigning switches to controllers")},
+       String("policy", "greedy", "balance plugin assigning workers to controllers"),
+       Int("controllers", 2, 1, kMaxRanks,
+           "controller ranks, one per node first (unless listed, by the key below or the "
+           "topology file)"),
+       StringList("controller_ranks", {},
+                  "these ranks control (e.g. [\"0\", \"4\"]), instead of the count"),
+       String("topology", "",
+              "titan-lbdc topology file (.json/.toml) placing rank R at switch rankR or under "
+              "its host's switch; empty: from hostnames"),
+       Int("hops", 4, 0, kNoLimit,
+           "potential controllers of a rank: those within this many hops (2: same node)"),
+       Float("rebalance_threshold", 0.2, 0.0, kNoLimit,
+             "re-balance when a rank's load changed by more than this fraction"),
+       Float("heartbeat_timeout_seconds", 10.0, 0.001, kNoLimit,
+             "name a worker whose report is this late; a controller silent this long is lost"),
+       Float("straggler_factor", 3.0, 1.0, kNoLimit,
+             "a straggler's busy time exceeds this many times its group's others' median"),
+       Int("debug_slow_rank", -1, -1, kMaxRanks, "debug: this rank sleeps after each step"),
+       Float("debug_slow_seconds", 0.0, 0.0, kNoLimit, "debug: how long debug_slow_rank sleeps"),
+       Int("debug_lose_controller", -1, -1, kMaxRanks,
+           "debug: this controller rank stops controlling (a lost controller)"),
+       Int("debug_lose_at_step", 1, 1, kNoLimit, "debug: from this step on")},
       "balance", "policy",
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
-  schema.back().not_supported = {
-      {"*", "the control plane does not run inside titan-run yet (issue #19)"}};
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));

@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> GatherPipelineModel(const LlamaModel
     TITAN_RETURN_IF_ERROR(pp_group.AllReduce(FlatF32(values.data(), count), ReduceOp::kSum));
     if (!lead) continue;
     for (const Parameter& p : whole->Parameters()) {
-      if (p.name == name) TITAN_RETURN_IF_ERROR(whole->compute().CopyFromHost(values.data(), p.value));
+      if (p.name == name)
+        TITAN_RETURN_IF_ERROR(whole->compute().CopyFromHost(values.data(), p.value));
     }
   }
   return whole;

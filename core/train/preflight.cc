@@ -10,6 +10,7 @@
 #include "core/data/tokenizer.h"
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
+#include "core/runtime/control_plane/control_plane.h"
 
 namespace titan {
 namespace {
@@ -198,8 +199,8 @@ absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
 absl::StatusOr<int64_t> PipelineMicrobatches(const Recipe& recipe, const MeshShape& shape) {
   if (shape.degree(MeshDim::kPp) == 1) return 1;
   TITAN_ASSIGN_OR_RETURN(int64_t batch, recipe.section("training").GetInt("local_batch_size"));
-  TITAN_ASSIGN_OR_RETURN(int64_t size, recipe.section("parallelism")
-                                           .GetInt("pipeline_parallel_microbatch_size"));
+  TITAN_ASSIGN_OR_RETURN(int64_t size,
+                         recipe.section("parallelism").GetInt("pipeline_parallel_microbatch_size"));
   if (batch % size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         KeyValue(recipe, "training", "local_batch_size", batch), " is not a multiple of ",
@@ -272,6 +273,7 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
   check(CreateParallelPlugins(recipe, registry, shape).status());
   check(PipelineMicrobatches(recipe, shape).status());
   check(CheckModel(recipe, shape, options, report));
+  check(CheckControlPlane(recipe, shape.world_size()));
 
   const ConfigView& ac = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac.GetString("mode"));

@@ -165,8 +165,8 @@ absl::StatusOr<double> TrainStep::RunPipeline(bool last_accumulation, const Next
     tokens[m].assign(tokens_.begin() + m * size, tokens_.begin() + (m + 1) * size);
     targets[m].assign(targets_.begin() + m * size, targets_.begin() + (m + 1) * size);
   }
-  TITAN_RETURN_IF_ERROR(model_->SetMicrobatches(std::move(tokens), std::move(targets), rows,
-                                                seq_len_));
+  TITAN_RETURN_IF_ERROR(
+      model_->SetMicrobatches(std::move(tokens), std::move(targets), rows, seq_len_));
   PipelineStepOptions options;
   options.data_parallel = dp_.plugin;
   options.sync_gradients = last_accumulation;

@@ -19,7 +19,7 @@
 namespace titan {
 
 struct StepResult {
-  double loss = 0;       // mean over the microbatches
+  double loss = 0;  // mean over the microbatches
   // Under pipeline parallelism: the schedule's wall time and this rank's compute within it,
   // summed over the step's accumulation steps, and the schedule's theoretical bubble.
   PipelineStepStats pipeline;

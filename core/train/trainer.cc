@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
+#include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/observability.h"
 #include "core/runtime/profiler.h"
@@ -214,10 +215,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
       "rank(s){}){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
-      pipeline != nullptr ? absl::StrCat(", each split into ", microbatches,
-                                         " pipeline microbatches")
-                          : "",
+      pipeline != nullptr
+          ? absl::StrCat(", each split into ", microbatches, " pipeline microbatches")
+          : "",
       log ? ", logging to " + log->path() : "");
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> control, ControlPlane::Start(recipe, mesh));
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
@@ -244,11 +246,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       // Summed over the pp ranks, whose idle time is the bubble.
       float times[2] = {static_cast<float>(result.pipeline.compute_seconds),
                         static_cast<float>(result.pipeline.step_seconds)};
-      TITAN_RETURN_IF_ERROR(
-          mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
+      TITAN_RETURN_IF_ERROR(mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
       pipeline_compute_s += times[0];
       pipeline_step_s += times[1];
     }
+    if (control) control->AfterStep(step, result.loss);
 
     ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
@@ -295,6 +297,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       break;
     }
   }
+  control.reset();  // finishes the control plane's rounds of the steps trained
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(

@@ -27,9 +27,9 @@ class Pipeline : public ParallelPlugin {
   absl::Status Configure(const ConfigView& config) override {
     TITAN_ASSIGN_OR_RETURN(schedule_name_, config.GetString("pipeline_parallel_schedule"));
     TITAN_ASSIGN_OR_RETURN(csv_, config.GetString("pipeline_parallel_schedule_csv"));
-    TITAN_ASSIGN_OR_RETURN(int64_t per_stage,
-                           config.GetInt("pipeline_parallel_layers_per_stage"));
-    TITAN_ASSIGN_OR_RETURN(int64_t first, config.GetInt("pipeline_parallel_first_stage_less_layers"));
+    TITAN_ASSIGN_OR_RETURN(int64_t per_stage, config.GetInt("pipeline_parallel_layers_per_stage"));
+    TITAN_ASSIGN_OR_RETURN(int64_t first,
+                           config.GetInt("pipeline_parallel_first_stage_less_layers"));
     TITAN_ASSIGN_OR_RETURN(int64_t last, config.GetInt("pipeline_parallel_last_stage_less_layers"));
     layers_per_stage_ = static_cast<int>(per_stage);
     first_less_ = static_cast<int>(first);
@@ -58,8 +58,8 @@ class Pipeline : public ParallelPlugin {
         }
         per_rank = stages / ranks;
       }
-      TITAN_ASSIGN_OR_RETURN(Schedule compute, Generate(schedule_name_, ranks, per_rank,
-                                                        microbatches));
+      TITAN_ASSIGN_OR_RETURN(Schedule compute,
+                             Generate(schedule_name_, ranks, per_rank, microbatches));
       schedule_ = Lower(compute);
     } else {
       TITAN_ASSIGN_OR_RETURN(schedule_, ReadCsv(csv_, ranks, microbatches));
@@ -104,10 +104,9 @@ class Pipeline : public ParallelPlugin {
   absl::StatusOr<PipelineStepStats> RunSchedule(const PipelineStepOptions& options) override {
     if (target_ == nullptr) return absl::FailedPreconditionError("pp: RunSchedule before Apply");
     if (target_->num_microbatches() != schedule_.microbatches) {
-      return absl::InvalidArgumentError(absl::StrCat("pp: the schedule runs ",
-                                                     schedule_.microbatches,
-                                                     " microbatches, the model holds ",
-                                                     target_->num_microbatches()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pp: the schedule runs ", schedule_.microbatches,
+                       " microbatches, the model holds ", target_->num_microbatches()));
     }
     PipelineStepStats stats;
     stats.theoretical_bubble = theoretical_bubble_;
@@ -121,13 +120,12 @@ class Pipeline : public ParallelPlugin {
       const auto action_start = Clock::now();
       absl::Status done = Run(action, options);
       if (!done.ok()) {
-        return absl::Status(done.code(), absl::StrCat("pp rank ", rank_, ", schedule ",
-                                                      schedule_name_, ", action ",
-                                                      ActionName(action), ": ", done.message()));
+        return absl::Status(
+            done.code(), absl::StrCat("pp rank ", rank_, ", schedule ", schedule_name_, ", action ",
+                                      ActionName(action), ": ", done.message()));
       }
       if (IsCompute(action.type)) {
-        stats.compute_seconds +=
-            std::chrono::duration<double>(Clock::now() - action_start).count();
+        stats.compute_seconds += std::chrono::duration<double>(Clock::now() - action_start).count();
       }
     }
     for (auto& send : sends_) TITAN_RETURN_IF_ERROR(send->Wait());
@@ -145,8 +143,8 @@ class Pipeline : public ParallelPlugin {
 
   absl::Status Run(const Action& a, const PipelineStepOptions& options) {
     const int s = a.stage, m = a.microbatch;
-    if (options.data_parallel != nullptr && (a.type == ActionType::kBackward ||
-                                             a.type == ActionType::kBackwardWeight)) {
+    if (options.data_parallel != nullptr &&
+        (a.type == ActionType::kBackward || a.type == ActionType::kBackwardWeight)) {
       options.data_parallel->set_requires_gradient_sync(options.sync_gradients &&
                                                         m + 1 == schedule_.microbatches);
     }

@@ -4,8 +4,8 @@
 
 namespace titan::pp {
 
-absl::StatusOr<std::vector<PipelineStage>> SplitLayers(int n_layers, int num_stages,
-                                                       int first_less, int last_less) {
+absl::StatusOr<std::vector<PipelineStage>> SplitLayers(int n_layers, int num_stages, int first_less,
+                                                       int last_less) {
   const int units = n_layers + first_less + last_less;
   if (num_stages < 1 || first_less < 0 || last_less < 0 || units < num_stages) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -19,17 +19,17 @@ absl::StatusOr<std::vector<PipelineStage>> SplitLayers(int n_layers, int num_sta
     if (s == 0) count -= first_less;
     if (s == num_stages - 1) count -= last_less;
     if (count < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline split: stage ", s, " of ", num_stages, " would hold ", count, " layers (",
-          n_layers, " layers; first_stage_less_layers ", first_less, ", last_stage_less_layers ",
-          last_less, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline split: stage ", s, " of ", num_stages, " would hold ", count,
+                       " layers (", n_layers, " layers; first_stage_less_layers ", first_less,
+                       ", last_stage_less_layers ", last_less, ")"));
     }
     stages.push_back({s, layer, layer + count});
     layer += count;
   }
   if (layer != n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline split: the stages hold ", layer,
-                                                   " of ", n_layers, " layers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline split: the stages hold ", layer, " of ", n_layers, " layers"));
   }
   return stages;
 }

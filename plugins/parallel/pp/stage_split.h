@@ -11,8 +11,8 @@
 namespace titan::pp {
 
 // Every stage's layers, in stage order.
-absl::StatusOr<std::vector<PipelineStage>> SplitLayers(int n_layers, int num_stages,
-                                                       int first_less, int last_less);
+absl::StatusOr<std::vector<PipelineStage>> SplitLayers(int n_layers, int num_stages, int first_less,
+                                                       int last_less);
 
 // The number of stages for `layers_per_stage` (TorchTitan's pipeline_parallel_layers_per_stage):
 // ceil((n_layers + first_less + last_less) / layers_per_stage).

@@ -57,8 +57,8 @@ class Communicator {
                                                               int /*peer*/, int /*tag*/) {
     return absl::UnimplementedError("this communicator has no non-blocking send");
   }
-  virtual absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView /*buffer*/,
-                                                              int /*peer*/, int /*tag*/) {
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView /*buffer*/, int /*peer*/,
+                                                              int /*tag*/) {
     return absl::UnimplementedError("this communicator has no non-blocking receive");
   }
 
