@@ -71,12 +71,16 @@ absl::StatusOr<Balanced> RebalanceControllers(BalancePlugin& policy, const Balan
     next[s] = best;
     loads[best] += live.switch_load[s];
   }
-  TITAN_ASSIGN_OR_RETURN(std::vector<Migration> moves, policy.Rebalance(live, next));
-  for (const Migration& move : moves) next[move.switch_index] = move.to;
   double total = 0, heaviest = 0;
   for (double w : live.switch_load) total += w, heaviest = std::max(heaviest, w);
   const auto alive = std::count(lost.begin(), lost.end(), false);
-  return Balanced{std::move(next), std::max(heaviest, total / static_cast<double>(alive)), false};
+  // The policy moves as few workers as it can to bring the most loaded controller within 2% of
+  // the best lower bound (the trivial one, or better if the policy proves one).
+  RebalanceGoal goal;
+  goal.lower_bound = std::max(heaviest, total / static_cast<double>(alive));
+  TITAN_ASSIGN_OR_RETURN(RebalanceResult result, policy.Rebalance(live, next, goal));
+  for (const Migration& move : result.moves) next[move.switch_index] = move.to;
+  return Balanced{std::move(next), std::max(goal.lower_bound, result.lower_bound), false};
 }
 
 }  // namespace titan

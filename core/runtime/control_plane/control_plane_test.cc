@@ -105,11 +105,12 @@ class StillPolicy : public BalancePlugin {
     assigned = problem;
     return BalanceResult{std::vector<int32_t>(problem.num_switches(), 0), 1.5};
   }
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
+  absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
+                                            const std::vector<int32_t>& current,
+                                            const RebalanceGoal& goal) override {
     seen = problem;
     given = current;
-    return std::vector<Migration>{};
+    return RebalanceResult{{}, goal.slack * goal.lower_bound, goal.lower_bound};
   }
   BalanceProblem assigned, seen;
   std::vector<int32_t> given;
