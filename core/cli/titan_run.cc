@@ -18,6 +18,7 @@
 #include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
+#include "core/runtime/observability.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
@@ -110,7 +111,8 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
 absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
                                                     const PluginRegistry& registry,
                                                     const MeshShape& shape, DevicePlugin& device,
-                                                    std::unique_ptr<CommPlugin>& auto_comm) {
+                                                    std::unique_ptr<CommPlugin>& auto_comm,
+                                                    TraceSink* trace) {
   CommPlugin* comm = nullptr;
   for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
     if (plugin.section == "comm") comm = static_cast<CommPlugin*>(plugin.instance.get());
@@ -128,7 +130,7 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
-                         comm->ConnectWorld(JoinOptions{dump_folder}));
+                         comm->ConnectWorld(JoinOptions{dump_folder, trace}));
   // The control plane tells a rank's own work from its waits for the others.
   TITAN_ASSIGN_OR_RETURN(bool control_plane, recipe.section("control_plane").GetBool("enable"));
   if (control_plane) world = TimeCommunication(std::move(world));
@@ -253,6 +255,11 @@ int Run(const std::vector<std::string>& args) {
   InstallStopSignalHandlers();
   std::unique_ptr<CommPlugin> auto_comm;  // outlives the mesh made through it
   std::unique_ptr<DeviceMesh> device_mesh;
+  absl::StatusOr<TraceSink*> trace = StartProfiling(*recipe);
+  if (!trace.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(trace.status().message()));
+    return kExitUsage;
+  }
   if (world_size == 1) {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
         BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
@@ -263,7 +270,7 @@ int Run(const std::vector<std::string>& args) {
     device_mesh = std::move(*single);
   } else {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
-        JoinJob(*recipe, **registry, *mesh, **device, auto_comm);
+        JoinJob(*recipe, **registry, *mesh, **device, auto_comm, *trace);
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));
@@ -285,6 +292,7 @@ int Run(const std::vector<std::string>& args) {
     if (plugin.section == "optimizer")
       optimizer = static_cast<OptimizerPlugin*>(plugin.instance.get());
   }
+  SetProfilingRank(device_mesh->world().rank());
   absl::Status trained = Train(*recipe, *optimizer, *device_mesh, **registry);
   if (absl::IsCancelled(trained)) {
     spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/profiler.h"
 #include "core/tensor/arena_file.h"
 #include "core/tensor/cpu_compute.h"
 #include "core/tensor/cross_entropy.h"
@@ -91,8 +92,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
     model->norm_ = *next++;
     model->output_ = config.tie_embeddings ? model->tok_embeddings_ : *next++;
   }
-  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(params_plan, where.device));
-  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(params_plan, where.device));
+  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(params_plan, where.device, "parameters"));
+  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(params_plan, where.device, "gradients"));
   model->plan_ = std::move(params_plan);
   for (int i = 0; i < model->params_.size(); ++i) {
     Parameter p;
@@ -430,7 +431,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   sets_.clear();
   free_sets_.clear();
   set_of_.assign(set_of_.size(), -1);
-  TITAN_ASSIGN_OR_RETURN(shared_arena_, Arena::Allocate(shared_plan, device_));
+  TITAN_ASSIGN_OR_RETURN(shared_arena_, Arena::Allocate(shared_plan, device_, "activations"));
   set_plan_ = std::move(set_plan);
   for (const auto& single : singles) *single.slot = shared_arena_.Find(single.name)->data<float>();
   for (int i = 0; i < kScratches; ++i) {
@@ -456,7 +457,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
 
 absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
   auto set = std::make_unique<MicrobatchActs>();
-  TITAN_ASSIGN_OR_RETURN(set->arena, Arena::Allocate(set_plan_, device_));
+  TITAN_ASSIGN_OR_RETURN(set->arena, Arena::Allocate(set_plan_, device_, "activations"));
   const Arena& arena = set->arena;
   auto pointer = [&](const std::string& name) -> float* {
     if (absl::StartsWith(name, "recompute.")) return shared_arena_.Find(name)->data<float>();
@@ -634,6 +635,7 @@ AttentionSpec LlamaModel::attention_spec() const {
 
 absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* targets,
                                           int64_t batch, int64_t seq_len) {
+  ScopedSpan span("module", "model", ".forward");
   if (batch <= 0 || seq_len <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("model input: expected a positive batch and ",
                                                    "seq_len, found ", batch, " x ", seq_len));
@@ -700,6 +702,7 @@ absl::StatusOr<float> LlamaModel::HeadForward(bool root_hooks) {
 
 absl::Status LlamaModel::ForwardLayers(int64_t first, int64_t end) {
   for (int64_t l = first; l < end; ++l) {
+    ScopedSpan span("module", layer_module_[l]->name(), ".forward");
     TITAN_RETURN_IF_ERROR(layer_module_[l]->BeforeForward());
     TITAN_RETURN_IF_ERROR(BlockForward(l, /*recompute=*/false));
     TITAN_RETURN_IF_ERROR(layer_module_[l]->AfterForward());
@@ -712,6 +715,7 @@ absl::Status LlamaModel::ForwardLayers(int64_t first, int64_t end) {
 absl::Status LlamaModel::BackwardLayers(int64_t first, int64_t end) {
   for (int64_t l = end - 1; l >= first; --l) {
     ModuleNode& module = *layer_module_[l];
+    ScopedSpan span("module", module.name(), deferring_ ? ".backward_input" : ".backward");
     deferring_layer_ = static_cast<int>(l);
     TITAN_RETURN_IF_ERROR(deferring_ ? module.BeforeForward() : module.BeforeBackward());
     TITAN_RETURN_IF_ERROR(BlockBackward(l));
@@ -778,6 +782,7 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
 }
 
 absl::Status LlamaModel::Backward() {
+  ScopedSpan span("module", "model", ".backward");
   if (!tokens_valid_) {
     return absl::FailedPreconditionError("model: Backward needs a Forward first");
   }

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
+#include "core/runtime/profiler.h"
 
 namespace titan {
 
@@ -104,6 +105,8 @@ absl::StatusOr<TensorView> LlamaModel::InputGrad(int stage, int microbatch) {
 }
 
 absl::Status LlamaModel::Forward(int stage, int microbatch) {
+  ScopedSpan span("module",
+                  [&] { return absl::StrCat("stage", stage, ".forward mb", microbatch); });
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
   TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
   Use(*set);
@@ -122,6 +125,9 @@ absl::Status LlamaModel::Forward(int stage, int microbatch) {
 }
 
 absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
+  ScopedSpan span("module", [&] {
+    return absl::StrCat("stage", stage, split ? ".backward_input" : ".backward", " mb", microbatch);
+  });
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
   if (set_of_[microbatch] < 0) {
     return absl::FailedPreconditionError(absl::StrCat("pipeline: the backward of stage ", stage,
@@ -161,6 +167,8 @@ absl::Status LlamaModel::BackwardInput(int stage, int microbatch) {
 }
 
 absl::Status LlamaModel::BackwardWeight(int stage, int microbatch) {
+  ScopedSpan span("module",
+                  [&] { return absl::StrCat("stage", stage, ".backward_weight mb", microbatch); });
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
   if (set_of_[microbatch] < 0) {
     return absl::FailedPreconditionError(absl::StrCat("pipeline: the weight gradients of stage ",

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/memory_snapshot.h"
 #include "core/tensor/cpu_compute.h"
 
 namespace titan {
@@ -29,8 +30,12 @@ absl::StatusOr<void*> CpuDevice::Allocate(size_t bytes) {
   size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   void* pointer = std::aligned_alloc(kAlignment, rounded);
   if (pointer == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+    return WithSnapshot(
+        absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes")),
+        MemoryTracker::Get().OnOutOfMemory(bytes, "cpu"));
   }
+  // Buffers the plugins allocate (fsdp's shards, ...) have no tensor names: "(device)".
+  if (MemoryTracker::Get().enabled()) MemoryTracker::Get().Add(pointer, bytes, "cpu", "(device)");
   size_t now = allocated_ += malloc_usable_size(pointer);
   size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -40,6 +45,7 @@ absl::StatusOr<void*> CpuDevice::Allocate(size_t bytes) {
 
 absl::Status CpuDevice::Free(void* pointer) {
   if (pointer != nullptr) {
+    if (MemoryTracker::Get().enabled()) MemoryTracker::Get().Remove(pointer);
     allocated_ -= malloc_usable_size(pointer);
     std::free(pointer);
   }

@@ -219,11 +219,31 @@ std::vector<SectionSchema> MakeSchema() {
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
   schema.back().not_supported = {{"*", kFloat8}};
-  schema.push_back(Section("metrics", "what is logged",
-                           {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
-                            Float("peak_tflops", 0.0, 0.0, kNoLimit,
-                                  "peak TFLOP/s of one rank's device, for MFU; 0: the CPU's "
-                                  "theoretical peak, else a matmul probe at start")}));
+  schema.push_back(Section(
+      "metrics", "what is logged",
+      {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
+       Float("peak_tflops", 0.0, 0.0, kNoLimit,
+             "peak TFLOP/s of one rank's device, for MFU; 0: the CPU's "
+             "theoretical peak, else a matmul probe at start"),
+       Bool("enable_tensorboard", false, "write TensorBoard event files of the logged metrics"),
+       String("save_tb_folder", "tb",
+              "TensorBoard folder under job.dump_folder; each run writes "
+              "into a <YYYYmmdd-HHMM> folder inside it"),
+       Bool("save_for_all_ranks", false,
+            "every rank writes TensorBoard files of its own metrics (in "
+            "rank_<R>), not rank 0 alone")}));
+  schema.push_back(Section(
+      "profiling", "step traces and memory snapshots",
+      {Bool("enable_profiling", false,
+            "write a Chrome trace (trace-event JSON) of every profile_freq-th step"),
+       String("save_traces_folder", "profile_trace",
+              "trace folder under job.dump_folder: iteration_<step>/rank<R>_trace.json"),
+       Int("profile_freq", 10, 1, kNoLimit, "profile the steps that are multiples of this"),
+       Bool("enable_memory_snapshot", false,
+            "write the live allocations and the peak at each profiled step and on out-of-memory"),
+       String("save_memory_snapshot_folder", "memory_snapshot",
+              "snapshot folder under job.dump_folder: "
+              "iteration_<step>/rank<R>_memory_snapshot.json")}));
   schema.push_back(Section(
       "generate", "text sampled from the model after training",
       {Int("max_new_tokens", 0, 0, kNoLimit, "tokens to sample; 0: no sample"),

@@ -1,6 +1,7 @@
 #include "core/tensor/arena.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/memory_snapshot.h"
 
 namespace titan {
 
@@ -19,9 +20,20 @@ absl::StatusOr<int> ArenaPlan::Add(std::string name, std::vector<int64_t> shape,
   return index;
 }
 
-absl::StatusOr<Arena> Arena::Allocate(const ArenaPlan& plan, DevicePlugin* device) {
+absl::StatusOr<Arena> Arena::Allocate(const ArenaPlan& plan, DevicePlugin* device,
+                                      absl::string_view arena_name) {
   Arena arena;
   TITAN_ASSIGN_OR_RETURN(arena.storage_, Storage::Allocate(plan.total_bytes(), device));
+  if (MemoryTracker::Get().enabled()) {
+    std::vector<std::pair<std::string, size_t>> tensors;
+    for (const ArenaPlan::Entry& entry : plan.entries()) {
+      size_t bytes = DTypeSize(entry.dtype);
+      for (int64_t d : entry.shape) bytes *= static_cast<size_t>(d);
+      tensors.emplace_back(entry.name, bytes);
+    }
+    MemoryTracker::Get().Describe(arena.storage_->data(), std::string(arena_name),
+                                  std::move(tensors));
+  }
   for (const ArenaPlan::Entry& entry : plan.entries()) {
     TITAN_ASSIGN_OR_RETURN(
         Tensor tensor, Tensor::Over(arena.storage_, entry.byte_offset, entry.shape, entry.dtype));

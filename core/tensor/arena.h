@@ -39,8 +39,9 @@ class ArenaPlan {
 class Arena {
  public:
   Arena() = default;
-  // On `device` when given, else in host memory.
-  static absl::StatusOr<Arena> Allocate(const ArenaPlan& plan, DevicePlugin* device = nullptr);
+  // On `device` when given, else in host memory. `arena_name` is what memory snapshots call it.
+  static absl::StatusOr<Arena> Allocate(const ArenaPlan& plan, DevicePlugin* device = nullptr,
+                                        absl::string_view arena_name = "arena");
 
   int size() const { return static_cast<int>(tensors_.size()); }
   const Tensor& at(int index) const { return tensors_[index]; }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/profiler.h"
 #include "core/tensor/attention.h"
 #include "core/tensor/bf16_gemm.h"
 #include "core/tensor/cross_entropy.h"
@@ -102,6 +103,7 @@ std::string CpuCompute::Describe() const {
 
 absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
                               bool transpose_b, float alpha, float beta, TensorView c) {
+  ScopedSpan span("kernel", "Gemm");
   constexpr const char* kKernel = "Gemm";
   TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "a", a, 2));
   TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "b", b, 2));
@@ -132,6 +134,7 @@ absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const Tenso
 absl::Status CpuCompute::AttentionForward(const AttentionSpec& spec, const TensorView& q,
                                           const TensorView& k, const TensorView& v, TensorView out,
                                           TensorView lse) {
+  ScopedSpan span("kernel", "AttentionForward");
   TITAN_RETURN_IF_ERROR(CheckAttention("AttentionForward", spec, q, k, v));
   TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "out", out, DType::kF32, q.numel()));
   TITAN_RETURN_IF_ERROR(
@@ -145,6 +148,7 @@ absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const Tens
                                            const TensorView& v, const TensorView& out,
                                            const TensorView& lse, TensorView dq, TensorView dk,
                                            TensorView dv) {
+  ScopedSpan span("kernel", "AttentionBackward");
   constexpr const char* kKernel = "AttentionBackward";
   TITAN_RETURN_IF_ERROR(CheckAttention(kKernel, spec, q, k, v));
   const std::pair<const char*, const TensorView*> like_q[] = {
@@ -162,6 +166,7 @@ absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const Tens
 
 absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView& weight, double eps,
                                         TensorView out, TensorView rstd) {
+  ScopedSpan span("kernel", "RmsNormForward");
   TITAN_RETURN_IF_ERROR(ExpectRank("RmsNormForward", "inp", inp, 2));
   const int64_t n = inp.shape[0], c = inp.shape[1];
   TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "inp", inp, DType::kF32));
@@ -175,6 +180,7 @@ absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView&
 absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorView& inp,
                                          const TensorView& weight, const TensorView& rstd,
                                          TensorView dinp, TensorView dweight) {
+  ScopedSpan span("kernel", "RmsNormBackward");
   constexpr const char* kKernel = "RmsNormBackward";
   TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
   const int64_t n = inp.shape[0], c = inp.shape[1];
@@ -190,6 +196,7 @@ absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorVie
 
 absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
                                    TensorView sin) {
+  ScopedSpan span("kernel", "RopeTable");
   TITAN_RETURN_IF_ERROR(ExpectRank("RopeTable", "cos", cos, 2));
   TITAN_RETURN_IF_ERROR(Expect("RopeTable", "cos", cos, DType::kF32));
   TITAN_RETURN_IF_ERROR(Expect("RopeTable", "sin", sin, DType::kF32, cos.numel()));
@@ -219,18 +226,21 @@ absl::Status CheckRope(const char* kernel, const TensorView& cos, const TensorVi
 }  // namespace
 
 absl::Status CpuCompute::RopeForward(const TensorView& cos, const TensorView& sin, TensorView x) {
+  ScopedSpan span("kernel", "RopeForward");
   TITAN_RETURN_IF_ERROR(CheckRope("RopeForward", cos, sin, x));
   titan::RopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RopeBackward(const TensorView& cos, const TensorView& sin, TensorView dx) {
+  ScopedSpan span("kernel", "RopeBackward");
   TITAN_RETURN_IF_ERROR(CheckRope("RopeBackward", cos, sin, dx));
   titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::SwiGluForward(const TensorView& a, const TensorView& b, TensorView out) {
+  ScopedSpan span("kernel", "SwiGluForward");
   const int64_t n = a.numel();
   TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "a", a, DType::kF32));
   TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "b", b, DType::kF32, n));
@@ -241,6 +251,7 @@ absl::Status CpuCompute::SwiGluForward(const TensorView& a, const TensorView& b,
 
 absl::Status CpuCompute::SwiGluBackward(const TensorView& dout, const TensorView& a,
                                         const TensorView& b, TensorView da, TensorView db) {
+  ScopedSpan span("kernel", "SwiGluBackward");
   const int64_t n = a.numel();
   const std::pair<const char*, const TensorView*> operands[] = {
       {"dout", &dout}, {"a", &a}, {"b", &b}, {"da", &da}, {"db", &db}};
@@ -252,6 +263,7 @@ absl::Status CpuCompute::SwiGluBackward(const TensorView& dout, const TensorView
 
 absl::Status CpuCompute::EmbeddingForward(const TensorView& tokens, const TensorView& table,
                                           int64_t first_row, TensorView out) {
+  ScopedSpan span("kernel", "EmbeddingForward");
   TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingForward", "table", table, 2));
   const int64_t n = tokens.numel(), c = table.shape[1];
   TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "tokens", tokens, DType::kI32));
@@ -263,6 +275,7 @@ absl::Status CpuCompute::EmbeddingForward(const TensorView& tokens, const Tensor
 
 absl::Status CpuCompute::EmbeddingBackward(const TensorView& tokens, const TensorView& dout,
                                            int64_t first_row, TensorView dtable) {
+  ScopedSpan span("kernel", "EmbeddingBackward");
   TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingBackward", "dtable", dtable, 2));
   const int64_t n = tokens.numel(), c = dtable.shape[1];
   TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "tokens", tokens, DType::kI32));
@@ -282,6 +295,7 @@ absl::Status CheckLogits(const char* kernel, const TensorView& logits) {
 }  // namespace
 
 absl::Status CpuCompute::CrossEntropyRowMax(const TensorView& logits, TensorView max) {
+  ScopedSpan span("kernel", "CrossEntropyRowMax");
   TITAN_RETURN_IF_ERROR(CheckLogits("CrossEntropyRowMax", logits));
   TITAN_RETURN_IF_ERROR(Expect("CrossEntropyRowMax", "max", max, DType::kF32, logits.shape[0]));
   titan::CrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
@@ -290,6 +304,7 @@ absl::Status CpuCompute::CrossEntropyRowMax(const TensorView& logits, TensorView
 
 absl::Status CpuCompute::CrossEntropySumExp(const TensorView& logits, const TensorView& max,
                                             TensorView sum) {
+  ScopedSpan span("kernel", "CrossEntropySumExp");
   TITAN_RETURN_IF_ERROR(CheckLogits("CrossEntropySumExp", logits));
   const int64_t n = logits.shape[0];
   TITAN_RETURN_IF_ERROR(Expect("CrossEntropySumExp", "max", max, DType::kF32, n));
@@ -301,6 +316,7 @@ absl::Status CpuCompute::CrossEntropySumExp(const TensorView& logits, const Tens
 absl::Status CpuCompute::CrossEntropyTargetLogit(const TensorView& logits,
                                                  const TensorView& targets, int64_t first_column,
                                                  TensorView target) {
+  ScopedSpan span("kernel", "CrossEntropyTargetLogit");
   constexpr const char* kKernel = "CrossEntropyTargetLogit";
   TITAN_RETURN_IF_ERROR(CheckLogits(kKernel, logits));
   const int64_t n = logits.shape[0];
@@ -314,6 +330,7 @@ absl::Status CpuCompute::CrossEntropyTargetLogit(const TensorView& logits,
 absl::Status CpuCompute::CrossEntropyFinish(const TensorView& max, const TensorView& target,
                                             const TensorView& targets, TensorView sum_to_lse,
                                             TensorView loss) {
+  ScopedSpan span("kernel", "CrossEntropyFinish");
   constexpr const char* kKernel = "CrossEntropyFinish";
   const int64_t n = targets.numel();
   TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32));
@@ -329,6 +346,7 @@ absl::Status CpuCompute::CrossEntropyFinish(const TensorView& max, const TensorV
 absl::Status CpuCompute::CrossEntropyBackward(const TensorView& logits, const TensorView& lse,
                                               const TensorView& targets, int64_t first_column,
                                               float dloss, TensorView dlogits) {
+  ScopedSpan span("kernel", "CrossEntropyBackward");
   constexpr const char* kKernel = "CrossEntropyBackward";
   TITAN_RETURN_IF_ERROR(CheckLogits(kKernel, logits));
   const int64_t n = logits.shape[0];
@@ -342,6 +360,7 @@ absl::Status CpuCompute::CrossEntropyBackward(const TensorView& logits, const Te
 
 absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const TensorView& grads,
                                   TensorView exp_avg, TensorView exp_avg_sq) {
+  ScopedSpan span("kernel", "AdamStep");
   const int64_t n = params.numel();
   const std::pair<const char*, const TensorView*> operands[] = {
       {"params", &params}, {"grads", &grads}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}};
@@ -377,6 +396,7 @@ absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const 
 
 absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
                                  TensorView momentum_buffer) {
+  ScopedSpan span("kernel", "SgdStep");
   const int64_t n = params.numel();
   TITAN_RETURN_IF_ERROR(Expect("SgdStep", "params", params, DType::kF32));
   TITAN_RETURN_IF_ERROR(Expect("SgdStep", "grads", grads, DType::kF32, n));
@@ -404,6 +424,7 @@ absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const Te
 
 absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
                                       std::span<const double> weights, TensorView out) {
+  ScopedSpan span("kernel", "SumOfSquares");
   if (weights.size() != tensors.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "SumOfSquares: ", tensors.size(), " tensors need as many weights, found ", weights.size()));
@@ -425,12 +446,14 @@ absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
 }
 
 absl::Status CpuCompute::Cast(const TensorView& src, TensorView dst) {
+  ScopedSpan span("kernel", "Cast");
   TITAN_RETURN_IF_ERROR(Expect("Cast", "src", src, src.dtype));
   TITAN_RETURN_IF_ERROR(Expect("Cast", "dst", dst, dst.dtype, src.numel()));
   return ConvertTensor(src, dst);
 }
 
 absl::Status CpuCompute::Fill(TensorView x, float value) {
+  ScopedSpan span("kernel", "Fill");
   TITAN_RETURN_IF_ERROR(Expect("Fill", "x", x, DType::kF32));
   float* data = F(x);
   const int64_t n = x.numel();
@@ -444,6 +467,7 @@ absl::Status CpuCompute::Fill(TensorView x, float value) {
 }
 
 absl::Status CpuCompute::Scale(TensorView x, float scale) {
+  ScopedSpan span("kernel", "Scale");
   TITAN_RETURN_IF_ERROR(Expect("Scale", "x", x, DType::kF32));
   float* data = F(x);
   const int64_t n = x.numel();
@@ -453,6 +477,7 @@ absl::Status CpuCompute::Scale(TensorView x, float scale) {
 }
 
 absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
+  ScopedSpan span("kernel", "Accumulate");
   TITAN_RETURN_IF_ERROR(Expect("Accumulate", "out", out, DType::kF32));
   TITAN_RETURN_IF_ERROR(Expect("Accumulate", "x", x, DType::kF32, out.numel()));
   float* o = F(out);
@@ -464,6 +489,7 @@ absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
 }
 
 absl::Status CpuCompute::Copy(const TensorView& src, TensorView dst) {
+  ScopedSpan span("kernel", "Copy");
   TITAN_RETURN_IF_ERROR(Expect("Copy", "src", src, src.dtype));
   TITAN_RETURN_IF_ERROR(Expect("Copy", "dst", dst, src.dtype, src.numel()));
   if (src.data != dst.data) std::memmove(dst.data, src.data, src.nbytes());
@@ -471,12 +497,14 @@ absl::Status CpuCompute::Copy(const TensorView& src, TensorView dst) {
 }
 
 absl::Status CpuCompute::CopyToHost(const TensorView& src, void* host_dst) {
+  ScopedSpan span("kernel", "CopyToHost");
   TITAN_RETURN_IF_ERROR(Expect("CopyToHost", "src", src, src.dtype));
   std::memcpy(host_dst, src.data, src.nbytes());
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::CopyFromHost(const void* host_src, TensorView dst) {
+  ScopedSpan span("kernel", "CopyFromHost");
   TITAN_RETURN_IF_ERROR(Expect("CopyFromHost", "dst", dst, dst.dtype));
   std::memcpy(dst.data, host_src, dst.nbytes());
   return absl::OkStatus();

@@ -5,29 +5,58 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/memory_snapshot.h"
 
 namespace titan {
+
+namespace {
+
+const char* DeviceName(DevicePlugin* device) {
+  return device == nullptr || device->type() == DeviceType::kCpu ? "cpu" : "cuda:0";
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes, DevicePlugin* device) {
   // aligned_alloc wants a multiple of the alignment, and a zero-byte tensor still needs an address.
   const size_t rounded =
       std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  void* data = nullptr;
   if (device != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(void* data, device->Allocate(rounded));
-    std::shared_ptr<Storage> storage(new Storage(data, bytes, device));
+    absl::StatusOr<void*> allocated = device->Allocate(rounded);
+    if (!allocated.ok()) {
+      // The CPU device (in the core) writes its own snapshot; another device's plugin cannot.
+      return device->type() == DeviceType::kCpu
+                 ? allocated.status()
+                 : WithSnapshot(allocated.status(),
+                                MemoryTracker::Get().OnOutOfMemory(bytes, DeviceName(device)));
+    }
+    data = *allocated;
+  } else {
+    data = std::aligned_alloc(kAlignment, rounded);
+    if (data == nullptr) {
+      return WithSnapshot(absl::ResourceExhaustedError(absl::StrCat(
+                              "Storage: could not allocate ", bytes, " bytes of host memory")),
+                          MemoryTracker::Get().OnOutOfMemory(bytes, "cpu"));
+    }
+  }
+  std::shared_ptr<Storage> storage(new Storage(data, bytes, device));
+  if (MemoryTracker::Get().enabled()) {
+    storage->tracked_ = true;
+    MemoryTracker::Get().Add(data, bytes, DeviceName(device), "(none)");
+    // The CPU device knew it as a buffer of its own: it is a tensor's.
+    MemoryTracker::Get().Describe(data, "(none)", {{"tensor", bytes}});
+  }
+  if (device != nullptr) {
     TITAN_RETURN_IF_ERROR(device->FillF32(static_cast<float*>(data), rounded / sizeof(float), 0));
-    return storage;
+  } else {
+    std::memset(data, 0, rounded);
   }
-  void* data = std::aligned_alloc(kAlignment, rounded);
-  if (data == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("Storage: could not allocate ", bytes, " bytes of host memory"));
-  }
-  std::memset(data, 0, rounded);
-  return std::shared_ptr<Storage>(new Storage(data, bytes, nullptr));
+  return storage;
 }
 
 Storage::~Storage() {
+  if (tracked_) MemoryTracker::Get().Remove(data_);
   if (device_ == nullptr) {
     std::free(data_);
   } else {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "titan/device.h"
@@ -36,6 +37,7 @@ class Storage {
   void* data_;
   size_t size_;
   DevicePlugin* device_;
+  bool tracked_ = false;  // known to the MemoryTracker (profiling.enable_memory_snapshot)
 };
 
 class Tensor {

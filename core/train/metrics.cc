@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -19,10 +20,19 @@
 namespace titan {
 
 absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, PeakFlops peak,
-                                            int64_t resumed_step) {
+                                            int64_t resumed_step,
+                                            std::unique_ptr<TensorBoardWriter> tensorboard,
+                                            bool jsonl) {
+  MetricsLog log;
+  log.tensorboard_ = std::move(tensorboard);
+  log.jsonl_ = jsonl;
+  if (!jsonl) {
+    log.peak_ = std::move(peak);
+    if (log.tensorboard_ != nullptr) log.path_ = log.tensorboard_->path();
+    return log;
+  }
   std::error_code error;
   std::filesystem::create_directories(dump_folder, error);
-  MetricsLog log;
   log.path_ = (std::filesystem::path(dump_folder) / "metrics.jsonl").string();
   log.peak_ = std::move(peak);
   std::ios::openmode mode = std::ios::trunc;
@@ -83,12 +93,59 @@ Throughput RankThroughput(int64_t tokens, double seconds, int non_data_parallel,
   return t;
 }
 
+namespace {
+
+// A row's values as metrics.jsonl prints them; mfu is null when the peak is too low.
+std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m, bool mfu_known) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"loss", absl::StrFormat("%.6f", m.loss)},
+      {"grad_norm", absl::StrFormat("%.6f", m.grad_norm)},
+      {"lr", absl::StrFormat("%.6e", m.lr)},
+      {"tps", absl::StrFormat("%.1f", m.tps)},
+      {"tflops", absl::StrFormat("%.4f", m.tflops)},
+      {"mfu", mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null"},
+      {"mem_gib", absl::StrFormat("%.4f", m.mem_gib)},
+      {"data_s", absl::StrFormat("%.4f", m.data_s)}};
+  if (m.pipeline) {
+    fields.emplace_back("pp_bubble", absl::StrFormat("%.4f", m.bubble));
+    fields.emplace_back("pp_bubble_schedule", absl::StrFormat("%.4f", m.bubble_theory));
+  }
+  return fields;
+}
+
+}  // namespace
+
+void MetricsLog::WriteRow(int64_t step,
+                          const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<std::pair<std::string, double>> scalars;
+  std::string row = absl::StrFormat("{\"step\": %d", step);
+  for (const auto& [key, text] : fields) {
+    absl::StrAppend(&row, ", \"", key, "\": ", text);
+    double value = 0;
+    if (absl::SimpleAtod(text, &value)) scalars.emplace_back(key, value);  // not a null
+  }
+  if (jsonl_) out_ << row << "}\n" << std::flush;
+  // The values as the row prints them, so TensorBoard shows what metrics.jsonl holds.
+  if (tensorboard_ != nullptr) {
+    absl::Status written = tensorboard_->AddScalars(step, scalars);
+    if (!written.ok() && !warned_tensorboard_) {
+      warned_tensorboard_ = true;
+      spdlog::warn("[metrics] {}; TensorBoard misses the steps from {} on",
+                   std::string(written.message()), step);
+    }
+  }
+}
+
 void MetricsLog::ClearBar() {
   if (bar_shown_) std::fputs("\r\033[K", stderr);
   bar_shown_ = false;
 }
 
 void MetricsLog::Log(const StepMetrics& m) {
+  if (!jsonl_) {
+    WriteRow(m.step, RowFields(m, m.mfu <= 100.0));
+    return;
+  }
   ClearBar();
   // Above 100% the peak, not the run, is wrong (a probe on a busy machine, a low setting).
   const bool mfu_known = m.mfu <= 100.0;
@@ -109,22 +166,15 @@ void MetricsLog::Log(const StepMetrics& m) {
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
       "mem {:.2f}GiB  data {:.3f}s{}",
       m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s, bubble);
-  const std::string bubble_json =
-      m.pipeline ? absl::StrFormat(", \"pp_bubble\": %.4f, \"pp_bubble_schedule\": %.4f", m.bubble,
-                                   m.bubble_theory)
-                 : "";
-  out_ << absl::StrFormat(
-              "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6f, \"lr\": %.6e, \"tps\": %.1f, "
-              "\"tflops\": %.4f, \"mfu\": %s, \"mem_gib\": %.4f, \"data_s\": %.4f%s}\n",
-              m.step, m.loss, m.grad_norm, m.lr, m.tps, m.tflops,
-              mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null", m.mem_gib, m.data_s, bubble_json)
-       << std::flush;
+  WriteRow(m.step, RowFields(m, mfu_known));
 }
 
 void MetricsLog::LogEval(int64_t step, double loss) {
-  ClearBar();
-  spdlog::info("validation loss {:.4f}", loss);
-  out_ << absl::StrFormat("{\"step\": %d, \"eval_loss\": %.6f}\n", step, loss) << std::flush;
+  if (jsonl_) {
+    ClearBar();
+    spdlog::info("validation loss {:.4f}", loss);
+  }
+  WriteRow(step, {{"eval_loss", absl::StrFormat("%.6f", loss)}});
 }
 
 void MetricsLog::Progress(int64_t step, int64_t steps, double elapsed_s) {

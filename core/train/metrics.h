@@ -5,10 +5,14 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "core/model/config.h"
+#include "core/runtime/tensorboard.h"
 #include "core/train/peak_flops.h"
 #include "titan/status.h"
 
@@ -32,9 +36,12 @@ class MetricsLog {
  public:
   // Opens <dump_folder>/metrics.jsonl. A fresh run (`resumed_step` 0) starts it empty; a run
   // resumed after `resumed_step` keeps the history up to that step and drops the rows past it,
-  // which it logs again.
+  // which it logs again. With `tensorboard` each row also goes there as scalars of the values
+  // the row holds; `jsonl` false writes only those (another rank's, metrics.save_for_all_ranks).
   static absl::StatusOr<MetricsLog> Open(const std::string& dump_folder, PeakFlops peak,
-                                         int64_t resumed_step = 0);
+                                         int64_t resumed_step = 0,
+                                         std::unique_ptr<TensorBoardWriter> tensorboard = nullptr,
+                                         bool jsonl = true);
   void Log(const StepMetrics& m);
   void LogEval(int64_t step, double loss);
   // Redraws the progress bar (terminal only).
@@ -44,12 +51,17 @@ class MetricsLog {
 
  private:
   void ClearBar();
+  // Writes one row, {"key": value, ...}, to metrics.jsonl and the same values to TensorBoard.
+  void WriteRow(int64_t step, const std::vector<std::pair<std::string, std::string>>& fields);
   std::string path_;
+  bool jsonl_ = true;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::ofstream out_;
   PeakFlops peak_;
   bool terminal_ = false;
   bool bar_shown_ = false;
   bool warned_mfu_ = false;
+  bool warned_tensorboard_ = false;
 };
 
 // The rows of a metrics.jsonl text up to and including `step`, in order; rows past it and lines

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/profiler.h"
 
 namespace titan {
 
@@ -85,10 +86,11 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   for (const std::string& name : optimizer.StateNames()) {
     TITAN_RETURN_IF_ERROR(plan.Add(name, {count}).status());
   }
-  TITAN_ASSIGN_OR_RETURN(step.state_, Arena::Allocate(plan, model.device()));
+  TITAN_ASSIGN_OR_RETURN(step.state_, Arena::Allocate(plan, model.device(), "optimizer_state"));
   ArenaPlan norm_plan;
   TITAN_RETURN_IF_ERROR(norm_plan.Add("grad_norm_parts", {2}).status());
-  TITAN_ASSIGN_OR_RETURN(step.norm_parts_, Arena::Allocate(norm_plan, model.device()));
+  TITAN_ASSIGN_OR_RETURN(step.norm_parts_,
+                         Arena::Allocate(norm_plan, model.device(), "grad_norm_parts"));
   step.tokens_.resize(batch * seq_len);
   step.targets_.resize(batch * seq_len);
   return step;
@@ -114,6 +116,7 @@ absl::Status TrainStep::ReduceLoss(double& loss) const {
 }
 
 absl::StatusOr<double> TrainStep::GradNorm() const {
+  ScopedSpan span("optimizer", "grad_norm");
   // The groups whose ranks hold different parts of the gradient: their squared norms add up.
   std::vector<std::pair<Communicator*, MeshDim>> groups;
   for (ParallelPlugin* plugin : {dp_.plugin, dp_.tensor_parallel}) {
@@ -203,7 +206,10 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     result.loss += loss / static_cast<double>(accumulation_);
     TITAN_RETURN_IF_ERROR(model_->Backward());
   }
-  if (dp_.plugin != nullptr) TITAN_RETURN_IF_ERROR(dp_.plugin->WaitForGradients());
+  if (dp_.plugin != nullptr) {
+    TITAN_RETURN_IF_ERROR(
+        Traced("sync", "wait_for_gradients", [&] { return dp_.plugin->WaitForGradients(); }));
+  }
   if (dp_.pipeline_group != nullptr && dp_.pipeline_group->size() > 1) {
     // Only the last stage's rank computed the loss; the others hold 0.
     float loss = static_cast<float>(result.loss);
@@ -237,7 +243,8 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
                        lr,
                        step,
                        compute_};
-  TITAN_RETURN_IF_ERROR(optimizer_->Step(update));
+  TITAN_RETURN_IF_ERROR(
+      Traced("optimizer", "optimizer.step", [&] { return optimizer_->Step(update); }));
   return result;
 }
 

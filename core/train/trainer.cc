@@ -10,6 +10,8 @@
 #include "core/model/llama.h"
 #include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
+#include "core/runtime/observability.h"
+#include "core/runtime/profiler.h"
 #include "core/tensor/matmul.h"
 #include "core/train/checkpointer.h"
 #include "core/train/generate.h"
@@ -196,11 +198,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
         "on a CPU: build against OpenBLAS's OpenMP build (Debian: libopenblas-openmp-dev)");
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  std::optional<MetricsLog> log;
-  if (lead) {
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
+                         OpenTensorBoard(recipe, mesh.world().rank()));
+  std::optional<MetricsLog> log;  // rank 0's metrics.jsonl, and TensorBoard files where written
+  if (lead || tensorboard != nullptr) {
     PeakFlops peak = ThisMachinePeak(peak_setting);
     spdlog::info("[metrics] peak {:.3f} TFLOP/s per rank, for MFU: {}", peak.tflops, peak.source);
-    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump, std::move(peak), resume.step));
+    TITAN_ASSIGN_OR_RETURN(log, MetricsLog::Open(dump, std::move(peak), resume.step,
+                                                 std::move(tensorboard), /*jsonl=*/lead));
   }
   const double flop_per_token = FlopPerToken(config, seq_len);
   const int non_data_parallel =
@@ -226,13 +231,16 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   int64_t stopped_after = 0;  // the step after which a stop signal ended the run
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
+    BeginProfiledStep(step);
     const double lr = peak_lr * schedule.Factor(step - resume.lr_offset);
     TITAN_ASSIGN_OR_RETURN(StepResult result,
                            train_step.Run(step, lr, [&](int32_t* tokens, int32_t* targets) {
+                             ScopedSpan span("data", "data_loading");
                              auto data_start = Clock::now();
                              loader.Next(tokens, targets);
                              data_s += Seconds(data_start);
                            }));
+    TITAN_RETURN_IF_ERROR(EndProfiledStep(step, mesh.world()));
     trained = step;
     if (pipeline != nullptr) {
       // Summed over the pp ranks, whose idle time is the bubble.

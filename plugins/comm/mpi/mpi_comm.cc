@@ -26,6 +26,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -56,6 +57,7 @@ struct Job {
   std::atomic<bool> training{false};
   int world_rank;
   FlightRecorder recorder;
+  TraceSink* trace = nullptr;  // the profiler, while profiling.enable_profiling is on
 };
 
 // A request that timed out stays active inside MPI, with the staging buffer it may still
@@ -323,6 +325,7 @@ class MpiCommunicator : public Communicator {
     std::lock_guard<std::mutex> lock(mutex_);
     TITAN_ASSIGN_OR_RETURN(Operation operation,
                            StartLocked(op, bytes, std::move(peers), std::move(staging), start));
+    operation.blocking = true;
     return FinishLocked(operation, timeout);
   }
 
@@ -334,6 +337,12 @@ class MpiCommunicator : public Communicator {
     MPI_Request request = MPI_REQUEST_NULL;
     int code = MPI_SUCCESS;
     std::shared_ptr<void> staging;
+    // For the profiler's trace: what the flight recorder keeps, and whether the operation is
+    // waited for right after it starts, on the same thread.
+    size_t bytes = 0;
+    std::shared_ptr<const std::vector<int>> peers;
+    Clock::time_point started;
+    bool blocking = false;
   };
 
   absl::StatusOr<Operation> StartLocked(absl::string_view op, size_t bytes,
@@ -350,12 +359,15 @@ class MpiCommunicator : public Communicator {
           operation.what, ": the communicator is unusable after an earlier ", broken_));
     }
     operation.sequence = ++sequence_;
+    operation.bytes = bytes;
+    operation.peers = peers;
+    operation.started = Clock::now();
     operation.handle = job_->recorder.Start({operation.sequence,
                                              std::string(op),
                                              name_,
                                              bytes,
                                              std::move(peers),
-                                             Clock::now(),
+                                             operation.started,
                                              {},
                                              {}});
     operation.staging = std::move(staging);
@@ -365,6 +377,7 @@ class MpiCommunicator : public Communicator {
 
   absl::Status FinishLocked(Operation& operation,
                             std::optional<std::chrono::seconds> timeout = std::nullopt) {
+    const Clock::time_point waited = Clock::now();
     const std::chrono::seconds limit = timeout.value_or(job_->Timeout());
     int code = operation.code;
     WaitResult result = WaitResult::kFailed;
@@ -374,6 +387,7 @@ class MpiCommunicator : public Communicator {
     }
     if (result == WaitResult::kDone) {
       job_->recorder.Finish(operation.handle, "completed");
+      Trace(operation, waited);
       return absl::OkStatus();
     }
     std::string failure;
@@ -403,6 +417,23 @@ class MpiCommunicator : public Communicator {
   std::string name_;
   std::shared_ptr<Job> job_;
   bool owned_ = true;  // freed with the communicator (MPI_COMM_WORLD itself is not)
+  // The operation as a span of the profiled step on the thread that waited for it: from its start
+  // when it was waited for at once, else from the wait (so spans nest on each thread's track).
+  void Trace(const Operation& operation, Clock::time_point waited) const {
+    TraceSink* trace = job_->trace;
+    if (trace == nullptr || !trace->recording()) return;
+    auto micros = [](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+    };
+    const nlohmann::json args = {{"comm", name_},
+                                 {"sequence", operation.sequence},
+                                 {"bytes", operation.bytes},
+                                 {"peers", operation.peers ? *operation.peers : std::vector<int>{}},
+                                 {"started_us", micros(operation.started)}};
+    trace->Span(operation.op, "collective", micros(operation.blocking ? operation.started : waited),
+                micros(Clock::now()), args.dump());
+  }
+
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<const std::vector<int>> members_;
@@ -514,6 +545,7 @@ class MpiComm : public CommPlugin {
                                      static_cast<size_t>(trace_buf_size_), TraceFolder(options));
         std::signal(SIGUSR1, RequestDump);
       }
+      job_->trace = options.trace;
       // A private copy of MPI_COMM_WORLD, so titan's traffic never matches anyone else's.
       // MPI_Comm_dup blocks until every rank arrives; a barrier first bounds that wait.
       MpiCommunicator launched(MPI_COMM_WORLD, "launched", job_, /*owned=*/false);

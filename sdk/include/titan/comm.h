@@ -7,12 +7,15 @@
 
 #include "titan/communicator.h"
 #include "titan/plugin.h"
+#include "titan/trace.h"
 
 namespace titan {
 
 // What the job tells its comm plugin when joining.
 struct JoinOptions {
   std::string dump_folder;  // job.dump_folder: diagnostics such as flight records go under it
+  // Receives each collective as a span while a step is profiled; null when profiling is off.
+  TraceSink* trace = nullptr;
 };
 
 class CommPlugin : public Plugin {
