@@ -100,10 +100,17 @@ absl::StatusOr<uint32_t> ReadPluginAbi(const fs::path& file) {
     absl::string_view number = absl::string_view(symbol).substr(strlen(TITAN_PLUGIN_SYMBOL_PREFIX));
     if (!absl::SimpleAtoi(number, &abi)) continue;
     if (abi != TITAN_ABI_VERSION) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          file.string(), ": plugin built for titan plugin ABI ", abi, ", but this titan uses ABI ",
-          TITAN_ABI_VERSION,
-          "; rebuild the plugin against the installed titan SDK (find_package(TitanSDK))"));
+      // A newer plugin needs a newer titan; an older one only a rebuild against this SDK.
+      std::string remedy =
+          abi > TITAN_ABI_VERSION
+              ? absl::StrCat(
+                    "the plugin is newer than this titan: install a titan whose plugin ABI is ",
+                    abi, ", or rebuild the plugin against this titan's SDK")
+              : "rebuild the plugin against the installed titan SDK";
+      return absl::FailedPreconditionError(
+          absl::StrCat(file.string(), ": plugin built for titan plugin ABI ", abi,
+                       ", but this titan uses ABI ", TITAN_ABI_VERSION, " (titan ", TITAN_VERSION,
+                       "); ", remedy, " (find_package(TitanSDK))"));
     }
     return abi;
   }
