@@ -99,10 +99,19 @@ grep -q "/usr/lib/$multiarch/cmake/TitanSDK" "$root/tmp/lion/build/CMakeCache.tx
 list=$(in_root "$root" titan-run --plugin-dir /tmp/lion/build --list-plugins)
 grep -Eq "^optimizer +lion +0\.1\.0 .*/tmp/lion/build/titan_optimizer_lion.so$" <<<"$list" ||
   { echo "$list"; fail "the installed titan-run does not list the example plugin"; }
-in_root "$root" sh -c "cd /tmp/run && titan-run --plugin-dir /tmp/lion/build \
-  --recipe /usr/share/titan/recipes/llama3_debug.toml --optimizer.name=lion --training.steps=2" \
+# The debug recipe with Lion in AdamW's place (Lion has no eps).
+in_root "$root" sh -c "cd /tmp/run && sed -e 's/^name = \"adamw\"/name = \"lion\"/' -e '/^eps = /d' \
+  /usr/share/titan/recipes/llama3_debug.toml >lion.toml &&
+  titan-run --plugin-dir /tmp/lion/build --recipe lion.toml --training.steps=2" \
   >"$work/lion.log" 2>&1 || { tail -30 "$work/lion.log"; fail "training with the example plugin"; }
 grep -q "uses optimizer plugin 'lion' 0.1.0" "$work/lion.log" || fail "the run did not use lion"
+
+# Installed into /usr, the example lands where the installed titan-run looks without flags.
+in_root "$root" cmake --install /tmp/lion/build --prefix /usr >"$work/sdk-install.log" 2>&1 ||
+  { cat "$work/sdk-install.log"; fail "cmake --install of the example"; }
+grep -Eq "^optimizer +lion .* /usr/lib/$multiarch/titan/plugins/titan_optimizer_lion.so$" \
+  <<<"$(in_root "$root" titan-run --list-plugins)" || fail "the installed example is not found"
+rm "$root/usr/lib/$multiarch/titan/plugins/titan_optimizer_lion.so"
 
 # apt-get remove leaves nothing behind (titan has no conffiles, so purge is not needed).
 in_root "$root" apt-get remove -y -q titan titan-dev >"$work/remove.log" 2>&1 ||
