@@ -21,7 +21,9 @@ cp -r "$source_dir/packaging/debian" "$tree/debian"
 # tools/dev does) on two cores.
 export DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}"
 if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR=$tree CCACHE_NOHASHDIR=true
+  # Named, because debhelper gives the build a HOME of its own, which would hide the cache.
+  CCACHE_DIR=$(ccache --get-config cache_dir)
+  export CCACHE_DIR CCACHE_BASEDIR=$tree CCACHE_NOHASHDIR=true
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
 fi
 start=$SECONDS
@@ -58,7 +60,9 @@ has "$dev" /usr/include/titan/plugin.h /usr/include/titan/abi.h \
   /usr/lib/$multiarch/cmake/TitanSDK/TitanSDKConfigVersion.cmake \
   /usr/lib/$multiarch/cmake/TitanSDK/TitanPlugin.cmake \
   /usr/share/doc/titan-dev/examples/lion.cc /usr/share/doc/titan-dev/examples/CMakeLists.txt
-if dpkg-deb -c "$titan" | grep -q "titan_device_cuda\|testgood\|badabi\|oldabi\|noentry"; then
+# grep reads whole lists from variables: under pipefail, an early exit would fail the pipe.
+titan_files=$(dpkg-deb -c "$titan")
+if grep -q "titan_device_cuda\|testgood\|badabi\|oldabi\|noentry" <<<"$titan_files"; then
   fail "titan holds the cuda plugin or a test plugin"
 fi
 if [ -f "$cuda" ]; then
