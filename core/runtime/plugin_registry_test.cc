@@ -96,6 +96,18 @@ TEST(PluginRegistry, RefusesAnOlderAbiAskingForARebuild) {
                    "(find_package(TitanSDK))"));
 }
 
+TEST(PluginRegistry, LoadsAPluginStrippedToItsDynamicSymbols) {
+  fs::path file = kTestPlugins / "stripped" / "titan_optimizer_testgood.so";
+  auto abi = ReadPluginAbi(file);
+  ASSERT_TRUE(abi.ok()) << abi.status();
+  EXPECT_EQ(*abi, static_cast<uint32_t>(TITAN_ABI_VERSION));
+  auto registry = PluginRegistry::Discover({kTestPlugins / "stripped"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto info = (*registry)->Find("optimizer", "testgood");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ((*info)->path, file);
+}
+
 TEST(PluginRegistry, RefusesAFileThatIsNotALibrary) {
   std::string message = RejectionOf(kTestPlugins / "not_a_library", "text");
   EXPECT_NE(message.find("the optimizer plugin 'text' cannot be used: " +
