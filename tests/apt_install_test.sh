@@ -52,6 +52,9 @@ if [ ! -d "$base" ]; then
   fi
   flock -u 9
 fi
+# Roots of other package lists stay for other checkouts, until a week unused.
+touch "$base"
+find "$cache" -mindepth 1 -maxdepth 1 -name "$suite-*" ! -name "*.new" -mtime +7 -exec rm -rf {} +
 
 rm -rf "$work"
 mkdir -p "$work"
