@@ -74,7 +74,7 @@ fi
 # Dependencies: dpkg-shlibdeps' from the binaries, and what the packaged recipes read.
 depends=$(dpkg-deb -f "$titan" Depends)
 echo "titan Depends: $depends"
-for package in libabsl libspdlog libc6 libstdc++6 libopenmpi3 libzstd1 libgomp1 \
+for package in libabsl libspdlog libc6 libstdc++6 libopenmpi3 libzstd1 libgomp1 libelf1 \
                libopenblas0-openmp fortunes; do
   grep -q "\b$package" <<<"$depends" || fail "titan's Depends lacks $package"
 done
