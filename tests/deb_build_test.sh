@@ -17,6 +17,21 @@ git -C "$source_dir" ls-files -z --cached --others --exclude-standard |
 [ -f "$tree/CMakeLists.txt" ] || fail "copying $source_dir to $tree"
 cp -r "$source_dir/packaging/debian" "$tree/debian"
 
+# Where debian/rules builds the CUDA package: with the toolkit, unless the nocuda profile says no.
+cuda_choice() {
+  make -s -C "$tree" -f debian/rules --eval 'print-cuda: ; @echo $(CUDA_FLAGS) $(DH_CUDA)' \
+    print-cuda "$@"
+}
+[ "$(cuda_choice DEB_BUILD_PROFILES=nocuda)" = "-DTITAN_CUDA=OFF -Ntitan-plugins-cuda" ] ||
+  fail "debian/rules builds CUDA under the nocuda profile: $(cuda_choice DEB_BUILD_PROFILES=nocuda)"
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  [[ "$(cuda_choice)" == "-DTITAN_CUDA=ON -DCMAKE_CUDA_COMPILER="*nvcc ]] ||
+    fail "debian/rules does not build CUDA where the toolkit is: $(cuda_choice)"
+else
+  [ "$(cuda_choice)" = "-DTITAN_CUDA=OFF -Ntitan-plugins-cuda" ] ||
+    fail "debian/rules builds CUDA without a toolkit: $(cuda_choice)"
+fi
+
 # The package compiles titan again: through the shared ccache (paths relative to the copy, as
 # tools/dev does) on two cores.
 export DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}"
