@@ -253,10 +253,13 @@ TEST(TitanRun, EveryShippedRecipeValidates) {
 // --validate refuses what the run would refuse, before any rank starts.
 TEST(TitanRun, ValidateChecksWhatTheRunChecks) {
   const std::string debug = "--recipe recipes/llama3_debug.toml --validate ";
-  Result pp = Titan(debug + "--parallelism.pipeline_parallel_degree=2");
+  Result pp = Titan(debug +
+                    "--parallelism.pipeline_parallel_degree=2 "
+                    "--parallelism.pipeline_parallel_microbatch_size=3");
   EXPECT_EQ(pp.exit_code, 2);
-  EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_degree = 2: pipeline "
-                                   "parallelism is not supported yet (issue #16)"));
+  EXPECT_THAT(pp.output, HasSubstr("is not a multiple of"));
+  EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_microbatch_size = 3 (the "
+                                   "pipeline splits each local batch into microbatches"));
   Result cp = Titan(debug + "--parallelism.context_parallel_degree=2");
   EXPECT_EQ(cp.exit_code, 2);
   EXPECT_THAT(cp.output, HasSubstr("context parallelism is not supported yet (issue #17)"));
@@ -614,17 +617,19 @@ TEST(TitanRun, ADeviceWithoutKernelsIsRefusedBeforeTraining) {
 }
 
 TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
-  const std::string dump = (std::filesystem::temp_directory_path() /
-                            absl::StrCat("titan_cli_test_bf16_", getpid()))
-                               .string();
+  const std::string dump =
+      (std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_test_bf16_", getpid()))
+          .string();
   const std::string tiny =
       "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=1 "
       "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
-      "--generate.max_new_tokens=0 --job.dump_folder=" + dump;
+      "--generate.max_new_tokens=0 --job.dump_folder=" +
+      dump;
   Result bf16 = Titan(tiny + " --training.mixed_precision_param=bfloat16");
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
-  EXPECT_THAT(bf16.output, testing::ContainsRegex(
-                               "\\[device\\] cpu: f32 GEMM by OpenBLAS; bf16 GEMM (by oneDNN|emulated)"));
+  EXPECT_THAT(bf16.output,
+              testing::ContainsRegex(
+                  "\\[device\\] cpu: f32 GEMM by OpenBLAS; bf16 GEMM (by oneDNN|emulated)"));
   EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
   Result f32 = Titan(tiny);
   ASSERT_EQ(f32.exit_code, 0) << f32.output;

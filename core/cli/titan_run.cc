@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/cli/options.h"
+#include "core/runtime/control_plane/timed_communicator.h"
 #include "core/runtime/device_mesh.h"
 #include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
@@ -128,6 +129,9 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
                          comm->ConnectWorld(JoinOptions{dump_folder}));
+  // The control plane tells a rank's own work from its waits for the others.
+  TITAN_ASSIGN_OR_RETURN(bool control_plane, recipe.section("control_plane").GetBool("enable"));
+  if (control_plane) world = TimeCommunication(std::move(world));
   return BuildDeviceMesh(std::move(world), shape, &device);
 }
 

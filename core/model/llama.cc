@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/tensor/arena_file.h"
@@ -10,14 +12,43 @@
 
 namespace titan {
 
+namespace {
+
+// The plan's stages are consecutive runs of blocks, ascending, within the model.
+absl::Status CheckPlan(const PipelinePlan& plan, int64_t n_layers) {
+  const auto error = [](const PipelineStage& s, absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline plan: stage ", s.stage, " (layers ",
+                                                   s.first_layer, "..", s.end_layer, "): ", what));
+  };
+  for (size_t i = 0; i < plan.local.size(); ++i) {
+    const PipelineStage& s = plan.local[i];
+    if (s.stage < 0 || s.stage >= plan.num_stages) return error(s, "no such stage");
+    if (i > 0 && s.stage <= plan.local[i - 1].stage) return error(s, "stages out of order");
+    if (s.first_layer < 0 || s.first_layer > s.end_layer || s.end_layer > n_layers) {
+      return error(s, absl::StrCat("expected layers within 0..", n_layers));
+    }
+    if (s.stage == 0 && s.first_layer != 0) return error(s, "stage 0 must start at layer 0");
+    if (s.stage == plan.num_stages - 1 && s.end_layer != n_layers) {
+      return error(s, absl::StrCat("the last stage must end at layer ", n_layers));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config,
                                                                const ActivationCheckpoint& ac,
-                                                               const ModelCompute& where) {
+                                                               const ModelCompute& where,
+                                                               const PipelinePlan& stages) {
   TITAN_RETURN_IF_ERROR(config.Validate());
   if (where.matmul_dtype != DType::kF32 && where.matmul_dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("model: matmuls compute in f32 or bf16, not ", DTypeName(where.matmul_dtype)));
   }
+  PipelinePlan plan = stages;
+  if (plan.local.empty()) plan = {1, {{0, 0, static_cast<int>(config.n_layers)}}};
+  TITAN_RETURN_IF_ERROR(CheckPlan(plan, config.n_layers));
   Compute* compute = &CpuCompute::Get();
   if (where.device != nullptr) {
     compute = where.device->compute();
@@ -30,25 +61,39 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   std::unique_ptr<LlamaModel> model(
       new LlamaModel(config, ac, *compute, where.device, where.matmul_dtype));
-  ArenaPlan plan;
+  model->stages_ = plan.local;
+  model->num_stages_ = plan.num_stages;
+  const bool first = model->holds_first_stage(), last = model->holds_last_stage();
+  if (config.tie_embeddings && first != last) {
+    return absl::InvalidArgumentError(
+        "model: tie_embeddings shares the embedding with the output projection, which pipeline "
+        "parallelism puts on different ranks; use a flavor without tied embeddings");
+  }
+  ArenaPlan params_plan;
   std::vector<int> indices;
-  for (const auto& [name, shape] : ParameterShapes(config, 1)) {
-    TITAN_ASSIGN_OR_RETURN(int index, plan.Add(name, shape));
+  for (const auto& [name, shape] : model->OwnedParameterShapes(1)) {
+    TITAN_ASSIGN_OR_RETURN(int index, params_plan.Add(name, shape));
     indices.push_back(index);
   }
-  // Arena order: tok_embeddings, each block's weights in Weight order, norm, output.
+  // Arena order: tok_embeddings, each block's weights in Weight order, norm, output (those of
+  // this model's stages).
   auto next = indices.begin();
-  model->tok_embeddings_ = *next++;
+  if (first) model->tok_embeddings_ = *next++;
   for (int64_t l = 0; l < config.n_layers; ++l) {
     Block block{{}, ac.PolicyFor(l)};
-    for (int& index : block.weights) index = *next++;
+    block.weights.fill(-1);
+    if (model->OwnsLayer(l)) {
+      for (int& index : block.weights) index = *next++;
+    }
     model->blocks_.push_back(block);
   }
-  model->norm_ = *next++;
-  model->output_ = config.tie_embeddings ? model->tok_embeddings_ : *next++;
-  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(plan, where.device));
-  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(plan, where.device));
-  model->plan_ = std::move(plan);
+  if (last) {
+    model->norm_ = *next++;
+    model->output_ = config.tie_embeddings ? model->tok_embeddings_ : *next++;
+  }
+  TITAN_ASSIGN_OR_RETURN(model->params_, Arena::Allocate(params_plan, where.device));
+  TITAN_ASSIGN_OR_RETURN(model->grads_, Arena::Allocate(params_plan, where.device));
+  model->plan_ = std::move(params_plan);
   for (int i = 0; i < model->params_.size(); ++i) {
     Parameter p;
     p.name = model->params_.name(i);
@@ -59,17 +104,49 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   // Parameters are added in arena order, so each module's own parameters stay in model order.
   auto& parameters = model->parameters_;
-  model->root_.AddParameter(&parameters[model->tok_embeddings_]);
+  if (first) model->root_.AddParameter(&parameters[model->tok_embeddings_]);
+  model->layer_module_.assign(config.n_layers, nullptr);
   for (int64_t l = 0; l < config.n_layers; ++l) {
+    if (!model->OwnsLayer(l)) continue;
     auto layer = std::make_unique<ModuleNode>(absl::StrCat("layers.", l));
     for (int index : model->blocks_[l].weights) layer->AddParameter(&parameters[index]);
     model->root_.AddChild(layer.get());
+    model->layer_module_[l] = layer.get();
     model->layer_modules_.push_back(std::move(layer));
   }
-  model->root_.AddParameter(&parameters[model->norm_]);
-  if (!config.tie_embeddings) model->root_.AddParameter(&parameters[model->output_]);
+  if (last) {
+    model->root_.AddParameter(&parameters[model->norm_]);
+    if (!config.tie_embeddings) model->root_.AddParameter(&parameters[model->output_]);
+  }
   model->root_.set_tensor_parallel_target(model.get());
+  model->root_.set_pipeline_stage_target(model.get());
   return model;
+}
+
+bool LlamaModel::OwnsLayer(int64_t layer) const {
+  for (const PipelineStage& s : stages_) {
+    if (layer >= s.first_layer && layer < s.end_layer) return true;
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::OwnedParameterShapes(
+    int64_t tp) const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> owned;
+  for (auto& [name, shape] : ParameterShapes(config_, tp)) {
+    bool keep = false;
+    if (absl::StartsWith(name, "tok_embeddings.")) {
+      keep = holds_first_stage();
+    } else if (absl::StartsWith(name, "layers.")) {
+      int64_t layer = 0;
+      const absl::string_view rest = absl::string_view(name).substr(7);
+      keep = absl::SimpleAtoi(rest.substr(0, rest.find('.')), &layer) && OwnsLayer(layer);
+    } else {
+      keep = holds_last_stage();  // norm, output
+    }
+    if (keep) owned.emplace_back(std::move(name), std::move(shape));
+  }
+  return owned;
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::ParameterShapes(
@@ -106,9 +183,8 @@ absl::Status LlamaModel::CheckTensorParallelDegree(int degree) const {
 absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
   const TensorParallelGroup tp(layout.group, compute_->device());
   const int t = tp.size();
-  const LlamaConfig& c = config_;
   TITAN_RETURN_IF_ERROR(CheckTensorParallelDegree(t));
-  const auto shapes = ParameterShapes(c, t);
+  const auto shapes = OwnedParameterShapes(t);
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Parameter& p = parameters_[i];
     if (p.value.shape != shapes[i].second || p.grad.shape != shapes[i].second) {
@@ -192,16 +268,42 @@ absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, b
                         View(out, {in.shape[0], p.value.shape[0]}));
 }
 
-absl::Status LlamaModel::ProjectBackward(const TensorView& dout, const TensorView& in, int weight,
-                                         float* dinp) {
+absl::Status LlamaModel::ProjectBackward(const float* dout, const float* in, int64_t rows,
+                                         int weight, float* dinp) {
   const Parameter& p = parameters_[weight];
+  const int64_t out_features = p.value.shape[0], in_features = p.value.shape[1];
+  TITAN_ASSIGN_OR_RETURN(TensorView g, Operand(dout, {rows, out_features}, kGradScratch));
   if (dinp != nullptr) {
     TITAN_ASSIGN_OR_RETURN(TensorView w,
                            Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
     TITAN_RETURN_IF_ERROR(
-        compute_->Gemm(dout, false, w, false, 1.0f, 1.0f, View(dinp, {dout.shape[0], w.shape[1]})));
+        compute_->Gemm(g, false, w, false, 1.0f, 1.0f, View(dinp, {rows, in_features})));
   }
-  return compute_->Gemm(dout, true, in, false, 1.0f, 1.0f, View(Grad(weight), p.grad.shape));
+  if (deferring_ != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout, rows * out_features));
+    // An input activation checkpointing recomputed sits in shared scratch that the next
+    // layer's recompute overwrites: W gets a copy.
+    const Arena& kept = deferring_->arena;
+    Arena saved_in;
+    if (in < kept.flat_data() || in >= kept.flat_data() + kept.flat_size()) {
+      TITAN_ASSIGN_OR_RETURN(saved_in, SaveForLater(in, rows * in_features));
+      in = saved_in.flat_data();
+    }
+    deferring_->deferred[deferring_stage_].push_back({DeferredGrad::kProjection, deferring_layer_,
+                                                      weight, rows, std::move(saved), in,
+                                                      std::move(saved_in)});
+    return absl::OkStatus();
+  }
+  TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, {rows, in_features}, kInputScratch));
+  return compute_->Gemm(g, true, x, false, 1.0f, 1.0f, View(Grad(weight), p.grad.shape));
+}
+
+absl::StatusOr<Arena> LlamaModel::SaveForLater(const float* values, int64_t count) {
+  ArenaPlan plan;
+  TITAN_RETURN_IF_ERROR(plan.Add("saved", {count}).status());
+  TITAN_ASSIGN_OR_RETURN(Arena saved, Arena::Allocate(plan, device_));
+  if (values != nullptr) TITAN_RETURN_IF_ERROR(CopyF32(values, saved.flat_data(), count));
+  return saved;
 }
 
 absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
@@ -239,22 +341,48 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&BlockActs::b, "b", n * f, BlockStage::kGateUp},
       {&BlockActs::h, "h", n * f, BlockStage::kSwiGlu},
   };
-  ArenaPlan plan;
-  std::vector<std::vector<std::string>> slot_names(c.n_layers);
+  // Two plans: what each microbatch keeps from its forward to its backward (a set), and the
+  // scratch all microbatches share (recomputed activations, gradients in flight, tables).
+  ArenaPlan set_plan, shared_plan;
+  set_slot_names_.assign(c.n_layers, {});
   for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (!OwnsLayer(l)) continue;
     for (const auto& field : fields) {
-      std::string name = KeepsStage(blocks_[l].policy, field.stage)
-                             ? absl::StrCat("layers.", l, ".", field.name)
-                             : absl::StrCat("recompute.", field.name);
-      if (!plan.Add(name, {field.size}).ok() && name.rfind("recompute.", 0) != 0) {
-        return absl::InternalError(absl::StrCat("activation plan: '", name, "' twice"));
+      const bool kept = KeepsStage(blocks_[l].policy, field.stage);
+      std::string name = kept ? absl::StrCat("layers.", l, ".", field.name)
+                              : absl::StrCat("recompute.", field.name);
+      if (kept) {
+        TITAN_RETURN_IF_ERROR(set_plan.Add(name, {field.size}).status());
+      } else {
+        shared_plan.Add(name, {field.size}).IgnoreError();  // one slot for every layer
       }
-      slot_names[l].push_back(std::move(name));
+      set_slot_names_[l].push_back(std::move(name));
     }
   }
-  for (int64_t l = 0; l <= c.n_layers; ++l) {
-    TITAN_RETURN_IF_ERROR(plan.Add(absl::StrCat("residual.", l), {nl, d}).status());
+  for (const PipelineStage& stage : stages_) {
+    for (int64_t l = stage.first_layer; l <= stage.end_layer; ++l) {
+      set_plan.Add(absl::StrCat("residual.", l), {nl, d}).IgnoreError();  // shared boundaries
+    }
+    if (num_stages_ > 1) {
+      for (int64_t l : {stage.first_layer, stage.end_layer}) {
+        set_plan.Add(absl::StrCat("d_boundary.", l), {nl, d}).IgnoreError();
+      }
+    }
   }
+  if (holds_last_stage()) {
+    const std::pair<const char*, int64_t> head[] = {{"final_norm", n * d},
+                                                    {"final_rstd", nl},
+                                                    {"logits", n * local.vocab},
+                                                    {"loss_lse", n},
+                                                    {"loss_max", n},
+                                                    {"loss_target", n},
+                                                    {"loss", 1}};
+    for (const auto& [name, size] : head)
+      TITAN_RETURN_IF_ERROR(set_plan.Add(name, {size}).status());
+  }
+  TITAN_RETURN_IF_ERROR(set_plan.Add("tokens", {n}, DType::kI32).status());
+  TITAN_RETURN_IF_ERROR(set_plan.Add("targets", {n}, DType::kI32).status());
+
   const int64_t half = c.head_dim() / 2;
   struct Single {
     float** slot;
@@ -264,12 +392,6 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   std::vector<Single> singles = {
       {&rope_cos_, "rope_cos", seq_len * half},
       {&rope_sin_, "rope_sin", seq_len * half},
-      {&final_norm_, "final_norm", n * d},
-      {&final_rstd_, "final_rstd", nl},
-      {&logits_, "logits", n * local.vocab},
-      {&loss_lse_, "loss_lse", n},
-      {&loss_max_, "loss_max", n},
-      {&loss_target_, "loss_target", n},
       {&d_residual_, "d_residual", nl * d},
       {&d_norm_out_, "d_norm_out", n * d},
       {&d_att_, "d_att", n * qd},
@@ -280,7 +402,6 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&d_a_, "d_a", n * f},
       {&d_b_, "d_b", n * f},
   };
-  singles.push_back({&loss_, "loss", 1});
   tokens_local_ = tokens_full_ = norm_grad_ = nullptr;
   if (t > 1) {
     singles.push_back({&tokens_local_, "tokens_local", nl * d});
@@ -288,14 +409,12 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
     singles.push_back({&norm_grad_, "norm_grad", d});
   }
   for (const auto& single : singles)
-    TITAN_RETURN_IF_ERROR(plan.Add(single.name, {single.size}).status());
-  TITAN_RETURN_IF_ERROR(plan.Add("tokens", {n}, DType::kI32).status());
-  TITAN_RETURN_IF_ERROR(plan.Add("targets", {n}, DType::kI32).status());
+    TITAN_RETURN_IF_ERROR(shared_plan.Add(single.name, {single.size}).status());
   // Mixed precision: the bf16 roundings of one matmul's input, output gradient and weight.
   const std::array<int64_t, kScratches> scratch_sizes = {
       n * std::max({d, qd, f}), n * std::max({d, qd, f, local.vocab}), [&] {
         int64_t largest = 0;
-        for (const auto& [name, shape] : ParameterShapes(c, t)) {
+        for (const auto& [name, shape] : OwnedParameterShapes(t)) {
           int64_t numel = 1;
           for (int64_t extent : shape) numel *= extent;
           largest = std::max(largest, numel);
@@ -305,25 +424,18 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   const bool bf16 = matmul_dtype_ == DType::kBF16;
   for (int i = 0; i < kScratches && bf16; ++i) {
     TITAN_RETURN_IF_ERROR(
-        plan.Add(absl::StrCat("bf16_scratch.", i), {scratch_sizes[i]}, DType::kBF16).status());
+        shared_plan.Add(absl::StrCat("bf16_scratch.", i), {scratch_sizes[i]}, DType::kBF16)
+            .status());
   }
-  TITAN_ASSIGN_OR_RETURN(acts_arena_, Arena::Allocate(plan, device_));
-
-  auto pointer = [&](absl::string_view name) { return acts_arena_.Find(name)->data<float>(); };
-  acts_.assign(c.n_layers, BlockActs{});
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    for (size_t i = 0; i < std::size(fields); ++i)
-      acts_[l].*fields[i].field = pointer(slot_names[l][i]);
-  }
-  residual_.clear();
-  for (int64_t l = 0; l <= c.n_layers; ++l)
-    residual_.push_back(pointer(absl::StrCat("residual.", l)));
-  for (const auto& single : singles) *single.slot = pointer(single.name);
-  tokens_device_ = acts_arena_.Find("tokens")->data<int32_t>();
-  targets_device_ = acts_arena_.Find("targets")->data<int32_t>();
+  sets_.clear();
+  free_sets_.clear();
+  set_of_.assign(set_of_.size(), -1);
+  TITAN_ASSIGN_OR_RETURN(shared_arena_, Arena::Allocate(shared_plan, device_));
+  set_plan_ = std::move(set_plan);
+  for (const auto& single : singles) *single.slot = shared_arena_.Find(single.name)->data<float>();
   for (int i = 0; i < kScratches; ++i) {
     bf16_scratch_[i] =
-        bf16 ? acts_arena_.Find(absl::StrCat("bf16_scratch.", i))->data<uint16_t>() : nullptr;
+        bf16 ? shared_arena_.Find(absl::StrCat("bf16_scratch.", i))->data<uint16_t>() : nullptr;
   }
   const RopeConfig& r = c.rope;
   const RopeSpec rope{c.head_dim(),      r.theta,           r.scaled,
@@ -335,7 +447,63 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   batch_ = batch;
   seq_len_ = seq_len;
   n_local_ = nl;
+  // Set 0 serves the plain Forward and Backward, and is the pipeline's first free set.
+  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * first, NewActivationSet());
+  free_sets_ = {0};
+  Use(*first);
   return absl::OkStatus();
+}
+
+absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
+  auto set = std::make_unique<MicrobatchActs>();
+  TITAN_ASSIGN_OR_RETURN(set->arena, Arena::Allocate(set_plan_, device_));
+  const Arena& arena = set->arena;
+  auto pointer = [&](const std::string& name) -> float* {
+    if (absl::StartsWith(name, "recompute.")) return shared_arena_.Find(name)->data<float>();
+    absl::StatusOr<Tensor> found = arena.Find(name);
+    return found.ok() ? found->data<float>() : nullptr;
+  };
+  const int64_t layers = config_.n_layers;
+  set->blocks.assign(layers, BlockActs{});
+  float* BlockActs::*const fields[] = {
+      &BlockActs::ln1, &BlockActs::rstd1, &BlockActs::q,     &BlockActs::k,   &BlockActs::v,
+      &BlockActs::att, &BlockActs::lse,   &BlockActs::x_mid, &BlockActs::ln2, &BlockActs::rstd2,
+      &BlockActs::a,   &BlockActs::b,     &BlockActs::h};
+  for (int64_t l = 0; l < layers; ++l) {
+    for (size_t i = 0; i < set_slot_names_[l].size(); ++i)
+      set->blocks[l].*fields[i] = pointer(set_slot_names_[l][i]);
+  }
+  for (int64_t l = 0; l <= layers; ++l) {
+    set->residual.push_back(pointer(absl::StrCat("residual.", l)));
+    set->d_boundary.push_back(pointer(absl::StrCat("d_boundary.", l)));
+  }
+  set->final_norm = pointer("final_norm");
+  set->final_rstd = pointer("final_rstd");
+  set->logits = pointer("logits");
+  set->loss_lse = pointer("loss_lse");
+  set->loss_max = pointer("loss_max");
+  set->loss_target = pointer("loss_target");
+  set->loss = pointer("loss");
+  set->tokens = arena.Find("tokens")->data<int32_t>();
+  set->targets = arena.Find("targets")->data<int32_t>();
+  set->deferred.assign(stages_.size(), {});
+  sets_.push_back(std::move(set));
+  return sets_.back().get();
+}
+
+void LlamaModel::Use(MicrobatchActs& set) {
+  acts_ = set.blocks;
+  residual_ = set.residual;
+  final_norm_ = set.final_norm, final_rstd_ = set.final_rstd, logits_ = set.logits;
+  loss_lse_ = set.loss_lse, loss_max_ = set.loss_max, loss_target_ = set.loss_target;
+  loss_ = set.loss;
+  tokens_device_ = set.tokens, targets_device_ = set.targets;
+}
+
+size_t LlamaModel::activation_bytes() const {
+  size_t floats = shared_arena_.flat_size();
+  for (const auto& set : sets_) floats += set->arena.flat_size();
+  return floats * sizeof(float);
 }
 
 absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targets) const {
@@ -381,13 +549,28 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   const Parameter& p = parameters_[weight];
   const TensorView dout = View(d_out, {n_local_, d}), x = View(inp, {n_local_, d});
   const TensorView r = View(rstd, {n_local_}), dx = View(d_residual, {n_local_, d});
-  if (tp_.size() == 1) return compute_->RmsNormBackward(dout, x, p.value, r, dx, p.grad);
-  // Accumulated apart and summed over the ranks first: the gradient may already hold earlier
-  // microbatches' sums, which must not be summed again.
-  TITAN_RETURN_IF_ERROR(Zero(norm_grad_, d));
-  TITAN_RETURN_IF_ERROR(compute_->RmsNormBackward(dout, x, p.value, r, dx, View(norm_grad_, {d})));
-  TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(norm_grad_, d));
-  return compute_->Accumulate(View(norm_grad_, {d}), p.grad);
+  if (tp_.size() == 1 && deferring_ == nullptr) {
+    return compute_->RmsNormBackward(dout, x, p.value, r, dx, p.grad);
+  }
+  // Accumulated apart (and summed over the tensor-parallel ranks) first: the gradient may
+  // already hold earlier microbatches' sums, which must not be summed again. The zero-bubble
+  // split keeps it for BackwardWeight.
+  Arena part;
+  float* sum = norm_grad_;
+  if (deferring_ != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(part, SaveForLater(nullptr, d));
+    sum = part.flat_data();
+  }
+  TITAN_RETURN_IF_ERROR(Zero(sum, d));
+  const TensorView grad = View(sum, {d});
+  TITAN_RETURN_IF_ERROR(compute_->RmsNormBackward(dout, x, p.value, r, dx, grad));
+  TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(sum, d));
+  if (deferring_ != nullptr) {
+    deferring_->deferred[deferring_stage_].push_back(
+        {DeferredGrad::kNorm, deferring_layer_, weight, 1, std::move(part), nullptr, Arena()});
+    return absl::OkStatus();
+  }
+  return compute_->Accumulate(grad, p.grad);
 }
 
 absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
@@ -460,22 +643,43 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
     return absl::InvalidArgumentError(absl::StrCat("model input: expected a positive batch and ",
                                                    "seq_len, found ", batch, " x ", seq_len));
   }
+  if (num_stages_ > 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model: this rank holds pipeline stage(s) of ", num_stages_,
+                     ", which run through the pp plugin's schedule, not a whole forward"));
+  }
   TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
   TITAN_RETURN_IF_ERROR(CheckTokens(tokens, targets));
-  const LocalSizes local = this->local();
-  const int64_t n = batch * seq_len, d = config_.dim;
+  Use(*sets_[0]);
   TITAN_RETURN_IF_ERROR(compute_->CopyFromHost(tokens, Tokens(tokens_device_)));
   TITAN_RETURN_IF_ERROR(compute_->CopyFromHost(targets, Tokens(targets_device_)));
   tokens_valid_ = true;
   TITAN_RETURN_IF_ERROR(root_.BeforeForward());
+  TITAN_RETURN_IF_ERROR(EmbedTokens(/*root_hooks=*/false));
+  TITAN_RETURN_IF_ERROR(ForwardLayers(0, config_.n_layers));
+  TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/false));
+  TITAN_RETURN_IF_ERROR(root_.AfterForward());
+  return loss;
+}
+
+absl::Status LlamaModel::EmbedTokens(bool root_hooks) {
+  const int64_t n = batch_ * seq_len_, d = config_.dim;
+  if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   // Vocabulary-parallel embedding: each rank looks up the tokens its rows hold (zeros for the
   // others) and the reduce-scatter both sums the ranks' rows and splits the sequence.
   float* embedded = tp_.size() > 1 ? tokens_full_ : residual_[0];
   TITAN_RETURN_IF_ERROR(compute_->EmbeddingForward(Tokens(tokens_device_),
                                                    parameters_[tok_embeddings_].value,
-                                                   local.first_vocab, View(embedded, {n * d})));
+                                                   local().first_vocab, View(embedded, {n * d})));
   TITAN_RETURN_IF_ERROR(tp_.ReduceScatterTokens(embedded, residual_[0], n_local_, d).status());
-  TITAN_RETURN_IF_ERROR(ForwardLayers());
+  if (root_hooks) TITAN_RETURN_IF_ERROR(root_.AfterForward());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> LlamaModel::HeadForward(bool root_hooks) {
+  const LocalSizes local = this->local();
+  const int64_t n = batch_ * seq_len_, d = config_.dim;
+  if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   TITAN_RETURN_IF_ERROR(NormAndGather(final_norm_, final_rstd_, residual_.back(), norm_));
   TITAN_ASSIGN_OR_RETURN(TensorView normed, Operand(final_norm_, {n, d}, kInputScratch));
   TITAN_RETURN_IF_ERROR(Project(normed, output_, logits_));
@@ -495,25 +699,30 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
       compute_->CrossEntropyFinish(max, target, Tokens(targets_device_), sum, View(loss_, {1})));
   float loss = 0;
   TITAN_RETURN_IF_ERROR(compute_->CopyToHost(View(loss_, {1}), &loss));
-  TITAN_RETURN_IF_ERROR(root_.AfterForward());
+  if (root_hooks) TITAN_RETURN_IF_ERROR(root_.AfterForward());
   return loss;
 }
 
-absl::Status LlamaModel::ForwardLayers() {
-  for (int64_t l = 0; l < config_.n_layers; ++l) {
-    TITAN_RETURN_IF_ERROR(layer_modules_[l]->BeforeForward());
+absl::Status LlamaModel::ForwardLayers(int64_t first, int64_t end) {
+  for (int64_t l = first; l < end; ++l) {
+    TITAN_RETURN_IF_ERROR(layer_module_[l]->BeforeForward());
     TITAN_RETURN_IF_ERROR(BlockForward(l, /*recompute=*/false));
-    TITAN_RETURN_IF_ERROR(layer_modules_[l]->AfterForward());
+    TITAN_RETURN_IF_ERROR(layer_module_[l]->AfterForward());
   }
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::BackwardLayers() {
-  for (int64_t l = config_.n_layers - 1; l >= 0; --l) {
-    TITAN_RETURN_IF_ERROR(layer_modules_[l]->BeforeBackward());
+// Under the zero-bubble split the weights' gradients wait for BackwardWeight, which runs the
+// backward hooks; the input gradient needs only the weights, gathered as for a forward.
+absl::Status LlamaModel::BackwardLayers(int64_t first, int64_t end) {
+  for (int64_t l = end - 1; l >= first; --l) {
+    ModuleNode& module = *layer_module_[l];
+    deferring_layer_ = static_cast<int>(l);
+    TITAN_RETURN_IF_ERROR(deferring_ ? module.BeforeForward() : module.BeforeBackward());
     TITAN_RETURN_IF_ERROR(BlockBackward(l));
-    TITAN_RETURN_IF_ERROR(layer_modules_[l]->AfterBackward());
+    TITAN_RETURN_IF_ERROR(deferring_ ? module.AfterForward() : module.AfterBackward());
   }
+  deferring_layer_ = -1;
   return absl::OkStatus();
 }
 
@@ -535,35 +744,22 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   // Feed-forward: d_h = d_out . w2, then SwiGLU, then w1 and w3 back into the norm's output.
   TITAN_ASSIGN_OR_RETURN(const float* d_out, tp_.GatherTokens(d_residual_, tokens_full_, nl, d));
   TITAN_RETURN_IF_ERROR(Zero(d_h_, n * f));
-  {
-    TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(d_out, {n, d}, kGradScratch));
-    TITAN_ASSIGN_OR_RETURN(TensorView h, Operand(x.h, {n, f}, kInputScratch));
-    TITAN_RETURN_IF_ERROR(ProjectBackward(dout, h, block.weights[kW2], d_h_));
-  }
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_out, x.h, n, block.weights[kW2], d_h_));
   TITAN_RETURN_IF_ERROR(Zero(d_a_, n * f));
   TITAN_RETURN_IF_ERROR(Zero(d_b_, n * f));
   TITAN_RETURN_IF_ERROR(compute_->SwiGluBackward(View(d_h_, {n * f}), View(x.a, {n * f}),
                                                  View(x.b, {n * f}), View(d_a_, {n * f}),
                                                  View(d_b_, {n * f})));
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
-  {
-    TITAN_ASSIGN_OR_RETURN(TensorView ln2, Operand(x.ln2, {n, d}, kInputScratch));
-    TITAN_ASSIGN_OR_RETURN(TensorView da, Operand(d_a_, {n, f}, kGradScratch));
-    TITAN_RETURN_IF_ERROR(ProjectBackward(da, ln2, block.weights[kW1], d_norm_out_));
-    TITAN_ASSIGN_OR_RETURN(TensorView db, Operand(d_b_, {n, f}, kGradScratch));
-    TITAN_RETURN_IF_ERROR(ProjectBackward(db, ln2, block.weights[kW3], d_norm_out_));
-  }
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_a_, x.ln2, n, block.weights[kW1], d_norm_out_));
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_b_, x.ln2, n, block.weights[kW3], d_norm_out_));
   TITAN_RETURN_IF_ERROR(
       NormBackward(d_residual_, d_norm_out_, x.x_mid, x.rstd2, block.weights[kFfnNorm]));
 
   // Attention: d_att = d_out . wo, the attention's backward, RoPE back, then wq, wk and wv.
   TITAN_ASSIGN_OR_RETURN(d_out, tp_.GatherTokens(d_residual_, tokens_full_, nl, d));
   TITAN_RETURN_IF_ERROR(Zero(d_att_, n * qd));
-  {
-    TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(d_out, {n, d}, kGradScratch));
-    TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(x.att, {n, qd}, kInputScratch));
-    TITAN_RETURN_IF_ERROR(ProjectBackward(dout, att, block.weights[kWo], d_att_));
-  }
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_out, x.att, n, block.weights[kWo], d_att_));
   TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
   TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
   TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
@@ -578,14 +774,9 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(
       compute_->RopeBackward(cos, sin, View(d_k_, {batch_, seq_len_, local.kv_heads, hd})));
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
-  {
-    TITAN_ASSIGN_OR_RETURN(TensorView ln1, Operand(x.ln1, {n, d}, kInputScratch));
-    const std::pair<const float*, Weight> projections[] = {{d_q_, kWq}, {d_k_, kWk}, {d_v_, kWv}};
-    for (const auto& [grad, weight] : projections) {
-      const int64_t width = weight == kWq ? qd : kvd;
-      TITAN_ASSIGN_OR_RETURN(TensorView dproj, Operand(grad, {n, width}, kGradScratch));
-      TITAN_RETURN_IF_ERROR(ProjectBackward(dproj, ln1, block.weights[weight], d_norm_out_));
-    }
+  const std::pair<const float*, Weight> projections[] = {{d_q_, kWq}, {d_k_, kWk}, {d_v_, kWv}};
+  for (const auto& [grad, weight] : projections) {
+    TITAN_RETURN_IF_ERROR(ProjectBackward(grad, x.ln1, n, block.weights[weight], d_norm_out_));
   }
   return NormBackward(d_residual_, d_norm_out_, residual_[layer], x.rstd1,
                       block.weights[kAttentionNorm]);
@@ -595,30 +786,53 @@ absl::Status LlamaModel::Backward() {
   if (!tokens_valid_) {
     return absl::FailedPreconditionError("model: Backward needs a Forward first");
   }
+  tokens_valid_ = false;
+  TITAN_RETURN_IF_ERROR(root_.BeforeBackward());
+  TITAN_RETURN_IF_ERROR(HeadBackward(/*root_hooks=*/false));
+  TITAN_RETURN_IF_ERROR(BackwardLayers(0, config_.n_layers));
+  TITAN_RETURN_IF_ERROR(EmbeddingBackward(/*root_hooks=*/false));
+  return root_.AfterBackward();
+}
+
+// Leaves the gradient of the last block's output in d_residual_.
+absl::Status LlamaModel::HeadBackward(bool root_hooks) {
   const LocalSizes local = this->local();
   const int64_t n = batch_ * seq_len_, d = config_.dim, v = local.vocab;
   float* d_logits = logits_;  // the logits are spent: their gradient takes their place
-  tokens_valid_ = false;
-  TITAN_RETURN_IF_ERROR(root_.BeforeBackward());
+  if (root_hooks) {
+    TITAN_RETURN_IF_ERROR(deferring_ ? root_.BeforeForward() : root_.BeforeBackward());
+  }
   TITAN_RETURN_IF_ERROR(compute_->CrossEntropyBackward(View(logits_, {n, v}), View(loss_lse_, {n}),
                                                        Tokens(targets_device_), local.first_vocab,
                                                        1.0f, View(d_logits, {n, v})));
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
-  {
-    TITAN_ASSIGN_OR_RETURN(TensorView dlogits, Operand(d_logits, {n, v}, kGradScratch));
-    TITAN_ASSIGN_OR_RETURN(TensorView normed, Operand(final_norm_, {n, d}, kInputScratch));
-    TITAN_RETURN_IF_ERROR(ProjectBackward(dlogits, normed, output_, d_norm_out_));
-  }
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_logits, final_norm_, n, output_, d_norm_out_));
   TITAN_RETURN_IF_ERROR(Zero(d_residual_, n_local_ * d));
   TITAN_RETURN_IF_ERROR(
       NormBackward(d_residual_, d_norm_out_, residual_.back(), final_rstd_, norm_));
-  TITAN_RETURN_IF_ERROR(BackwardLayers());
+  if (root_hooks) {
+    TITAN_RETURN_IF_ERROR(deferring_ ? root_.AfterForward() : root_.AfterBackward());
+  }
+  return absl::OkStatus();
+}
+
+// From the gradient of the first block's input in d_residual_.
+absl::Status LlamaModel::EmbeddingBackward(bool root_hooks) {
+  const int64_t n = batch_ * seq_len_, d = config_.dim;
   TITAN_ASSIGN_OR_RETURN(const float* d_embedded,
                          tp_.GatherTokens(d_residual_, tokens_full_, n_local_, d));
+  if (deferring_ != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(d_embedded, n * d));
+    deferring_->deferred[deferring_stage_].push_back(
+        {DeferredGrad::kEmbedding, -1, tok_embeddings_, n, std::move(saved), nullptr, Arena()});
+    return absl::OkStatus();
+  }
+  if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeBackward());
   TITAN_RETURN_IF_ERROR(compute_->EmbeddingBackward(Tokens(tokens_device_),
-                                                    View(d_embedded, {n * d}), local.first_vocab,
+                                                    View(d_embedded, {n * d}), local().first_vocab,
                                                     parameters_[tok_embeddings_].grad));
-  return root_.AfterBackward();
+  if (root_hooks) TITAN_RETURN_IF_ERROR(root_.AfterBackward());
+  return absl::OkStatus();
 }
 
 }  // namespace titan

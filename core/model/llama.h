@@ -21,6 +21,7 @@
 #include "titan/compute.h"
 #include "titan/device.h"
 #include "titan/module.h"
+#include "titan/pipeline.h"
 
 namespace titan {
 
@@ -33,13 +34,22 @@ struct ModelCompute {
   DType matmul_dtype = DType::kF32;
 };
 
-class LlamaModel : public TensorParallelTarget {
+class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
  public:
+  // With a pipeline plan, the model holds only the plan's local stages: their blocks, the
+  // embedding on stage 0 and the final norm and output on the last stage, under their global
+  // names. An empty plan: one stage with everything.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config,
                                                             const ActivationCheckpoint& ac = {},
-                                                            const ModelCompute& where = {});
+                                                            const ModelCompute& where = {},
+                                                            const PipelinePlan& stages = {});
 
   const LlamaConfig& config() const { return config_; }
+  // Every parameter's name and shape in the whole (one-stage, one-rank) model, in arena order.
+  static std::vector<std::pair<std::string, std::vector<int64_t>>> WholeParameterShapes(
+      const LlamaConfig& config) {
+    return ParameterShapes(config, 1);
+  }
   Compute& compute() const { return *compute_; }
   // The device plugin holding the model's memory; null: host memory (the CPU).
   DevicePlugin* device() const { return device_; }
@@ -82,7 +92,30 @@ class LlamaModel : public TensorParallelTarget {
   // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
   // between Forward and Backward; device memory (host memory on the CPU).
   const float* logits() const { return logits_; }
-  size_t activation_bytes() const { return acts_arena_.flat_size() * sizeof(float); }
+  size_t activation_bytes() const;
+
+  // Pipeline parallelism (titan/pipeline.h). The step's microbatches, each [batch, seq_len] on
+  // the host, kept until the next call; the stage operations then run them.
+  absl::Status SetMicrobatches(std::vector<std::vector<int32_t>> tokens,
+                               std::vector<std::vector<int32_t>> targets, int64_t batch,
+                               int64_t seq_len);
+  // The loss of each microbatch, once the last stage's Forward ran it (this rank holds the last
+  // stage); NaN before.
+  const std::vector<float>& microbatch_losses() const { return microbatch_losses_; }
+  const std::vector<PipelineStage>& stages() const { return stages_; }
+  int num_stages() const { return num_stages_; }
+  bool holds_first_stage() const { return stages_.front().stage == 0; }
+  bool holds_last_stage() const { return stages_.back().stage == num_stages_ - 1; }
+
+  int num_microbatches() const override { return static_cast<int>(micro_tokens_.size()); }
+  absl::StatusOr<TensorView> StageInput(int stage, int microbatch) override;
+  absl::StatusOr<TensorView> StageOutput(int stage, int microbatch) override;
+  absl::StatusOr<TensorView> OutputGrad(int stage, int microbatch) override;
+  absl::StatusOr<TensorView> InputGrad(int stage, int microbatch) override;
+  absl::Status Forward(int stage, int microbatch) override;
+  absl::Status Backward(int stage, int microbatch) override;
+  absl::Status BackwardInput(int stage, int microbatch) override;
+  absl::Status BackwardWeight(int stage, int microbatch) override;
 
  private:
   enum Weight { kAttentionNorm, kWq, kWk, kWv, kWo, kFfnNorm, kW1, kW2, kW3, kLayerWeights };
@@ -104,6 +137,32 @@ class LlamaModel : public TensorParallelTarget {
   // weight.
   enum Scratch { kInputScratch, kGradScratch, kWeightScratch, kScratches };
 
+  // A weight gradient the zero-bubble split leaves for BackwardWeight: grad(weight) += dout^T .
+  // in (a projection), or the norm weight's gradient summed already (`in` null).
+  struct DeferredGrad {
+    enum Kind { kProjection, kNorm, kEmbedding } kind;
+    int layer;  // whose module's hooks surround it; -1: the root's
+    int weight;
+    int64_t rows;
+    Arena saved;      // the output's gradient (a projection, the embedding) or the norm's sum
+    const float* in;  // a projection's input: the forward's activation, kept until W has run,
+    Arena saved_in;   // or its copy here when activation checkpointing recomputed it
+  };
+
+  // The activations one microbatch keeps from its forward to its backward; the pipeline holds
+  // several at once, the plain Forward/Backward use set 0.
+  struct MicrobatchActs {
+    Arena arena;
+    std::vector<BlockActs> blocks;             // per layer; only this model's are set
+    std::vector<float*> residual, d_boundary;  // per layer boundary; d_boundary with pp only
+    float *final_norm = nullptr, *final_rstd = nullptr, *logits = nullptr;
+    float *loss_lse = nullptr, *loss_max = nullptr, *loss_target = nullptr, *loss = nullptr;
+    int32_t *tokens = nullptr, *targets = nullptr;
+    int backwards_left = 0;  // local stages yet to finish this microbatch's backward
+    // Zero-bubble: what BackwardWeight does, per local stage, in the order BackwardInput left it.
+    std::vector<std::vector<DeferredGrad>> deferred;
+  };
+
   LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
              DevicePlugin* device, DType matmul_dtype)
       : config_(config),
@@ -114,6 +173,8 @@ class LlamaModel : public TensorParallelTarget {
   // Every parameter's name and shape on a rank of `tp` tensor-parallel ranks, in arena order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
       const LlamaConfig& config, int64_t tp);
+  // Those of this model's stages, in arena order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> OwnedParameterShapes(int64_t tp) const;
   LocalSizes local() const;
   // out[n_local, d] (this rank's tokens) += the row-parallel projection in . weight^T (`in` an
   // Operand), summed over the tensor-parallel ranks.
@@ -127,6 +188,21 @@ class LlamaModel : public TensorParallelTarget {
   absl::Status NormBackward(float* d_residual, float* d_out_full, const float* inp,
                             const float* rstd, int weight);
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
+  absl::StatusOr<MicrobatchActs*> NewActivationSet();
+  // Points the activation members (acts_, residual_, logits_, ...) at `set`'s.
+  void Use(MicrobatchActs& set);
+  // The set holding microbatch m of the pipeline's step, taken from the free ones at first use.
+  absl::StatusOr<MicrobatchActs*> SetFor(int microbatch);
+  void ReleaseSet(int microbatch);
+  absl::StatusOr<const PipelineStage*> LocalStage(int stage, int microbatch) const;
+  bool OwnsLayer(int64_t layer) const;
+  // The pieces of one stage's forward and backward; `root_hooks` says whether they run the root
+  // module's hooks themselves (the plain Forward/Backward wrap everything in them once).
+  absl::Status EmbedTokens(bool root_hooks);
+  absl::StatusOr<float> HeadForward(bool root_hooks);
+  absl::Status HeadBackward(bool root_hooks);
+  absl::Status EmbeddingBackward(bool root_hooks);
+  absl::Status StageBackward(int stage, int microbatch, bool split);
   absl::Status CheckTokens(const int32_t* tokens, const int32_t* targets) const;
   float* Param(int index) const { return parameters_[index].value.data_as<float>(); }
   float* Grad(int index) const { return parameters_[index].grad.data_as<float>(); }
@@ -138,18 +214,22 @@ class LlamaModel : public TensorParallelTarget {
   absl::StatusOr<TensorView> Operand(const float* x, std::vector<int64_t> shape, Scratch scratch);
   // out[n, oc] (+)= in . weight^T; `in` is an Operand.
   absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
-  // The backward of Project: dinp[n, c] += dout . weight (skipped when null) and
-  // weight's grad += dout^T . in; dout and in are Operands.
-  absl::Status ProjectBackward(const TensorView& dout, const TensorView& in, int weight,
+  // The backward of Project over `rows` rows: dinp[rows, c] += dout . weight (skipped when null)
+  // and weight's grad += dout^T . in (deferred under the zero-bubble split); f32 dout and in.
+  absl::Status ProjectBackward(const float* dout, const float* in, int64_t rows, int weight,
                                float* dinp);
+  // A copy of `count` f32 values (zeros when null) in an arena of its own on the device.
+  absl::StatusOr<Arena> SaveForLater(const float* values, int64_t count);
   absl::Status Zero(float* x, int64_t n) const;
   absl::Status CopyF32(const float* src, float* dst, int64_t n) const;
   // The forward pass runs every stage and writes the residual into layer + 1; the recompute
   // before the backward runs only the stages whose outputs the block's policy did not keep.
   absl::Status BlockForward(int64_t layer, bool recompute);
   absl::Status BlockBackward(int64_t layer);
-  absl::Status ForwardLayers();
-  absl::Status BackwardLayers();
+  absl::Status ForwardLayers(int64_t first, int64_t end);
+  absl::Status BackwardLayers(int64_t first, int64_t end);
+  // The layers' weight gradients the zero-bubble split deferred, for `set`'s stage `stage`.
+  absl::Status RunDeferredGrads(MicrobatchActs& set, int local_stage);
 
   LlamaConfig config_;
   ActivationCheckpoint ac_;
@@ -161,13 +241,27 @@ class LlamaModel : public TensorParallelTarget {
   std::vector<Parameter> parameters_;
   ModuleNode root_{""};
   std::vector<std::unique_ptr<ModuleNode>> layer_modules_;
+  std::vector<ModuleNode*> layer_module_;  // per layer; null for layers of other stages
+  std::vector<PipelineStage> stages_;
+  int num_stages_ = 1;
   int tok_embeddings_ = -1, norm_ = -1, output_ = -1;
   std::vector<Block> blocks_;
   TensorParallelGroup tp_;
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
-  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
-  Arena acts_arena_;
+  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;         // n_local_: this rank's tokens
+  Arena shared_arena_;                                    // scratch every microbatch uses in turn
+  ArenaPlan set_plan_;                                    // one microbatch's activations
+  std::vector<std::vector<std::string>> set_slot_names_;  // per layer, per BlockActs field
+  std::vector<std::unique_ptr<MicrobatchActs>> sets_;
+  std::vector<int> set_of_;     // microbatch -> index into sets_, or -1
+  std::vector<int> free_sets_;  // indices into sets_
+  std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;
+  std::vector<float> microbatch_losses_;
+  // Set while a zero-bubble BackwardInput runs: weight gradients go here instead of the grads.
+  MicrobatchActs* deferring_ = nullptr;
+  int deferring_stage_ = 0;  // index into stages_
+  int deferring_layer_ = -1;
   AttentionShape attention_shape_{};
   std::vector<float*> residual_;  // n_layers + 1 entries, [n_local_, dim] each
   std::vector<BlockActs> acts_;

@@ -25,6 +25,8 @@ class ModuleNode : public Module {
   void set_tensor_parallel_target(TensorParallelTarget* target) {
     tensor_parallel_target_ = target;
   }
+  PipelineStageTarget* pipeline_stage_target() override { return pipeline_stage_target_; }
+  void set_pipeline_stage_target(PipelineStageTarget* target) { pipeline_stage_target_ = target; }
 
   void AddParameter(Parameter* parameter) { parameters_.push_back(parameter); }
   void AddChild(ModuleNode* child) { children_.push_back(child); }
@@ -45,6 +47,7 @@ class ModuleNode : public Module {
   std::vector<ModuleNode*> children_;  // owned by the model
   std::vector<std::unique_ptr<ModuleHooks>> hooks_;
   TensorParallelTarget* tensor_parallel_target_ = nullptr;  // the model, on its root
+  PipelineStageTarget* pipeline_stage_target_ = nullptr;    // the model, on its root
 };
 
 }  // namespace titan

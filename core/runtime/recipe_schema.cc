@@ -12,7 +12,6 @@ constexpr double kMaxRanks = 1 << 20;
 // Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
 constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
-constexpr const char* kPipeline = "pipeline parallelism is not supported yet (issue #16)";
 constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
@@ -160,20 +159,27 @@ std::vector<SectionSchema> MakeSchema() {
        Bool(
            "disable_loss_parallel", false,
            "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
-       Int("pipeline_parallel_degree", 1, 1, kMaxRanks, "pipeline stages"),
+       Int("pipeline_parallel_degree", 1, 1, kMaxRanks, "pipeline-parallel ranks (the pp plugin)"),
        String("pipeline_parallel_schedule", "1F1B", "pipeline schedule",
-              {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"}),
+              {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
+               "ZBVZeroBubble", "DualPipeV"}),
+       String("pipeline_parallel_schedule_csv", "",
+              "a CSV file of per-rank actions to run instead of a named schedule"),
        Int("pipeline_parallel_microbatch_size", 1, 1, kNoLimit,
-           "sequences per pipeline microbatch"),
+           "sequences per pipeline microbatch (local_batch_size must be a multiple)"),
+       Int("pipeline_parallel_layers_per_stage", -1, -1, kNoLimit,
+           "blocks per stage, setting the number of stages; -1: 1 stage per rank (2 for "
+           "multi-stage schedules)"),
+       Int("pipeline_parallel_first_stage_less_layers", 1, 0, kNoLimit,
+           "blocks of work the embedding counts for on the first stage"),
+       Int("pipeline_parallel_last_stage_less_layers", 1, 0, kNoLimit,
+           "blocks of work the output and loss count for on the last stage"),
        Int("context_parallel_degree", 1, 1, kMaxRanks, "ranks splitting each sequence"),
        String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
               {"allgather", "alltoall"})}));
   schema.back().not_supported = {
       {"enable_async_tensor_parallel",
        "async tensor parallelism is not supported yet (the tp collectives run synchronously)"},
-      {"pipeline_parallel_degree", kPipeline},
-      {"pipeline_parallel_schedule", kPipeline},
-      {"pipeline_parallel_microbatch_size", kPipeline},
       {"context_parallel_degree", kContext},
       {"context_parallel_rotate_method", kContext}};
   schema.push_back(PluginSection(
@@ -238,13 +244,32 @@ std::vector<SectionSchema> MakeSchema() {
         return backend.ok() && *backend != "auto";
       }));
   schema.push_back(PluginSection(
-      "control_plane", "devolved controllers for monitoring and coordination",
+      "control_plane", "devolved controllers watching the ranks (README \"Control plane\")",
       {Bool("enable", false, "run the control plane"),
-       String("policy", "greedy", "balance plugin assigning switches to controllers")},
+       String("policy", "greedy", "balance plugin assigning workers to controllers"),
+       Int("controllers", 2, 1, kMaxRanks,
+           "controller ranks, one per node first (unless listed, by the key below or the "
+           "topology file)"),
+       StringList("controller_ranks", {},
+                  "these ranks control (e.g. [\"0\", \"4\"]), instead of the count"),
+       String("topology", "",
+              "titan-lbdc topology file (.json/.toml) placing rank R at switch rankR or under "
+              "its host's switch; empty: from hostnames"),
+       Int("hops", 4, 0, kNoLimit,
+           "potential controllers of a rank: those within this many hops (2: same node)"),
+       Float("rebalance_threshold", 0.2, 0.0, kNoLimit,
+             "re-balance when a rank's load changed by more than this fraction"),
+       Float("heartbeat_timeout_seconds", 10.0, 0.001, kNoLimit,
+             "name a worker whose report is this late; a controller silent this long is lost"),
+       Float("straggler_factor", 3.0, 1.0, kNoLimit,
+             "a straggler's busy time exceeds this many times its group's others' median"),
+       Int("debug_slow_rank", -1, -1, kMaxRanks, "debug: this rank sleeps after each step"),
+       Float("debug_slow_seconds", 0.0, 0.0, kNoLimit, "debug: how long debug_slow_rank sleeps"),
+       Int("debug_lose_controller", -1, -1, kMaxRanks,
+           "debug: this controller rank stops controlling (a lost controller)"),
+       Int("debug_lose_at_step", 1, 1, kNoLimit, "debug: from this step on")},
       "balance", "policy",
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
-  schema.back().not_supported = {
-      {"*", "the control plane does not run inside titan-run yet (issue #19)"}};
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));

@@ -143,12 +143,6 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
   EXPECT_EQ(ErrorOf("[model]\nconverters = [\"float8\"]\n"),
             "r.toml:2:14: model.converters = [\"float8\"]: Float8 training is not supported yet "
             "(issue #18); only its default [] is accepted until then");
-  EXPECT_EQ(ErrorOf("[control_plane]\nenable = true\n"),
-            "r.toml:2:10: control_plane.enable = true: the control plane does not run inside "
-            "titan-run yet (issue #19); only its default false is accepted until then");
-  // A plugin's key in such a section too (greedy's migrate).
-  EXPECT_THAT(ErrorOf("[control_plane]\nmigrate = false\n"),
-              HasSubstr("r.toml:2:11: control_plane.migrate = false: the control plane"));
   EXPECT_THAT(ErrorOf("[float8]\nfilter_fqns = [\"output\"]\n"),
               HasSubstr("float8.filter_fqns = [\"output\"]: Float8 training is not supported yet"));
   for (const char* assignment :
@@ -158,12 +152,7 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
     EXPECT_THAT(ErrorOf("", {assignment}), HasSubstr(key + " = "));
     EXPECT_THAT(ErrorOf("", {assignment}), HasSubstr(": Float8 training is not supported yet"));
   }
-  EXPECT_THAT(ErrorOf("", {"control_plane.policy=lst"}),
-              HasSubstr("control_plane.policy = \"lst\": the control plane does not run"));
   const std::pair<const char*, const char*> parallelism[] = {
-      {"pipeline_parallel_degree = 2", "pipeline parallelism is not supported yet (issue #16)"},
-      {"pipeline_parallel_schedule = \"GPipe\"", "pipeline parallelism"},
-      {"pipeline_parallel_microbatch_size = 2", "pipeline parallelism"},
       {"context_parallel_degree = 2", "context parallelism is not supported yet (issue #17)"},
       {"context_parallel_rotate_method = \"alltoall\"", "context parallelism"},
       {"enable_async_tensor_parallel = true", "async tensor parallelism is not supported yet"}};
@@ -178,6 +167,24 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
       "context_parallel_degree = 1\nenable_async_tensor_parallel = false\n[float8]\n"
       "enable_fsdp_float8_all_gather = false\n[control_plane]\nenable = false\n");
   EXPECT_TRUE(defaults.ok()) << defaults.status();
+}
+
+// The control plane runs (issue #19): its keys and its policy's are taken, and checked.
+TEST(Recipe, ControlPlaneKeysAreAccepted) {
+  auto recipe = Validate(
+      "[control_plane]\nenable = true\npolicy = \"greedy\"\nmigrate = false\ncontrollers = 3\n"
+      "hops = 2\nheartbeat_timeout_seconds = 0.5\n");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe->section("control_plane").GetInt("controllers"), 3);
+  bool selected = false;
+  for (const Recipe::SelectedPlugin& plugin : recipe->plugins()) {
+    selected |=
+        plugin.section == "control_plane" && std::string(plugin.info->descriptor->name) == "greedy";
+  }
+  EXPECT_TRUE(selected);
+  EXPECT_THAT(ErrorOf("[control_plane]\nenable = true\nheartbeat_timeout_seconds = 0\n"),
+              HasSubstr("control_plane.heartbeat_timeout_seconds"));
+  EXPECT_THAT(ErrorOf("[control_plane]\nenable = true\npolicy = \"gredy\"\n"), HasSubstr("greedy"));
 }
 
 TEST(Recipe, MissingRequiredKeyIsNamed) {

@@ -102,15 +102,22 @@ void MetricsLog::Log(const StepMetrics& m) {
   }
   const std::string mfu =
       mfu_known ? absl::StrFormat("%.1f%%", m.mfu) : std::string("n/a (peak too low)");
+  const std::string bubble = m.pipeline ? absl::StrFormat("  bubble %.1f%% (schedule %.1f%%)",
+                                                          100 * m.bubble, 100 * m.bubble_theory)
+                                        : "";
   spdlog::info(
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
-      "mem {:.2f}GiB  data {:.3f}s",
-      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s);
+      "mem {:.2f}GiB  data {:.3f}s{}",
+      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s, bubble);
+  const std::string bubble_json =
+      m.pipeline ? absl::StrFormat(", \"pp_bubble\": %.4f, \"pp_bubble_schedule\": %.4f", m.bubble,
+                                   m.bubble_theory)
+                 : "";
   out_ << absl::StrFormat(
               "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6f, \"lr\": %.6e, \"tps\": %.1f, "
-              "\"tflops\": %.4f, \"mfu\": %s, \"mem_gib\": %.4f, \"data_s\": %.4f}\n",
+              "\"tflops\": %.4f, \"mfu\": %s, \"mem_gib\": %.4f, \"data_s\": %.4f%s}\n",
               m.step, m.loss, m.grad_norm, m.lr, m.tps, m.tflops,
-              mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null", m.mem_gib, m.data_s)
+              mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null", m.mem_gib, m.data_s, bubble_json)
        << std::flush;
 }
 

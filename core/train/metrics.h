@@ -22,6 +22,10 @@ struct StepMetrics {
   double mfu = 0;      // percent of the peak; above 100 the peak is wrong and it shows as n/a
   double mem_gib = 0;  // peak resident memory
   double data_s = 0;   // time spent loading the step's batches
+  // Pipeline parallelism: the idle fraction of the pp ranks' schedule time, measured over the
+  // logged steps, and the schedule's theoretical one (F=1, B=2).
+  bool pipeline = false;
+  double bubble = 0, bubble_theory = 0;
 };
 
 class MetricsLog {

@@ -10,6 +10,7 @@
 #include "core/data/tokenizer.h"
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
+#include "core/runtime/control_plane/control_plane.h"
 
 namespace titan {
 namespace {
@@ -69,13 +70,11 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> TensorParallelPlugin(const Recip
 absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
                                                                    const PluginRegistry& registry,
                                                                    const MeshShape& shape) {
-  for (MeshDim dim : {MeshDim::kPp, MeshDim::kCp}) {
-    if (shape.degree(dim) > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "the ", MeshDimName(dim), " degree is ", shape.degree(dim),
-          ", but titan trains only data- and tensor-parallel layouts so far (dp_replicate, "
-          "dp_shard, tp)"));
-    }
+  if (shape.degree(MeshDim::kCp) > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the cp degree is ", shape.degree(MeshDim::kCp),
+        ", but titan trains only pipeline-, data- and tensor-parallel layouts so far (pp, "
+        "dp_replicate, dp_shard, tp)"));
   }
   const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
                      : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
@@ -189,9 +188,26 @@ absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
                                                       const PluginRegistry& registry,
                                                       const MeshShape& shape) {
   ParallelPlugins plugins;
+  if (shape.degree(MeshDim::kPp) > 1) {
+    TITAN_ASSIGN_OR_RETURN(plugins.pipeline, CreateParallelPlugin(recipe, registry, "pp"));
+  }
   TITAN_ASSIGN_OR_RETURN(plugins.data_parallel, DataParallelPlugin(recipe, registry, shape));
   TITAN_ASSIGN_OR_RETURN(plugins.tensor_parallel, TensorParallelPlugin(recipe, registry, shape));
   return plugins;
+}
+
+absl::StatusOr<int64_t> PipelineMicrobatches(const Recipe& recipe, const MeshShape& shape) {
+  if (shape.degree(MeshDim::kPp) == 1) return 1;
+  TITAN_ASSIGN_OR_RETURN(int64_t batch, recipe.section("training").GetInt("local_batch_size"));
+  TITAN_ASSIGN_OR_RETURN(int64_t size,
+                         recipe.section("parallelism").GetInt("pipeline_parallel_microbatch_size"));
+  if (batch % size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        KeyValue(recipe, "training", "local_batch_size", batch), " is not a multiple of ",
+        KeyValue(recipe, "parallelism", "pipeline_parallel_microbatch_size", size),
+        " (the pipeline splits each local batch into microbatches of that many sequences)"));
+  }
+  return batch / size;
 }
 
 absl::StatusOr<int64_t> GradientAccumulation(const Recipe& recipe, const MeshShape& shape) {
@@ -255,7 +271,9 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
         " microbatches per global batch overflow int64 (the most is ", kInt64Max, ")"));
   }
   check(CreateParallelPlugins(recipe, registry, shape).status());
+  check(PipelineMicrobatches(recipe, shape).status());
   check(CheckModel(recipe, shape, options, report));
+  check(CheckControlPlane(recipe, shape.world_size()));
 
   const ConfigView& ac = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac.GetString("mode"));

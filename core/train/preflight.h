@@ -18,6 +18,7 @@
 namespace titan {
 
 struct ParallelPlugins {
+  std::unique_ptr<ParallelPlugin> pipeline;         // pp when its degree is above 1
   std::unique_ptr<ParallelPlugin> tensor_parallel;  // tp when its degree is above 1
   std::unique_ptr<ParallelPlugin> data_parallel;    // fsdp, ddp or none, as TorchTitan picks
 };
@@ -27,6 +28,11 @@ struct ParallelPlugins {
 absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
                                                       const PluginRegistry& registry,
                                                       const MeshShape& shape);
+
+// Pipeline microbatches per local batch: training.local_batch_size /
+// parallelism.pipeline_parallel_microbatch_size (1 without pipeline parallelism); refuses a
+// local batch that is not a multiple.
+absl::StatusOr<int64_t> PipelineMicrobatches(const Recipe& recipe, const MeshShape& shape);
 
 // Microbatches per optimizer step: training.global_batch_size / (local_batch_size x the
 // data-parallel degree), -1 meaning 1. Refuses a global batch that is not such a multiple, and

@@ -57,6 +57,30 @@ class PreflightTest : public testing::Test {
   std::unique_ptr<PluginRegistry> registry_;
 };
 
+// The control plane's keys against the world, and a topology file that names every rank.
+TEST_F(PreflightTest, ControlPlaneDebugRanksAndTopologyFile) {
+  EXPECT_THAT(ErrorOf(Make("[control_plane]\nenable = true\ndebug_slow_rank = 2\n"), Mesh(2, 1)),
+              HasSubstr("control_plane.debug_slow_rank = 2: expected -1 (none) or a rank below 2"));
+  std::ofstream(Path("net.toml")) << "switches = [\"rank0\", \"rank1\", \"x\"]\n"
+                                  << "links = [[\"rank0\", \"x\"], [\"rank1\", \"x\"]]\n";
+  const std::string topology = absl::StrCat("topology = \"", Path("net.toml"), "\"\n");
+  const std::string enabled = absl::StrCat("[control_plane]\nenable = true\n", topology);
+  EXPECT_TRUE(CheckBeforeTraining(Make(enabled + "hops = 2\n"), *registry_, Mesh(2, 1)).ok());
+  EXPECT_THAT(ErrorOf(Make(enabled + "hops = 0\ncontrollers = 1\n"), Mesh(2, 1)),
+              HasSubstr("control_plane.hops = 0: rank 1 (switch 'rank1') has no controller"));
+  EXPECT_THAT(ErrorOf(Make(enabled + "controller_ranks = [\"1\", \"one\"]\n"), Mesh(2, 1)),
+              HasSubstr("control_plane.controller_ranks: \"one\" is not a rank number"));
+  EXPECT_THAT(ErrorOf(Make(enabled + "controller_ranks = [\"2\"]\n"), Mesh(2, 1)),
+              HasSubstr("control_plane.controller_ranks: rank 2 is not a rank of this job"));
+  // Ranks the file places by host wait for the hostnames.
+  EXPECT_TRUE(CheckBeforeTraining(Make(enabled), *registry_, Mesh(3, 1)).ok());
+  std::ofstream(Path("bad.toml")) << "switches = [\"a\"]\nlinks = [[\"a\", \"b\"]]\n";
+  EXPECT_THAT(ErrorOf(Make(absl::StrCat("[control_plane]\nenable = true\ntopology = \"",
+                                        Path("bad.toml"), "\"\n")),
+                      Mesh(2, 1)),
+              HasSubstr("control_plane.topology: "));
+}
+
 TEST_F(PreflightTest, AGoodRecipePasses) {
   auto report = CheckBeforeTraining(Make(""), *registry_, Mesh(1, 2));
   ASSERT_TRUE(report.ok()) << report.status();

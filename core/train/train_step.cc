@@ -38,6 +38,11 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
         absl::StrCat("TrainStep: expected batch, seq_len and accumulation steps >= 1, found ",
                      batch, ", ", seq_len, ", ", accumulation));
   }
+  if (dp.pipeline_microbatches < 1 || batch % dp.pipeline_microbatches != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("TrainStep: a local batch of ", batch,
+                                                   " sequences does not split into ",
+                                                   dp.pipeline_microbatches, " microbatches"));
+  }
   Compute& compute = model.compute();
   const DeviceType device = compute.device().type;
   if (!optimizer.SupportsDevice(device)) {
@@ -137,9 +142,39 @@ absl::StatusOr<double> TrainStep::GradNorm() const {
   for (const auto& [group, dim] : groups) {
     TITAN_RETURN_IF_ERROR(group->AllReduce(parts_view, ReduceOp::kSum));
   }
+  // The pp ranks hold different stages' parameters, none twice.
+  if (dp_.pipeline_group != nullptr && dp_.pipeline_group->size() > 1) {
+    TITAN_RETURN_IF_ERROR(dp_.pipeline_group->AllReduce(parts_view, ReduceOp::kSum));
+  }
   float parts[2];
   TITAN_RETURN_IF_ERROR(compute_->CopyToHost(parts_view, parts));
   return std::sqrt(static_cast<double>(parts[0]) + static_cast<double>(parts[1]));
+}
+
+absl::StatusOr<double> TrainStep::RunPipeline(bool last_accumulation, const NextMicrobatch& next,
+                                              PipelineStepStats& stats) {
+  // The local batch as the data-parallel run reads it, split into microbatches of whole rows.
+  next(tokens_.data(), targets_.data());
+  const int64_t count = dp_.pipeline_microbatches, rows = batch_ / count;
+  const int64_t size = rows * seq_len_;
+  std::vector<std::vector<int32_t>> tokens(count), targets(count);
+  for (int64_t m = 0; m < count; ++m) {
+    tokens[m].assign(tokens_.begin() + m * size, tokens_.begin() + (m + 1) * size);
+    targets[m].assign(targets_.begin() + m * size, targets_.begin() + (m + 1) * size);
+  }
+  TITAN_RETURN_IF_ERROR(
+      model_->SetMicrobatches(std::move(tokens), std::move(targets), rows, seq_len_));
+  PipelineStepOptions options;
+  options.data_parallel = dp_.plugin;
+  options.sync_gradients = last_accumulation;
+  TITAN_ASSIGN_OR_RETURN(PipelineStepStats ran, dp_.pipeline->RunSchedule(options));
+  stats.step_seconds += ran.step_seconds;
+  stats.compute_seconds += ran.compute_seconds;
+  stats.theoretical_bubble = ran.theoretical_bubble;
+  if (!model_->holds_last_stage()) return 0.0;
+  double loss = 0;
+  for (float l : model_->microbatch_losses()) loss += l;
+  return loss / static_cast<double>(count);
 }
 
 absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMicrobatch& next) {
@@ -155,6 +190,12 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
   TITAN_RETURN_IF_ERROR(compute_->Fill(grads, 0.0f));
   StepResult result;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    if (dp_.pipeline != nullptr) {
+      TITAN_ASSIGN_OR_RETURN(double loss,
+                             RunPipeline(micro + 1 == accumulation_, next, result.pipeline));
+      result.loss += loss / static_cast<double>(accumulation_);
+      continue;
+    }
     if (dp_.plugin != nullptr) dp_.plugin->set_requires_gradient_sync(micro + 1 == accumulation_);
     next(tokens_.data(), targets_.data());
     TITAN_ASSIGN_OR_RETURN(float loss,
@@ -163,16 +204,23 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     TITAN_RETURN_IF_ERROR(model_->Backward());
   }
   if (dp_.plugin != nullptr) TITAN_RETURN_IF_ERROR(dp_.plugin->WaitForGradients());
+  if (dp_.pipeline_group != nullptr && dp_.pipeline_group->size() > 1) {
+    // Only the last stage's rank computed the loss; the others hold 0.
+    float loss = static_cast<float>(result.loss);
+    TITAN_RETURN_IF_ERROR(dp_.pipeline_group->AllReduce(FlatF32(&loss, 1), ReduceOp::kSum));
+    result.loss = loss;
+  }
   // Checked once the ranks have averaged their losses, so that every rank stops together.
   TITAN_RETURN_IF_ERROR(ReduceLoss(result.loss));
   if (!std::isfinite(result.loss)) {
     return absl::InternalError(absl::StrCat("step ", step, ": the loss is ", result.loss,
                                             "; stopping (lower optimizer.lr or check the data)"));
   }
-  if (accumulation_ > 1) {
+  const int64_t microbatches = accumulation_ * dp_.pipeline_microbatches;
+  if (microbatches > 1) {
     // Each microbatch's loss is a mean over its tokens: averaging makes the step's gradient that
     // of the mean loss over the global batch.
-    TITAN_RETURN_IF_ERROR(compute_->Scale(grads, 1.0f / static_cast<float>(accumulation_)));
+    TITAN_RETURN_IF_ERROR(compute_->Scale(grads, 1.0f / static_cast<float>(microbatches)));
   }
   TITAN_ASSIGN_OR_RETURN(result.grad_norm, GradNorm());
   TITAN_RETURN_IF_ERROR(ClipToNorm(*compute_, grads, result.grad_norm, max_norm_));

@@ -19,7 +19,10 @@
 namespace titan {
 
 struct StepResult {
-  double loss = 0;       // mean over the microbatches
+  double loss = 0;  // mean over the microbatches
+  // Under pipeline parallelism: the schedule's wall time and this rank's compute within it,
+  // summed over the step's accumulation steps, and the schedule's theoretical bubble.
+  PipelineStepStats pipeline;
   double grad_norm = 0;  // global L2 norm of the averaged gradients, before clipping
                          // (each parameter counted once, however many ranks hold a copy)
 };
@@ -34,6 +37,12 @@ struct DataParallelContext {
   // tp, applied before `plugin`: its flat buffers are what the optimizer updates unless fsdp
   // shards them further, and its ranks' gradients add up to the whole model's.
   ParallelPlugin* tensor_parallel = nullptr;
+  // pp, applied first: its schedule runs each local batch as `pipeline_microbatches`
+  // microbatches through the stages; the losses come from the last stage's rank and the
+  // gradient norm adds up over `pipeline_group` (each rank holds other parameters).
+  ParallelPlugin* pipeline = nullptr;
+  Communicator* pipeline_group = nullptr;
+  int64_t pipeline_microbatches = 1;
 };
 
 class TrainStep {
@@ -56,6 +65,10 @@ class TrainStep {
  private:
   TrainStep() = default;
   absl::Status ReduceLoss(double& loss) const;
+  // One local batch through the pipeline schedule; returns its mean loss on this rank's part
+  // of the pipeline (0 where the last stage is elsewhere).
+  absl::StatusOr<double> RunPipeline(bool last_accumulation, const NextMicrobatch& next,
+                                     PipelineStepStats& stats);
   absl::StatusOr<double> GradNorm() const;
   // A flat f32 view on the compute's device.
   TensorView Flat(float* data, int64_t count) const;

@@ -8,12 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
+#include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
 #include "core/tensor/matmul.h"
 #include "core/train/checkpointer.h"
 #include "core/train/generate.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/metrics.h"
+#include "core/train/pipeline_gather.h"
 #include "core/train/preflight.h"
 #include "core/train/run_control.h"
 #include "core/train/train_step.h"
@@ -29,18 +31,40 @@ double Seconds(Clock::time_point since) {
 }
 
 // The mean validation loss over `batches` global batches, averaged across the data-parallel
-// ranks (each evaluates its own part).
+// ranks (each evaluates its own part). Under pipeline parallelism each batch runs the
+// schedule's forwards only and the last stage's rank shares the losses with the others.
 absl::StatusOr<double> EvalLoss(LlamaModel& model, PackedLoader& loader, int64_t batches,
-                                int64_t batch, int64_t seq_len, Communicator& ranks) {
+                                int64_t batch, int64_t seq_len, Communicator& ranks,
+                                ParallelPlugin* pipeline, int64_t microbatches,
+                                Communicator& pipeline_group) {
   std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
     loader.Next(tokens.data(), targets.data());
-    TITAN_ASSIGN_OR_RETURN(float loss,
-                           model.Forward(tokens.data(), targets.data(), batch, seq_len));
-    total += loss;
+    if (pipeline == nullptr) {
+      TITAN_ASSIGN_OR_RETURN(float loss,
+                             model.Forward(tokens.data(), targets.data(), batch, seq_len));
+      total += loss;
+      continue;
+    }
+    const int64_t size = batch / microbatches * seq_len;
+    std::vector<std::vector<int32_t>> micro_tokens, micro_targets;
+    for (int64_t m = 0; m < microbatches; ++m) {
+      micro_tokens.emplace_back(tokens.begin() + m * size, tokens.begin() + (m + 1) * size);
+      micro_targets.emplace_back(targets.begin() + m * size, targets.begin() + (m + 1) * size);
+    }
+    TITAN_RETURN_IF_ERROR(model.SetMicrobatches(std::move(micro_tokens), std::move(micro_targets),
+                                                batch / microbatches, seq_len));
+    PipelineStepOptions forward_only;
+    forward_only.forward_only = true;
+    TITAN_RETURN_IF_ERROR(pipeline->RunSchedule(forward_only).status());
+    if (!model.holds_last_stage()) continue;
+    for (float loss : model.microbatch_losses()) total += loss / static_cast<double>(microbatches);
   }
   float mean = static_cast<float>(total / static_cast<double>(batches));
+  if (pipeline != nullptr) {
+    TITAN_RETURN_IF_ERROR(pipeline_group.AllReduce(FlatF32(&mean, 1), ReduceOp::kSum));
+  }
   TITAN_RETURN_IF_ERROR(ranks.AllReduce(FlatF32(&mean, 1), ReduceOp::kAvg));
   return mean;
 }
@@ -79,6 +103,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(ParallelPlugins parallel, CreateParallelPlugins(recipe, registry, shape));
   std::unique_ptr<ParallelPlugin>& data_parallel = parallel.data_parallel;
   std::unique_ptr<ParallelPlugin>& tensor_parallel = parallel.tensor_parallel;
+  std::unique_ptr<ParallelPlugin>& pipeline = parallel.pipeline;
+  TITAN_ASSIGN_OR_RETURN(const int64_t microbatches, PipelineMicrobatches(recipe, shape));
 
   TITAN_ASSIGN_OR_RETURN(TrainingData data,
                          LoadTrainingData(recipe, batch, seq_len, dp_rank, dp_degree));
@@ -102,7 +128,18 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   TITAN_ASSIGN_OR_RETURN(std::string ac_option, ac_section.GetString("selective_ac_option"));
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint ac, ParseActivationCheckpoint(ac_mode, ac_option));
   TITAN_ASSIGN_OR_RETURN(ModelCompute where, ModelComputeOf(recipe, mesh));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, ac, where));
+  PipelinePlan stages;
+  if (pipeline != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(stages, pipeline->PlanPipeline(static_cast<int>(config.n_layers),
+                                                          static_cast<int>(microbatches), mesh));
+    for (const PipelineStage& stage : stages.local) {
+      spdlog::info("[pp] stage {} of {}: layers {}..{}{}{}", stage.stage, stages.num_stages,
+                   stage.first_layer, stage.end_layer, stage.stage == 0 ? " + embedding" : "",
+                   stage.stage == stages.num_stages - 1 ? " + norm, output and loss" : "");
+    }
+  }
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         LlamaModel::Create(config, ac, where, stages));
   spdlog::info("[device] {}; matmuls in {}", model->compute().Describe(),
                where.matmul_dtype == DType::kBF16
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
@@ -110,9 +147,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
+  if (pipeline != nullptr) {
+    int64_t held = 0;
+    for (const Parameter& p : model->Parameters()) held += p.value.numel();
+    spdlog::info("[pp] this rank's stages hold {:.2f}M of them", static_cast<double>(held) / 1e6);
+  }
 
-  // TorchTitan's order: tp, then fsdp or ddp over the tp-local tensors.
-  for (ParallelPlugin* plugin : {tensor_parallel.get(), data_parallel.get()}) {
+  // TorchTitan's order: the pp split (made above), tp, then fsdp or ddp over the tp-local tensors.
+  for (ParallelPlugin* plugin : {pipeline.get(), tensor_parallel.get(), data_parallel.get()}) {
     if (plugin == nullptr) continue;
     TITAN_RETURN_IF_ERROR(plugin->Apply(model->root(), mesh));
     model->ReleaseUnusedStorage();
@@ -121,7 +163,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       TrainStep train_step,
       TrainStep::Create(
           *model, optimizer, batch, seq_len, accumulation, max_norm,
-          DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get()}));
+          DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get(),
+                              pipeline.get(), &mesh.group(MeshDim::kPp), microbatches}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
   const TrainState train_state{model.get(),
@@ -165,14 +208,19 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
 
   spdlog::info(
       "[train] {} steps of {} x {} tokens ({} microbatch(es) of {} on each of {} data-parallel "
-      "rank(s)){}",
+      "rank(s){}){}",
       steps, global_batch, seq_len, accumulation, batch, dp_degree,
+      pipeline != nullptr
+          ? absl::StrCat(", each split into ", microbatches, " pipeline microbatches")
+          : "",
       log ? ", logging to " + log->path() : "");
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> control, ControlPlane::Start(recipe, mesh));
   DelayBeforeTrainingForTest(mesh.world().rank());
   const auto run_start = Clock::now();
   auto window_start = Clock::now();
   int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
+  double pipeline_compute_s = 0, pipeline_step_s = 0;  // over the pp ranks, since the last log
   absl::Status saved;  // the checkpoint saves' outcome: the ranks agree on it
   int64_t trained = resume.step;
   int64_t stopped_after = 0;  // the step after which a stop signal ended the run
@@ -186,6 +234,15 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                              data_s += Seconds(data_start);
                            }));
     trained = step;
+    if (pipeline != nullptr) {
+      // Summed over the pp ranks, whose idle time is the bubble.
+      float times[2] = {static_cast<float>(result.pipeline.compute_seconds),
+                        static_cast<float>(result.pipeline.step_seconds)};
+      TITAN_RETURN_IF_ERROR(mesh.group(MeshDim::kPp).AllReduce(FlatF32(times, 2), ReduceOp::kSum));
+      pipeline_compute_s += times[0];
+      pipeline_step_s += times[1];
+    }
+    if (control) control->AfterStep(step, result.loss);
 
     ++window_steps;
     if (log && (step % log_freq == 0 || step == steps || step == 1)) {
@@ -197,17 +254,24 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
       m.mem_gib = PeakMemoryGib();
       m.data_s = data_s / static_cast<double>(window_steps);
+      if (pipeline != nullptr) {
+        m.pipeline = true;
+        m.bubble = pipeline_step_s > 0 ? 1 - pipeline_compute_s / pipeline_step_s : 0;
+        m.bubble_theory = result.pipeline.theoretical_bubble;
+      }
       log->Log(m);
       window_start = Clock::now();
       window_steps = 0;
       data_s = 0;
+      pipeline_compute_s = pipeline_step_s = 0;
     }
     if (eval_loader && step % eval_freq == 0) {
       // Each validation step covers a global batch, as a training step does.
       const int64_t batches =
           std::min(eval_steps * accumulation, eval_loader->num_windows() / (batch * dp_degree));
       TITAN_ASSIGN_OR_RETURN(double eval_loss,
-                             EvalLoss(*model, *eval_loader, batches, batch, seq_len, mesh.world()));
+                             EvalLoss(*model, *eval_loader, batches, batch, seq_len, mesh.world(),
+                                      pipeline.get(), microbatches, mesh.group(MeshDim::kPp)));
       if (log) log->LogEval(step, eval_loss);
     }
     bool stop = false;  // asked on every rank every step, so that all stop after the same one
@@ -225,6 +289,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       break;
     }
   }
+  control.reset();  // finishes the control plane's rounds of the steps trained
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(
@@ -247,6 +312,14 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
     if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+  }
+  // The pp ranks of the lead's pipeline (every other coordinate 0) hand their stages to it.
+  if (pipeline != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
+      mesh.coordinate(MeshDim::kDpShard) == 0 && mesh.coordinate(MeshDim::kCp) == 0 &&
+      mesh.coordinate(MeshDim::kTp) == 0) {
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> whole,
+                           GatherPipelineModel(*model, mesh.group(MeshDim::kPp), ac, where));
+    if (lead) model = std::move(whole);
   }
   // The trained parameters, for titan-generate; also when a checkpoint save failed, so that a
   // full disk or a format that cannot hold the state never loses the run's work.

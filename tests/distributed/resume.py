@@ -10,6 +10,8 @@ reshard   a checkpoint saved under fsdp 4 resumes on 2 ranks and on 1, with the 
           as the uninterrupted single-rank run (1e-5 relative).
 reshard_tp  the same for a checkpoint saved under fsdp 2 x tp 2, resumed under tp 2, fsdp 2
           and on 1 rank.
+reshard_pp  the same for a checkpoint saved under pp 2 (1F1B), resumed on one rank, under pp 4
+          and under pp 2 with Interleaved1F1B (other stages on each rank).
 killed    a run killed while writing a checkpoint leaves the previous one loadable: the resumed
           run starts from it and ignores the interrupted step-<N>.tmp.
 """
@@ -27,23 +29,25 @@ STEPS = 20
 GUARD_S = 300  # only against a hang of this script; nothing is asserted about speed
 
 
-def command(args, out, ranks, *extra, tp=1):
-    # The ranks of a tp group read the same batch: ranks / tp data-parallel ranks share the 4.
+def command(args, out, ranks, *extra, tp=1, pp=1):
+    # The ranks of a tp group (and of a pipeline) read the same batch: ranks / (tp x pp)
+    # data-parallel ranks share the 4.
     run = [args.titan_run, "--recipe", args.recipe, f"--job.dump_folder={out}",
            f"--training.steps={STEPS}", "--generate.max_new_tokens=0", "--validation.freq=5",
            "--validation.steps=1", "--training.global_batch_size=4",
-           f"--training.local_batch_size={4 * tp // ranks}",
-           f"--parallelism.tensor_parallel_degree={tp}", "--checkpoint.enable=true",
+           f"--training.local_batch_size={4 * tp * pp // ranks}",
+           f"--parallelism.tensor_parallel_degree={tp}",
+           f"--parallelism.pipeline_parallel_degree={pp}", "--checkpoint.enable=true",
            "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false", *extra]
     if ranks > 1:
         run = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + run
     return run
 
 
-def train(args, out, ranks, *extra, fresh=True, tp=1):
+def train(args, out, ranks, *extra, fresh=True, tp=1, pp=1):
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
-    run = command(args, out, ranks, *extra, tp=tp)
+    run = command(args, out, ranks, *extra, tp=tp, pp=pp)
     print(" ".join(run), flush=True)
     done = subprocess.run(run, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
@@ -123,6 +127,20 @@ def reshard_tp(args):
         compare(losses(out), losses(single), 1e-5, f"fsdp 2 x tp 2 -> {name}")
 
 
+def reshard_pp(args):
+    single = os.path.join(args.work, "single")
+    train(args, single, 1)
+    saved = os.path.join(args.work, "pp2")
+    train(args, saved, 2, pp=2)
+    for name, ranks, pp, extra in (("one_rank", 1, 1, ()), ("pp4", 4, 4, ()),
+                                   ("pp2_interleaved", 2, 2,
+                                    ("--parallelism.pipeline_parallel_schedule=Interleaved1F1B",))):
+        out = os.path.join(args.work, f"resumed_{name}")
+        resume_from(saved, out)
+        train(args, out, ranks, *extra, fresh=False, pp=pp)
+        compare(losses(out), losses(single), 1e-5, f"pp 2 -> {name}")
+
+
 def killed(args):
     out = os.path.join(args.work, "killed")
     for attempt in range(5):
@@ -163,10 +181,11 @@ def main():
     parser.add_argument("--titan-run", required=True)
     parser.add_argument("--recipe", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "killed"], required=True)
+    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "killed"], required=True)
     parser.add_argument("--ranks", type=int, default=1)
     args = parser.parse_args()
-    {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "killed": killed}[args.mode](args)
+    {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "reshard_pp": reshard_pp,
+     "killed": killed}[args.mode](args)
 
 
 if __name__ == "__main__":

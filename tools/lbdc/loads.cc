@@ -13,6 +13,13 @@
 namespace titan::lbdc {
 namespace {
 
+// Whether the loads, and so every controller's load, add up to a finite number.
+bool FiniteSum(const std::vector<double>& loads) {
+  double total = 0.0;
+  for (double w : loads) total += w;
+  return std::isfinite(total);
+}
+
 absl::StatusOr<std::vector<std::vector<double>>> ReadTrace(const std::string& path, int n) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the load trace"));
@@ -34,6 +41,11 @@ absl::StatusOr<std::vector<std::vector<double>>> ReadTrace(const std::string& pa
       return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": ", loads.size(),
                                                      " values; expected one per switch (", n, ")"));
     }
+    if (!FiniteSum(loads)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number,
+                       ": the flow counts sum beyond the largest double; expected a finite sum"));
+    }
     snapshots.push_back(std::move(loads));
   }
   if (snapshots.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no loads"));
@@ -49,9 +61,10 @@ absl::StatusOr<std::vector<double>> Parameters(absl::string_view spec, size_t pr
         absl::StrCat("--loads=", spec, ": expected ", defaults.size(), " parameter(s)"));
   }
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (!absl::SimpleAtod(parts[i], &defaults[i]) || defaults[i] < 0) {
+    if (!absl::SimpleAtod(parts[i], &defaults[i]) || !std::isfinite(defaults[i]) ||
+        defaults[i] < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--loads=", spec, ": '", parts[i], "' is not a number >= 0"));
+          absl::StrCat("--loads=", spec, ": '", parts[i], "' is not a finite number >= 0"));
     }
   }
   return defaults;
@@ -86,6 +99,14 @@ absl::StatusOr<std::vector<std::vector<double>>> MakeLoads(const std::string& sp
     std::vector<double> next = snapshots.back();
     for (double& w : next) w *= factor(random);
     snapshots.push_back(std::move(next));
+  }
+  for (size_t step = 0; step < snapshots.size(); ++step) {
+    if (!FiniteSum(snapshots[step])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--loads=", spec, ": the loads ",
+                       step == 0 ? "drawn" : absl::StrCat("after change ", step),
+                       " sum beyond the largest double; expected a finite sum"));
+    }
   }
   return snapshots;
 }

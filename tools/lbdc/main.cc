@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -17,6 +18,7 @@
 #include "core/runtime/closest_name.h"
 #include "core/runtime/plugin_registry.h"
 #include "titan/balance.h"
+#include "tools/lbdc/check.h"
 #include "tools/lbdc/loads.h"
 #include "tools/lbdc/report.h"
 #include "tools/lbdc/topology.h"
@@ -35,6 +37,8 @@ constexpr const char* kUsage = R"(usage: titan-lbdc [flags]
   --loads=SPEC           uniform[:LO,HI] | zipf[:S] | trace:FILE.csv    (default uniform:1,100)
   --changes=K            time-varying mode: K load changes after the first assignment
   --drift=D              each change scales every load by U[1-D, 1+D]  (default 0.3)
+  --rebalance-slack=S    re-balance only above S x the best lower bound (default 1.02)
+  --max-moves=N          at most N migrations per change               (default no limit)
   --policies=A,B         balance plugins to run         (default regions,greedy,distributed,
                          lp-round,lst; add ilp for the exact optimum on small instances)
   --set=POLICY.KEY=VALUE a policy's configuration key (repeatable)
@@ -51,7 +55,8 @@ struct Options {
       policies = {"regions", "greedy", "distributed", "lp-round", "lst"};
   std::vector<std::string> sets, plugin_dirs;  // sets: POLICY.KEY=VALUE
   int controllers = 8, hops = 2, max_potential = 0, changes = 0;
-  double drift = 0.3;
+  double drift = 0.3, rebalance_slack = 1.02;
+  int64_t max_moves = std::numeric_limits<int64_t>::max();
   uint64_t seed = 1;
   std::string csv, json, svg;
   bool quiet = false, help = false;
@@ -68,10 +73,26 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     }
     return value;
   };
-  const std::vector<std::string> flags = {
-      "topology", "controllers", "placement", "controllers-at", "hops",  "max-potential",
-      "loads",    "changes",     "drift",     "policies",       "set",   "seed",
-      "csv",      "json",        "svg",       "plugin-dir",     "quiet", "help"};
+  const std::vector<std::string> flags = {"topology",
+                                          "controllers",
+                                          "placement",
+                                          "controllers-at",
+                                          "hops",
+                                          "max-potential",
+                                          "loads",
+                                          "changes",
+                                          "drift",
+                                          "policies",
+                                          "set",
+                                          "seed",
+                                          "csv",
+                                          "json",
+                                          "svg",
+                                          "plugin-dir",
+                                          "quiet",
+                                          "help",
+                                          "rebalance-slack",
+                                          "max-moves"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -124,8 +145,18 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     if (name == "seed") {
       TITAN_ASSIGN_OR_RETURN(o.seed, integer(name, value, 0, INT64_MAX));
     }
-    if (name == "drift" && (!absl::SimpleAtod(value, &o.drift) || o.drift < 0 || o.drift > 1)) {
+    if (name == "drift" &&
+        (!absl::SimpleAtod(value, &o.drift) || !(o.drift >= 0 && o.drift <= 1))) {
       return absl::InvalidArgumentError(absl::StrCat("--drift=", value, ": expected 0..1"));
+    }
+    if (name == "rebalance-slack" &&
+        (!absl::SimpleAtod(value, &o.rebalance_slack) || !std::isfinite(o.rebalance_slack) ||
+         o.rebalance_slack < 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rebalance-slack=", value, ": expected a finite number >= 1"));
+    }
+    if (name == "max-moves") {
+      TITAN_ASSIGN_OR_RETURN(o.max_moves, integer(name, value, 0, INT64_MAX));
     }
   }
   return o;
@@ -135,7 +166,8 @@ absl::StatusOr<ConfigValue> ParseValue(const ConfigKey& key, const std::string& 
                                        const std::string& where) {
   auto bad = [&] {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": expected ", ConfigTypeName(key.type), " (", key.help, ")"));
+        absl::StrCat(where, ": expected ", key.type == ConfigType::kFloat ? "a finite " : "",
+                     ConfigTypeName(key.type), " (", key.help, ")"));
   };
   ConfigValue value;
   double number = 0;
@@ -151,7 +183,7 @@ absl::StatusOr<ConfigValue> ParseValue(const ConfigKey& key, const std::string& 
       break;
     }
     case ConfigType::kFloat:
-      if (!absl::SimpleAtod(text, &number)) return bad();
+      if (!absl::SimpleAtod(text, &number) || !std::isfinite(number)) return bad();
       value = number;
       break;
     case ConfigType::kString:
@@ -258,6 +290,7 @@ double TrivialBound(const BalanceProblem& problem) {
 }
 
 absl::Status Prefixed(const std::string& policy, const absl::Status& status) {
+  if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(policy, ": ", status.message()));
 }
 
@@ -285,6 +318,15 @@ absl::Status Run(const Options& o) {
     std::fprintf(stderr, "%s: warning: skipping plugin file %s\n", "titan-lbdc",
                  rejected.reason.c_str());
   }
+  // A --set for a policy that is not run would silently do nothing.
+  for (const std::string& set : o.sets) {
+    const std::string policy = set.substr(0, set.find('.'));
+    if (std::find(o.policies.begin(), o.policies.end(), policy) == o.policies.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set=", set, ": policy '", policy, "' is not run (--policies=",
+                       absl::StrJoin(o.policies, ","), ")", DidYouMean(policy, o.policies)));
+    }
+  }
   std::vector<std::unique_ptr<BalancePlugin>> policies;
   for (const std::string& name : o.policies) {
     TITAN_ASSIGN_OR_RETURN(std::unique_ptr<BalancePlugin> policy,
@@ -298,13 +340,16 @@ absl::Status Run(const Options& o) {
   std::vector<PolicyLoads> final_loads;
   Progress progress(static_cast<int64_t>(policies.size() * snapshots.size()), o.quiet);
   int64_t done = 0;
+  const RebalanceGoal goal{o.rebalance_slack, 0.0, o.max_moves};
   for (size_t p = 0; p < policies.size(); ++p) {
     const std::string& name = o.policies[p];
     std::vector<int32_t> current;
     for (size_t step = 0; step < snapshots.size(); ++step) {
       problem.switch_load = snapshots[step];
       bound[step] = std::max(bound[step], TrivialBound(problem));
-      Measurement row{name, static_cast<int>(step)};
+      Measurement row;
+      row.policy = name;
+      row.step = static_cast<int>(step);
       const auto start = std::chrono::steady_clock::now();
       if (step == 0) {
         absl::StatusOr<BalanceResult> result = policies[p]->Assign(problem);
@@ -314,28 +359,31 @@ absl::Status Run(const Options& o) {
         row.rounds = result->rounds;
         row.messages = result->messages;
         row.own_bound = result->lower_bound;
-        bound[0] = std::max(bound[0], result->lower_bound);
       } else {
-        absl::StatusOr<std::vector<Migration>> moves = policies[p]->Rebalance(problem, current);
-        if (!moves.ok()) return Prefixed(name, moves.status());
+        absl::StatusOr<RebalanceResult> result = policies[p]->Rebalance(problem, current, goal);
+        if (!result.ok()) return Prefixed(name, result.status());
         row.runtime_ms = Milliseconds(start);
-        for (const Migration& move : *moves) current[move.switch_index] = move.to;
-        row.migrations = static_cast<int64_t>(moves->size());
-        // Rebalance proves no bound; the LP policies' fresh solve does (untimed).
-        if (name == "lst" || name == "lp-round" || name == "ilp") {
-          absl::StatusOr<BalanceResult> fresh = policies[p]->Assign(problem);
-          if (!fresh.ok()) return Prefixed(name, fresh.status());
-          bound[step] = std::max(bound[step], fresh->lower_bound);
-          row.own_bound = fresh->lower_bound;
-        }
+        TITAN_RETURN_IF_ERROR(Prefixed(name, ApplyMoves(result->moves, topology, current)));
+        row.migrations = static_cast<int64_t>(result->moves.size());
+        row.own_bound = result->lower_bound;
+        row.target = result->target;
       }
+      // A policy is a plugin: its answer is checked, not trusted.
+      TITAN_RETURN_IF_ERROR(Prefixed(absl::StrCat(name, ": step ", step),
+                                     CheckAssignment(problem, current, topology, sites)));
+      if (!std::isfinite(row.own_bound)) {
+        return absl::InternalError(absl::StrCat(name, ": step ", step, ": lower bound ",
+                                                row.own_bound, " is not a finite number"));
+      }
+      bound[step] = std::max(bound[step], row.own_bound);
       const std::vector<double> loads = Loads(problem, current);
       double mean = 0, squares = 0;
       for (double w : loads) mean += w / loads.size();
       for (double w : loads) squares += (w - mean) * (w - mean) / loads.size();
       row.max_load = *std::max_element(loads.begin(), loads.end());
       row.stddev = std::sqrt(squares);
-      rows.push_back(row);
+      if (!o.json.empty()) row.assignment = current;
+      rows.push_back(std::move(row));
       if (step + 1 == snapshots.size()) final_loads.push_back({name, loads});
       progress.Update(++done, absl::StrCat(name, " step ", step));
     }
@@ -346,7 +394,11 @@ absl::Status Run(const Options& o) {
   }
   PrintTable(rows, std::cout);
   if (!o.csv.empty()) TITAN_RETURN_IF_ERROR(WriteCsv(rows, o.csv));
-  if (!o.json.empty()) TITAN_RETURN_IF_ERROR(WriteJson(rows, o.json));
+  if (!o.json.empty()) {
+    std::vector<std::string> controllers;
+    for (int32_t site : sites) controllers.push_back(topology.name[site]);
+    TITAN_RETURN_IF_ERROR(WriteJson(rows, topology.name, controllers, o.json));
+  }
   if (!o.svg.empty()) TITAN_RETURN_IF_ERROR(WriteSvg(final_loads, bound.back(), o.svg));
   return absl::OkStatus();
 }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "titan/balance.h"
 
 namespace titan::lbdc {
 namespace {
@@ -29,7 +31,9 @@ double GapPercent(const Measurement& row) {
 
 }  // namespace
 
-bool ProvenOptimal(const Measurement& row) { return row.own_bound >= row.max_load * (1.0 - 1e-9); }
+bool ProvenOptimal(const Measurement& row) {
+  return titan::ProvenOptimal(row.max_load, row.own_bound);
+}
 
 void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
   // One line per policy: its initial assignment, then what the load changes cost it.
@@ -44,7 +48,7 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
   out << absl::StrFormat("%-12s %12s %12s %7s %11s %10s %8s %10s %9s", "policy", "max load",
                          "lower bound", "ratio", "stddev", "time ms", "rounds", "messages",
                          "own gap");
-  if (changes) out << absl::StrFormat(" %11s %11s", "moves/chg", "worst ratio");
+  if (changes) out << absl::StrFormat(" %11s %10s %11s", "moves/chg", "max moves", "worst ratio");
   out << "\n";
   for (const std::string& policy : order) {
     const std::vector<const Measurement*>& steps = by_policy[policy];
@@ -62,12 +66,15 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
     }
     if (changes) {
       double moves = 0, worst = 0;
+      int64_t most = 0;
       for (const Measurement* step : steps) {
         moves += static_cast<double>(step->migrations);
-        worst = std::max(worst, step->ratio);
+        most = std::max(most, step->migrations);
+        // The worst a re-balance left; the initial assignment has its own column.
+        if (step->step > 0) worst = std::max(worst, step->ratio);
       }
-      out << absl::StrFormat(" %11.1f %11.4f", moves / std::max<size_t>(1, steps.size() - 1),
-                             worst);
+      out << absl::StrFormat(" %11.1f %10d %11.4f", moves / std::max<size_t>(1, steps.size() - 1),
+                             most, worst);
     }
     out << "\n";
   }
@@ -76,30 +83,40 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
 absl::Status WriteCsv(const std::vector<Measurement>& rows, const std::string& path) {
   TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
   out << "policy,step,max_load,lower_bound,ratio,stddev,migrations,runtime_ms,rounds,messages,"
-         "own_bound,proven_optimal\n";
+         "own_bound,proven_optimal,target\n";
   for (const Measurement& r : rows) {
-    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d,%.10g,%s\n", r.policy,
+    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d,%.10g,%s,%.10g\n", r.policy,
                            r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
                            r.runtime_ms, r.rounds, r.messages, r.own_bound,
-                           ProvenOptimal(r) ? "true" : "false");
+                           ProvenOptimal(r) ? "true" : "false", r.target);
   }
   return Close(out, path);
 }
 
-absl::Status WriteJson(const std::vector<Measurement>& rows, const std::string& path) {
-  TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
-  out << "[\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Measurement& r = rows[i];
-    out << absl::StrFormat(
-        "  {\"policy\": \"%s\", \"step\": %d, \"max_load\": %.10g, \"lower_bound\": %.10g, "
-        "\"ratio\": %.6f, \"stddev\": %.10g, \"migrations\": %d, \"runtime_ms\": %.3f, "
-        "\"rounds\": %d, \"messages\": %d, \"own_bound\": %.10g, \"proven_optimal\": %s}%s\n",
-        r.policy, r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations, r.runtime_ms,
-        r.rounds, r.messages, r.own_bound, ProvenOptimal(r) ? "true" : "false",
-        i + 1 < rows.size() ? "," : "");
+absl::Status WriteJson(const std::vector<Measurement>& rows,
+                       const std::vector<std::string>& switches,
+                       const std::vector<std::string>& controllers, const std::string& path) {
+  nlohmann::json measurements = nlohmann::json::array();
+  for (const Measurement& r : rows) {
+    measurements.push_back({{"policy", r.policy},
+                            {"step", r.step},
+                            {"max_load", r.max_load},
+                            {"lower_bound", r.lower_bound},
+                            {"ratio", r.ratio},
+                            {"stddev", r.stddev},
+                            {"migrations", r.migrations},
+                            {"target", r.target},
+                            {"runtime_ms", r.runtime_ms},
+                            {"rounds", r.rounds},
+                            {"messages", r.messages},
+                            {"own_bound", r.own_bound},
+                            {"proven_optimal", ProvenOptimal(r)},
+                            {"assignment", r.assignment}});
   }
-  out << "]\n";
+  const nlohmann::json document = {
+      {"switches", switches}, {"controllers", controllers}, {"measurements", measurements}};
+  TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
+  out << document.dump(1) << "\n";
   return Close(out, path);
 }
 

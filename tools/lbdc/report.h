@@ -27,8 +27,11 @@ struct Measurement {
   double runtime_ms = 0.0;
   int64_t rounds = 0;
   int64_t messages = 0;
+  double target = 0.0;              // the max load a re-balance aimed for (0 at step 0)
+  std::vector<int32_t> assignment;  // controller per switch after this step, for --json
 };
 
+// Within kOptimalityTolerance (titan/balance.h) of the policy's own bound.
 bool ProvenOptimal(const Measurement& row);
 
 struct PolicyLoads {
@@ -38,7 +41,11 @@ struct PolicyLoads {
 
 void PrintTable(const std::vector<Measurement>& rows, std::ostream& out);
 absl::Status WriteCsv(const std::vector<Measurement>& rows, const std::string& path);
-absl::Status WriteJson(const std::vector<Measurement>& rows, const std::string& path);
+// {"switches": [names], "controllers": [names of their sites], "measurements": [rows, each with
+// its assignment as controller indices]}; a number that is not finite is written as null.
+absl::Status WriteJson(const std::vector<Measurement>& rows,
+                       const std::vector<std::string>& switches,
+                       const std::vector<std::string>& controllers, const std::string& path);
 // Each policy's controller loads, heaviest first, as one line per policy, with the lower bound.
 absl::Status WriteSvg(const std::vector<PolicyLoads>& loads, double lower_bound,
                       const std::string& path);

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -19,6 +20,9 @@
 
 namespace titan::lbdc {
 namespace {
+
+constexpr double kMaxSwitches = 1e7;
+constexpr double kMaxLinks = 5e7;
 
 // A topology as a file describes it, before names become indices.
 struct Described {
@@ -301,24 +305,45 @@ absl::StatusOr<Topology> MakeTopology(const std::string& spec, std::mt19937_64& 
                      DidYouMean(kind, kinds)));
   }
   TITAN_ASSIGN_OR_RETURN(std::vector<double> p, Numbers(spec.substr(colon + 1), spec));
-  auto bad = [&](const char* expected) {
+  auto bad = [&](const std::string& expected) {
     return absl::InvalidArgumentError(absl::StrCat("--topology=", spec, ": expected ", expected));
   };
+  // Sizes are checked before anything is built: a generator asked for 10^10 links would
+  // exhaust memory long before it failed.
+  auto whole = [](double v, double low, double high) {
+    return std::isfinite(v) && v == std::floor(v) && v >= low && v <= high;
+  };
+  auto too_many_links = [&](double links) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--topology=", spec, ": ", links, " links; at most ", kMaxLinks, " are supported"));
+  };
   if (kind == "fat-tree") {
-    if (p.size() != 1 || p[0] < 2 || p[0] > 512 || std::fmod(p[0], 2.0) != 0.0) {
+    if (p.size() != 1 || !whole(p[0], 2, 512) || std::fmod(p[0], 2.0) != 0.0) {
       return bad("fat-tree:K with K even, 2..512");
     }
+    if (p[0] * p[0] * p[0] / 2 > kMaxLinks) return too_many_links(p[0] * p[0] * p[0] / 2);
     return FatTree(static_cast<int>(p[0]));
   }
   if (kind == "leaf-spine") {
-    if (p.size() != 2 || p[0] < 1 || p[1] < 1) return bad("leaf-spine:LEAVES,SPINES, both >= 1");
+    if (p.size() != 2 || !whole(p[0], 1, kMaxSwitches) || !whole(p[1], 1, kMaxSwitches) ||
+        p[0] + p[1] > kMaxSwitches) {
+      return bad(absl::StrCat("leaf-spine:LEAVES,SPINES, whole numbers >= 1, at most ",
+                              kMaxSwitches, " switches in all"));
+    }
+    if (p[0] * p[1] > kMaxLinks) return too_many_links(p[0] * p[1]);
     return LeafSpine(static_cast<int>(p[0]), static_cast<int>(p[1]));
   }
-  p.resize(4, 0.0);
-  const double alpha = p[1] > 0 ? p[1] : 0.4, beta = p[2] > 0 ? p[2] : 0.6;
-  const double degree = p[3] > 0 ? p[3] : 4.0;
-  if (p[0] < 1 || p[0] > 1e7 || beta > 1.0) {
-    return bad("waxman:N[,ALPHA,BETA,DEGREE] with 1 <= N <= 1e7 and 0 < BETA <= 1");
+  if (p.size() > 4 || !whole(p[0], 1, kMaxSwitches)) {
+    return bad(
+        absl::StrCat("waxman:N[,ALPHA,BETA,DEGREE] with N a whole number, 1..", kMaxSwitches));
+  }
+  // Parameters left out take their defaults; those given must make sense.
+  const double alpha = p.size() > 1 ? p[1] : 0.4, beta = p.size() > 2 ? p[2] : 0.6;
+  const double degree = p.size() > 3 ? p[3] : 4.0;
+  if (!(alpha > 0) || !std::isfinite(alpha)) return bad("ALPHA > 0 (a finite number)");
+  if (!(beta > 0 && beta <= 1)) return bad("0 < BETA <= 1");
+  if (!(degree > 0 && degree * p[0] / 2 <= kMaxLinks)) {
+    return bad(absl::StrCat("DEGREE > 0, with N x DEGREE / 2 at most ", kMaxLinks, " links"));
   }
   return Waxman(static_cast<int>(p[0]), alpha, beta, degree, random);
 }
@@ -337,7 +362,12 @@ absl::StatusOr<std::vector<int32_t>> PlaceControllers(const Topology& topology,
     std::map<std::string, int32_t> index;
     for (int s = 0; s < n; ++s) index.emplace(topology.name[s], s);
     std::vector<int32_t> sites;
+    std::set<std::string> seen;
     for (const std::string& name : given) {
+      if (!seen.insert(name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "controller site '", name, "' is listed twice; expected one controller per switch"));
+      }
       auto it = index.find(name);
       if (it == index.end()) {
         return absl::InvalidArgumentError(absl::StrCat("controller site '", name,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,11 +30,18 @@ absl::Status ValidateProblem(const BalanceProblem& problem) {
     }
   }
   std::vector<int> seen(m, -1);
+  double total = 0.0;
   for (int s = 0; s < n; ++s) {
     const double load = problem.switch_load[s];
     if (!std::isfinite(load) || load < 0.0) {
       return absl::InvalidArgumentError(
           absl::StrCat("switch ", s, " has load ", load, "; expected a finite load >= 0"));
+    }
+    total += load;
+    if (!std::isfinite(total)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the loads of switches 0..", s, " sum beyond the largest double (",
+          std::numeric_limits<double>::max(), "); expected loads whose sum is finite"));
     }
     const std::vector<int32_t>& candidates = problem.potential[s];
     if (candidates.empty()) {
@@ -127,20 +135,34 @@ std::vector<Migration> Diff(const std::vector<int32_t>& current, const std::vect
   return moves;
 }
 
-absl::StatusOr<std::vector<Migration>> MigrateIfLower(const BalanceProblem& problem,
-                                                      const std::vector<int32_t>& current,
-                                                      const std::vector<int32_t>& proposed) {
-  TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-  if (MaxLoad(problem, proposed) < MaxLoad(problem, current) - LoadTolerance(problem)) {
-    return Diff(current, proposed);
+BalanceProblem ScaledLoads(const BalanceProblem& problem, double factor) {
+  BalanceProblem scaled = problem;
+  for (double& w : scaled.switch_load) w *= factor;
+  for (double& capacity : scaled.controller_capacity) capacity *= factor;
+  return scaled;
+}
+
+Normalised Normalise(const BalanceProblem& problem) {
+  constexpr double kGrid = 0x1p40;
+  Normalised normalised;
+  const double bound = TrivialLowerBound(problem);
+  normalised.unit = bound > 0.0 ? bound : 1.0;
+  normalised.problem = problem;
+  auto round = [&](double value) {
+    return std::nearbyint(value / normalised.unit * kGrid) / kGrid;
+  };
+  for (double& w : normalised.problem.switch_load) w = round(w);
+  for (double& capacity : normalised.problem.controller_capacity) {
+    if (std::isfinite(capacity)) capacity = round(capacity);
   }
-  return std::vector<Migration>{};
+  normalised.error = 0.5 / kGrid * static_cast<double>(problem.num_switches() + 1);
+  return normalised;
 }
 
 double LoadTolerance(const BalanceProblem& problem) {
   double largest = 0.0;
   for (double w : problem.switch_load) largest = std::max(largest, w);
-  return 1e-9 * std::max(1.0, largest);
+  return 1e-9 * largest;
 }
 
 }  // namespace titan::balance

@@ -11,9 +11,9 @@
 
 namespace titan::balance {
 
-// Every switch has a non-negative finite load and at least one potential controller, each a
-// valid index listed once; capacities are positive (or +inf); distances, when given, are
-// parallel to the potential lists.
+// Every switch has a non-negative finite load (their sum finite too) and at least one potential
+// controller, each a valid index listed once; capacities are positive (or +inf); distances, when
+// given, are parallel to the potential lists.
 absl::Status ValidateProblem(const BalanceProblem& problem);
 
 // `assignment` has one entry per switch, each one of that switch's potential controllers.
@@ -37,14 +37,23 @@ int MaxPotential(const BalanceProblem& problem);
 // The moves that turn `current` into `next`.
 std::vector<Migration> Diff(const std::vector<int32_t>& current, const std::vector<int32_t>& next);
 
-// The migrations of a policy that re-solves from scratch: those to `proposed` when it lowers the
-// maximum load of `current`, else none (a re-solve that does not help should not move anything).
-absl::StatusOr<std::vector<Migration>> MigrateIfLower(const BalanceProblem& problem,
-                                                      const std::vector<int32_t>& current,
-                                                      const std::vector<int32_t>& proposed);
+// `problem` with every load and capacity multiplied by `factor`.
+BalanceProblem ScaledLoads(const BalanceProblem& problem, double factor);
+
+// The instance the COIN-OR solvers see: loads and capacities in units of the trivial bound,
+// rounded to multiples of 2^-40. Their tolerances are absolute, and their path through a
+// degenerate LP follows the last bits of its input, so scaling every load by any factor must
+// give them the same numbers.
+struct Normalised {
+  BalanceProblem problem;
+  double unit = 1.0;   // the trivial bound (1 when every load is 0)
+  double error = 0.0;  // the most the rounding moves any controller's load, in units
+};
+Normalised Normalise(const BalanceProblem& problem);
 
 // Loads are compared with this slack, so that float rounding never makes a move look improving
-// and local searches cannot cycle.
+// and local searches cannot cycle. Relative to the largest load, so that scaling every load
+// scales every decision alike.
 double LoadTolerance(const BalanceProblem& problem);
 
 }  // namespace titan::balance

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "coin/ClpPrimalColumnSteepest.hpp"
@@ -14,16 +15,11 @@
 namespace titan::balance {
 namespace {
 
-// Makes greedy's assignment the starting basis: each switch's assigned x, L, and the slacks of
-// every load row but the heaviest one's (which L covers) and of the capacity rows. It is
-// non-singular (triangular after ordering) and near-optimal, so primal simplex starts close.
-void StartFromGreedy(const BalanceProblem& problem, const LpModel& model, ClpSimplex& simplex) {
-  std::vector<int32_t> assignment = LargestFirst(problem);
-  std::vector<double> loads = ControllerLoads(problem, assignment);
-  ImproveByMoves(problem, assignment, loads);
-  const int n = problem.num_switches();
-  const int heaviest =
-      static_cast<int>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+// Makes `chosen` (an index into each block's columns) the starting basis: each block's chosen x,
+// the load column in `tight_row`, and the slacks of every other row. It is non-singular
+// (triangular after ordering); from a near-optimal assignment primal simplex starts close.
+void SetStartingBasis(const LpModel& model, const std::vector<int>& chosen, int tight_row,
+                      double load_value, ClpSimplex& simplex) {
   double* x = simplex.primalColumnSolution();
   for (int column = 0; column < simplex.numberColumns(); ++column) {
     simplex.setColumnStatus(column, ClpSimplex::atLowerBound);
@@ -32,19 +28,62 @@ void StartFromGreedy(const BalanceProblem& problem, const LpModel& model, ClpSim
   for (int row = 0; row < simplex.numberRows(); ++row) {
     simplex.setRowStatus(row, ClpSimplex::basic);
   }
-  for (int s = 0; s < n; ++s) {
-    const std::vector<int32_t>& candidates = problem.potential[s];
-    const int column =
-        model.first_column[s] +
-        static_cast<int>(std::find(candidates.begin(), candidates.end(), assignment[s]) -
-                         candidates.begin());
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const int column = model.first_column[i] + chosen[i];
     simplex.setColumnStatus(column, ClpSimplex::basic);
     x[column] = 1.0;
-    simplex.setRowStatus(s, ClpSimplex::atLowerBound);
+    simplex.setRowStatus(static_cast<int>(i), ClpSimplex::atLowerBound);
   }
   simplex.setColumnStatus(model.load_column, ClpSimplex::basic);
-  x[model.load_column] = loads[heaviest];
-  simplex.setRowStatus(n + heaviest, ClpSimplex::atUpperBound);
+  x[model.load_column] = load_value;
+  simplex.setRowStatus(tight_row, ClpSimplex::atUpperBound);
+}
+
+// Where `assignment` puts each switch of `switches`, as an index into its potential list.
+std::vector<int> Positions(const BalanceProblem& problem, const std::vector<int32_t>& switches,
+                           const std::vector<int32_t>& assignment) {
+  std::vector<int> chosen;
+  for (int32_t s : switches) {
+    const std::vector<int32_t>& candidates = problem.potential[s];
+    chosen.push_back(static_cast<int>(
+        std::find(candidates.begin(), candidates.end(), assignment[s]) - candidates.begin()));
+  }
+  return chosen;
+}
+
+// Runs primal simplex with partial pricing, turning CLP's exceptions and verdicts into errors.
+absl::Status RunPrimal(ClpSimplex& simplex, const char* what) {
+  try {
+    // Pricing all 800,000 columns of a 100k instance with steepest edge dominated; mode 4
+    // prices partially while that is cheaper.
+    ClpPrimalColumnSteepest pricing(4);
+    simplex.setPrimalColumnPivotAlgorithm(pricing);
+    simplex.primal();
+  } catch (const CoinError& error) {
+    return absl::InternalError(
+        absl::StrCat("CLP failed in ", error.methodName(), ": ", error.message()));
+  }
+  if (simplex.isProvenPrimalInfeasible()) {
+    return absl::FailedPreconditionError(
+        "the controller capacities admit no assignment, not even a fractional one");
+  }
+  if (!simplex.isProvenOptimal()) {
+    return absl::InternalError(absl::StrCat("CLP stopped without an optimal solution of ", what,
+                                            " (status ", simplex.status(), ", secondary status ",
+                                            simplex.secondaryStatus(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<double>> Shares(const BalanceProblem& problem,
+                                        const std::vector<int32_t>& switches, const LpModel& model,
+                                        const double* solution) {
+  std::vector<std::vector<double>> x(switches.size());
+  for (size_t i = 0; i < switches.size(); ++i) {
+    const double* first = solution + model.first_column[i];
+    x[i].assign(first, first + problem.potential[switches[i]].size());
+  }
+  return x;
 }
 
 }  // namespace
@@ -105,42 +144,130 @@ LpModel BuildMinMaxModel(const BalanceProblem& problem) {
   return model;
 }
 
-absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem, int log_level) {
+absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& original,
+                                                     int log_level) {
+  const Normalised normalised = Normalise(original);
+  const BalanceProblem& problem = normalised.problem;
   const LpModel model = BuildMinMaxModel(problem);
   ClpSimplex simplex;
   simplex.setLogLevel(log_level);
-  try {
-    simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
-                        model.objective.data(), model.row_lower.data(), model.row_upper.data());
-    // Dual simplex from the slack basis took about four pivots per switch (10,000 switches:
-    // 41,698 pivots, 43 s; 100,000: not done in 300 s). From greedy's basis, within a fraction
-    // of a percent of LP*, primal simplex needs a few thousand. Pricing all 800,000 columns with
-    // steepest edge then dominated; mode 4 prices partially while that is cheaper.
-    StartFromGreedy(problem, model, simplex);
-    ClpPrimalColumnSteepest pricing(4);
-    simplex.setPrimalColumnPivotAlgorithm(pricing);
-    simplex.primal();
-  } catch (const CoinError& error) {
-    return absl::InternalError(
-        absl::StrCat("CLP failed in ", error.methodName(), ": ", error.message()));
-  }
-  if (simplex.isProvenPrimalInfeasible()) {
-    return absl::FailedPreconditionError(
-        "the controller capacities admit no assignment, not even a fractional one");
-  }
-  if (!simplex.isProvenOptimal()) {
-    return absl::InternalError(
-        absl::StrCat("CLP stopped without an optimal solution of the LP relaxation (status ",
-                     simplex.status(), ", secondary status ", simplex.secondaryStatus(), ")"));
-  }
-  const double* solution = simplex.primalColumnSolution();
+  simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
+                      model.objective.data(), model.row_lower.data(), model.row_upper.data());
+  // Dual simplex from the slack basis took about four pivots per switch (10,000 switches:
+  // 41,698 pivots, 43 s; 100,000: not done in 300 s). From greedy's basis, within a fraction
+  // of a percent of LP*, primal simplex needs a few thousand.
+  std::vector<int32_t> greedy = LargestFirst(problem);
+  std::vector<double> loads = ControllerLoads(problem, greedy);
+  ImproveByMoves(problem, greedy, loads);
+  std::vector<int32_t> all(problem.num_switches());
+  std::iota(all.begin(), all.end(), 0);
+  const int heaviest =
+      static_cast<int>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+  SetStartingBasis(model, Positions(problem, all, greedy), problem.num_switches() + heaviest,
+                   loads[heaviest], simplex);
+  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the LP relaxation"));
   FractionalAssignment result;
-  result.objective = solution[model.load_column];
-  result.x.resize(problem.num_switches());
-  for (int s = 0; s < problem.num_switches(); ++s) {
-    const size_t k = problem.potential[s].size();
-    result.x[s].assign(solution + model.first_column[s], solution + model.first_column[s] + k);
+  // The bound holds for the original loads once the rounding's error is taken off.
+  result.objective =
+      std::max(0.0, (simplex.primalColumnSolution()[model.load_column] - normalised.error) *
+                        normalised.unit);
+  result.x = Shares(problem, all, model, simplex.primalColumnSolution());
+  return result;
+}
+
+LpModel BuildMigrationModel(const BalanceProblem& problem, const std::vector<int32_t>& assignment,
+                            const std::vector<int32_t>& free, double target) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const int n = static_cast<int>(free.size());
+  const int m = problem.num_controllers();
+  std::vector<double> fixed = ControllerLoads(problem, assignment);
+  for (int32_t s : free) fixed[assignment[s]] -= problem.switch_load[s];
+  std::vector<int> capacity_row(m, -1);
+  int rows = n + m;
+  for (int c = 0; c < m; ++c) {
+    if (std::isfinite(problem.controller_capacity[c])) capacity_row[c] = rows++;
   }
+  LpModel model;
+  model.row_lower.assign(rows, -kInf);
+  model.row_upper.assign(rows, 0.0);
+  for (int i = 0; i < n; ++i) model.row_lower[i] = model.row_upper[i] = 1.0;
+  for (int c = 0; c < m; ++c) {
+    model.row_upper[n + c] = target - fixed[c];
+    if (capacity_row[c] >= 0) {
+      model.row_upper[capacity_row[c]] = problem.controller_capacity[c] - fixed[c];
+    }
+  }
+  std::vector<double> elements;
+  std::vector<int> indices;
+  std::vector<CoinBigIndex> starts;
+  auto add_column = [&](double lower, double upper, double cost) {
+    starts.push_back(static_cast<CoinBigIndex>(elements.size()));
+    model.column_lower.push_back(lower);
+    model.column_upper.push_back(upper);
+    model.objective.push_back(cost);
+  };
+  auto add_entry = [&](int row, double value) {
+    elements.push_back(value);
+    indices.push_back(row);
+  };
+  for (int i = 0; i < n; ++i) {
+    const int32_t s = free[i];
+    const double w = problem.switch_load[s];
+    model.first_column.push_back(static_cast<int>(starts.size()));
+    for (int32_t c : problem.potential[s]) {
+      add_column(0.0, w > problem.controller_capacity[c] ? 0.0 : 1.0, c == assignment[s] ? 0 : 1);
+      add_entry(i, 1.0);
+      if (w > 0.0) {
+        add_entry(n + c, w);
+        if (capacity_row[c] >= 0) add_entry(capacity_row[c], w);
+      }
+    }
+  }
+  model.load_column = static_cast<int>(starts.size());
+  add_column(0.0, kInf, 0.0);
+  for (int c = 0; c < m; ++c) add_entry(n + c, -1.0);
+  starts.push_back(static_cast<CoinBigIndex>(elements.size()));
+  std::vector<int> lengths(starts.size() - 1);
+  for (size_t j = 0; j + 1 < starts.size(); ++j)
+    lengths[j] = static_cast<int>(starts[j + 1] - starts[j]);
+  model.matrix = CoinPackedMatrix(true, rows, static_cast<int>(lengths.size()),
+                                  static_cast<CoinBigIndex>(elements.size()), elements.data(),
+                                  indices.data(), starts.data(), lengths.data());
+  return model;
+}
+
+absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& original,
+                                                    const std::vector<int32_t>& assignment,
+                                                    const std::vector<int32_t>& free, double target,
+                                                    int log_level) {
+  const Normalised normalised = Normalise(original);
+  const BalanceProblem& problem = normalised.problem;
+  target /= normalised.unit;
+  LpModel model = BuildMigrationModel(problem, assignment, free, target);
+  const std::vector<double> move_cost = model.objective;
+  // First the least excess E over the target, then the fewest moves that keep it.
+  std::fill(model.objective.begin(), model.objective.end(), 0.0);
+  model.objective[model.load_column] = 1.0;
+  ClpSimplex simplex;
+  simplex.setLogLevel(log_level);
+  simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
+                      model.objective.data(), model.row_lower.data(), model.row_upper.data());
+  const std::vector<double> loads = ControllerLoads(problem, assignment);
+  const int heaviest =
+      static_cast<int>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+  SetStartingBasis(model, Positions(problem, free, assignment),
+                   static_cast<int>(free.size()) + heaviest,
+                   std::max(0.0, loads[heaviest] - target), simplex);
+  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the migration LP (least excess)"));
+  const double least_excess = simplex.primalColumnSolution()[model.load_column];
+  simplex.setColumnUpper(model.load_column, least_excess + LoadTolerance(problem));
+  for (int column = 0; column < static_cast<int>(move_cost.size()); ++column) {
+    simplex.setObjectiveCoefficient(column, move_cost[column]);
+  }
+  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the migration LP (fewest moves)"));
+  FractionalAssignment result;
+  result.objective = least_excess * normalised.unit;
+  result.x = Shares(problem, free, model, simplex.primalColumnSolution());
   return result;
 }
 

@@ -34,8 +34,28 @@ struct FractionalAssignment {
 
 // Solves the relaxation with CLP's primal simplex method, started from greedy's assignment, so
 // the solution is an extreme point.
-// `log_level` 0 silences the solver.
+// `log_level` 0 silences the solver. The solver sees the loads normalised (Normalise); LP* is
+// scaled back less the rounding's error, so it stays a lower bound.
 absl::StatusOr<FractionalAssignment> SolveRelaxation(const BalanceProblem& problem, int log_level);
+
+// The fewest-migrations model over the switches `free` (ascending), the others staying where
+// `assignment` puts them:
+//   minimise  the number of free switches off their controller in `assignment`
+//   subject to  sum_{c in P(s)} x_sc = 1                        for every free switch s
+//               sum_{s free} w_s x_sc - E <= target - fixed_c     for every controller c
+//               sum_{s free} w_s x_sc <= capacity_c - fixed_c     for every capacitated c
+// where fixed_c is the load of c's other switches and E >= 0 (load_column) the excess over the
+// target. Blocks of first_column follow `free`.
+LpModel BuildMigrationModel(const BalanceProblem& problem, const std::vector<int32_t>& assignment,
+                            const std::vector<int32_t>& free, double target);
+
+// Solves the relaxation of the migration model in two steps, started from `assignment`: the
+// least excess E* (returned as `objective`), then the fewest moves with E <= E*. x is parallel
+// to the potential lists of `free`.
+absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& problem,
+                                                    const std::vector<int32_t>& assignment,
+                                                    const std::vector<int32_t>& free, double target,
+                                                    int log_level);
 
 // x values within this of 0 or 1 count as integral.
 inline constexpr double kIntegralTolerance = 1e-7;

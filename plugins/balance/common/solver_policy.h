@@ -1,12 +1,17 @@
-// What the solver-based policies (lp-round, lst, ilp) share: the solver's log level as a
-// recipe key, and re-balancing by solving afresh and moving switches only when that lowers
-// the maximum load.
+// What the LP policies (lp-round, lst) share, and ilp its log key: the solver's log level as a
+// recipe key, and re-balancing with the current assignment in the model. Rebalance moves
+// nothing when the current maximum is within slack x the trivial bound; else it solves the
+// LP relaxation for the bound (LP*), and when the current maximum is above slack x that bound
+// re-solves only the switches on the controllers above it, with the fewest-migrations LP
+// (common/lp_model.h), rounds that as the policy rounds, and makes the rounded moves that still
+// help; single moves (common/rebalance.h) then close what rounding left above the target.
 #ifndef TITAN_PLUGINS_BALANCE_COMMON_SOLVER_POLICY_H_
 #define TITAN_PLUGINS_BALANCE_COMMON_SOLVER_POLICY_H_
 
 #include <vector>
 
 #include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/lp_model.h"
 #include "titan/balance.h"
 
 namespace titan::balance {
@@ -29,14 +34,17 @@ class SolverPolicy : public BalancePlugin {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
-    TITAN_ASSIGN_OR_RETURN(BalanceResult fresh, Assign(problem));
-    return MigrateIfLower(problem, current, fresh.controller_of);
-  }
+  absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
+                                            const std::vector<int32_t>& current,
+                                            const RebalanceGoal& goal) override;
 
  protected:
   int solver_log() const { return solver_log_; }
+
+  // The policy's rounding of a basic solution `lp` of `problem`'s relaxation (or of the
+  // migration LP, whose x has the same form); by default each switch to its largest share.
+  virtual std::vector<int32_t> Round(const BalanceProblem& problem,
+                                     const FractionalAssignment& lp) const;
 
  private:
   int solver_log_ = 0;

@@ -2,8 +2,10 @@
 // controller, then a migration phase that moves switches off the heavier controller of any pair
 // while that lowers it without making the other as heavy (see common/local_search.h). It ends
 // with no improving single move, so in particular no single move lowers the maximum load.
+// Rebalance moves only what lowers a controller above the target.
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
+#include "plugins/balance/common/rebalance.h"
 
 namespace titan::balance {
 
@@ -36,15 +38,13 @@ class Greedy : public BalancePlugin {
     return result;
   }
 
-  // Starts from the current assignment, so only the moves the migration phase needs happen.
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
+  // Moves only switches off controllers above the target (common/rebalance.h), starting from
+  // the current assignment, with the trivial bound as its own.
+  absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
+                                            const std::vector<int32_t>& current,
+                                            const RebalanceGoal& goal) override {
     TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
-    TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-    std::vector<int32_t> next = current;
-    std::vector<double> loads = ControllerLoads(problem, next);
-    ImproveByMoves(problem, next, loads);
-    return Diff(current, next);
+    return RebalanceByMoves(problem, current, goal, TrivialLowerBound(problem));
   }
 
  private:

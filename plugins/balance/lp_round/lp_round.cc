@@ -15,12 +15,9 @@ class LpRound : public SolverPolicy {
     TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
     TITAN_ASSIGN_OR_RETURN(FractionalAssignment lp, SolveRelaxation(problem, solver_log()));
     BalanceResult result;
-    result.controller_of.resize(problem.num_switches());
+    result.controller_of = Round(problem, lp);
     for (int s = 0; s < problem.num_switches(); ++s) {
-      const std::vector<double>& x = lp.x[s];
-      const size_t best = std::max_element(x.begin(), x.end()) - x.begin();
-      result.controller_of[s] = problem.potential[s][best];
-      if (x[best] < 1.0 - kIntegralTolerance) {
+      if (*std::max_element(lp.x[s].begin(), lp.x[s].end()) < 1.0 - kIntegralTolerance) {
         result.largest_fractional_load =
             std::max(result.largest_fractional_load, problem.switch_load[s]);
       }

@@ -54,14 +54,31 @@ class Lst : public SolverPolicy {
     const double heaviest =
         *std::max_element(problem.switch_load.begin(), problem.switch_load.end());
     BalanceResult result;
-    result.controller_of.assign(problem.num_switches(), -1);
+    result.controller_of = Round(problem, lp);
+    for (int s = 0; s < problem.num_switches(); ++s) {
+      if (*std::max_element(lp.x[s].begin(), lp.x[s].end()) < 1.0 - kIntegralTolerance) {
+        result.largest_fractional_load =
+            std::max(result.largest_fractional_load, problem.switch_load[s]);
+      }
+    }
+    result.fractional_bound = std::max(lp.objective, heaviest);
+    result.lower_bound = std::max(result.fractional_bound, TrivialLowerBound(problem));
+    return result;
+  }
+
+ protected:
+  // Integral switches where x puts them; fractional ones matched to distinct controllers of
+  // their support.
+  std::vector<int32_t> Round(const BalanceProblem& problem,
+                             const FractionalAssignment& lp) const override {
+    std::vector<int32_t> controller_of(problem.num_switches(), -1);
     std::vector<int> fractional;
     std::vector<std::vector<int32_t>> support;
     for (int s = 0; s < problem.num_switches(); ++s) {
       const std::vector<double>& x = lp.x[s];
       const size_t best = std::max_element(x.begin(), x.end()) - x.begin();
       if (x[best] >= 1.0 - kIntegralTolerance) {
-        result.controller_of[s] = problem.potential[s][best];
+        controller_of[s] = problem.potential[s][best];
         continue;
       }
       fractional.push_back(s);
@@ -69,18 +86,14 @@ class Lst : public SolverPolicy {
       for (size_t i = 0; i < x.size(); ++i) {
         if (x[i] > kIntegralTolerance) support.back().push_back(problem.potential[s][i]);
       }
-      result.largest_fractional_load =
-          std::max(result.largest_fractional_load, problem.switch_load[s]);
     }
     const std::vector<int32_t> matched =
         MatchFractional(fractional, support, problem.num_controllers());
     for (size_t i = 0; i < fractional.size(); ++i) {
       // Unmatched only if the solver's point was not extreme; its largest share is still valid.
-      result.controller_of[fractional[i]] = matched[i] >= 0 ? matched[i] : support[i].front();
+      controller_of[fractional[i]] = matched[i] >= 0 ? matched[i] : support[i].front();
     }
-    result.fractional_bound = std::max(lp.objective, heaviest);
-    result.lower_bound = std::max(result.fractional_bound, TrivialLowerBound(problem));
-    return result;
+    return controller_of;
   }
 };
 

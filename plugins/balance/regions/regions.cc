@@ -2,6 +2,7 @@
 // the one listed first), whatever the loads; this is what a fixed partition of the topology
 // into controller regions does, and the reference the balancing policies are measured against.
 #include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/rebalance.h"
 
 namespace titan::balance {
 
@@ -15,12 +16,21 @@ class Regions : public BalancePlugin {
     return result;
   }
 
-  // Loads do not move regions: only switches away from their nearest controller go back.
-  absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                   const std::vector<int32_t>& current) override {
+  // Loads do not move regions, so the target does not either: the switches away from their
+  // nearest controller go back, at most goal.max_moves of them (in switch order).
+  absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
+                                            const std::vector<int32_t>& current,
+                                            const RebalanceGoal& goal) override {
     TITAN_ASSIGN_OR_RETURN(BalanceResult nearest, Assign(problem));
     TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-    return Diff(current, nearest.controller_of);
+    RebalanceResult result;
+    TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, nearest.lower_bound));
+    result.target = goal.slack * result.lower_bound;
+    result.moves = Diff(current, nearest.controller_of);
+    if (static_cast<int64_t>(result.moves.size()) > goal.max_moves) {
+      result.moves.resize(static_cast<size_t>(goal.max_moves));
+    }
+    return result;
   }
 };
 

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "plugins/comm/mpi/flight_recorder.h"
 #include "plugins/comm/mpi/primitives.h"
@@ -93,7 +94,8 @@ std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size) {
 }
 
 // Runs `body`, turning an escaping exception (bad_alloc) into a Status naming `op`.
-absl::Status Guarded(absl::string_view op, const std::function<absl::Status()>& body) {
+template <typename Body>
+auto Guarded(absl::string_view op, const Body& body) -> decltype(body()) {
   try {
     return body();
   } catch (const std::exception& e) {
@@ -244,16 +246,43 @@ class MpiCommunicator : public Communicator {
   }
 
   absl::Status PointToPoint(absl::string_view op, const TensorView& buffer, int peer, int tag) {
+    std::function<int(MPI_Request*)> start;
+    TITAN_ASSIGN_OR_RETURN(auto peers, PointToPointStart(op, buffer, peer, tag, start));
+    return Run(op, buffer.nbytes(), std::move(peers), nullptr, start);
+  }
+
+ public:
+  // Checks a send or receive of `buffer` with `peer` and sets `start` to begin it.
+  absl::StatusOr<std::shared_ptr<const std::vector<int>>> PointToPointStart(
+      absl::string_view op, const TensorView& buffer, int peer, int tag,
+      std::function<int(MPI_Request*)>& start) {
     TITAN_RETURN_IF_ERROR(CheckBuffers(op, buffer, buffer, 1));
     TITAN_RETURN_IF_ERROR(CheckPeer(op, peer, false));
-    auto peers = std::make_shared<const std::vector<int>>(
+    const bool send = absl::StartsWith(op, "send");
+    void* data = buffer.data;
+    const int bytes = static_cast<int>(buffer.nbytes());
+    MPI_Comm comm = comm_;
+    start = [=](MPI_Request* r) {
+      return send ? MPI_Isend(data, bytes, MPI_BYTE, peer, tag, comm, r)
+                  : MPI_Irecv(data, bytes, MPI_BYTE, peer, tag, comm, r);
+    };
+    return std::make_shared<const std::vector<int>>(
         std::vector<int>{(*members_)[static_cast<size_t>(peer)]});
-    int bytes = static_cast<int>(buffer.nbytes());
-    return Run(op, buffer.nbytes(), peers, nullptr, [&](MPI_Request* r) {
-      return op == "send" ? MPI_Isend(buffer.data, bytes, MPI_BYTE, peer, tag, comm_, r)
-                          : MPI_Irecv(buffer.data, bytes, MPI_BYTE, peer, tag, comm_, r);
-    });
   }
+
+  absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView& buffer, int peer,
+                                                      int tag) override {
+    return StartTransfer("send", buffer, peer, tag);
+  }
+  absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView buffer, int peer,
+                                                      int tag) override {
+    return StartTransfer("recv", buffer, peer, tag);
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<Transfer>> StartTransfer(absl::string_view op,
+                                                          const TensorView& buffer, int peer,
+                                                          int tag);
 
   // `large` holds `chunks` times the elements of `small`, same dtype, both contiguous on the
   // CPU, and a message fits MPI's int count.
@@ -292,48 +321,84 @@ class MpiCommunicator : public Communicator {
                    const std::function<int(MPI_Request*)>& start,
                    std::optional<std::chrono::seconds> timeout = std::nullopt) {
     std::lock_guard<std::mutex> lock(mutex_);
-    ServeDumpRequest();
-    const std::chrono::seconds limit = timeout.value_or(job_->Timeout());
-    std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
-                                    " on ", name_, " (", size_, " ranks)");
-    if (!broken_.empty()) {
-      return absl::AbortedError(
-          absl::StrCat(what, ": the communicator is unusable after an earlier ", broken_));
-    }
-    int64_t sequence = ++sequence_;
-    int64_t handle = job_->recorder.Start(
-        {sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
+    TITAN_ASSIGN_OR_RETURN(Operation operation,
+                           StartLocked(op, bytes, std::move(peers), std::move(staging), start));
+    return FinishLocked(operation, timeout);
+  }
+
+ public:
+  // An operation under way: started and recorded, not yet waited for.
+  struct Operation {
+    std::string op, what;
+    int64_t sequence = 0, handle = 0;
     MPI_Request request = MPI_REQUEST_NULL;
-    int code = start(&request);
+    int code = MPI_SUCCESS;
+    std::shared_ptr<void> staging;
+  };
+
+  absl::StatusOr<Operation> StartLocked(absl::string_view op, size_t bytes,
+                                        std::shared_ptr<const std::vector<int>> peers,
+                                        std::shared_ptr<void> staging,
+                                        const std::function<int(MPI_Request*)>& start) {
+    ServeDumpRequest();
+    Operation operation;
+    operation.op = std::string(op);
+    operation.what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1, " on ",
+                                  name_, " (", size_, " ranks)");
+    if (!broken_.empty()) {
+      return absl::AbortedError(absl::StrCat(
+          operation.what, ": the communicator is unusable after an earlier ", broken_));
+    }
+    operation.sequence = ++sequence_;
+    operation.handle = job_->recorder.Start({operation.sequence,
+                                             std::string(op),
+                                             name_,
+                                             bytes,
+                                             std::move(peers),
+                                             Clock::now(),
+                                             {},
+                                             {}});
+    operation.staging = std::move(staging);
+    operation.code = start(&operation.request);
+    return operation;
+  }
+
+  absl::Status FinishLocked(Operation& operation,
+                            std::optional<std::chrono::seconds> timeout = std::nullopt) {
+    const std::chrono::seconds limit = timeout.value_or(job_->Timeout());
+    int code = operation.code;
     WaitResult result = WaitResult::kFailed;
     if (code == MPI_SUCCESS) {
-      result = WaitUntil(request, std::chrono::steady_clock::now() + limit, code,
+      result = WaitUntil(operation.request, std::chrono::steady_clock::now() + limit, code,
                          [this] { ServeDumpRequest(); });
     }
     if (result == WaitResult::kDone) {
-      job_->recorder.Finish(handle, "completed");
+      job_->recorder.Finish(operation.handle, "completed");
       return absl::OkStatus();
     }
     std::string failure;
     if (result == WaitResult::kTimedOut) {
-      job_->recorder.Finish(handle, "timed out");
+      job_->recorder.Finish(operation.handle, "timed out");
       std::lock_guard<std::mutex> lock(pending_mutex);
-      pending.push_back({request, std::move(staging)});
+      pending.push_back({operation.request, std::move(operation.staging)});
       failure =
           absl::StrCat("did not complete within ", limit.count(), "s (a peer died or stalled)");
     } else {
-      job_->recorder.Finish(handle, "failed");
+      job_->recorder.Finish(operation.handle, "failed");
       failure = absl::StrCat("failed: ", MpiStatus(code).message());
     }
-    broken_ = absl::StrCat(op, " #", sequence, " that ", failure);
-    absl::StatusOr<std::string> dumped = DumpFlightRecord(what);
+    broken_ = absl::StrCat(operation.op, " #", operation.sequence, " that ", failure);
+    absl::StatusOr<std::string> dumped = DumpFlightRecord(operation.what);
     std::string record = dumped.ok() ? absl::StrCat("flight record in ", *dumped)
                                      : std::string(dumped.status().message());
-    std::string message = absl::StrCat(what, " ", failure, "; ", record);
+    std::string message = absl::StrCat(operation.what, " ", failure, "; ", record);
     return result == WaitResult::kTimedOut ? absl::DeadlineExceededError(message)
                                            : absl::InternalError(message);
   }
 
+  std::mutex& mutex() { return mutex_; }
+
+ private:
   MPI_Comm comm_;
   std::string name_;
   std::shared_ptr<Job> job_;
@@ -345,6 +410,40 @@ class MpiCommunicator : public Communicator {
   int64_t sequence_ = 0;
   std::string broken_;  // what made the communicator unusable; empty while it works
 };
+
+// A send or receive started by StartSend/StartRecv; Wait holds the communicator's lock while it
+// polls, as a blocking operation would.
+class MpiTransfer : public Communicator::Transfer {
+ public:
+  MpiTransfer(MpiCommunicator& comm, MpiCommunicator::Operation operation)
+      : comm_(comm), operation_(std::move(operation)) {}
+  ~MpiTransfer() override { Wait().IgnoreError(); }  // a transfer is never left running
+  absl::Status Wait() override {
+    if (waited_) return result_;
+    std::lock_guard<std::mutex> lock(comm_.mutex());
+    result_ = comm_.FinishLocked(operation_);
+    waited_ = true;
+    return result_;
+  }
+
+ private:
+  MpiCommunicator& comm_;
+  MpiCommunicator::Operation operation_;
+  bool waited_ = false;
+  absl::Status result_;
+};
+
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> MpiCommunicator::StartTransfer(
+    absl::string_view op, const TensorView& buffer, int peer, int tag) {
+  return Guarded(op, [&]() -> absl::StatusOr<std::unique_ptr<Transfer>> {
+    std::function<int(MPI_Request*)> start;
+    TITAN_ASSIGN_OR_RETURN(auto peers, PointToPointStart(op, buffer, peer, tag, start));
+    std::lock_guard<std::mutex> lock(mutex_);
+    TITAN_ASSIGN_OR_RETURN(Operation operation,
+                           StartLocked(op, buffer.nbytes(), std::move(peers), nullptr, start));
+    return std::unique_ptr<Transfer>(new MpiTransfer(*this, std::move(operation)));
+  });
+}
 
 // MPI_Init waits for every rank of the job to start, for ever if one never does: it runs on
 // a thread of its own so the wait is bounded by the init timeout.

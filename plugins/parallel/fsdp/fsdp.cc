@@ -54,6 +54,17 @@ class Fsdp : public ParallelPlugin {
     absl::Status first = absl::OkStatus();
     for (const auto& reduction : reductions_) first.Update(reduction.get());
     reductions_.clear();
+    // A gather prefetched for a backward that never came (a pipeline stage's backward ends at
+    // the embedding, whose unit prefetches the last block) holds the values from before the
+    // optimizer step: drop it, so that the next forward gathers the updated ones.
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Unit& unit = units_[u];
+      if (unit.gathering) {
+        first.Update(unit.gathering->get());
+        unit.gathering.reset();
+      }
+      Reshard(u);
+    }
     return first;
   }
 

@@ -5,6 +5,7 @@
 #define TITAN_BALANCE_H_
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "titan/plugin.h"
@@ -38,11 +39,34 @@ struct Migration {
   int32_t to = 0;
 };
 
+// What a re-balance aims for: the most loaded controller at most `slack` x the best lower bound
+// (the larger of `lower_bound` and the one the policy proves itself), moving at most `max_moves`
+// switches. Within the target a policy moves nothing; above it, as few switches as it can.
+struct RebalanceGoal {
+  double slack = 1.02;
+  double lower_bound = 0.0;  // one the caller knows, 0 if none
+  int64_t max_moves = std::numeric_limits<int64_t>::max();
+};
+
+struct RebalanceResult {
+  std::vector<Migration> moves;  // in the order they are to be made
+  double target = 0.0;           // the max load aimed for: slack x lower_bound
+  double lower_bound = 0.0;      // the bound the target was taken from (caller's or proven)
+};
+
+// A result counts as proven optimal when its lower bound is within this relative distance of
+// its max load: the accuracy of ilp's proofs, whose solver works to tolerances of about 1e-7.
+inline constexpr double kOptimalityTolerance = 1e-6;
+inline bool ProvenOptimal(double max_load, double lower_bound) {
+  return lower_bound >= max_load * (1.0 - kOptimalityTolerance);
+}
+
 class BalancePlugin : public Plugin {
  public:
   virtual absl::StatusOr<BalanceResult> Assign(const BalanceProblem& problem) = 0;
-  virtual absl::StatusOr<std::vector<Migration>> Rebalance(const BalanceProblem& problem,
-                                                           const std::vector<int32_t>& current) = 0;
+  virtual absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
+                                                    const std::vector<int32_t>& current,
+                                                    const RebalanceGoal& goal) = 0;
 };
 
 template <>

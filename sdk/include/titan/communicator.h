@@ -43,6 +43,25 @@ class Communicator {
   virtual absl::Status Recv(TensorView buffer, int peer, int tag) = 0;
   virtual absl::Status Barrier() = 0;
 
+  // A send or receive under way. Wait returns once the buffer may be reused (a send) or holds
+  // the message (a receive), or the error, as the blocking call would; destroying an unwaited
+  // transfer waits for it.
+  class Transfer {
+   public:
+    virtual ~Transfer() = default;
+    virtual absl::Status Wait() = 0;
+  };
+  // Start a send or receive and return at once, so that a rank can send and go on computing
+  // (pipeline parallelism: sends never wait for their receiver).
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView& /*buffer*/,
+                                                              int /*peer*/, int /*tag*/) {
+    return absl::UnimplementedError("this communicator has no non-blocking send");
+  }
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView /*buffer*/, int /*peer*/,
+                                                              int /*tag*/) {
+    return absl::UnimplementedError("this communicator has no non-blocking receive");
+  }
+
   // Ranks passing the same color form a new communicator, ordered by key.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
 

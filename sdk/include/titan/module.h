@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "titan/device_mesh.h"
+#include "titan/pipeline.h"
 #include "titan/status.h"
 #include "titan/tensor_view.h"
 
@@ -87,6 +88,8 @@ class Module {
   // The model behind a root module that can compute tensor-parallel; null otherwise. The model's
   // forward is monolithic, so tensor parallelism is a layout it learns, not modules swapped in.
   virtual TensorParallelTarget* tensor_parallel_target() { return nullptr; }
+  // The model behind a root module that runs pipeline stages (titan/pipeline.h); null otherwise.
+  virtual PipelineStageTarget* pipeline_stage_target() { return nullptr; }
 };
 
 }  // namespace titan

@@ -9,6 +9,7 @@
 #include "titan/device_mesh.h"
 #include "titan/module.h"
 #include "titan/optimizer.h"
+#include "titan/pipeline.h"
 #include "titan/plugin.h"
 
 namespace titan {
@@ -19,6 +20,16 @@ struct LocalParameters {
   TensorView params;
   TensorView grads;  // same length; holds the reduced gradients once WaitForGradients returns
   std::vector<ParamSegment> segments;
+};
+
+class ParallelPlugin;
+
+struct PipelineStepOptions {
+  bool forward_only = false;  // validation: every stage's forward, no gradients
+  // Told before each backward whether it must reduce gradients: only the last microbatch's
+  // backwards do, when `sync_gradients` (the last accumulation step) holds.
+  ParallelPlugin* data_parallel = nullptr;
+  bool sync_gradients = true;
 };
 
 class ParallelPlugin : public Plugin {
@@ -46,6 +57,19 @@ class ParallelPlugin : public Plugin {
   // The group whose ranks' local gradients together make up the global gradient (their squared
   // norms add up); null when every rank holds all of it.
   virtual Communicator* gradient_shard_group() { return nullptr; }
+
+  // pp only. Which stages this rank holds of a model of `n_layers` blocks, for steps of
+  // `microbatches` microbatches; asked before the model is built, which then holds only those
+  // blocks (global names kept).
+  virtual absl::StatusOr<PipelinePlan> PlanPipeline(int /*n_layers*/, int /*microbatches*/,
+                                                    DeviceMesh& /*mesh*/) {
+    return absl::UnimplementedError("this parallel plugin does not split the model into stages");
+  }
+  // pp only. Runs this rank's actions of one step's schedule over the microbatches the model
+  // holds, replacing the forward/backward loop of the step.
+  virtual absl::StatusOr<PipelineStepStats> RunSchedule(const PipelineStepOptions& /*options*/) {
+    return absl::UnimplementedError("this parallel plugin runs no pipeline schedule");
+  }
 };
 
 template <>

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Step time and pipeline bubble of every schedule at pp = 4 on the debug recipe (6 blocks, so 8
+# units of work with the embedding and output: one per stage of the 2-stage-per-rank schedules),
+# 8 microbatches of one sequence per step, no activation checkpointing. The measured bubble is
+# the pp ranks' idle share of the schedule's wall time (from metrics.jsonl, steps 2..6), next to
+# the schedule's theoretical one (F = 1, B = 2, I = W = 1, communication free).
+# Usage: bench/pp_bubble.sh [build-dir]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "| schedule | step time (s) | measured bubble | theoretical bubble |"
+echo "|---|---:|---:|---:|"
+for schedule in GPipe 1F1B Interleaved1F1B LoopedBFS InterleavedZeroBubble ZBVZeroBubble \
+  DualPipeV; do
+  OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np 4 "$build/bin/titan-run" \
+    --recipe "$root/recipes/llama3_debug.toml" --training.steps=6 --metrics.log_freq=1 \
+    --training.local_batch_size=8 --training.global_batch_size=8 \
+    --parallelism.pipeline_parallel_degree=4 --parallelism.pipeline_parallel_schedule="$schedule" \
+    --activation_checkpoint.mode=none --generate.max_new_tokens=0 --validation.freq=0 \
+    --job.dump_folder="$out/$schedule" >"$out/$schedule.log" 2>&1 ||
+    { cat "$out/$schedule.log"; exit 1; }
+  /usr/bin/python3 - "$out/$schedule/metrics.jsonl" "$schedule" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l][1:]  # step 1 warms up
+step_s = sum(8 * 128 / r["tps"] for r in rows) / len(rows)
+bubble = sum(r["pp_bubble"] for r in rows) / len(rows)
+print(f"| {sys.argv[2]} | {step_s:.2f} | {100 * bubble:.1f}% | "
+      f"{100 * rows[-1]['pp_bubble_schedule']:.1f}% |")
+PY
+done

@@ -1,0 +1,214 @@
+// The model's side of pipeline parallelism (titan/pipeline.h): one stage's forward and
+// backward for one microbatch, each microbatch's activations in a set of their own, and the
+// zero-bubble split of the backward into input and weight gradients.
+#include <cmath>
+#include <limits>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "core/model/llama.h"
+
+namespace titan {
+
+absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> tokens,
+                                         std::vector<std::vector<int32_t>> targets, int64_t batch,
+                                         int64_t seq_len) {
+  if (tokens.empty() || tokens.size() != targets.size() || batch <= 0 || seq_len <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: expected one or more microbatches of tokens and targets and a positive batch and "
+        "seq_len, found ",
+        tokens.size(), " and ", targets.size(), " microbatches of ", batch, " x ", seq_len));
+  }
+  TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
+  for (size_t m = 0; m < tokens.size(); ++m) {
+    const size_t n = static_cast<size_t>(batch * seq_len);
+    if (tokens[m].size() != n || targets[m].size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("model: microbatch ", m, " holds ",
+                                                     tokens[m].size(), " tokens, expected ", n));
+    }
+    TITAN_RETURN_IF_ERROR(CheckTokens(tokens[m].data(), targets[m].data()));
+  }
+  micro_tokens_ = std::move(tokens);
+  micro_targets_ = std::move(targets);
+  set_of_.assign(micro_tokens_.size(), -1);
+  free_sets_.clear();
+  for (int i = static_cast<int>(sets_.size()) - 1; i >= 0; --i) free_sets_.push_back(i);
+  microbatch_losses_.assign(micro_tokens_.size(), std::numeric_limits<float>::quiet_NaN());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const PipelineStage*> LlamaModel::LocalStage(int stage, int microbatch) const {
+  if (microbatch < 0 || microbatch >= num_microbatches()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("pipeline: microbatch ", microbatch, " of a step of ", num_microbatches()));
+  }
+  for (const PipelineStage& s : stages_) {
+    if (s.stage == stage) return &s;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("pipeline: stage ", stage, " is not on this rank"));
+}
+
+absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::SetFor(int microbatch) {
+  int& index = set_of_[microbatch];
+  if (index < 0) {
+    if (free_sets_.empty()) {
+      TITAN_RETURN_IF_ERROR(NewActivationSet().status());
+      free_sets_.push_back(static_cast<int>(sets_.size()) - 1);
+    }
+    index = free_sets_.back();
+    free_sets_.pop_back();
+    sets_[index]->backwards_left = static_cast<int>(stages_.size());
+  }
+  return sets_[index].get();
+}
+
+void LlamaModel::ReleaseSet(int microbatch) {
+  int& index = set_of_[microbatch];
+  if (index >= 0 && --sets_[index]->backwards_left == 0) {
+    free_sets_.push_back(index);
+    index = -1;
+  }
+}
+
+absl::StatusOr<TensorView> LlamaModel::StageInput(int stage, int microbatch) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  if (stage == 0) return absl::InvalidArgumentError("pipeline: stage 0 reads tokens, no input");
+  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
+  return View(set->residual[s->first_layer], {n_local_, config_.dim});
+}
+
+absl::StatusOr<TensorView> LlamaModel::StageOutput(int stage, int microbatch) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  if (stage == num_stages_ - 1) {
+    return absl::InvalidArgumentError("pipeline: the last stage ends in the loss, no output");
+  }
+  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
+  return View(set->residual[s->end_layer], {n_local_, config_.dim});
+}
+
+absl::StatusOr<TensorView> LlamaModel::OutputGrad(int stage, int microbatch) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  if (stage == num_stages_ - 1) {
+    return absl::InvalidArgumentError("pipeline: the last stage's gradient starts at its loss");
+  }
+  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
+  return View(set->d_boundary[s->end_layer], {n_local_, config_.dim});
+}
+
+absl::StatusOr<TensorView> LlamaModel::InputGrad(int stage, int microbatch) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  if (stage == 0) return absl::InvalidArgumentError("pipeline: stage 0 has no input gradient");
+  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
+  return View(set->d_boundary[s->first_layer], {n_local_, config_.dim});
+}
+
+absl::Status LlamaModel::Forward(int stage, int microbatch) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
+  Use(*set);
+  if (stage == 0) {
+    TITAN_RETURN_IF_ERROR(
+        compute_->CopyFromHost(micro_tokens_[microbatch].data(), Tokens(tokens_device_)));
+    TITAN_RETURN_IF_ERROR(EmbedTokens(/*root_hooks=*/true));
+  }
+  TITAN_RETURN_IF_ERROR(ForwardLayers(s->first_layer, s->end_layer));
+  if (stage == num_stages_ - 1) {
+    TITAN_RETURN_IF_ERROR(
+        compute_->CopyFromHost(micro_targets_[microbatch].data(), Tokens(targets_device_)));
+    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], HeadForward(/*root_hooks=*/true));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  if (set_of_[microbatch] < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("pipeline: the backward of stage ", stage,
+                                                      " microbatch ", microbatch,
+                                                      " before its forward"));
+  }
+  MicrobatchActs& set = *sets_[set_of_[microbatch]];
+  Use(set);
+  const int64_t d = config_.dim;
+  if (split) {
+    deferring_ = &set;
+    deferring_stage_ = static_cast<int>(s - stages_.data());
+    set.deferred[deferring_stage_].clear();
+  }
+  absl::Cleanup stop_deferring = [this] { deferring_ = nullptr; };
+  if (stage == num_stages_ - 1) {
+    TITAN_RETURN_IF_ERROR(HeadBackward(/*root_hooks=*/true));
+  } else {
+    TITAN_RETURN_IF_ERROR(CopyF32(set.d_boundary[s->end_layer], d_residual_, n_local_ * d));
+  }
+  TITAN_RETURN_IF_ERROR(BackwardLayers(s->first_layer, s->end_layer));
+  if (stage == 0) {
+    TITAN_RETURN_IF_ERROR(EmbeddingBackward(/*root_hooks=*/true));
+  } else {
+    TITAN_RETURN_IF_ERROR(CopyF32(d_residual_, set.d_boundary[s->first_layer], n_local_ * d));
+  }
+  if (!split) ReleaseSet(microbatch);
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Backward(int stage, int microbatch) {
+  return StageBackward(stage, microbatch, /*split=*/false);
+}
+
+absl::Status LlamaModel::BackwardInput(int stage, int microbatch) {
+  return StageBackward(stage, microbatch, /*split=*/true);
+}
+
+absl::Status LlamaModel::BackwardWeight(int stage, int microbatch) {
+  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
+  if (set_of_[microbatch] < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("pipeline: the weight gradients of stage ",
+                                                      stage, " microbatch ", microbatch,
+                                                      " before its forward"));
+  }
+  MicrobatchActs& set = *sets_[set_of_[microbatch]];
+  TITAN_RETURN_IF_ERROR(RunDeferredGrads(set, static_cast<int>(s - stages_.data())));
+  ReleaseSet(microbatch);
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) {
+  Use(set);
+  std::vector<DeferredGrad>& work = set.deferred[local_stage];
+  // In the order BackwardInput left them, each module's between its backward hooks (which is
+  // where fsdp gives the parameters gradient memory and reduces it afterwards).
+  for (size_t k = 0; k < work.size();) {
+    const int layer = work[k].layer;
+    ModuleNode& module = layer < 0 ? root_ : *layer_module_[layer];
+    TITAN_RETURN_IF_ERROR(module.BeforeBackward());
+    for (; k < work.size() && work[k].layer == layer; ++k) {
+      const DeferredGrad& g = work[k];
+      const Parameter& p = parameters_[g.weight];
+      const float* saved = g.saved.flat_data();
+      switch (g.kind) {
+        case DeferredGrad::kProjection: {
+          const int64_t out = p.value.shape[0], in = p.value.shape[1];
+          TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(saved, {g.rows, out}, kGradScratch));
+          TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(g.in, {g.rows, in}, kInputScratch));
+          TITAN_RETURN_IF_ERROR(
+              compute_->Gemm(dout, true, x, false, 1.0f, 1.0f, View(Grad(g.weight), p.grad.shape)));
+          break;
+        }
+        case DeferredGrad::kNorm:
+          TITAN_RETURN_IF_ERROR(compute_->Accumulate(View(saved, {p.grad.numel()}), p.grad));
+          break;
+        case DeferredGrad::kEmbedding:
+          TITAN_RETURN_IF_ERROR(compute_->EmbeddingBackward(Tokens(tokens_device_),
+                                                            View(saved, {g.rows * config_.dim}),
+                                                            local().first_vocab, p.grad));
+          break;
+      }
+    }
+    TITAN_RETURN_IF_ERROR(module.AfterBackward());
+  }
+  work.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace titan

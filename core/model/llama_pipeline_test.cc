@@ -1,0 +1,134 @@
+// The stage operations against the whole model: two stages holding half the blocks each, run
+// microbatch by microbatch with their boundary tensors copied across, give the whole model's
+// losses and gradients, with the backward whole or split into input and weight passes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "core/model/llama.h"
+
+namespace titan {
+namespace {
+
+LlamaConfig TinyConfig() {
+  LlamaConfig config;
+  config.dim = 32, config.n_layers = 4, config.n_heads = 4, config.n_kv_heads = 2;
+  config.vocab_size = 50, config.multiple_of = 16;
+  return config;
+}
+
+std::vector<int32_t> Ids(int64_t n, int64_t mul, int64_t add, int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * mul + add) % vocab));
+  return ids;
+}
+
+std::map<std::string, std::vector<float>> Grads(const LlamaModel& model) {
+  std::map<std::string, std::vector<float>> grads;
+  for (const Parameter& p : model.Parameters()) {
+    const float* g = p.grad.data_as<const float>();
+    grads[p.name].assign(g, g + p.grad.numel());
+  }
+  return grads;
+}
+
+void CopyView(const TensorView& from, const TensorView& to) {
+  ASSERT_EQ(from.numel(), to.numel());
+  std::copy_n(from.data_as<const float>(), from.numel(), to.data_as<float>());
+}
+
+// (split backward, activation checkpointing of every block)
+class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
+  const auto [split, checkpointed] = GetParam();
+  absl::StatusOr<ActivationCheckpoint> ac =
+      ParseActivationCheckpoint(checkpointed ? "full" : "none", "2");
+  ASSERT_TRUE(ac.ok()) << ac.status();
+  const LlamaConfig config = TinyConfig();
+  const int64_t batch = 2, seq_len = 8, n = batch * seq_len, microbatches = 3;
+  // The whole model, one microbatch after another (gradient accumulation).
+  auto whole = LlamaModel::Create(config);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  (*whole)->Initialize(7);
+  (*whole)->ZeroGrad();
+  std::vector<std::vector<int32_t>> tokens, targets;
+  std::vector<float> losses;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    tokens.push_back(Ids(n, 7 + m, 3, config.vocab_size));
+    targets.push_back(Ids(n, 11, 5 + m, config.vocab_size));
+    auto loss = (*whole)->Forward(tokens[m].data(), targets[m].data(), batch, seq_len);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    losses.push_back(*loss);
+    ASSERT_TRUE((*whole)->Backward().ok());
+  }
+  // Stage 0: embedding and blocks 0-1; stage 1: blocks 2-3, norm, output and loss.
+  auto first = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}}});
+  auto last = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{1, 2, 4}}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(last.ok()) << last.status();
+  for (auto* stage : {&*first, &*last}) {
+    (*stage)->Initialize(7);
+    (*stage)->ZeroGrad();
+    ASSERT_TRUE((*stage)->SetMicrobatches(tokens, targets, batch, seq_len).ok());
+  }
+  EXPECT_TRUE((*first)->holds_first_stage() && !(*first)->holds_last_stage());
+  EXPECT_FALSE((*first)->Forward(tokens[0].data(), targets[0].data(), batch, seq_len).ok());
+  // GPipe: every forward, then every backward (in reverse), the weight passes last.
+  for (int m = 0; m < microbatches; ++m) {
+    ASSERT_TRUE((*first)->Forward(0, m).ok());
+    CopyView(*(*first)->StageOutput(0, m), *(*last)->StageInput(1, m));
+    ASSERT_TRUE((*last)->Forward(1, m).ok());
+    EXPECT_NEAR((*last)->microbatch_losses()[m], losses[m], 1e-6 * std::abs(losses[m]));
+  }
+  for (int m = microbatches - 1; m >= 0; --m) {
+    ASSERT_TRUE((split ? (*last)->BackwardInput(1, m) : (*last)->Backward(1, m)).ok());
+    CopyView(*(*last)->InputGrad(1, m), *(*first)->OutputGrad(0, m));
+    ASSERT_TRUE((split ? (*first)->BackwardInput(0, m) : (*first)->Backward(0, m)).ok());
+  }
+  if (split) {
+    for (int m = 0; m < microbatches; ++m) {
+      ASSERT_TRUE((*last)->BackwardWeight(1, m).ok());
+      ASSERT_TRUE((*first)->BackwardWeight(0, m).ok());
+    }
+  }
+  std::map<std::string, std::vector<float>> expected = Grads(**whole), found = Grads(**first);
+  for (auto& [name, values] : Grads(**last)) found[name] = values;
+  ASSERT_EQ(found.size(), expected.size());
+  for (const auto& [name, values] : expected) {
+    ASSERT_EQ(found[name].size(), values.size()) << name;
+    double norm = 0, diff = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      norm += values[i] * values[i];
+      diff += (found[name][i] - values[i]) * (found[name][i] - values[i]);
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WholeAndSplitBackward, PipelineStagesTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {
+  auto middle = LlamaModel::Create(TinyConfig(), {}, {}, PipelinePlan{3, {{1, 1, 3}}});
+  ASSERT_TRUE(middle.ok()) << middle.status();
+  std::vector<std::string> names;
+  for (const Parameter& p : (*middle)->Parameters()) names.push_back(p.name);
+  EXPECT_EQ(names.size(), 18u);  // blocks 1 and 2, nine weights each
+  EXPECT_EQ(names.front(), "layers.1.attention_norm.weight");
+  EXPECT_EQ(names.back(), "layers.2.feed_forward.w3.weight");
+}
+
+TEST(PipelineStagesTest, TiedEmbeddingsAcrossStagesAreRefused) {
+  LlamaConfig config = TinyConfig();
+  config.tie_embeddings = true;
+  auto first = LlamaModel::Create(config, {}, {}, PipelinePlan{2, {{0, 0, 2}}});
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.status().message().find("tie_embeddings"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,82 @@
+#include "core/runtime/control_plane/timed_communicator.h"
+
+#include <chrono>
+
+namespace titan {
+namespace {
+
+class TimedTransfer : public Communicator::Transfer {
+ public:
+  TimedTransfer(std::unique_ptr<Transfer> inner, std::shared_ptr<CommunicationClock> clock)
+      : inner_(std::move(inner)), clock_(std::move(clock)) {}
+  absl::Status Wait() override {
+    return TimeCall(*clock_, [&] { return inner_->Wait(); });
+  }
+
+ private:
+  std::unique_ptr<Transfer> inner_;
+  std::shared_ptr<CommunicationClock> clock_;
+};
+
+}  // namespace
+
+absl::Status TimeCall(CommunicationClock& clock, const std::function<absl::Status()>& call) {
+  if (std::this_thread::get_id() != clock.thread) return call();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = call();
+  clock.nanoseconds +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  return status;
+}
+
+absl::Status TimedCommunicator::AllReduce(TensorView buffer, ReduceOp op) {
+  return TimeCall(*clock_, [&] { return inner_->AllReduce(buffer, op); });
+}
+absl::Status TimedCommunicator::ReduceScatter(const TensorView& input, TensorView output,
+                                              ReduceOp op) {
+  return TimeCall(*clock_, [&] { return inner_->ReduceScatter(input, output, op); });
+}
+absl::Status TimedCommunicator::AllGather(const TensorView& input, TensorView output) {
+  return TimeCall(*clock_, [&] { return inner_->AllGather(input, output); });
+}
+absl::Status TimedCommunicator::Broadcast(TensorView buffer, int root) {
+  return TimeCall(*clock_, [&] { return inner_->Broadcast(buffer, root); });
+}
+absl::Status TimedCommunicator::Send(const TensorView& buffer, int peer, int tag) {
+  return TimeCall(*clock_, [&] { return inner_->Send(buffer, peer, tag); });
+}
+absl::Status TimedCommunicator::Recv(TensorView buffer, int peer, int tag) {
+  return TimeCall(*clock_, [&] { return inner_->Recv(buffer, peer, tag); });
+}
+absl::Status TimedCommunicator::Barrier() {
+  return TimeCall(*clock_, [&] { return inner_->Barrier(); });
+}
+
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartSend(
+    const TensorView& buffer, int peer, int tag) {
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Transfer> started, inner_->StartSend(buffer, peer, tag));
+  return std::unique_ptr<Transfer>(new TimedTransfer(std::move(started), clock_));
+}
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartRecv(
+    TensorView buffer, int peer, int tag) {
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Transfer> started, inner_->StartRecv(buffer, peer, tag));
+  return std::unique_ptr<Transfer>(new TimedTransfer(std::move(started), clock_));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> TimedCommunicator::Split(int color, int key) {
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, inner_->Split(color, key));
+  return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(part), clock_));
+}
+
+std::unique_ptr<Communicator> TimeCommunication(std::unique_ptr<Communicator> world) {
+  return std::make_unique<TimedCommunicator>(std::move(world),
+                                             std::make_shared<CommunicationClock>());
+}
+
+const CommunicationClock* CommunicationClockOf(const Communicator& communicator) {
+  const auto* timed = dynamic_cast<const TimedCommunicator*>(&communicator);
+  return timed == nullptr ? nullptr : &timed->clock();
+}
+
+}  // namespace titan

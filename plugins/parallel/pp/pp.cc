@@ -1,0 +1,202 @@
+// The `pp` parallel plugin (dimension pp): pipeline parallelism. PlanPipeline splits the
+// model's blocks into stages and places them on the pp ranks as the schedule wants; the core
+// builds each rank's model of just its stages. RunSchedule then replaces the step's
+// forward/backward loop: it runs this rank's actions of the schedule (schedule.h) in order,
+// starting every send without waiting for it and waiting for a receive only when the action
+// that needs it comes.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugins/parallel/pp/schedule.h"
+#include "plugins/parallel/pp/stage_split.h"
+#include "titan/parallel.h"
+
+namespace titan::pp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Pipeline : public ParallelPlugin {
+ public:
+  MeshDim dimension() const override { return MeshDim::kPp; }
+
+  absl::Status Configure(const ConfigView& config) override {
+    TITAN_ASSIGN_OR_RETURN(schedule_name_, config.GetString("pipeline_parallel_schedule"));
+    TITAN_ASSIGN_OR_RETURN(csv_, config.GetString("pipeline_parallel_schedule_csv"));
+    TITAN_ASSIGN_OR_RETURN(int64_t per_stage, config.GetInt("pipeline_parallel_layers_per_stage"));
+    TITAN_ASSIGN_OR_RETURN(int64_t first,
+                           config.GetInt("pipeline_parallel_first_stage_less_layers"));
+    TITAN_ASSIGN_OR_RETURN(int64_t last, config.GetInt("pipeline_parallel_last_stage_less_layers"));
+    layers_per_stage_ = static_cast<int>(per_stage);
+    first_less_ = static_cast<int>(first);
+    last_less_ = static_cast<int>(last);
+    if (csv_.empty()) {
+      absl::Status known = IsMultiStage(schedule_name_).status();
+      if (!known.ok()) return config.Error("pipeline_parallel_schedule", known.message());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<PipelinePlan> PlanPipeline(int n_layers, int microbatches,
+                                            DeviceMesh& mesh) override {
+    const int ranks = mesh.shape().degree(MeshDim::kPp), rank = mesh.coordinate(MeshDim::kPp);
+    if (csv_.empty()) {
+      TITAN_ASSIGN_OR_RETURN(bool multi, IsMultiStage(schedule_name_));
+      int per_rank = multi ? 2 : 1;
+      if (layers_per_stage_ > 0) {
+        const int stages = StagesFor(n_layers, layers_per_stage_, first_less_, last_less_);
+        if (stages % ranks != 0 || (!multi && stages != ranks)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "parallelism.pipeline_parallel_layers_per_stage = ", layers_per_stage_, " makes ",
+              stages, " stages of ", n_layers, " layers (+ ", first_less_, " + ", last_less_,
+              " for the embedding and output), which ", ranks, " pp ranks cannot share ",
+              multi ? "evenly" : "one each (the schedule runs one stage per rank)"));
+        }
+        per_rank = stages / ranks;
+      }
+      TITAN_ASSIGN_OR_RETURN(Schedule compute,
+                             Generate(schedule_name_, ranks, per_rank, microbatches));
+      schedule_ = Lower(compute);
+    } else {
+      TITAN_ASSIGN_OR_RETURN(schedule_, ReadCsv(csv_, ranks, microbatches));
+      schedule_name_ = absl::StrCat("csv:", csv_);
+    }
+    if (schedule_.ranks != ranks || schedule_.microbatches != microbatches) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline schedule ", schedule_name_, ": made for ", schedule_.ranks, " ranks and ",
+          schedule_.microbatches, " microbatches, the job has ", ranks, " and ", microbatches));
+    }
+    absl::Status valid = Check(schedule_);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline schedule ", schedule_name_, " cannot run: ", valid.message()));
+    }
+    TITAN_ASSIGN_OR_RETURN(theoretical_bubble_, TheoreticalBubble(schedule_));
+    TITAN_ASSIGN_OR_RETURN(std::vector<PipelineStage> all,
+                           SplitLayers(n_layers, schedule_.stages, first_less_, last_less_));
+    PipelinePlan plan;
+    plan.num_stages = schedule_.stages;
+    for (const PipelineStage& stage : all) {
+      if (schedule_.stage_rank[stage.stage] == rank) plan.local.push_back(stage);
+    }
+    rank_ = rank;
+    return plan;
+  }
+
+  absl::Status Apply(Module& model, DeviceMesh& mesh) override {
+    if (group_ != nullptr) return absl::FailedPreconditionError("pp: applied twice");
+    if (schedule_.ranks == 0) {
+      return absl::FailedPreconditionError("pp: Apply before PlanPipeline");
+    }
+    target_ = model.pipeline_stage_target();
+    if (target_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "pp: the model offers no PipelineStageTarget, so it cannot run pipeline stages");
+    }
+    group_ = &mesh.group(MeshDim::kPp);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<PipelineStepStats> RunSchedule(const PipelineStepOptions& options) override {
+    if (target_ == nullptr) return absl::FailedPreconditionError("pp: RunSchedule before Apply");
+    if (target_->num_microbatches() != schedule_.microbatches) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pp: the schedule runs ", schedule_.microbatches,
+                       " microbatches, the model holds ", target_->num_microbatches()));
+    }
+    PipelineStepStats stats;
+    stats.theoretical_bubble = theoretical_bubble_;
+    const auto start = Clock::now();
+    sends_.clear();
+    for (const Action& action : schedule_.actions[rank_]) {
+      if (options.forward_only && action.type != ActionType::kForward &&
+          action.type != ActionType::kSendForward && action.type != ActionType::kRecvForward) {
+        continue;
+      }
+      const auto action_start = Clock::now();
+      absl::Status done = Run(action, options);
+      if (!done.ok()) {
+        return absl::Status(
+            done.code(), absl::StrCat("pp rank ", rank_, ", schedule ", schedule_name_, ", action ",
+                                      ActionName(action), ": ", done.message()));
+      }
+      if (IsCompute(action.type)) {
+        stats.compute_seconds += std::chrono::duration<double>(Clock::now() - action_start).count();
+      }
+    }
+    for (auto& send : sends_) TITAN_RETURN_IF_ERROR(send->Wait());
+    sends_.clear();
+    stats.step_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return stats;
+  }
+
+ private:
+  // Tags tell apart the messages between two ranks: the activation entering stage s and the
+  // gradient leaving it, per microbatch.
+  int Tag(int stage, int microbatch, bool gradient) const {
+    return 2 * (stage * schedule_.microbatches + microbatch) + (gradient ? 1 : 0);
+  }
+
+  absl::Status Run(const Action& a, const PipelineStepOptions& options) {
+    const int s = a.stage, m = a.microbatch;
+    if (options.data_parallel != nullptr &&
+        (a.type == ActionType::kBackward || a.type == ActionType::kBackwardWeight)) {
+      options.data_parallel->set_requires_gradient_sync(options.sync_gradients &&
+                                                        m + 1 == schedule_.microbatches);
+    }
+    switch (a.type) {
+      case ActionType::kForward:
+        return target_->Forward(s, m);
+      case ActionType::kBackward:
+        return target_->Backward(s, m);
+      case ActionType::kBackwardInput:
+        return target_->BackwardInput(s, m);
+      case ActionType::kBackwardWeight:
+        return target_->BackwardWeight(s, m);
+      case ActionType::kSendForward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView out, target_->StageOutput(s, m));
+        return Send(out, schedule_.stage_rank[s + 1], Tag(s + 1, m, false));
+      }
+      case ActionType::kRecvForward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView in, target_->StageInput(s, m));
+        return group_->Recv(in, schedule_.stage_rank[s - 1], Tag(s, m, false));
+      }
+      case ActionType::kSendBackward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView grad, target_->InputGrad(s, m));
+        return Send(grad, schedule_.stage_rank[s - 1], Tag(s, m, true));
+      }
+      case ActionType::kRecvBackward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView grad, target_->OutputGrad(s, m));
+        return group_->Recv(grad, schedule_.stage_rank[s + 1], Tag(s + 1, m, true));
+      }
+    }
+    return absl::InternalError("pp: unknown action");
+  }
+
+  absl::Status Send(const TensorView& buffer, int peer, int tag) {
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator::Transfer> send,
+                           group_->StartSend(buffer, peer, tag));
+    sends_.push_back(std::move(send));
+    return absl::OkStatus();
+  }
+
+  std::string schedule_name_ = "1F1B", csv_;
+  int layers_per_stage_ = -1, first_less_ = 1, last_less_ = 1;
+  Schedule schedule_;
+  double theoretical_bubble_ = 0;
+  int rank_ = 0;
+  Communicator* group_ = nullptr;
+  PipelineStageTarget* target_ = nullptr;
+  std::vector<std::unique_ptr<Communicator::Transfer>> sends_;
+};
+
+}  // namespace
+}  // namespace titan::pp
+
+TITAN_PLUGIN(titan::ParallelPlugin, titan::pp::Pipeline, "pp", "1.0.0",
+             "pipeline parallel: stages on the pp ranks, schedules as data (GPipe, 1F1B, "
+             "interleaved, zero-bubble)")

@@ -1,0 +1,117 @@
+// titan-lbdc end to end: bad inputs give an error naming them (exit 1 or 2, never a crash or a
+// hang), and --json holds every policy's assignment as valid JSON.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs titan-lbdc with `args`, bounded by `timeout` so that a hang fails the test.
+Result Lbdc(const std::string& args) {
+  const std::string command =
+      std::string("timeout 60 ") + TITAN_LBDC + " --quiet " + args + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.output.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(LbdcCli, BadInputsAreErrorsNamingThem) {
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      // Issue 23: each of these crashed, hung or was silently accepted.
+      {"--set=distributd.threads=4", 1,
+       "--set=distributd.threads=4: policy 'distributd' is not run"},
+      {"--policies=greedy --set=distributed.threads=4", 1, "policy 'distributed' is not run"},
+      {"--policies=ilp --set=ilp.time_limit_s=nan", 1,
+       "--set=ilp.time_limit_s=nan: expected a finite float"},
+      {"--policies=ilp --set=ilp.time_limit_s=inf", 1, "expected a finite float"},
+      {"--topology=leaf-spine:100000,100000", 1, "1e+10 links; at most 5e+07"},
+      {"--topology=leaf-spine:1e12,2", 1, "--topology=leaf-spine:1e12,2: expected leaf-spine"},
+      {"--topology=leaf-spine:2.5,2", 1, "whole numbers"},
+      {"--topology=waxman:100,-0.4", 1, "expected ALPHA > 0"},
+      {"--topology=waxman:100,0.4,1.5", 1, "expected 0 < BETA <= 1"},
+      {"--topology=fat-tree:4 --placement=given --controllers-at=core-0,core-0", 1,
+       "controller site 'core-0' is listed twice"},
+      {"--rebalance-slack=0.5", 2, "--rebalance-slack=0.5: expected a finite number >= 1"},
+      {"--max-moves=-1", 2, "--max-moves=-1: expected an integer"},
+      {"--loads=uniform:1,1e308 --changes=3 --drift=0.5", 1, "sum beyond the largest double"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Result result = Lbdc(c.args);
+    EXPECT_EQ(result.exit_code, c.exit_code) << result.output;
+    EXPECT_THAT(result.output, HasSubstr(c.message));
+  }
+}
+
+TEST(LbdcCli, LoadsWhoseSumOverflowsAreRefusedAndNoJsonIsWritten) {
+  // Issue 23: loads of 1e308 gave an infinite maximum, a claim of "optimal" and invalid JSON.
+  const std::string topology =
+      WriteFile("lbdc_cli_pair.json", R"({"switches": ["a", "b"], "links": [["a", "b"]]})");
+  const std::string trace = WriteFile("lbdc_cli_huge.csv", "1e308,1e308\n");
+  const std::string json = ::testing::TempDir() + "lbdc_cli_huge_out.json";
+  std::remove(json.c_str());
+  const Result result = Lbdc("--topology=" + topology + " --controllers=1 --loads=trace:" + trace +
+                             " --policies=greedy,ilp --json=" + json);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("lbdc_cli_huge.csv:1: the flow counts sum beyond the largest double"));
+  EXPECT_FALSE(std::ifstream(json).good());
+}
+
+TEST(LbdcCli, JsonHoldsEveryPolicysAssignmentAtEveryStep) {
+  const std::string json = ::testing::TempDir() + "lbdc_cli_assignments.json";
+  const Result result = Lbdc(
+      "--topology=fat-tree:4 --controllers=3 --hops=4 --changes=2 "
+      "--policies=regions,greedy,lst --json=" +
+      json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream in(json);
+  const nlohmann::json document = nlohmann::json::parse(in);  // throws on invalid JSON
+  ASSERT_EQ(document["switches"].size(), 20u);
+  ASSERT_EQ(document["controllers"].size(), 3u);
+  std::map<std::string, int> steps;
+  for (const nlohmann::json& row : document["measurements"]) {
+    ++steps[row["policy"].get<std::string>()];
+    ASSERT_EQ(row["assignment"].size(), 20u);
+    for (const nlohmann::json& c : row["assignment"]) {
+      EXPECT_GE(c.get<int>(), 0);
+      EXPECT_LT(c.get<int>(), 3);
+    }
+    EXPECT_LE(row["max_load"].get<double>(),
+              row["ratio"].get<double>() * row["lower_bound"].get<double>() * (1 + 1e-9));
+  }
+  EXPECT_EQ(steps, (std::map<std::string, int>{{"regions", 3}, {"greedy", 3}, {"lst", 3}}));
+}
+
+}  // namespace
