@@ -1,7 +1,6 @@
 #include "core/runtime/plugin_registry.h"
 
 #include <algorithm>
-#include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <exception>
 #include <system_error>
@@ -13,8 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "core/runtime/builtin_plugins.h"
 #include "core/runtime/closest_name.h"
+#include "core/runtime/elf_symbols.h"
 
 namespace titan {
 namespace fs = std::filesystem;
@@ -83,27 +84,30 @@ absl::StatusOr<std::vector<ConfigKey>> DeclaredKeys(const PluginInfo& info, cons
 }
 
 absl::StatusOr<uint32_t> ReadPluginAbi(const fs::path& file) {
-  std::vector<std::string> symbols;
-  try {
-    boost::dll::library_info info(boost::dll::fs::path(file.string()));
-    std::vector<std::string> sections = info.sections();
-    if (std::find(sections.begin(), sections.end(), TITAN_PLUGIN_SECTION) != sections.end()) {
-      symbols = info.symbols(TITAN_PLUGIN_SECTION);
-    }
-  } catch (const std::exception& e) {
+  absl::StatusOr<std::vector<std::string>> symbols = SymbolsInSection(file, TITAN_PLUGIN_SECTION);
+  if (!symbols.ok()) {
+    absl::string_view why =
+        absl::StripPrefix(symbols.status().message(), absl::StrCat(file.string(), ": "));
     return absl::InvalidArgumentError(
-        absl::StrCat(file.string(), ": not a titan plugin: not a shared library (", e.what(), ")"));
+        absl::StrCat(file.string(), ": not a titan plugin: not a shared library (", why, ")"));
   }
-  for (const std::string& symbol : symbols) {
+  for (const std::string& symbol : *symbols) {
     if (!absl::StartsWith(symbol, TITAN_PLUGIN_SYMBOL_PREFIX)) continue;
     uint32_t abi = 0;
     absl::string_view number = absl::string_view(symbol).substr(strlen(TITAN_PLUGIN_SYMBOL_PREFIX));
     if (!absl::SimpleAtoi(number, &abi)) continue;
     if (abi != TITAN_ABI_VERSION) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          file.string(), ": plugin built for titan plugin ABI ", abi, ", but this titan uses ABI ",
-          TITAN_ABI_VERSION,
-          "; rebuild the plugin against the installed titan SDK (find_package(TitanSDK))"));
+      // A newer plugin needs a newer titan; an older one only a rebuild against this SDK.
+      std::string remedy =
+          abi > TITAN_ABI_VERSION
+              ? absl::StrCat(
+                    "the plugin is newer than this titan: install a titan whose plugin ABI is ",
+                    abi, ", or rebuild the plugin against this titan's SDK")
+              : "rebuild the plugin against the installed titan SDK";
+      return absl::FailedPreconditionError(
+          absl::StrCat(file.string(), ": plugin built for titan plugin ABI ", abi,
+                       ", but this titan uses ABI ", TITAN_ABI_VERSION, " (titan ", TITAN_VERSION,
+                       "); ", remedy, " (find_package(TitanSDK))"));
     }
     return abi;
   }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "titan/optimizer.h"
 
 namespace titan {
@@ -71,6 +72,40 @@ TEST(PluginRegistry, RefusesAnotherAbiNamingBothVersionsAndTheFile) {
       << message;
   EXPECT_EQ(RejectionOf(kTestPlugins / "bad_abi", "badabi"),
             "the optimizer plugin 'badabi' cannot be used: " + message);
+}
+
+TEST(PluginRegistry, RefusesANewerAbiSayingTitanIsOlderThanThePlugin) {
+  auto abi = ReadPluginAbi(kTestPlugins / "bad_abi" / "titan_optimizer_badabi.so");
+  ASSERT_FALSE(abi.ok());
+  EXPECT_NE(abi.status().message().find(absl::StrCat(
+                "this titan uses ABI ", TITAN_ABI_VERSION, " (titan ", TITAN_VERSION,
+                "); the plugin is newer than this titan: install a titan whose plugin ABI is 999")),
+            absl::string_view::npos)
+      << abi.status();
+}
+
+TEST(PluginRegistry, RefusesAnOlderAbiAskingForARebuild) {
+  fs::path file = kTestPlugins / "old_abi" / "titan_optimizer_oldabi.so";
+  auto abi = ReadPluginAbi(file);
+  ASSERT_FALSE(abi.ok());
+  EXPECT_EQ(
+      abi.status().message(),
+      absl::StrCat(file.string(), ": plugin built for titan plugin ABI ", TITAN_ABI_VERSION - 1,
+                   ", but this titan uses ABI ", TITAN_ABI_VERSION, " (titan ", TITAN_VERSION,
+                   "); rebuild the plugin against the installed titan SDK "
+                   "(find_package(TitanSDK))"));
+}
+
+TEST(PluginRegistry, LoadsAPluginStrippedToItsDynamicSymbols) {
+  fs::path file = kTestPlugins / "stripped" / "titan_optimizer_testgood.so";
+  auto abi = ReadPluginAbi(file);
+  ASSERT_TRUE(abi.ok()) << abi.status();
+  EXPECT_EQ(*abi, static_cast<uint32_t>(TITAN_ABI_VERSION));
+  auto registry = PluginRegistry::Discover({kTestPlugins / "stripped"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto info = (*registry)->Find("optimizer", "testgood");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ((*info)->path, file);
 }
 
 TEST(PluginRegistry, RefusesAFileThatIsNotALibrary) {
