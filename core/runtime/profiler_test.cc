@@ -63,7 +63,8 @@ TEST_F(ProfilerTest, SpansNestOnTheirThreadsTrack) {
     EXPECT_EQ(value, 42);
     std::thread comm([&] {
       NameThisThread("comm");
-      profiler.Span("all-reduce", "collective", NowMicros(), NowMicros() + 5,
+      const int64_t start = NowMicros();  // one reading: the span lasts exactly 5 us
+      profiler.Span("all-reduce", "collective", start, start + 5,
                     R"({"bytes": 64, "peers": [0, 1]})");
     });
     comm.join();
