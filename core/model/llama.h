@@ -195,6 +195,9 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   absl::StatusOr<MicrobatchActs*> SetFor(int microbatch);
   void ReleaseSet(int microbatch);
   absl::StatusOr<const PipelineStage*> LocalStage(int stage, int microbatch) const;
+  // A local stage's input (at its first layer) or output (at its end layer) for a microbatch:
+  // the residual stream there, or its gradient.
+  absl::StatusOr<TensorView> Boundary(int stage, int microbatch, bool output, bool gradient);
   bool OwnsLayer(int64_t layer) const;
   // The pieces of one stage's forward and backward; `root_hooks` says whether they run the root
   // module's hooks themselves (the plain Forward/Backward wrap everything in them once).

@@ -72,36 +72,31 @@ void LlamaModel::ReleaseSet(int microbatch) {
   }
 }
 
-absl::StatusOr<TensorView> LlamaModel::StageInput(int stage, int microbatch) {
+absl::StatusOr<TensorView> LlamaModel::Boundary(int stage, int microbatch, bool output,
+                                                bool gradient) {
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
-  if (stage == 0) return absl::InvalidArgumentError("pipeline: stage 0 reads tokens, no input");
-  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
-  return View(set->residual[s->first_layer], {n_local_, config_.dim});
-}
-
-absl::StatusOr<TensorView> LlamaModel::StageOutput(int stage, int microbatch) {
-  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
-  if (stage == num_stages_ - 1) {
+  if (!output && stage == 0) {
+    return absl::InvalidArgumentError("pipeline: stage 0 starts at the tokens, no input");
+  }
+  if (output && stage == num_stages_ - 1) {
     return absl::InvalidArgumentError("pipeline: the last stage ends in the loss, no output");
   }
   TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
-  return View(set->residual[s->end_layer], {n_local_, config_.dim});
+  const int64_t layer = output ? s->end_layer : s->first_layer;
+  return View(gradient ? set->d_boundary[layer] : set->residual[layer], {n_local_, config_.dim});
 }
 
+absl::StatusOr<TensorView> LlamaModel::StageInput(int stage, int microbatch) {
+  return Boundary(stage, microbatch, /*output=*/false, /*gradient=*/false);
+}
+absl::StatusOr<TensorView> LlamaModel::StageOutput(int stage, int microbatch) {
+  return Boundary(stage, microbatch, /*output=*/true, /*gradient=*/false);
+}
 absl::StatusOr<TensorView> LlamaModel::OutputGrad(int stage, int microbatch) {
-  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
-  if (stage == num_stages_ - 1) {
-    return absl::InvalidArgumentError("pipeline: the last stage's gradient starts at its loss");
-  }
-  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
-  return View(set->d_boundary[s->end_layer], {n_local_, config_.dim});
+  return Boundary(stage, microbatch, /*output=*/true, /*gradient=*/true);
 }
-
 absl::StatusOr<TensorView> LlamaModel::InputGrad(int stage, int microbatch) {
-  TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
-  if (stage == 0) return absl::InvalidArgumentError("pipeline: stage 0 has no input gradient");
-  TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
-  return View(set->d_boundary[s->first_layer], {n_local_, config_.dim});
+  return Boundary(stage, microbatch, /*output=*/false, /*gradient=*/true);
 }
 
 absl::Status LlamaModel::Forward(int stage, int microbatch) {
