@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Step time and pipeline bubble of every schedule at pp = 4 on the debug recipe (6 blocks, so 8
-# units of work with the embedding and output: one per stage of the 2-stage-per-rank schedules),
-# 8 microbatches of one sequence per step, no activation checkpointing. The measured bubble is
-# the pp ranks' idle share of the schedule's wall time (from metrics.jsonl, steps 2..6), next to
-# the schedule's theoretical one (F = 1, B = 2, I = W = 1, communication free).
-# Usage: bench/pp_bubble.sh [build-dir]
+# Step time and pipeline bubble of every schedule at pp = PP (default 4) on the debug recipe (6
+# blocks, so 8 units of work with the embedding and output: one per stage of the
+# 2-stage-per-rank schedules at pp 4), 8 microbatches of one sequence per step, no activation
+# checkpointing, one OpenMP thread per rank. The measured bubble is the pp ranks' idle share of
+# the schedule's wall time (from metrics.jsonl, steps 2..6), next to the schedule's theoretical
+# one (F = 1, B = 2, I = W = 1, communication free). With more ranks than cores the ranks also
+# wait for a core, which the measured figure counts as idle.
+# Usage: bench/pp_bubble.sh [build-dir] [PP]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
+pp=${2:-4}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "| schedule | step time (s) | measured bubble | theoretical bubble |"
 echo "|---|---:|---:|---:|"
 for schedule in GPipe 1F1B Interleaved1F1B LoopedBFS InterleavedZeroBubble ZBVZeroBubble \
   DualPipeV; do
-  OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np 4 "$build/bin/titan-run" \
+  OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np "$pp" "$build/bin/titan-run" \
     --recipe "$root/recipes/llama3_debug.toml" --training.steps=6 --metrics.log_freq=1 \
     --training.local_batch_size=8 --training.global_batch_size=8 \
-    --parallelism.pipeline_parallel_degree=4 --parallelism.pipeline_parallel_schedule="$schedule" \
+    --parallelism.pipeline_parallel_degree="$pp" --parallelism.pipeline_parallel_schedule="$schedule" \
     --activation_checkpoint.mode=none --generate.max_new_tokens=0 --validation.freq=0 \
     --job.dump_folder="$out/$schedule" >"$out/$schedule.log" 2>&1 ||
     { cat "$out/$schedule.log"; exit 1; }
