@@ -260,9 +260,12 @@ TEST(TitanRun, ValidateChecksWhatTheRunChecks) {
   EXPECT_THAT(pp.output, HasSubstr("is not a multiple of"));
   EXPECT_THAT(pp.output, HasSubstr("parallelism.pipeline_parallel_microbatch_size = 3 (the "
                                    "pipeline splits each local batch into microbatches"));
-  Result cp = Titan(debug + "--parallelism.context_parallel_degree=2");
+  Result cp = Titan(debug +
+                    "--parallelism.context_parallel_degree=3 --training.seq_len=128 "
+                    "--parallelism.data_parallel_shard_degree=1");
   EXPECT_EQ(cp.exit_code, 2);
-  EXPECT_THAT(cp.output, HasSubstr("context parallelism is not supported yet (issue #17)"));
+  EXPECT_THAT(cp.output, HasSubstr("training.seq_len = 128 is not divisible by 6 = 2 x "
+                                   "parallelism.context_parallel_degree (3)"));
   Result tp3 = Titan(debug + "--parallelism.tensor_parallel_degree=3");
   EXPECT_EQ(tp3.exit_code, 2);
   EXPECT_THAT(tp3.output, HasSubstr("checking the recipe for 3 rank(s)"));

@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   model->root_.set_tensor_parallel_target(model.get());
   model->root_.set_pipeline_stage_target(model.get());
+  model->root_.set_context_parallel_target(model.get());
   return model;
 }
 
@@ -404,6 +405,19 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&d_b_, "d_b", n * f},
   };
   tokens_local_ = tokens_full_ = norm_grad_ = nullptr;
+  kv_full_ = kv_full2_ = dkv_full_ = dkv_full2_ = kv_ranks_ = kv_local_ = nullptr;
+  q_chunk_ = att_chunk_ = datt_chunk_ = dq_chunk_ = lse_chunk_ = nullptr;
+  if (cp_ != nullptr) {
+    const int64_t whole = batch * seq_len * cp_->size() * kvd, chunk = batch * (seq_len / 2);
+    const Single context[] = {
+        {&kv_full_, "cp_k", whole},          {&kv_full2_, "cp_v", whole},
+        {&dkv_full_, "cp_dk", whole},        {&dkv_full2_, "cp_dv", whole},
+        {&kv_ranks_, "cp_ranks", whole},     {&kv_local_, "cp_local", n * kvd},
+        {&q_chunk_, "cp_q", chunk * qd},     {&att_chunk_, "cp_att", chunk * qd},
+        {&datt_chunk_, "cp_datt", chunk * qd}, {&dq_chunk_, "cp_dq", chunk * qd},
+        {&lse_chunk_, "cp_lse", chunk * local.heads}};
+    singles.insert(singles.end(), std::begin(context), std::end(context));
+  }
   if (t > 1) {
     singles.push_back({&tokens_local_, "tokens_local", nl * d});
     singles.push_back({&tokens_full_, "tokens_full", n * d});
@@ -442,11 +456,18 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   const RopeSpec rope{c.head_dim(),      r.theta,           r.scaled,
                       r.scale_factor,    r.low_freq_factor, r.high_freq_factor,
                       r.original_context};
-  TITAN_RETURN_IF_ERROR(compute_->RopeTable(rope, 0, View(rope_cos_, {seq_len, half}),
-                                            View(rope_sin_, {seq_len, half})));
   attention_shape_ = {batch, seq_len, local.heads, local.kv_heads, c.head_dim()};
   batch_ = batch;
   seq_len_ = seq_len;
+  // Under context parallelism the local tokens are two chunks at their global positions.
+  const int chunks = cp_ == nullptr ? 1 : 2;
+  const int64_t rows = seq_len / chunks;
+  for (int h = 0; h < chunks; ++h) {
+    const int64_t start = cp_ == nullptr ? 0 : ChunkStart(h);
+    TITAN_RETURN_IF_ERROR(compute_->RopeTable(rope, start,
+                                              View(rope_cos_ + h * rows * half, {rows, half}),
+                                              View(rope_sin_ + h * rows * half, {rows, half})));
+  }
   n_local_ = nl;
   // Set 0 serves the plain Forward and Backward, and is the pipeline's first free set.
   TITAN_ASSIGN_OR_RETURN(MicrobatchActs * first, NewActivationSet());
@@ -595,10 +616,7 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
   }
   const AttentionSpec spec = attention_spec();
   if (run(BlockStage::kAttention)) {
-    TITAN_RETURN_IF_ERROR(
-        compute_->AttentionForward(spec, View(x.q, {n * qd}), View(x.k, {n * local.kv_heads * hd}),
-                                   View(x.v, {n * local.kv_heads * hd}), View(x.att, {n * qd}),
-                                   View(x.lse, {batch_ * local.heads * seq_len_})));
+    TITAN_RETURN_IF_ERROR(Attend(spec, x.q, x.k, x.v, x.att, x.lse));
   }
   if (run(BlockStage::kAttentionOut)) {
     TITAN_RETURN_IF_ERROR(CopyF32(in, x.x_mid, nl * d));
@@ -645,6 +663,13 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
         absl::StrCat("model: this rank holds pipeline stage(s) of ", num_stages_,
                      ", which run through the pp plugin's schedule, not a whole forward"));
   }
+  std::vector<int32_t> local_tokens, local_targets;
+  if (cp_ != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(local_tokens, LocalChunks(tokens, batch, seq_len));
+    TITAN_ASSIGN_OR_RETURN(local_targets, LocalChunks(targets, batch, seq_len));
+    tokens = local_tokens.data(), targets = local_targets.data();
+    seq_len /= cp_->size();
+  }
   TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
   TITAN_RETURN_IF_ERROR(CheckTokens(tokens, targets));
   Use(*sets_[0]);
@@ -656,7 +681,7 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
   TITAN_RETURN_IF_ERROR(ForwardLayers(0, config_.n_layers));
   TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/false));
   TITAN_RETURN_IF_ERROR(root_.AfterForward());
-  return loss;
+  return AverageOverContext(loss);
 }
 
 absl::Status LlamaModel::EmbedTokens(bool root_hooks) {
@@ -762,10 +787,8 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
   TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
   TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
-  TITAN_RETURN_IF_ERROR(compute_->AttentionBackward(
-      attention_spec(), View(d_att_, {n * qd}), View(x.q, {n * qd}), View(x.k, {n * kvd}),
-      View(x.v, {n * kvd}), View(x.att, {n * qd}), View(x.lse, {batch_ * local.heads * seq_len_}),
-      View(d_q_, {n * qd}), View(d_k_, {n * kvd}), View(d_v_, {n * kvd})));
+  TITAN_RETURN_IF_ERROR(AttendBackward(attention_spec(), d_att_, x.q, x.k, x.v, x.att, x.lse, d_q_,
+                                       d_k_, d_v_));
   const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
   const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
   TITAN_RETURN_IF_ERROR(

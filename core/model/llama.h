@@ -34,7 +34,9 @@ struct ModelCompute {
   DType matmul_dtype = DType::kF32;
 };
 
-class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
+class LlamaModel : public TensorParallelTarget,
+                   public PipelineStageTarget,
+                   public ContextParallelTarget {
  public:
   // With a pipeline plan, the model holds only the plan's local stages: their blocks, the
   // embedding on stage 0 and the final norm and output on the last stage, under their global
@@ -88,6 +90,15 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
   absl::Status CheckTensorParallelDegree(int degree) const override;
   int tensor_parallel_degree() const { return tp_.size(); }
+
+  // Context parallelism (titan/module.h): Forward and SetMicrobatches still take whole
+  // sequences; each cp rank keeps its two chunks, the loss returned is the whole sequence's.
+  // seq_len must then divide into 2 x cp chunks.
+  absl::Status SetContextParallel(const ContextParallelLayout& layout) override;
+  int context_parallel_degree() const { return cp_ == nullptr ? 1 : cp_->size(); }
+  // The query-key pairs this rank's attention forwards have scored so far (the causal mask's
+  // pairs, recomputations included): the measure of its attention work.
+  int64_t attention_pairs() const { return attention_pairs_; }
 
   // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
   // between Forward and Backward; device memory (host memory on the CPU).
@@ -188,6 +199,30 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   absl::Status NormBackward(float* d_residual, float* d_out_full, const float* inp,
                             const float* rstd, int weight);
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
+  // Context parallelism (core/model/llama_context_parallel.cc). This rank's tokens of whole
+  // [batch, seq_len] sequences: chunks r and 2 cp - 1 - r of each, back to back.
+  absl::StatusOr<std::vector<int32_t>> LocalChunks(const int32_t* whole, int64_t batch,
+                                                   int64_t seq_len) const;
+  // The global position of this rank's first token of chunk `half` (0 or 1).
+  int64_t ChunkStart(int half) const;
+  // The loss of this rank's tokens, averaged with the other cp ranks'.
+  absl::StatusOr<float> AverageOverContext(float loss) const;
+  // Causal attention of this rank's queries against every rank's keys and values (all-gathered),
+  // one chunk at a time; with one cp rank, the compute's attention itself.
+  absl::Status Attend(const AttentionSpec& spec, const float* q, const float* k, const float* v,
+                      float* att, float* lse);
+  absl::Status AttendBackward(const AttentionSpec& spec, const float* d_att, const float* q,
+                              const float* k, const float* v, const float* att, const float* lse,
+                              float* dq, float* dk, float* dv);
+  // local [batch, seq_len, width] (this rank's chunks) -> full [batch, cp x seq_len, width] in
+  // global order, and back summed over the ranks (accumulated into local).
+  absl::Status GatherSequence(const float* local, float* full, int64_t width);
+  absl::Status ReduceScatterSequence(const float* full, float* local, int64_t width);
+  // Rows [first, first + rows) of each batch row of a [batch, src_rows, width] tensor into the
+  // same rows of another (or into rows from 0), copied or added.
+  absl::Status CopyRows(const float* src, int64_t src_rows, int64_t src_first, float* dst,
+                        int64_t dst_rows, int64_t dst_first, int64_t rows, int64_t width,
+                        int64_t batches, bool add) const;
   absl::StatusOr<MicrobatchActs*> NewActivationSet();
   // Points the activation members (acts_, residual_, logits_, ...) at `set`'s.
   void Use(MicrobatchActs& set);
@@ -250,6 +285,14 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget {
   int tok_embeddings_ = -1, norm_ = -1, output_ = -1;
   std::vector<Block> blocks_;
   TensorParallelGroup tp_;
+  Communicator* cp_ = nullptr;  // the context-parallel group; null: whole sequences
+  int64_t attention_pairs_ = 0;
+  // Context-parallel scratch (null on one cp rank): every rank's keys/values in global order,
+  // their gradients, the all-gather's rank order, and one chunk's queries, outputs and lse.
+  float *kv_full_ = nullptr, *kv_full2_ = nullptr, *dkv_full_ = nullptr, *dkv_full2_ = nullptr;
+  float *kv_ranks_ = nullptr, *kv_local_ = nullptr;
+  float *q_chunk_ = nullptr, *att_chunk_ = nullptr, *datt_chunk_ = nullptr, *dq_chunk_ = nullptr;
+  float* lse_chunk_ = nullptr;
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
   int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;         // n_local_: this rank's tokens

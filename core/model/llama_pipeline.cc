@@ -20,13 +20,20 @@ absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> token
         "seq_len, found ",
         tokens.size(), " and ", targets.size(), " microbatches of ", batch, " x ", seq_len));
   }
-  TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
   for (size_t m = 0; m < tokens.size(); ++m) {
     const size_t n = static_cast<size_t>(batch * seq_len);
     if (tokens[m].size() != n || targets[m].size() != n) {
       return absl::InvalidArgumentError(absl::StrCat("model: microbatch ", m, " holds ",
                                                      tokens[m].size(), " tokens, expected ", n));
     }
+    if (cp_ != nullptr) {  // this rank's chunks of each sequence
+      TITAN_ASSIGN_OR_RETURN(tokens[m], LocalChunks(tokens[m].data(), batch, seq_len));
+      TITAN_ASSIGN_OR_RETURN(targets[m], LocalChunks(targets[m].data(), batch, seq_len));
+    }
+  }
+  if (cp_ != nullptr) seq_len /= cp_->size();
+  TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
+  for (size_t m = 0; m < tokens.size(); ++m) {
     TITAN_RETURN_IF_ERROR(CheckTokens(tokens[m].data(), targets[m].data()));
   }
   micro_tokens_ = std::move(tokens);
@@ -114,7 +121,8 @@ absl::Status LlamaModel::Forward(int stage, int microbatch) {
   if (stage == num_stages_ - 1) {
     TITAN_RETURN_IF_ERROR(
         compute_->CopyFromHost(micro_targets_[microbatch].data(), Tokens(targets_device_)));
-    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], HeadForward(/*root_hooks=*/true));
+    TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/true));
+    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], AverageOverContext(loss));
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,10 @@ class ModuleNode : public Module {
   }
   PipelineStageTarget* pipeline_stage_target() override { return pipeline_stage_target_; }
   void set_pipeline_stage_target(PipelineStageTarget* target) { pipeline_stage_target_ = target; }
+  ContextParallelTarget* context_parallel_target() override { return context_parallel_target_; }
+  void set_context_parallel_target(ContextParallelTarget* target) {
+    context_parallel_target_ = target;
+  }
 
   void AddParameter(Parameter* parameter) { parameters_.push_back(parameter); }
   void AddChild(ModuleNode* child) { children_.push_back(child); }
@@ -48,6 +52,7 @@ class ModuleNode : public Module {
   std::vector<std::unique_ptr<ModuleHooks>> hooks_;
   TensorParallelTarget* tensor_parallel_target_ = nullptr;  // the model, on its root
   PipelineStageTarget* pipeline_stage_target_ = nullptr;    // the model, on its root
+  ContextParallelTarget* context_parallel_target_ = nullptr;  // the model, on its root
 };
 
 }  // namespace titan

@@ -12,7 +12,9 @@ constexpr double kMaxRanks = 1 << 20;
 // Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
 constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
-constexpr const char* kContext = "context parallelism is not supported yet (issue #17)";
+constexpr const char* kContextRing =
+    "passing keys and values around the ring is not implemented yet (issue #17); "
+    "context parallelism all-gathers them";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -180,8 +182,7 @@ std::vector<SectionSchema> MakeSchema() {
   schema.back().not_supported = {
       {"enable_async_tensor_parallel",
        "async tensor parallelism is not supported yet (the tp collectives run synchronously)"},
-      {"context_parallel_degree", kContext},
-      {"context_parallel_rotate_method", kContext}};
+      {"context_parallel_rotate_method", kContextRing}};
   schema.push_back(PluginSection(
       "checkpoint", "checkpoint saving and loading",
       {Bool("enable", false, "save and load checkpoints"),

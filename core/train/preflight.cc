@@ -70,12 +70,6 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> TensorParallelPlugin(const Recip
 absl::StatusOr<std::unique_ptr<ParallelPlugin>> DataParallelPlugin(const Recipe& recipe,
                                                                    const PluginRegistry& registry,
                                                                    const MeshShape& shape) {
-  if (shape.degree(MeshDim::kCp) > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the cp degree is ", shape.degree(MeshDim::kCp),
-        ", but titan trains only pipeline-, data- and tensor-parallel layouts so far (pp, "
-        "dp_replicate, dp_shard, tp)"));
-  }
   const char* name = shape.degree(MeshDim::kDpShard) > 1       ? "fsdp"
                      : shape.degree(MeshDim::kDpReplicate) > 1 ? "ddp"
                                                                : nullptr;
@@ -190,6 +184,17 @@ absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
   ParallelPlugins plugins;
   if (shape.degree(MeshDim::kPp) > 1) {
     TITAN_ASSIGN_OR_RETURN(plugins.pipeline, CreateParallelPlugin(recipe, registry, "pp"));
+  }
+  if (shape.degree(MeshDim::kCp) > 1) {
+    TITAN_ASSIGN_OR_RETURN(int64_t seq_len, recipe.section("training").GetInt("seq_len"));
+    const int64_t chunks = 2 * int64_t{shape.degree(MeshDim::kCp)};
+    if (seq_len % chunks != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training.seq_len = ", seq_len, " is not divisible by ", chunks,
+          " = 2 x parallelism.context_parallel_degree (", chunks / 2,
+          "): each cp rank holds two mirrored chunks of every sequence"));
+    }
+    TITAN_ASSIGN_OR_RETURN(plugins.context_parallel, CreateParallelPlugin(recipe, registry, "cp"));
   }
   TITAN_ASSIGN_OR_RETURN(plugins.data_parallel, DataParallelPlugin(recipe, registry, shape));
   TITAN_ASSIGN_OR_RETURN(plugins.tensor_parallel, TensorParallelPlugin(recipe, registry, shape));

@@ -19,6 +19,7 @@ namespace titan {
 
 struct ParallelPlugins {
   std::unique_ptr<ParallelPlugin> pipeline;         // pp when its degree is above 1
+  std::unique_ptr<ParallelPlugin> context_parallel;  // cp when its degree is above 1
   std::unique_ptr<ParallelPlugin> tensor_parallel;  // tp when its degree is above 1
   std::unique_ptr<ParallelPlugin> data_parallel;    // fsdp, ddp or none, as TorchTitan picks
 };

@@ -210,6 +210,11 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     TITAN_RETURN_IF_ERROR(
         Traced("sync", "wait_for_gradients", [&] { return dp_.plugin->WaitForGradients(); }));
   }
+  if (dp_.context_group != nullptr && dp_.context_group->size() > 1) {
+    // Each cp rank's gradient is of the mean loss over its own tokens; the sequence's is their
+    // mean (every rank holds as many tokens).
+    TITAN_RETURN_IF_ERROR(dp_.context_group->AllReduce(grads, ReduceOp::kAvg));
+  }
   if (dp_.pipeline_group != nullptr && dp_.pipeline_group->size() > 1) {
     // Only the last stage's rank computed the loss; the others hold 0.
     float loss = static_cast<float>(result.loss);

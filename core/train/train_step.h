@@ -43,6 +43,8 @@ struct DataParallelContext {
   ParallelPlugin* pipeline = nullptr;
   Communicator* pipeline_group = nullptr;
   int64_t pipeline_microbatches = 1;
+  // cp: its ranks hold other tokens of the same sequences, so their gradients are averaged.
+  Communicator* context_group = nullptr;
 };
 
 class TrainStep {

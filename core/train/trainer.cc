@@ -106,6 +106,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   std::unique_ptr<ParallelPlugin>& data_parallel = parallel.data_parallel;
   std::unique_ptr<ParallelPlugin>& tensor_parallel = parallel.tensor_parallel;
   std::unique_ptr<ParallelPlugin>& pipeline = parallel.pipeline;
+  std::unique_ptr<ParallelPlugin>& context_parallel = parallel.context_parallel;
   TITAN_ASSIGN_OR_RETURN(const int64_t microbatches, PipelineMicrobatches(recipe, shape));
 
   TITAN_ASSIGN_OR_RETURN(TrainingData data,
@@ -156,7 +157,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   }
 
   // TorchTitan's order: the pp split (made above), tp, then fsdp or ddp over the tp-local tensors.
-  for (ParallelPlugin* plugin : {pipeline.get(), tensor_parallel.get(), data_parallel.get()}) {
+  for (ParallelPlugin* plugin :
+       {pipeline.get(), tensor_parallel.get(), context_parallel.get(), data_parallel.get()}) {
     if (plugin == nullptr) continue;
     TITAN_RETURN_IF_ERROR(plugin->Apply(model->root(), mesh));
     model->ReleaseUnusedStorage();
@@ -166,7 +168,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       TrainStep::Create(
           *model, optimizer, batch, seq_len, accumulation, max_norm,
           DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get(),
-                              pipeline.get(), &mesh.group(MeshDim::kPp), microbatches}));
+                              pipeline.get(), &mesh.group(MeshDim::kPp), microbatches,
+                              &mesh.group(MeshDim::kCp)}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
   const TrainState train_state{model.get(),
@@ -299,6 +302,11 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   }
   control.reset();  // finishes the control plane's rounds of the steps trained
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
+  if (context_parallel != nullptr) {
+    spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s)",
+                 mesh.coordinate(MeshDim::kCp), shape.degree(MeshDim::kCp),
+                 model->attention_pairs(), trained - resume.step);
+  }
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(
       "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
@@ -318,7 +326,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   }
   // From here on every rank holds the whole model, so saving and sampling need no collectives.
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
-  for (ParallelPlugin* plugin : {data_parallel.get(), tensor_parallel.get()}) {
+  for (ParallelPlugin* plugin :
+       {data_parallel.get(), context_parallel.get(), tensor_parallel.get()}) {
     if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
   }
   // The pp ranks of the lead's pipeline (every other coordinate 0) hand their stages to it.

@@ -12,6 +12,7 @@ reshard_tp  the same for a checkpoint saved under fsdp 2 x tp 2, resumed under t
           and on 1 rank.
 reshard_pp  the same for a checkpoint saved under pp 2 (1F1B), resumed on one rank, under pp 4
           and under pp 2 with Interleaved1F1B (other stages on each rank).
+reshard_cp  the same for a checkpoint saved under cp 2, resumed on one rank and under cp 4.
 killed    a run killed while writing a checkpoint leaves the previous one loadable: the resumed
           run starts from it and ignores the interrupted step-<N>.tmp.
 """
@@ -29,13 +30,14 @@ STEPS = 20
 GUARD_S = 300  # only against a hang of this script; nothing is asserted about speed
 
 
-def command(args, out, ranks, *extra, tp=1, pp=1):
+def command(args, out, ranks, *extra, tp=1, pp=1, cp=1):
     # The ranks of a tp group (and of a pipeline) read the same batch: ranks / (tp x pp)
     # data-parallel ranks share the 4.
     run = [args.titan_run, "--recipe", args.recipe, f"--job.dump_folder={out}",
            f"--training.steps={STEPS}", "--generate.max_new_tokens=0", "--validation.freq=5",
            "--validation.steps=1", "--training.global_batch_size=4",
-           f"--training.local_batch_size={4 * tp * pp // ranks}",
+           f"--training.local_batch_size={4 * tp * pp * cp // ranks}",
+           f"--parallelism.context_parallel_degree={cp}",
            f"--parallelism.tensor_parallel_degree={tp}",
            f"--parallelism.pipeline_parallel_degree={pp}", "--checkpoint.enable=true",
            "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false", *extra]
@@ -44,10 +46,10 @@ def command(args, out, ranks, *extra, tp=1, pp=1):
     return run
 
 
-def train(args, out, ranks, *extra, fresh=True, tp=1, pp=1):
+def train(args, out, ranks, *extra, fresh=True, tp=1, pp=1, cp=1):
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
-    run = command(args, out, ranks, *extra, tp=tp, pp=pp)
+    run = command(args, out, ranks, *extra, tp=tp, pp=pp, cp=cp)
     print(" ".join(run), flush=True)
     done = subprocess.run(run, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
@@ -141,6 +143,18 @@ def reshard_pp(args):
         compare(losses(out), losses(single), 1e-5, f"pp 2 -> {name}")
 
 
+def reshard_cp(args):
+    single = os.path.join(args.work, "single")
+    train(args, single, 1)
+    saved = os.path.join(args.work, "cp2")
+    train(args, saved, 2, cp=2)
+    for name, ranks, cp in (("one_rank", 1, 1), ("cp4", 4, 4)):
+        out = os.path.join(args.work, f"resumed_{name}")
+        resume_from(saved, out)
+        train(args, out, ranks, fresh=False, cp=cp)
+        compare(losses(out), losses(single), 1e-5, f"cp 2 -> {name}")
+
+
 def killed(args):
     out = os.path.join(args.work, "killed")
     for attempt in range(5):
@@ -181,11 +195,11 @@ def main():
     parser.add_argument("--titan-run", required=True)
     parser.add_argument("--recipe", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "killed"], required=True)
+    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "reshard_cp", "killed"], required=True)
     parser.add_argument("--ranks", type=int, default=1)
     args = parser.parse_args()
     {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "reshard_pp": reshard_pp,
-     "killed": killed}[args.mode](args)
+     "reshard_cp": reshard_cp, "killed": killed}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,22 @@ class TensorParallelTarget {
   virtual absl::Status SetTensorParallel(const TensorParallelLayout& layout) = 0;
 };
 
+// How a model computes under context parallelism: each rank of the cp group holds two chunks of
+// every sequence (chunk r and its mirror 2 cp - 1 - r of 2 cp equal chunks, so the causal
+// attention work is the same on every rank), with global positions for RoPE; attention sees
+// every rank's keys and values; the loss is averaged over the whole sequence.
+struct ContextParallelLayout {
+  Communicator* group = nullptr;  // the cp ranks; null (or one rank): whole sequences
+};
+
+// A model that can compute context-parallel; the cp plugin hands it the layout. Setting a
+// layout without a group restores whole sequences.
+class ContextParallelTarget {
+ public:
+  virtual ~ContextParallelTarget() = default;
+  virtual absl::Status SetContextParallel(const ContextParallelLayout& layout) = 0;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -90,6 +106,8 @@ class Module {
   virtual TensorParallelTarget* tensor_parallel_target() { return nullptr; }
   // The model behind a root module that runs pipeline stages (titan/pipeline.h); null otherwise.
   virtual PipelineStageTarget* pipeline_stage_target() { return nullptr; }
+  // The model behind a root module that can compute context-parallel; null otherwise.
+  virtual ContextParallelTarget* context_parallel_target() { return nullptr; }
 };
 
 }  // namespace titan
