@@ -409,13 +409,17 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   q_chunk_ = att_chunk_ = datt_chunk_ = dq_chunk_ = lse_chunk_ = nullptr;
   if (cp_ != nullptr) {
     const int64_t whole = batch * seq_len * cp_->size() * kvd, chunk = batch * (seq_len / 2);
-    const Single context[] = {
-        {&kv_full_, "cp_k", whole},          {&kv_full2_, "cp_v", whole},
-        {&dkv_full_, "cp_dk", whole},        {&dkv_full2_, "cp_dv", whole},
-        {&kv_ranks_, "cp_ranks", whole},     {&kv_local_, "cp_local", n * kvd},
-        {&q_chunk_, "cp_q", chunk * qd},     {&att_chunk_, "cp_att", chunk * qd},
-        {&datt_chunk_, "cp_datt", chunk * qd}, {&dq_chunk_, "cp_dq", chunk * qd},
-        {&lse_chunk_, "cp_lse", chunk * local.heads}};
+    const Single context[] = {{&kv_full_, "cp_k", whole},
+                              {&kv_full2_, "cp_v", whole},
+                              {&dkv_full_, "cp_dk", whole},
+                              {&dkv_full2_, "cp_dv", whole},
+                              {&kv_ranks_, "cp_ranks", whole},
+                              {&kv_local_, "cp_local", n * kvd},
+                              {&q_chunk_, "cp_q", chunk * qd},
+                              {&att_chunk_, "cp_att", chunk * qd},
+                              {&datt_chunk_, "cp_datt", chunk * qd},
+                              {&dq_chunk_, "cp_dq", chunk * qd},
+                              {&lse_chunk_, "cp_lse", chunk * local.heads}};
     singles.insert(singles.end(), std::begin(context), std::end(context));
   }
   if (t > 1) {
@@ -787,8 +791,8 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
   TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
   TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
-  TITAN_RETURN_IF_ERROR(AttendBackward(attention_spec(), d_att_, x.q, x.k, x.v, x.att, x.lse, d_q_,
-                                       d_k_, d_v_));
+  TITAN_RETURN_IF_ERROR(
+      AttendBackward(attention_spec(), d_att_, x.q, x.k, x.v, x.att, x.lse, d_q_, d_k_, d_v_));
   const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
   const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
   TITAN_RETURN_IF_ERROR(

@@ -295,11 +295,11 @@ class LlamaModel : public TensorParallelTarget,
   float* lse_chunk_ = nullptr;
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
-  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;         // n_local_: this rank's tokens
-  Arena shared_arena_;                                    // scratch every microbatch uses in turn
-  ArenaPlan set_plan_;                                    // one microbatch's activations
+  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
+  Arena shared_arena_;                             // scratch every microbatch uses in turn
+  ArenaPlan set_plan_;                             // one microbatch's activations
   // Per layer: each activation's field and its slot (in a set, or "recompute.*" shared).
-  std::vector<std::vector<std::pair<float* BlockActs::*, std::string>>> set_slots_;
+  std::vector<std::vector<std::pair<float * BlockActs::*, std::string>>> set_slots_;
   std::vector<std::unique_ptr<MicrobatchActs>> sets_;
   std::vector<int> set_of_;     // microbatch -> index into sets_, or -1
   std::vector<int> free_sets_;  // indices into sets_

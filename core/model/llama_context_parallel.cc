@@ -50,9 +50,9 @@ absl::StatusOr<float> LlamaModel::AverageOverContext(float loss) const {
   return loss;
 }
 
-absl::Status LlamaModel::CopyRows(const float* src, int64_t src_rows, int64_t src_first,
-                                  float* dst, int64_t dst_rows, int64_t dst_first, int64_t rows,
-                                  int64_t width, int64_t batches, bool add) const {
+absl::Status LlamaModel::CopyRows(const float* src, int64_t src_rows, int64_t src_first, float* dst,
+                                  int64_t dst_rows, int64_t dst_first, int64_t rows, int64_t width,
+                                  int64_t batches, bool add) const {
   for (int64_t b = 0; b < batches; ++b) {
     const TensorView from = View(src + (b * src_rows + src_first) * width, {rows * width});
     const TensorView to = View(dst + (b * dst_rows + dst_first) * width, {rows * width});
@@ -110,10 +110,10 @@ absl::Status LlamaModel::Attend(const AttentionSpec& spec, const float* q, const
     // chunk sees the keys up to its global position.
     for (int64_t i = 0; i < c; ++i) attention_pairs_ += b * h * (chunk.q_offset + i + 1);
     TITAN_RETURN_IF_ERROR(CopyRows(q, tl, half * c, q_chunk_, c, 0, c, qd, b, false));
-    TITAN_RETURN_IF_ERROR(compute_->AttentionForward(
-        chunk, View(q_chunk_, {b * c * qd}), View(kv_full_, {b * t * kvd}),
-        View(kv_full2_, {b * t * kvd}), View(att_chunk_, {b * c * qd}),
-        View(lse_chunk_, {b * h * c})));
+    TITAN_RETURN_IF_ERROR(
+        compute_->AttentionForward(chunk, View(q_chunk_, {b * c * qd}),
+                                   View(kv_full_, {b * t * kvd}), View(kv_full2_, {b * t * kvd}),
+                                   View(att_chunk_, {b * c * qd}), View(lse_chunk_, {b * h * c})));
     TITAN_RETURN_IF_ERROR(CopyRows(att_chunk_, c, 0, att, tl, half * c, c, qd, b, false));
     // lse is [batch, heads, seq_len]: batch x heads rows of one value per token.
     TITAN_RETURN_IF_ERROR(CopyRows(lse_chunk_, c, 0, lse, tl, half * c, c, 1, b * h, false));

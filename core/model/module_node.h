@@ -50,8 +50,8 @@ class ModuleNode : public Module {
   std::vector<Parameter*> parameters_;
   std::vector<ModuleNode*> children_;  // owned by the model
   std::vector<std::unique_ptr<ModuleHooks>> hooks_;
-  TensorParallelTarget* tensor_parallel_target_ = nullptr;  // the model, on its root
-  PipelineStageTarget* pipeline_stage_target_ = nullptr;    // the model, on its root
+  TensorParallelTarget* tensor_parallel_target_ = nullptr;    // the model, on its root
+  PipelineStageTarget* pipeline_stage_target_ = nullptr;      // the model, on its root
   ContextParallelTarget* context_parallel_target_ = nullptr;  // the model, on its root
 };
 

@@ -189,10 +189,10 @@ absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
     TITAN_ASSIGN_OR_RETURN(int64_t seq_len, recipe.section("training").GetInt("seq_len"));
     const int64_t chunks = 2 * int64_t{shape.degree(MeshDim::kCp)};
     if (seq_len % chunks != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "training.seq_len = ", seq_len, " is not divisible by ", chunks,
-          " = 2 x parallelism.context_parallel_degree (", chunks / 2,
-          "): each cp rank holds two mirrored chunks of every sequence"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.seq_len = ", seq_len, " is not divisible by ", chunks,
+                       " = 2 x parallelism.context_parallel_degree (", chunks / 2,
+                       "): each cp rank holds two mirrored chunks of every sequence"));
     }
     TITAN_ASSIGN_OR_RETURN(plugins.context_parallel, CreateParallelPlugin(recipe, registry, "cp"));
   }

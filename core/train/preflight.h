@@ -18,10 +18,10 @@
 namespace titan {
 
 struct ParallelPlugins {
-  std::unique_ptr<ParallelPlugin> pipeline;         // pp when its degree is above 1
+  std::unique_ptr<ParallelPlugin> pipeline;          // pp when its degree is above 1
   std::unique_ptr<ParallelPlugin> context_parallel;  // cp when its degree is above 1
-  std::unique_ptr<ParallelPlugin> tensor_parallel;  // tp when its degree is above 1
-  std::unique_ptr<ParallelPlugin> data_parallel;    // fsdp, ddp or none, as TorchTitan picks
+  std::unique_ptr<ParallelPlugin> tensor_parallel;   // tp when its degree is above 1
+  std::unique_ptr<ParallelPlugin> data_parallel;     // fsdp, ddp or none, as TorchTitan picks
 };
 
 // The parallel plugins `shape` needs, created from `registry` and configured with the recipe's
