@@ -75,14 +75,10 @@ class Pipeline : public ParallelPlugin {
       return absl::InvalidArgumentError(
           absl::StrCat("pipeline schedule ", schedule_name_, " cannot run: ", valid.message()));
     }
-    // Every message between two ranks has its own tag, and MPI promises tags up to 32767.
-    if (2 * int64_t{schedule_.stages} * schedule_.microbatches > 32767) {
+    absl::Status tags = CheckMessageTags(schedule_.stages, schedule_.microbatches);
+    if (!tags.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("pipeline schedule ", schedule_name_, ": ", schedule_.stages, " stages x ",
-                       schedule_.microbatches, " microbatches need ",
-                       2 * schedule_.stages * schedule_.microbatches,
-                       " message tags, more than the 32767 MPI guarantees; use fewer "
-                       "microbatches (a larger parallelism.pipeline_parallel_microbatch_size)"));
+          absl::StrCat("pipeline schedule ", schedule_name_, ": ", tags.message()));
     }
     TITAN_ASSIGN_OR_RETURN(theoretical_bubble_, TheoreticalBubble(schedule_));
     TITAN_ASSIGN_OR_RETURN(std::vector<PipelineStage> all,

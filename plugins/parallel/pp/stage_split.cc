@@ -39,4 +39,15 @@ int StagesFor(int n_layers, int layers_per_stage, int first_less, int last_less)
   return (units + layers_per_stage - 1) / layers_per_stage;
 }
 
+absl::Status CheckMessageTags(int stages, int microbatches) {
+  const int64_t tags = 2 * int64_t{stages} * microbatches;
+  if (tags > 32767) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        stages, " stages x ", microbatches, " microbatches need ", tags,
+        " message tags, more than the 32767 MPI guarantees; use fewer microbatches (a larger "
+        "parallelism.pipeline_parallel_microbatch_size)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace titan::pp

@@ -18,6 +18,10 @@ absl::StatusOr<std::vector<PipelineStage>> SplitLayers(int n_layers, int num_sta
 // ceil((n_layers + first_less + last_less) / layers_per_stage).
 int StagesFor(int n_layers, int layers_per_stage, int first_less, int last_less);
 
+// Every message between two pp ranks carries its own tag (stage, microbatch, direction), and MPI
+// promises tags up to 32767: stages x microbatches may be at most 16383.
+absl::Status CheckMessageTags(int stages, int microbatches);
+
 }  // namespace titan::pp
 
 #endif  // TITAN_PLUGINS_PARALLEL_PP_STAGE_SPLIT_H_
