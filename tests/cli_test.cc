@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/shell.h"
 #include "titan/abi.h"
 
 namespace {
@@ -26,24 +27,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int exit_code = -1;
-  bool crashed = false;
-  std::string output;  // stdout and stderr together
-};
+using Result = titan::testing::ShellResult;
 
-Result Shell(const std::string& command) {
-  Result result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  result.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+Result Shell(const std::string& command) { return titan::testing::RunShell(command); }
 
 Result Titan(const std::string& args, const std::string& env = "") {
   Result result = Shell(absl::StrCat("cd ", TITAN_SOURCE_DIR, " && env -u TITAN_PLUGIN_PATH ", env,

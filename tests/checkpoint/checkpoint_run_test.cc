@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/shell.h"
 
 namespace {
 
@@ -21,10 +22,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = titan::testing::ShellResult;
 
 class CheckpointRun : public testing::Test {
  protected:
@@ -44,17 +42,8 @@ class CheckpointRun : public testing::Test {
         " --recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 ",
         "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 ",
         "--checkpoint.enable=true --training.steps=", steps,
-        " --job.dump_folder=", (dir_ / dump).string(), " ", args, " 2>&1");
-    Result result;
-    FILE* pipe = popen(command.c_str(), "r");
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-      result.output.append(buffer.data(), n);
-    }
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return result;
+        " --job.dump_folder=", (dir_ / dump).string(), " ", args);
+    return titan::testing::RunShell(command);
   }
 
   static Json ReadJson(const fs::path& path) { return Json::parse(std::ifstream(path)); }

@@ -105,54 +105,43 @@ def exact(args):
     print("final parameters bit-identical")
 
 
-def reshard(args):
+def resumes_like_one_rank(args, saved_name, saved, resumed):
+    """Trains the single-rank run and the layout `saved` (ranks, options), then resumes the
+    latter's step-10 checkpoint under each of `resumed` (name, ranks, options): steps 11..20
+    must match the single-rank run's losses to 1e-5."""
     single = os.path.join(args.work, "single")
     train(args, single, 1)
-    saved = os.path.join(args.work, "fsdp4")
-    train(args, saved, 4)
-    for ranks in (2, 1):
-        out = os.path.join(args.work, f"resumed_on_{ranks}")
-        resume_from(saved, out)
-        train(args, out, ranks, fresh=False)
-        compare(losses(out), losses(single), 1e-5, f"fsdp 4 -> {ranks} rank(s)")
+    source = os.path.join(args.work, saved_name)
+    ranks, options = saved
+    train(args, source, ranks, **options)
+    for name, ranks, options in resumed:
+        out = os.path.join(args.work, f"resumed_{name}")
+        resume_from(source, out)
+        extra = options.pop("extra", ())
+        train(args, out, ranks, *extra, fresh=False, **options)
+        compare(losses(out), losses(single), 1e-5, f"{saved_name} -> {name}")
+
+
+def reshard(args):
+    resumes_like_one_rank(args, "fsdp4", (4, {}),
+                          [("on_2", 2, {}), ("on_1", 1, {})])
 
 
 def reshard_tp(args):
-    single = os.path.join(args.work, "single")
-    train(args, single, 1)
-    saved = os.path.join(args.work, "fsdp2_tp2")
-    train(args, saved, 4, tp=2)
-    for name, ranks, tp in (("tp2", 2, 2), ("fsdp2", 2, 1), ("one_rank", 1, 1)):
-        out = os.path.join(args.work, f"resumed_{name}")
-        resume_from(saved, out)
-        train(args, out, ranks, fresh=False, tp=tp)
-        compare(losses(out), losses(single), 1e-5, f"fsdp 2 x tp 2 -> {name}")
+    resumes_like_one_rank(args, "fsdp2_tp2", (4, {"tp": 2}),
+                          [("tp2", 2, {"tp": 2}), ("fsdp2", 2, {}), ("one_rank", 1, {})])
 
 
 def reshard_pp(args):
-    single = os.path.join(args.work, "single")
-    train(args, single, 1)
-    saved = os.path.join(args.work, "pp2")
-    train(args, saved, 2, pp=2)
-    for name, ranks, pp, extra in (("one_rank", 1, 1, ()), ("pp4", 4, 4, ()),
-                                   ("pp2_interleaved", 2, 2,
-                                    ("--parallelism.pipeline_parallel_schedule=Interleaved1F1B",))):
-        out = os.path.join(args.work, f"resumed_{name}")
-        resume_from(saved, out)
-        train(args, out, ranks, *extra, fresh=False, pp=pp)
-        compare(losses(out), losses(single), 1e-5, f"pp 2 -> {name}")
+    interleaved = ("--parallelism.pipeline_parallel_schedule=Interleaved1F1B",)
+    resumes_like_one_rank(args, "pp2", (2, {"pp": 2}),
+                          [("one_rank", 1, {}), ("pp4", 4, {"pp": 4}),
+                           ("pp2_interleaved", 2, {"pp": 2, "extra": interleaved})])
 
 
 def reshard_cp(args):
-    single = os.path.join(args.work, "single")
-    train(args, single, 1)
-    saved = os.path.join(args.work, "cp2")
-    train(args, saved, 2, cp=2)
-    for name, ranks, cp in (("one_rank", 1, 1), ("cp4", 4, 4)):
-        out = os.path.join(args.work, f"resumed_{name}")
-        resume_from(saved, out)
-        train(args, out, ranks, fresh=False, cp=cp)
-        compare(losses(out), losses(single), 1e-5, f"cp 2 -> {name}")
+    resumes_like_one_rank(args, "cp2", (2, {"cp": 2}),
+                          [("one_rank", 1, {}), ("cp4", 4, {"cp": 4})])
 
 
 def killed(args):

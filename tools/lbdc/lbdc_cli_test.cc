@@ -10,29 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/support/shell.h"
+
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = titan::testing::ShellResult;
 
 // Runs titan-lbdc with `args`, bounded by `timeout` so that a hang fails the test.
 Result Lbdc(const std::string& args) {
-  const std::string command =
-      std::string("timeout 60 ") + TITAN_LBDC + " --quiet " + args + " 2>&1";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), n);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return titan::testing::RunShell(std::string("timeout 60 ") + TITAN_LBDC + " --quiet " + args);
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {

@@ -192,18 +192,7 @@ class Ilp : public SolverPolicy {
     LpModel model =
         BuildMigrationModel(normalised.problem, current, all, result.target / normalised.unit);
     model.column_upper[model.load_column] = kProofTolerance;
-    Search search;
-    try {
-      OsiClpSolverInterface solver;
-      solver.messageHandler()->setLogLevel(solver_log());
-      solver.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
-                         model.objective.data(), model.row_lower.data(), model.row_upper.data());
-      for (int column = 0; column < model.load_column; ++column) solver.setInteger(column);
-      search = BranchAndBound(solver, time_limit_s_, solver_log());
-    } catch (const CoinError& error) {
-      return absl::InternalError(
-          absl::StrCat("CBC failed in ", error.methodName(), ": ", error.message()));
-    }
+    TITAN_ASSIGN_OR_RETURN(Search search, SolveInteger(model));
     if (!search.solution.empty()) {
       const std::vector<int32_t> fewest = Assignment(problem, model, search.solution);
       if (MaxLoad(problem, fewest) <= result.target + LoadTolerance(problem)) {
@@ -261,18 +250,7 @@ class Ilp : public SolverPolicy {
       model.column_upper[model.load_column] =
           step > 0.0 ? greedy_max - step * (1 - 1e-9) : greedy_max - 2 * kProofTolerance;
     }
-    Search search;
-    try {
-      OsiClpSolverInterface solver;
-      solver.messageHandler()->setLogLevel(solver_log());
-      solver.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
-                         model.objective.data(), model.row_lower.data(), model.row_upper.data());
-      for (int column = 0; column < model.load_column; ++column) solver.setInteger(column);
-      search = BranchAndBound(solver, time_limit_s_, solver_log());
-    } catch (const CoinError& error) {
-      return absl::InternalError(
-          absl::StrCat("CBC failed in ", error.methodName(), ": ", error.message()));
-    }
+    TITAN_ASSIGN_OR_RETURN(Search search, SolveInteger(model));
     if (search.solution.empty() && !greedy_fits) {
       if (search.exhausted) {
         return absl::FailedPreconditionError("the controller capacities admit no assignment");
@@ -293,6 +271,21 @@ class Ilp : public SolverPolicy {
     result.lower_bound = search.exhausted ? std::max(bound, found - kProofTolerance)
                                           : std::min(found, std::max(search.bound, bound));
     return result;
+  }
+
+  // The model with its assignment columns integer, by CBC's branch and bound.
+  absl::StatusOr<Search> SolveInteger(const LpModel& model) const {
+    try {
+      OsiClpSolverInterface solver;
+      solver.messageHandler()->setLogLevel(solver_log());
+      solver.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
+                         model.objective.data(), model.row_lower.data(), model.row_upper.data());
+      for (int column = 0; column < model.load_column; ++column) solver.setInteger(column);
+      return BranchAndBound(solver, time_limit_s_, solver_log());
+    } catch (const CoinError& error) {
+      return absl::InternalError(
+          absl::StrCat("CBC failed in ", error.methodName(), ": ", error.message()));
+    }
   }
 
   double time_limit_s_ = 60.0;
