@@ -6,8 +6,11 @@
 #
 # Builds the targets with clang, AddressSanitizer and UBSan in build-fuzz/ (TITAN_FUZZ_BUILD_DIR
 # overrides), with ccache when there is one. Each target starts from fuzz/corpus/<target>/ and
-# runs TITAN_FUZZ_SECONDS seconds (default 15); what it learns goes to build-fuzz/corpus/, never
-# into the repository. See docs/fuzzing.md for turning a finding into a regression input.
+# runs TITAN_FUZZ_SECONDS seconds (default 15) from a random seed; what it learns goes to
+# build-fuzz/corpus/, never into the repository. With TITAN_FUZZ_RUNS set, each target instead
+# runs that many inputs from seed TITAN_FUZZ_SEED (default 1) and the repository's corpus alone:
+# the same inputs on every machine, however fast, which is how the test suite runs it. See
+# docs/fuzzing.md for turning a finding into a regression input.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${TITAN_FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -37,15 +40,25 @@ mkdir -p "$build_dir/findings"
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 failed=()
 for target in "${targets[@]}"; do
-  mkdir -p "$build_dir/corpus/$target"
   log=$build_dir/findings/$target.log
-  echo "== $target: ${seconds}s"
+  if [ -n "${TITAN_FUZZ_RUNS:-}" ]; then
+    # What the run learns goes to a fresh folder, so the next run starts from the same corpus.
+    learned=$build_dir/corpus-reproducible/$target
+    rm -rf "$learned"
+    budget=(-runs="$TITAN_FUZZ_RUNS" -seed="${TITAN_FUZZ_SEED:-1}")
+    echo "== $target: $TITAN_FUZZ_RUNS inputs from seed ${TITAN_FUZZ_SEED:-1}"
+  else
+    learned=$build_dir/corpus/$target
+    budget=(-max_total_time="$seconds")
+    echo "== $target: ${seconds}s"
+  fi
+  mkdir -p "$learned"
   # An input slower than a minute is a finding; the limit is generous so that a loaded machine
   # never trips it. Leaks are findings too (LeakSanitizer, at exit and after suspect inputs).
-  if "$build_dir/bin/$target" -max_total_time="$seconds" \
+  if "$build_dir/bin/$target" "${budget[@]}" \
       -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$build_dir/findings/$target-" \
-      "$build_dir/corpus/$target" "$root/fuzz/corpus/$target" >"$log" 2>&1; then
+      "$learned" "$root/fuzz/corpus/$target" >"$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^Done' "$log" | tr '\n' ' '
     echo
   else
@@ -59,4 +72,4 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz findings in: ${failed[*]} (docs/fuzzing.md: fix the parser, add the input to the corpus)"
   exit 1
 fi
-echo "fuzz: ${#targets[@]} targets, ${seconds}s each, no finding"
+echo "fuzz: ${#targets[@]} targets, no finding"

@@ -1,4 +1,5 @@
 // Schedules as CSV files: one line per rank, one action per cell, as PyTorch writes them.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -79,6 +80,13 @@ absl::StatusOr<Schedule> ReadCsv(const std::string& path, int ranks, int microba
         communicates = true;
       }
       actions.push_back(*action);
+    }
+    // A line of empty cells would be a rank without a stage, which a pipeline rank never is.
+    if (std::none_of(actions.begin(), actions.end(),
+                     [](const Action& a) { return IsCompute(a.type); })) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": rank ", rank,
+                                                     " runs no stage (no compute action); "
+                                                     "every pipeline rank holds a stage"));
     }
   }
   if (static_cast<int>(schedule.actions.size()) != ranks) {

@@ -442,6 +442,8 @@ TEST(PpCsv, RefusesMalformedFilesNamingFileLineAndCell) {
            Case{"0F0,0B0\n", ": expected 2 rank lines (the pipeline degree), found 1"},
            Case{"0F0\n1F0\n2F0\n", ":3: expected 2 rank lines (the pipeline degree), found more"},
            Case{"0F0,0B0\n2F0,2B0\n", ": no compute action of stage 1"},
+           Case{"0F0,0F1,0B0,0B1\n,\n", ":2: rank 1 runs no stage"},
+           Case{"0F0,0B0\n1SEND_F0\n", ":2: rank 1 runs no stage"},
        }) {
     const TempFile file(c.text);
     absl::StatusOr<Schedule> read = ReadCsv(file.path(), 2, 2);
