@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/profiler.h"
@@ -12,6 +13,7 @@
 #include "core/tensor/dtype.h"
 #include "core/tensor/embedding.h"
 #include "core/tensor/internal/gemm.h"
+#include "core/tensor/internal/operands.h"
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
@@ -19,42 +21,8 @@
 namespace titan {
 namespace {
 
-std::string DeviceName(const Device& device) {
-  return absl::StrCat(device.type == DeviceType::kCpu ? "cpu" : "cuda", ":", device.index);
-}
-
-// Every operand must be a contiguous host tensor of the expected dtype, with `numel` elements
-// when that is known (-1: any).
-absl::Status Expect(const char* kernel, const char* operand, const TensorView& x, DType dtype,
-                    int64_t numel = -1) {
-  if (x.device.type != DeviceType::kCpu) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' is on ",
-                                                   DeviceName(x.device),
-                                                   ", but this compute runs on cpu:0"));
-  }
-  if (x.dtype != dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
-                                                   DTypeName(dtype), ", found ",
-                                                   DTypeName(x.dtype)));
-  }
-  if (numel >= 0 && x.numel() != numel) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
-                                                   numel, " elements, found ", x.numel()));
-  }
-  if (!x.is_contiguous() || (x.data == nullptr && x.numel() > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kernel, ": operand '", operand, "' must be contiguous and allocated"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ExpectRank(const char* kernel, const char* operand, const TensorView& x, size_t rank) {
-  if (x.shape.size() != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
-                                                   rank, " dimensions, found ", x.shape.size()));
-  }
-  return absl::OkStatus();
-}
+using internal::Expect;
+using internal::ExpectRank;
 
 float* F(const TensorView& x) { return x.data_as<float>(); }
 const int32_t* I(const TensorView& x) { return x.data_as<const int32_t>(); }
@@ -161,6 +129,47 @@ absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const Tens
       Expect(kKernel, "lse", lse, DType::kF32, spec.batch * spec.heads * spec.seq_len));
   titan::AttentionBackward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
                            ShapeOf(spec));
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::AttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
+                                        const TensorView& part_lse, TensorView out,
+                                        TensorView lse) {
+  ScopedSpan span("kernel", "AttentionMerge");
+  constexpr const char* kKernel = "AttentionMerge";
+  const int64_t rows = spec.batch * spec.seq_len * spec.heads, hd = spec.head_dim;
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "part_out", part_out, DType::kF32, rows * hd));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "out", out, DType::kF32, rows * hd));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "part_lse", part_lse, DType::kF32, rows));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, rows));
+  const float* po = F(part_out);
+  const float* pl = F(part_lse);
+  float* o = F(out);
+  float* l = F(lse);
+  const int64_t t = spec.seq_len, h = spec.heads;
+  // out is [b, t, heads, hd], lse [b, heads, t].
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < spec.batch; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t head = 0; head < h; ++head) {
+        const int64_t at = (b * h + head) * t + i;
+        const float mine = l[at], theirs = pl[at];
+        if (theirs == -std::numeric_limits<float>::infinity()) continue;
+        float* row = o + ((b * t + i) * h + head) * hd;
+        const float* part = po + ((b * t + i) * h + head) * hd;
+        if (mine == -std::numeric_limits<float>::infinity()) {
+          std::copy(part, part + hd, row);
+          l[at] = theirs;
+          continue;
+        }
+        const float top = std::max(mine, theirs);
+        const float merged = top + std::log(std::exp(mine - top) + std::exp(theirs - top));
+        const float keep = std::exp(mine - merged), add = std::exp(theirs - merged);
+        for (int64_t d = 0; d < hd; ++d) row[d] = row[d] * keep + part[d] * add;
+        l[at] = merged;
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

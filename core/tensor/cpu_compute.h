@@ -20,12 +20,20 @@ class CpuCompute : public Compute {
   absl::Status Gemm(const TensorView& a, bool transpose_a, const TensorView& b, bool transpose_b,
                     float alpha, float beta, TensorView c) override;
 
+  absl::Status Float8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
+                          const TensorView& b, const TensorView& inverse_scale_b, float alpha,
+                          float beta, TensorView c) override;
+  absl::Status Float8Quantize(const TensorView& x, const Float8Scaling& scaling, TensorView out,
+                              TensorView inverse_scales) override;
+
   absl::Status AttentionForward(const AttentionSpec& spec, const TensorView& q, const TensorView& k,
                                 const TensorView& v, TensorView out, TensorView lse) override;
   absl::Status AttentionBackward(const AttentionSpec& spec, const TensorView& dout,
                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                  const TensorView& out, const TensorView& lse, TensorView dq,
                                  TensorView dk, TensorView dv) override;
+  absl::Status AttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
+                              const TensorView& part_lse, TensorView out, TensorView lse) override;
   absl::Status RmsNormForward(const TensorView& inp, const TensorView& weight, double eps,
                               TensorView out, TensorView rstd) override;
   absl::Status RmsNormBackward(const TensorView& dout, const TensorView& inp,

@@ -11,6 +11,7 @@
 
 #include "core/tensor/bf16_gemm.h"
 #include "titan/float16.h"
+#include "titan/float8_cast.h"
 
 namespace titan {
 namespace {
@@ -162,6 +163,151 @@ TEST(CpuCompute, AttentionChunksWithOffsetsMatchTheWholeSequence) {
     EXPECT_NEAR(dk_sum[i], dk[i], 1e-4) << i;
     EXPECT_NEAR(dv_sum[i], dv[i], 1e-4) << i;
   }
+}
+
+// The ring of context parallelism: the queries attend to blocks of keys one at a time, in any
+// order, and AttentionMerge folds the partial results into the whole attention; the backward of
+// each block with the merged out and lse gives that block's share of the gradients.
+TEST(CpuCompute, AttentionMergeOfKeyBlocksIsTheWholeAttention) {
+  constexpr int64_t kBatch = 2, kT = 24, kHeads = 4, kKvHeads = 2, kHd = 8;
+  const int64_t q_row = kHeads * kHd, kv_row = kKvHeads * kHd;
+  std::vector<float> q = Random(kBatch * kT * q_row, 21), k = Random(kBatch * kT * kv_row, 22);
+  std::vector<float> v = Random(kBatch * kT * kv_row, 23), dout = Random(q.size(), 24);
+  Compute& compute = CpuCompute::Get();
+  const auto view = [](std::vector<float>& x) { return View(x.data(), {int64_t(x.size())}); };
+  const AttentionSpec whole{kBatch, kT, kT, kHeads, kKvHeads, kHd, 0, 0};
+  std::vector<float> out(q.size()), lse(kBatch * kHeads * kT);
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  ASSERT_TRUE(
+      compute.AttentionForward(whole, view(q), view(k), view(v), view(out), view(lse)).ok());
+  ASSERT_TRUE(compute
+                  .AttentionBackward(whole, view(dout), view(q), view(k), view(v), view(out),
+                                     view(lse), view(dq), view(dk), view(dv))
+                  .ok());
+  // Key blocks [first, first + 8), visited last block first: the first merge starts from
+  // "nothing seen" (lse -inf), and the last block is wholly after the early queries.
+  const auto block_of = [](const std::vector<float>& x, int64_t first, int64_t rows,
+                           int64_t width) {
+    std::vector<float> part;
+    for (int64_t b = 0; b < kBatch; ++b) {
+      const float* start = x.data() + (b * kT + first) * width;
+      part.insert(part.end(), start, start + rows * width);
+    }
+    return part;
+  };
+  std::vector<float> merged(q.size()),
+      merged_lse(lse.size(), -std::numeric_limits<float>::infinity());
+  for (int64_t first : {16, 0, 8}) {
+    std::vector<float> bk = block_of(k, first, 8, kv_row), bv = block_of(v, first, 8, kv_row);
+    const AttentionSpec block{kBatch, kT, 8, kHeads, kKvHeads, kHd, 0, first};
+    std::vector<float> part(q.size()), part_lse(lse.size());
+    ASSERT_TRUE(
+        compute.AttentionForward(block, view(q), view(bk), view(bv), view(part), view(part_lse))
+            .ok());
+    ASSERT_TRUE(
+        compute.AttentionMerge(block, view(part), view(part_lse), view(merged), view(merged_lse))
+            .ok());
+  }
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(merged[i], out[i], 1e-5) << i;
+  for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(merged_lse[i], lse[i], 1e-5) << i;
+  std::vector<float> dq_sum(q.size());
+  for (int64_t first : {0, 8, 16}) {
+    std::vector<float> bk = block_of(k, first, 8, kv_row), bv = block_of(v, first, 8, kv_row);
+    const AttentionSpec block{kBatch, kT, 8, kHeads, kKvHeads, kHd, 0, first};
+    std::vector<float> bdk(bk.size()), bdv(bv.size());
+    ASSERT_TRUE(compute
+                    .AttentionBackward(block, view(dout), view(q), view(bk), view(bv), view(merged),
+                                       view(merged_lse), view(dq_sum), view(bdk), view(bdv))
+                    .ok());
+    const std::vector<float> want_dk = block_of(dk, first, 8, kv_row);
+    const std::vector<float> want_dv = block_of(dv, first, 8, kv_row);
+    for (size_t i = 0; i < bdk.size(); ++i) {
+      ASSERT_NEAR(bdk[i], want_dk[i], 1e-4) << first << " " << i;
+      ASSERT_NEAR(bdv[i], want_dv[i], 1e-4) << first << " " << i;
+    }
+  }
+  for (size_t i = 0; i < dq.size(); ++i) ASSERT_NEAR(dq_sum[i], dq[i], 1e-4) << i;
+}
+
+// Float8: each row's (or the tensor's) largest magnitude lands on the format's largest finite
+// value, decoding times the inverse scale gives x back to e4m3's precision, and the GEMM is the
+// product of the decoded operands with the scales applied to the sums.
+TEST(CpuCompute, Float8QuantizeAndGemmFollowTheScales) {
+  constexpr int64_t kM = 6, kK = 32, kN = 5;
+  std::vector<float> x = Random(kM * kK, 31), w = Random(kN * kK, 32);
+  for (int64_t j = 0; j < kK; ++j) x[2 * kK + j] *= 100.0f;  // one row far larger than the rest
+  Compute& compute = CpuCompute::Get();
+  for (const Float8Granularity granularity :
+       {Float8Granularity::kTensor, Float8Granularity::kRow}) {
+    const bool per_row = granularity == Float8Granularity::kRow;
+    std::vector<uint8_t> xq(x.size()), wq(w.size());
+    std::vector<float> xs(per_row ? kM : 1), ws(per_row ? kN : 1);
+    const TensorView xq_view{xq.data(), DType::kF8E4M3, Device{}, {kM, kK}, {}};
+    const TensorView wq_view{wq.data(), DType::kF8E4M3, Device{}, {kN, kK}, {}};
+    ASSERT_TRUE(compute
+                    .Float8Quantize(View(x.data(), {kM, kK}), {granularity, false, false}, xq_view,
+                                    View(xs.data(), {int64_t(xs.size())}))
+                    .ok());
+    ASSERT_TRUE(compute
+                    .Float8Quantize(View(w.data(), {kN, kK}), {granularity, false, false}, wq_view,
+                                    View(ws.data(), {int64_t(ws.size())}))
+                    .ok());
+    for (int64_t i = 0; i < kM; ++i) {
+      float amax = 0;
+      for (int64_t j = 0; j < kK; ++j) {
+        const float decoded = float8::DecodeFloat8(xq[i * kK + j], float8::kE4M3);
+        amax = std::max(amax, std::fabs(decoded));
+        const float back = decoded * xs[per_row ? i : 0];
+        // e4m3 keeps 3 mantissa bits: half a unit is 1/16 of the value, plus the subnormal step.
+        EXPECT_NEAR(back, x[i * kK + j], std::fabs(x[i * kK + j]) / 16 + xs[per_row ? i : 0] / 256)
+            << i << " " << j;
+      }
+      if (per_row || i == 2) {
+        EXPECT_EQ(amax, 448.0f) << i;
+      }
+    }
+    std::vector<float> c(kM * kN, 1.0f);
+    ASSERT_TRUE(compute
+                    .Float8Gemm(xq_view, View(xs.data(), {int64_t(xs.size())}), wq_view,
+                                View(ws.data(), {int64_t(ws.size())}), 2.0f, 1.0f,
+                                View(c.data(), {kM, kN}))
+                    .ok());
+    for (int64_t i = 0; i < kM; ++i) {
+      for (int64_t j = 0; j < kN; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < kK; ++p) {
+          sum += double(float8::DecodeFloat8(xq[i * kK + p], float8::kE4M3)) *
+                 float8::DecodeFloat8(wq[j * kK + p], float8::kE4M3);
+        }
+        const double want = 2.0 * sum * xs[per_row ? i : 0] * ws[per_row ? j : 0] + 1.0;
+        EXPECT_NEAR(c[i * kN + j], want, 1e-5 * std::fabs(want) + 1e-5) << i << " " << j;
+      }
+    }
+  }
+  // Transposed and per row: the rows of out are the columns of x, with power-of-two scales.
+  std::vector<uint8_t> xt(x.size());
+  std::vector<float> xts(kK);
+  ASSERT_TRUE(compute
+                  .Float8Quantize(View(x.data(), {kM, kK}), {Float8Granularity::kRow, true, true},
+                                  TensorView{xt.data(), DType::kF8E5M2, Device{}, {kK, kM}, {}},
+                                  View(xts.data(), {kK}))
+                  .ok());
+  for (int64_t j = 0; j < kK; ++j) {
+    int exponent = 0;
+    EXPECT_EQ(std::frexp(xts[j], &exponent), 0.5f) << j;  // a power of two
+    for (int64_t i = 0; i < kM; ++i) {
+      const float back = float8::DecodeFloat8(xt[j * kM + i], float8::kE5M2) * xts[j];
+      EXPECT_NEAR(back, x[i * kK + j], std::fabs(x[i * kK + j]) / 8 + xts[j] / 64) << i << " " << j;
+    }
+  }
+  std::vector<uint8_t> too_small(4);
+  EXPECT_THAT(
+      compute
+          .Float8Quantize(View(x.data(), {kM, kK}), {},
+                          TensorView{too_small.data(), DType::kF8E4M3, Device{}, {2, 2}, {}},
+                          View(xts.data(), {1}))
+          .message(),
+      testing::HasSubstr("Float8Quantize: operand 'out' expected [6, 32]"));
 }
 
 // A chunk of queries placed before every key sees none: zeros, an lse of -inf, no gradient.

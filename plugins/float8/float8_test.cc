@@ -6,7 +6,7 @@
 #include <random>
 
 #include "core/runtime/plugin_registry.h"
-#include "float8_cast.h"
+#include "titan/float8_cast.h"
 
 namespace titan::float8 {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../float8_cast.h"
+#include "titan/float8_cast.h"
 #include "absl/strings/str_cat.h"
 #include "titan/float8.h"
 

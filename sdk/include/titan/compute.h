@@ -47,6 +47,17 @@ struct SgdUpdate {
   int64_t step = 1;
 };
 
+// How Float8Quantize scales x [rows, columns]: one scale for the whole tensor, or one per row of
+// what it writes; power_of_two rounds each scale down to a power of two (torchao's rowwise
+// recipe). With transpose, out is x transposed ([columns, rows]), so that the per-row scales of
+// out are per column of x: Float8Gemm takes both operands with the reduced dimension last.
+enum class Float8Granularity : uint8_t { kTensor, kRow };
+struct Float8Scaling {
+  Float8Granularity granularity = Float8Granularity::kTensor;
+  bool power_of_two = false;
+  bool transpose = false;
+};
+
 // An ordered queue of work on the device, and a marker in it. The CPU has one stream that runs
 // everything at once, so its events are always complete.
 using StreamHandle = void*;
@@ -67,6 +78,22 @@ class Compute {
   virtual absl::Status Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
                             bool transpose_b, float alpha, float beta, TensorView c) = 0;
 
+  // Float8 (OCP e4m3fn or e5m2) operands a [m, k] and b [n, k], both with the reduced dimension
+  // last (cuBLASLt's FP8 layout), each with f32 inverse scales ([1] for the tensor, or one per
+  // row: [m] for a, [n] for b): c[m, n] = alpha * (a . b^T) * inv_a[i] * inv_b[j] + beta * c,
+  // the products of the decoded codes accumulated in f32 and the scales applied to the sums (as
+  // torch._scaled_mm). c is f32.
+  virtual absl::Status Float8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
+                                  const TensorView& b, const TensorView& inverse_scale_b,
+                                  float alpha, float beta, TensorView c) = 0;
+  // x [rows, columns] (f32 or bf16) into out (f8e4m3 or f8e5m2, [rows, columns], or [columns,
+  // rows] with scaling.transpose) as torchao scales: amax = the largest |x| over the tensor or
+  // the row of out, floored at 1e-12; scale = the format's largest finite / amax in f32 (rounded
+  // down to a power of two if asked); out = x * scale, saturated to the largest finite and
+  // rounded to nearest even; inverse_scales (f32, [1] or one per row of out) = 1 / scale.
+  virtual absl::Status Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
+                                      TensorView out, TensorView inverse_scales) = 0;
+
   // --- The model's layers (f32 activations) -----------------------------------------------
   // out [b, t, heads, hd]; lse [b, heads, t] saves each softmax row's log-sum-exp; a query that
   // sees no key gets zeros and an lse of -inf.
@@ -79,6 +106,14 @@ class Compute {
                                          const TensorView& v, const TensorView& out,
                                          const TensorView& lse, TensorView dq, TensorView dk,
                                          TensorView dv) = 0;
+  // Folds a partial attention result (part_out, part_lse: the same queries over other keys, as
+  // AttentionForward writes them) into out and lse, which become the attention over both sets
+  // of keys: lse' = log(exp(lse) + exp(part_lse)), out' = out exp(lse - lse') + part_out
+  // exp(part_lse - lse'). A side whose lse is -inf (no key seen) contributes nothing. Context
+  // parallelism's ring merges the chunks of keys it is passed this way.
+  virtual absl::Status AttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
+                                      const TensorView& part_lse, TensorView out,
+                                      TensorView lse) = 0;
   // Rows of inp [n, c]: out = inp / rms(inp) * weight; saves rstd [n].
   virtual absl::Status RmsNormForward(const TensorView& inp, const TensorView& weight, double eps,
                                       TensorView out, TensorView rstd) = 0;

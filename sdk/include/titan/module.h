@@ -81,8 +81,15 @@ class TensorParallelTarget {
 // every sequence (chunk r and its mirror 2 cp - 1 - r of 2 cp equal chunks, so the causal
 // attention work is the same on every rank), with global positions for RoPE; attention sees
 // every rank's keys and values; the loss is averaged over the whole sequence.
+// How attention reaches the keys and values of the other cp ranks (TorchTitan's
+// context_parallel_rotate_method): all-gather them (kAllGather), or pass them around the ring of
+// cp ranks, attending to each chunk while the next one travels and merging the partial results
+// by their log-sum-exp (kRing, the recipe's "alltoall").
+enum class ContextParallelRotate : uint8_t { kAllGather, kRing };
+
 struct ContextParallelLayout {
   Communicator* group = nullptr;  // the cp ranks; null (or one rank): whole sequences
+  ContextParallelRotate rotate = ContextParallelRotate::kAllGather;
 };
 
 // A model that can compute context-parallel; the cp plugin hands it the layout. Setting a

@@ -1,9 +1,10 @@
 // Float8 encodings used in training (OCP FP8): e4m3 (the "fn" variant: no infinities, one NaN,
 // largest finite 448) and e5m2 (IEEE-like, largest finite 57344). Casts round to nearest,
 // ties to even, and saturate: values beyond the largest finite become it.
-#ifndef TITAN_PLUGINS_FLOAT8_FLOAT8_CAST_H_
-#define TITAN_PLUGINS_FLOAT8_FLOAT8_CAST_H_
+#ifndef TITAN_FLOAT8_CAST_H_
+#define TITAN_FLOAT8_CAST_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -60,4 +61,4 @@ inline uint8_t EncodeFloat8(float x, const Float8Format& format) {
 
 }  // namespace titan::float8
 
-#endif  // TITAN_PLUGINS_FLOAT8_FLOAT8_CAST_H_
+#endif  // TITAN_FLOAT8_CAST_H_

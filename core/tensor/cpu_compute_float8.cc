@@ -1,0 +1,163 @@
+// The CPU compute's Float8 kernels: the exact reference of torchao's numerics. Quantization
+// follows torchao's scaling step by step (amax, the f32 scale, optional power-of-two rounding,
+// saturation, round to nearest even); the GEMM decodes each code exactly to f32, multiplies with
+// f32 accumulation and applies the inverse scales to the sums, as torch._scaled_mm does.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/runtime/profiler.h"
+#include "core/tensor/cpu_compute.h"
+#include "core/tensor/internal/gemm.h"
+#include "core/tensor/internal/operands.h"
+#include "titan/float16.h"
+#include "titan/float8_cast.h"
+
+namespace titan {
+namespace {
+
+using internal::Expect;
+using internal::ExpectRank;
+
+const float8::Float8Format* FormatOf(DType dtype) {
+  if (dtype == DType::kF8E4M3) return &float8::kE4M3;
+  if (dtype == DType::kF8E5M2) return &float8::kE5M2;
+  return nullptr;
+}
+
+absl::Status ExpectFloat8(const char* kernel, const char* operand, const TensorView& x) {
+  if (FormatOf(x.dtype) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernel, ": operand '", operand, "' expected f8e4m3 or f8e5m2, found ", DTypeName(x.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, operand, x, 2));
+  return Expect(kernel, operand, x, x.dtype);
+}
+
+// The inverse scales of an operand of `rows` rows: one for the tensor or one per row.
+absl::Status ExpectScales(const char* kernel, const char* operand, const TensorView& scales,
+                          int64_t rows) {
+  TITAN_RETURN_IF_ERROR(Expect(kernel, operand, scales, DType::kF32));
+  if (scales.numel() != 1 && scales.numel() != rows) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand,
+                                                   "' expected 1 (per tensor) or ", rows,
+                                                   " (per row) scales, found ", scales.numel()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<float> Decode(const TensorView& x) {
+  const float8::Float8Format& format = *FormatOf(x.dtype);
+  std::vector<float> table(256);
+  for (int code = 0; code < 256; ++code) table[code] = float8::DecodeFloat8(code, format);
+  const uint8_t* codes = x.data_as<const uint8_t>();
+  std::vector<float> out(static_cast<size_t>(x.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = table[codes[i]];
+  return out;
+}
+
+// torchao's amax_to_scale: max / clamp(amax, 1e-12) in f64, stored as f32, rounded down to a
+// power of two if asked. A NaN amax gives a NaN scale, so the NaN reaches every output.
+float ScaleFor(double amax, const float8::Float8Format& format, bool power_of_two) {
+  float scale = static_cast<float>(format.max_finite / std::max(amax, 1e-12));
+  if (power_of_two && std::isfinite(scale)) scale = std::exp2(std::floor(std::log2(scale)));
+  return scale;
+}
+
+}  // namespace
+
+absl::Status CpuCompute::Float8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
+                                    const TensorView& b, const TensorView& inverse_scale_b,
+                                    float alpha, float beta, TensorView c) {
+  ScopedSpan span("kernel", "Float8Gemm");
+  constexpr const char* kKernel = "Float8Gemm";
+  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "a", a));
+  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "b", b));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "c", c, DType::kF32));
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
+  if (b.shape[1] != k || c.shape[0] != m || c.shape[1] != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": shapes do not chain: a [", m, ", ", k, "] . b^T (b [", n, ", ",
+                     b.shape[1], "]) into c [", c.shape[0], ", ", c.shape[1], "]"));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectScales(kKernel, "inverse_scale_a", inverse_scale_a, m));
+  TITAN_RETURN_IF_ERROR(ExpectScales(kKernel, "inverse_scale_b", inverse_scale_b, n));
+  const std::vector<float> da = Decode(a), db = Decode(b);
+  std::vector<float> sums(static_cast<size_t>(m * n));
+  internal::Gemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, da.data(), k, db.data(), k, 0.0f,
+                 sums.data(), n);
+  const float* sa = inverse_scale_a.data_as<const float>();
+  const float* sb = inverse_scale_b.data_as<const float>();
+  const bool row_a = inverse_scale_a.numel() != 1 || m == 1;
+  const bool row_b = inverse_scale_b.numel() != 1 || n == 1;
+  float* out = c.data_as<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    const float scale_i = sa[row_a ? i : 0];
+    for (int64_t j = 0; j < n; ++j) {
+      const float value = sums[i * n + j] * scale_i * sb[row_b ? j : 0];
+      out[i * n + j] = beta == 0.0f ? alpha * value : alpha * value + beta * out[i * n + j];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
+                                        TensorView out, TensorView inverse_scales) {
+  ScopedSpan span("kernel", "Float8Quantize");
+  constexpr const char* kKernel = "Float8Quantize";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
+  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(Expect(kKernel, "x", x, x.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "out", out));
+  const int64_t rows = x.shape[0], columns = x.shape[1];
+  const int64_t out_rows = scaling.transpose ? columns : rows;
+  const int64_t out_columns = scaling.transpose ? rows : columns;
+  if (out.shape[0] != out_rows || out.shape[1] != out_columns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'out' expected [", out_rows, ", ", out_columns, "]",
+                     scaling.transpose ? " (x transposed)" : "", ", found [", out.shape[0], ", ",
+                     out.shape[1], "]"));
+  }
+  const bool per_row = scaling.granularity == Float8Granularity::kRow;
+  TITAN_RETURN_IF_ERROR(
+      Expect(kKernel, "inverse_scales", inverse_scales, DType::kF32, per_row ? out_rows : 1));
+  const float8::Float8Format& format = *FormatOf(out.dtype);
+  // Element (r, c) of out, read from x.
+  auto value = [&](int64_t r, int64_t c) {
+    return scaling.transpose ? LoadAsF32(x.data, x.dtype, c * columns + r)
+                             : LoadAsF32(x.data, x.dtype, r * columns + c);
+  };
+  auto amax_of = [&](int64_t first_row, int64_t end_row) {
+    double amax = 0.0;
+    for (int64_t r = first_row; r < end_row; ++r) {
+      for (int64_t c = 0; c < out_columns; ++c) {
+        const double v = std::fabs(value(r, c));
+        if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
+        amax = std::max(amax, v);
+      }
+    }
+    return amax;
+  };
+  uint8_t* codes = out.data_as<uint8_t>();
+  float* inverse = inverse_scales.data_as<float>();
+  const float tensor_scale =
+      per_row ? 0.0f : ScaleFor(amax_of(0, out_rows), format, scaling.power_of_two);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < out_rows; ++r) {
+    const float scale =
+        per_row ? ScaleFor(amax_of(r, r + 1), format, scaling.power_of_two) : tensor_scale;
+    if (per_row || r == 0) inverse[per_row ? r : 0] = 1.0f / scale;
+    for (int64_t c = 0; c < out_columns; ++c) {
+      codes[r * out_columns + c] = float8::EncodeFloat8(value(r, c) * scale, format);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace titan
