@@ -263,7 +263,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
       m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
-      m.mem_gib = PeakMemoryGib();
+      SetPeakMemory(mesh.device(), m);
       m.data_s = data_s / static_cast<double>(window_steps);
       if (pipeline != nullptr) {
         m.pipeline = true;
