@@ -40,7 +40,8 @@ def command(args, out, ranks, *extra, tp=1, pp=1, cp=1):
            f"--parallelism.context_parallel_degree={cp}",
            f"--parallelism.tensor_parallel_degree={tp}",
            f"--parallelism.pipeline_parallel_degree={pp}", "--checkpoint.enable=true",
-           "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false", *extra]
+           "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false", *args.extra,
+           *extra]
     if ranks > 1:
         run = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + run
     return run
@@ -186,6 +187,8 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "reshard_cp", "killed"], required=True)
     parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--extra", action="append", default=[],
+                        help="a titan-run override for every run, e.g. --extra=--job.device=cuda")
     args = parser.parse_args()
     {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "reshard_pp": reshard_pp,
      "reshard_cp": reshard_cp, "killed": killed}[args.mode](args)
