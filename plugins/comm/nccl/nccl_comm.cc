@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugins/comm/common/flight_recorder.h"
 #include "plugins/comm/mpi/primitives.h"
+#include "plugins/comm/nccl/nccl_library.h"
 #include "plugins/comm/nccl/watchdog.h"
 #include "titan/comm.h"
 
@@ -121,14 +122,14 @@ absl::Status WaitNccl(ncclComm_t comm, ncclResult_t result, const char* call,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (result == ncclInProgress) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      ncclCommAbort(comm);
+      Nccl().CommAbort(comm);
       return absl::DeadlineExceededError(absl::StrCat("nccl: ", call, " did not complete within ",
                                                       timeout.count(),
                                                       "s; the communicator was aborted"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     ncclResult_t state = ncclSuccess;
-    ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+    ncclResult_t queried = Nccl().CommGetAsyncError(comm, &state);
     result = queried != ncclSuccess ? queried : state;
   }
   return NcclStatus(result, call);
@@ -146,7 +147,7 @@ class NcclCommunicator : public Communicator {
     const std::string what = absl::StrCat("rank ", job->world_rank, ": connecting ", name);
     ncclUniqueId id;
     if (rank == 0) {
-      TITAN_RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+      TITAN_RETURN_IF_ERROR(NcclStatus(Nccl().GetUniqueId(&id), "ncclGetUniqueId"));
     }
     MPI_Request request;
     int code = MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, mpi, &request);
@@ -156,7 +157,7 @@ class NcclCommunicator : public Communicator {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // so that joining is bounded by the init timeout
     ncclComm_t comm = nullptr;
-    ncclResult_t init = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+    ncclResult_t init = Nccl().CommInitRankConfig(&comm, size, id, rank, &config);
     absl::Status joined = WaitNccl(comm, init, "ncclCommInitRankConfig", job->init_timeout);
     if (!joined.ok()) {
       return absl::Status(joined.code(), absl::StrCat(what, ": ", joined.message()));
@@ -191,9 +192,9 @@ class NcclCommunicator : public Communicator {
     TITAN_ASSIGN_OR_RETURN(ncclDataType_t type, Type("all-reduce", buffer.dtype, op));
     return Enqueue("all-reduce", buffer.nbytes(), members_,
                    [&](cudaStream_t s) {
-                     return ncclAllReduce(buffer.data, buffer.data,
-                                          static_cast<size_t>(buffer.numel()), type,
-                                          ReductionOp(op), state_->comm(), s);
+                     return Nccl().AllReduce(buffer.data, buffer.data,
+                                             static_cast<size_t>(buffer.numel()), type,
+                                             ReductionOp(op), state_->comm(), s);
                    })
         .status();
   }
@@ -203,9 +204,9 @@ class NcclCommunicator : public Communicator {
     TITAN_ASSIGN_OR_RETURN(ncclDataType_t type, Type("reduce-scatter", input.dtype, op));
     return Enqueue("reduce-scatter", input.nbytes(), members_,
                    [&](cudaStream_t s) {
-                     return ncclReduceScatter(input.data, output.data,
-                                              static_cast<size_t>(output.numel()), type,
-                                              ReductionOp(op), state_->comm(), s);
+                     return Nccl().ReduceScatter(input.data, output.data,
+                                                 static_cast<size_t>(output.numel()), type,
+                                                 ReductionOp(op), state_->comm(), s);
                    })
         .status();
   }
@@ -214,8 +215,8 @@ class NcclCommunicator : public Communicator {
     TITAN_RETURN_IF_ERROR(Check("all-gather", output, input, size_));
     return Enqueue("all-gather", output.nbytes(), members_,
                    [&](cudaStream_t s) {
-                     return ncclAllGather(input.data, output.data, input.nbytes(), ncclUint8,
-                                          state_->comm(), s);
+                     return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8,
+                                             state_->comm(), s);
                    })
         .status();
   }
@@ -225,8 +226,8 @@ class NcclCommunicator : public Communicator {
     TITAN_RETURN_IF_ERROR(CheckPeer("broadcast", root, true));
     return Enqueue("broadcast", buffer.nbytes(), members_,
                    [&](cudaStream_t s) {
-                     return ncclBroadcast(buffer.data, buffer.data, buffer.nbytes(), ncclUint8,
-                                          root, state_->comm(), s);
+                     return Nccl().Broadcast(buffer.data, buffer.data, buffer.nbytes(), ncclUint8,
+                                             root, state_->comm(), s);
                    })
         .status();
   }
@@ -264,8 +265,8 @@ class NcclCommunicator : public Communicator {
   absl::Status Barrier() override {
     TensorView one{barrier_.get(), DType::kF32, Device{DeviceType::kCuda, job_->device}, {1}, {}};
     TITAN_ASSIGN_OR_RETURN(auto completion, Enqueue("barrier", 0, members_, [&](cudaStream_t s) {
-                             return ncclAllReduce(one.data, one.data, 1, ncclFloat32, ncclSum,
-                                                  state_->comm(), s);
+                             return Nccl().AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum,
+                                                     state_->comm(), s);
                            }));
     return completion->Wait();
   }
@@ -320,8 +321,8 @@ class NcclCommunicator : public Communicator {
     auto peers = std::make_shared<const std::vector<int>>(
         std::vector<int>{(*members_)[static_cast<size_t>(peer)]});
     return Enqueue(op, buffer.nbytes(), std::move(peers), [&](cudaStream_t s) {
-      return send ? ncclSend(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s)
-                  : ncclRecv(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s);
+      return send ? Nccl().Send(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s)
+                  : Nccl().Recv(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s);
     });
   }
 
@@ -468,6 +469,7 @@ class NcclComm : public CommPlugin {
           counted == cudaSuccess ? "0 devices" : cudaGetErrorString(counted),
           "); nccl moves GPU buffers only: use comm.backend = \"mpi\" on machines without GPUs"));
     }
+    TITAN_RETURN_IF_ERROR(LoadNccl().status());
     if (options.device == nullptr || options.device->type() != DeviceType::kCuda ||
         options.device->compute() == nullptr) {
       return absl::FailedPreconditionError(

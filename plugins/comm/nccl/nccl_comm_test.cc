@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/runtime/plugin_registry.h"
+#include "plugins/comm/nccl/nccl_library.h"
 #include "titan/comm.h"
 #include "titan/device.h"
 
@@ -50,6 +51,29 @@ TEST(NcclCommTest, LoadsAndRefusesClearlyWithoutAGpuOrACudaDevice) {
   const std::string expected =
       CudaDevices() == 0 ? "no CUDA device is visible" : "needs job.device = \"cuda\"";
   EXPECT_NE(world.status().message().find(expected), std::string::npos) << world.status();
+}
+
+// The plugin is built only where CMake found libnccl, so the library loads here, GPU or not.
+TEST(NcclLibraryTest, LoadsLibncclAndBindsEveryFunction) {
+  absl::StatusOr<const nccl::NcclLibrary*> library = nccl::LoadNccl();
+  ASSERT_TRUE(library.ok()) << library.status();
+  const nccl::NcclLibrary& nccl = **library;
+  for (const void* function :
+       {reinterpret_cast<const void*>(nccl.GetUniqueId),
+        reinterpret_cast<const void*>(nccl.CommInitRankConfig),
+        reinterpret_cast<const void*>(nccl.CommGetAsyncError),
+        reinterpret_cast<const void*>(nccl.CommAbort),
+        reinterpret_cast<const void*>(nccl.CommFinalize),
+        reinterpret_cast<const void*>(nccl.CommDestroy),
+        reinterpret_cast<const void*>(nccl.GetLastError),
+        reinterpret_cast<const void*>(nccl.ReduceScatter),
+        reinterpret_cast<const void*>(nccl.AllGather),
+        reinterpret_cast<const void*>(nccl.Broadcast), reinterpret_cast<const void*>(nccl.Send),
+        reinterpret_cast<const void*>(nccl.Recv)}) {
+    EXPECT_NE(function, nullptr);
+  }
+  EXPECT_EQ(std::string(nccl.GetErrorString(ncclInvalidArgument)).rfind("invalid argument", 0), 0u);
+  ASSERT_NE(nccl.AllReduce, nullptr);
 }
 
 // The cuda device, selected, with its compute; skips without a GPU.

@@ -8,9 +8,9 @@ namespace titan::nccl {
 
 absl::Status NcclStatus(ncclResult_t result, const char* call) {
   if (result == ncclSuccess) return absl::OkStatus();
-  const char* last = ncclGetLastError(nullptr);
+  const char* last = Nccl().GetLastError(nullptr);
   return absl::InternalError(absl::StrCat(
-      "nccl: ", call, " failed: ", ncclGetErrorString(result),
+      "nccl: ", call, " failed: ", Nccl().GetErrorString(result),
       last != nullptr && *last != '\0' ? absl::StrCat(" (", last, ")") : std::string()));
 }
 
@@ -25,16 +25,16 @@ CommState::~CommState() {
   if (!aborted_.load()) {
     // Flush what is queued, then release; a communicator that will not finish is aborted.
     cudaStreamSynchronize(stream_);
-    ncclResult_t state = ncclCommFinalize(comm_);
+    ncclResult_t state = Nccl().CommFinalize(comm_);
     const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (state == ncclInProgress && std::chrono::steady_clock::now() < limit) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      ncclCommGetAsyncError(comm_, &state);
+      Nccl().CommGetAsyncError(comm_, &state);
     }
     if (state == ncclSuccess) {
-      ncclCommDestroy(comm_);
+      Nccl().CommDestroy(comm_);
     } else {
-      ncclCommAbort(comm_);
+      Nccl().CommAbort(comm_);
     }
   }
   cudaStreamDestroy(stream_);
@@ -45,7 +45,7 @@ void CommState::Abort(const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_.empty()) broken_ = why;
   }
-  if (!aborted_.exchange(true)) ncclCommAbort(comm_);
+  if (!aborted_.exchange(true)) Nccl().CommAbort(comm_);
 }
 
 std::string CommState::broken() const {
@@ -99,7 +99,7 @@ bool Watchdog::Settle(Entry& entry) {
   }
   const std::string broken = entry.comm->broken();
   ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(entry.comm->comm(), &async);
+  Nccl().CommGetAsyncError(entry.comm->comm(), &async);
   if (!broken.empty()) {
     state = "aborted";
     failure = absl::AbortedError(

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "plugins/comm/common/flight_recorder.h"
+#include "plugins/comm/nccl/nccl_library.h"
 #include "titan/status.h"
 
 namespace titan::nccl {
