@@ -122,10 +122,8 @@ absl::Status WaitNccl(ncclComm_t comm, ncclResult_t result, const char* call,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (result == ncclInProgress) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      Nccl().CommAbort(comm);
-      return absl::DeadlineExceededError(absl::StrCat("nccl: ", call, " did not complete within ",
-                                                      timeout.count(),
-                                                      "s; the communicator was aborted"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("nccl: ", call, " did not complete within ", timeout.count(), "s"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     ncclResult_t state = ncclSuccess;
@@ -160,7 +158,10 @@ class NcclCommunicator : public Communicator {
     ncclResult_t init = Nccl().CommInitRankConfig(&comm, size, id, rank, &config);
     absl::Status joined = WaitNccl(comm, init, "ncclCommInitRankConfig", job->init_timeout);
     if (!joined.ok()) {
-      return absl::Status(joined.code(), absl::StrCat(what, ": ", joined.message()));
+      if (comm != nullptr) Nccl().CommAbort(comm);
+      MPI_Comm_free(&mpi);
+      return absl::Status(joined.code(), absl::StrCat(what, ": ", joined.message(),
+                                                      "; the communicator was aborted"));
     }
     cudaStream_t stream = nullptr;
     cudaEvent_t ready = nullptr;
