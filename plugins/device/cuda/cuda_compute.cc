@@ -1,5 +1,6 @@
 #include "cuda_compute.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,15 @@ absl::Status CudaCompute::Ready() {
   // A blocking stream: it orders after the legacy default stream, on which the device plugin's
   // own copies and fills run.
   TITAN_RETURN_IF_ERROR(Check(cudaStreamCreate(&stream_), "cudaStreamCreate"));
+  // Kernels' scratch comes from the stream-ordered pool: keep what it frees for the next call
+  // rather than handing it back to the driver at every synchronization.
+  cudaMemPool_t pool = nullptr;
+  TITAN_RETURN_IF_ERROR(
+      Check(cudaDeviceGetDefaultMemPool(&pool, ordinal), "cudaDeviceGetDefaultMemPool"));
+  uint64_t keep_all = UINT64_MAX;
+  TITAN_RETURN_IF_ERROR(
+      Check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+            "cudaMemPoolSetAttribute"));
   TITAN_RETURN_IF_ERROR(CheckCublas(cublasLtCreate(&lt_), "cublasLtCreate"));
   TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&workspace_, kWorkspaceBytes),
                                         "the cuBLASLt workspace", kWorkspaceBytes));

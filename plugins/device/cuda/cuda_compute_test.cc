@@ -3,6 +3,7 @@
 // without a GPU gets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -183,8 +184,8 @@ TEST(CudaComputeWithoutGpu, TheTf32KeyAllowsTf32GemmsAndDefaultsToOff) {
   EXPECT_NE(device.compute()->Describe().find("TF32 off"), std::string::npos);
 }
 
-// f32 GEMMs: sums of k products whose order differs from OpenBLAS's; 1e-5 relative plus 1e-5
-// absolute (sums near zero from terms of size ~1 carry ~1e-6 of rounding).
+// f32 GEMMs: sums of k = 93 products of N(0, 1) values in another order than OpenBLAS's; 1e-5
+// relative plus 5e-5 absolute (partial sums of size ~10 round at ~6e-7 per addition).
 TEST_F(CudaComputeTest, GemmF32EveryTransposeMatchesTheCpu) {
   const int64_t m = 67, n = 45, k = 93;
   for (bool ta : {false, true}) {
@@ -194,7 +195,7 @@ TEST_F(CudaComputeTest, GemmF32EveryTransposeMatchesTheCpu) {
       Twin c = F32(Random(m * n, 3), {m, n});
       BOTH(cpu_.Gemm(a.cpu(), ta, b.cpu(), tb, 0.5f, 2.0f, c.cpu()),
            gpu_->Gemm(a.gpu(), ta, b.gpu(), tb, 0.5f, 2.0f, c.gpu()));
-      ExpectNear(c.Gpu(), c.Cpu(), 1e-5, 1e-5, absl::StrCat("c ta=", ta, " tb=", tb));
+      ExpectNear(c.Gpu(), c.Cpu(), 1e-5, 5e-5, absl::StrCat("c ta=", ta, " tb=", tb));
     }
   }
 }
@@ -216,7 +217,7 @@ TEST_F(CudaComputeTest, GemmF32OnUnalignedViewsAndBetaZeroIgnoresNans) {
                   shifted(c.gpu(), {m, n})));
   std::vector<float> gpu = c.Gpu(), cpu = c.Cpu();
   for (int64_t i = 1; i <= m * n; ++i) ASSERT_FALSE(std::isnan(gpu[i])) << i;
-  ExpectNear(gpu, cpu, 1e-5, 1e-5, "c");
+  ExpectNear(gpu, cpu, 1e-5, 5e-5, "c");
 }
 
 // bf16 inputs: each product of two bf16 values is exact in f32, so the CPU's bf16 GEMM (oneDNN
@@ -237,7 +238,8 @@ TEST_F(CudaComputeTest, GemmBf16MatchesTheCpuBf16Gemm) {
 }
 
 // Attention: online softmax against the CPU's exact one, sums over up to 40 keys in another
-// order: 1e-5 relative plus 2e-6 absolute; gradients, with the cancellation in ds, 1e-5 absolute.
+// order: 1e-5 relative plus 2e-6 absolute. Gradients: 1e-5 relative plus 1e-5 absolute times
+// sqrt(head_dim / 16), as dp = dout . v sums head_dim terms and ds = p (dp - D) cancels.
 void CompareAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32_t seed) {
   const int64_t q_size = s.batch * s.seq_len * s.heads * s.head_dim;
   const int64_t kv_size = s.batch * s.kv_len * s.kv_heads * s.head_dim;
@@ -263,9 +265,10 @@ void CompareAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32
       gpu.AttentionBackward(s, dout.gpu(), q.gpu(), k.gpu(), v.gpu(), out_ref.gpu(), lse_ref.gpu(),
                             dq.gpu(), dk.gpu(), dv.gpu());
   ASSERT_TRUE(backward.ok()) << backward;
-  ExpectNear(dq.Gpu(), dq.Cpu(), 1e-5, 1e-5, "dq");
-  ExpectNear(dk.Gpu(), dk.Cpu(), 1e-5, 1e-5, "dk");
-  ExpectNear(dv.Gpu(), dv.Cpu(), 1e-5, 1e-5, "dv");
+  const double grad_abs = 1e-5 * std::max(1.0, std::sqrt(s.head_dim / 16.0));
+  ExpectNear(dq.Gpu(), dq.Cpu(), 1e-5, grad_abs, "dq");
+  ExpectNear(dk.Gpu(), dk.Cpu(), 1e-5, grad_abs, "dk");
+  ExpectNear(dv.Gpu(), dv.Cpu(), 1e-5, grad_abs, "dv");
 }
 
 TEST_F(CudaComputeTest, AttentionCausalWithGqaMatchesTheCpu) {
@@ -601,8 +604,9 @@ TEST_F(CudaComputeTest, Float8QuantizeWritesTheCpusBytes) {
   }
 }
 
-// FP8 codes decode exactly and their products are exact in f32, so cuBLASLt and the CPU differ
-// only in summation order and where the scales are applied: 1e-5 relative, 1e-4 absolute.
+// FP8 codes decode exactly and their products are exact in f32, but Hopper's FP8 tensor cores
+// keep fewer bits while they accumulate (about 14 in a block of k, DeepSeek-V3 measured): 1e-5
+// relative plus 5e-4 of the largest |c| absolute. A wrong scale or layout is off by O(|c|).
 TEST_F(CudaComputeTest, Float8GemmMatchesTheCpu) {
   const int64_t m = 32, n = 48, k = 64;
   for (DType format_b : {DType::kF8E4M3, DType::kF8E5M2}) {
@@ -621,7 +625,10 @@ TEST_F(CudaComputeTest, Float8GemmMatchesTheCpu) {
                            c.cpu()),
            gpu_->Float8Gemm(a_codes.gpu(), sa_ref.gpu(), b_codes.gpu(), sb_ref.gpu(), 1.0f, 0.5f,
                             c.gpu()));
-      ExpectNear(c.Gpu(), c.Cpu(), 1e-5, 1e-4,
+      const std::vector<float> cpu = c.Cpu();
+      float largest = 0;
+      for (float x : cpu) largest = std::max(largest, std::fabs(x));
+      ExpectNear(c.Gpu(), cpu, 1e-5, 5e-4 * largest,
                  absl::StrCat("c ", DTypeName(format_b), per_row ? " row" : " tensor"));
     }
   }
