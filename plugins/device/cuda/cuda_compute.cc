@@ -86,8 +86,20 @@ absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {
   TITAN_RETURN_IF_ERROR(Expect("Copy", "src", src, src.dtype));
   TITAN_RETURN_IF_ERROR(Expect("Copy", "dst", dst, src.dtype, src.numel()));
   TITAN_RETURN_IF_ERROR(Ready());
-  if (src.data == dst.data || src.nbytes() == 0) return absl::OkStatus();
-  return Check(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_),
+  const size_t bytes = src.nbytes();
+  if (src.data == dst.data || bytes == 0) return absl::OkStatus();
+  const auto* from = static_cast<const char*>(src.data);
+  auto* to = static_cast<char*>(dst.data);
+  if (from < to + bytes && to < from + bytes) {  // overlapping: the CPU's memmove, via scratch
+    TITAN_ASSIGN_OR_RETURN(StreamScratch staging, Scratch(bytes, "Copy staging"));
+    TITAN_RETURN_IF_ERROR(
+        Check(cudaMemcpyAsync(staging.as<void>(), from, bytes, cudaMemcpyDeviceToDevice, stream_),
+              "cudaMemcpyAsync (Copy)"));
+    return Check(
+        cudaMemcpyAsync(to, staging.as<const char>(), bytes, cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync (Copy)");
+  }
+  return Check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_),
                "cudaMemcpyAsync (Copy)");
 }
 

@@ -550,6 +550,15 @@ TEST_F(CudaComputeTest, FillScaleAccumulateAndCopyMatchTheCpu) {
   EXPECT_EQ(y.Gpu(), y.Cpu());
   BOTH(cpu_.Copy(y.cpu(), z.cpu()), gpu_->Copy(y.gpu(), z.gpu()));
   EXPECT_EQ(z.Gpu(), y.Cpu());
+  // Overlapping views copy as memmove does.
+  auto slice = [n](TensorView x, int64_t offset) {
+    x.data = static_cast<float*>(x.data) + offset;
+    x.shape = {n - 10};
+    return x;
+  };
+  BOTH(cpu_.Copy(slice(z.cpu(), 0), slice(z.cpu(), 10)),
+       gpu_->Copy(slice(z.gpu(), 0), slice(z.gpu(), 10)));
+  EXPECT_EQ(z.Gpu(), z.Cpu());
   BOTH(cpu_.Fill(z.cpu(), 3.5f), gpu_->Fill(z.gpu(), 3.5f));
   EXPECT_EQ(z.Gpu(), std::vector<float>(n, 3.5f));
   std::vector<float> host(n);
