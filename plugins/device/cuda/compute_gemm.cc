@@ -94,8 +94,8 @@ absl::Status CudaCompute::RunLtMatmul(const char* kernel, const LtMatmul& call) 
   TITAN_RETURN_IF_ERROR(CheckCublas(cublasLtMatmulPreferenceCreate(&raw_preference),
                                     "cublasLtMatmulPreferenceCreate"));
   Preference preference(raw_preference);
-  TITAN_RETURN_IF_ERROR(
-      SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t{32} << 20));
+  TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                      uint64_t{kWorkspaceBytes}));
   TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                       AlignmentOf(call.a.data)));
   TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -115,10 +115,11 @@ absl::Status CudaCompute::RunLtMatmul(const char* kernel, const LtMatmul& call) 
         kernel, ": cuBLASLt has no algorithm for [", call.c_columns, ", ", call.c_rows,
         "] from operands of k = ", call.a.transpose ? call.a.rows : call.a.columns, " on ", name_));
   }
-  return CheckCublas(cublasLtMatmul(lt_, raw_desc, &call.alpha, call.a.data, a.get(), call.b.data,
-                                    b.get(), &call.beta, call.c, c.get(), call.c, c.get(),
-                                    &heuristic.algo, workspace_, uint64_t{32} << 20, stream_),
-                     "cublasLtMatmul");
+  return CheckCublas(
+      cublasLtMatmul(lt_, raw_desc, &call.alpha, call.a.data, a.get(), call.b.data, b.get(),
+                     &call.beta, call.c, c.get(), call.c, c.get(), &heuristic.algo, workspace_,
+                     uint64_t{kWorkspaceBytes}, stream_),
+      "cublasLtMatmul");
 }
 
 absl::Status CudaCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,

@@ -10,7 +10,18 @@
 namespace titan::cuda {
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's, as PyTorch gives it on Hopper
+// The current device as the log names it, or why there is none.
+std::string DeviceName() {
+  int ordinal = 0;
+  cudaDeviceProp properties{};
+  if (cudaGetDevice(&ordinal) != cudaSuccess ||
+      cudaGetDeviceProperties(&properties, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return "no CUDA device visible";
+  }
+  return absl::StrCat(properties.name, " (sm_", properties.major * 10 + properties.minor,
+                      ", device ", ordinal, ")");
+}
 
 }  // namespace
 
@@ -69,14 +80,14 @@ absl::Status CudaCompute::Ready() {
   TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&workspace_, kWorkspaceBytes),
                                         "the cuBLASLt workspace", kWorkspaceBytes));
   capability_ = properties.major * 10 + properties.minor;
-  name_ = absl::StrCat(properties.name, " (sm_", capability_, ", device ", ordinal, ")");
+  name_ = DeviceName();
   ready_ = true;
   return absl::OkStatus();
 }
 
 std::string CudaCompute::Describe() const {
-  return absl::StrCat("cuda: ", ready_ ? name_ : "device not yet used",
-                      "; f32 GEMM by cuBLASLt with TF32 ", allow_tf32_ ? "allowed" : "off",
+  return absl::StrCat("cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
+                      allow_tf32_ ? "allowed" : "off",
                       "; bf16 GEMM by cuBLASLt with f32 accumulation; attention by titan's "
                       "flash-style kernels; Float8 GEMM by cuBLASLt FP8 where the GPU has it "
                       "(sm_89+), else titan's kernel");

@@ -146,6 +146,8 @@ class CudaCompute : public Compute {
   absl::Status RunLtMatmul(const char* kernel, const LtMatmul& call);
   bool HasFloat8TensorCores() const { return capability_ >= 89; }
 
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's, as PyTorch's on Hopper
+
   bool allow_tf32_ = false;
   bool ready_ = false;
   cudaStream_t stream_ = nullptr;

@@ -155,6 +155,8 @@ TEST(CudaComputeWithoutGpu, TheFirstCallExplainsThatThereIsNoDevice) {
   Compute* compute = device.compute();
   ASSERT_NE(compute, nullptr);  // titan-run accepts job.device = "cuda" and fails at first use
   EXPECT_EQ(compute->device(), (Device{DeviceType::kCuda, 0}));
+  EXPECT_NE(compute->Describe().find("cuda: no CUDA device visible;"), std::string::npos)
+      << compute->Describe();
   TensorView empty{nullptr, DType::kF32, Device{DeviceType::kCuda, 0}, {0}, {}};
   absl::Status status = compute->Fill(empty, 1.0f);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
