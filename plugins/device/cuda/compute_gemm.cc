@@ -13,17 +13,16 @@
 namespace titan::cuda {
 namespace {
 
-template <typename T, cublasStatus_t (*Destroy)(T)>
-struct LtDeleter {
-  void operator()(T handle) const { Destroy(handle); }
+// Destroys a cuBLASLt object through the loaded library's function.
+template <typename Handle>
+struct LtDestroy {
+  cublasStatus_t (*destroy)(Handle);
+  void operator()(Handle handle) const { destroy(handle); }
 };
-using OpDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t,
-                               LtDeleter<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
-using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t,
-                               LtDeleter<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>;
+using OpDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, LtDestroy<cublasLtMatmulDesc_t>>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LtDestroy<cublasLtMatrixLayout_t>>;
 using Preference =
-    std::unique_ptr<cublasLtMatmulPreferenceOpaque_t,
-                    LtDeleter<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>;
+    std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, LtDestroy<cublasLtMatmulPreference_t>>;
 
 // The largest power of two (up to 256) the address is a multiple of: cuBLASLt otherwise assumes
 // 256-byte alignment, which views into the middle of an arena do not have.
@@ -35,28 +34,27 @@ uint32_t AlignmentOf(const void* pointer) {
 }
 
 template <typename T>
-absl::Status SetOp(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
-                   const T& value) {
-  return CheckCublas(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+absl::Status SetOp(const CublasLt& lt, cublasLtMatmulDesc_t desc,
+                   cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  return CheckCublas(lt.MatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
                      "cublasLtMatmulDescSetAttribute");
 }
 
 template <typename T>
-absl::Status SetPreference(cublasLtMatmulPreference_t preference,
+absl::Status SetPreference(const CublasLt& lt, cublasLtMatmulPreference_t preference,
                            cublasLtMatmulPreferenceAttributes_t attribute, T value) {
-  return CheckCublas(
-      cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)),
-      "cublasLtMatmulPreferenceSetAttribute");
+  return CheckCublas(lt.MatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)),
+                     "cublasLtMatmulPreferenceSetAttribute");
 }
 
-absl::StatusOr<Layout> MakeLayout(cudaDataType_t type, int64_t rows, int64_t columns,
-                                  int64_t leading) {
+absl::StatusOr<Layout> MakeLayout(const CublasLt& lt, cudaDataType_t type, int64_t rows,
+                                  int64_t columns, int64_t leading) {
   cublasLtMatrixLayout_t layout = nullptr;
   TITAN_RETURN_IF_ERROR(
-      CheckCublas(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
-                                             static_cast<uint64_t>(columns), leading),
+      CheckCublas(lt.MatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
+                                        static_cast<uint64_t>(columns), leading),
                   "cublasLtMatrixLayoutCreate"));
-  return Layout(layout);
+  return Layout(layout, {lt.MatrixLayoutDestroy});
 }
 
 cublasOperation_t OpOf(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
@@ -64,62 +62,62 @@ cublasOperation_t OpOf(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS
 }  // namespace
 
 absl::Status CudaCompute::RunLtMatmul(const char* kernel, const LtMatmul& call) {
+  const CublasLt& lt = *cublas_;
   cublasLtMatmulDesc_t raw_desc = nullptr;
-  TITAN_RETURN_IF_ERROR(CheckCublas(cublasLtMatmulDescCreate(&raw_desc, call.compute, CUDA_R_32F),
+  TITAN_RETURN_IF_ERROR(CheckCublas(lt.MatmulDescCreate(&raw_desc, call.compute, CUDA_R_32F),
                                     "cublasLtMatmulDescCreate"));
-  OpDesc desc(raw_desc);
-  TITAN_RETURN_IF_ERROR(SetOp(raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, OpOf(call.a.transpose)));
-  TITAN_RETURN_IF_ERROR(SetOp(raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, OpOf(call.b.transpose)));
+  OpDesc desc(raw_desc, {lt.MatmulDescDestroy});
+  TITAN_RETURN_IF_ERROR(SetOp(lt, raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, OpOf(call.a.transpose)));
+  TITAN_RETURN_IF_ERROR(SetOp(lt, raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, OpOf(call.b.transpose)));
   if (call.a.scale != nullptr) {
-    TITAN_RETURN_IF_ERROR(SetOp(raw_desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, call.a.scale));
-    TITAN_RETURN_IF_ERROR(SetOp(raw_desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, call.b.scale));
+    TITAN_RETURN_IF_ERROR(SetOp(lt, raw_desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, call.a.scale));
+    TITAN_RETURN_IF_ERROR(SetOp(lt, raw_desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, call.b.scale));
   }
   if (call.outer_vector_scales) {
 #if CUBLAS_VERSION >= 120900  // the outer-vector scale mode came with cuBLAS 12.9
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    TITAN_RETURN_IF_ERROR(SetOp(raw_desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode));
-    TITAN_RETURN_IF_ERROR(SetOp(raw_desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode));
+    TITAN_RETURN_IF_ERROR(SetOp(lt, raw_desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode));
+    TITAN_RETURN_IF_ERROR(SetOp(lt, raw_desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode));
 #else
     return absl::UnimplementedError(
         absl::StrCat(kernel, ": this cuBLASLt has no outer-vector scale mode"));
 #endif
   }
   TITAN_ASSIGN_OR_RETURN(Layout a,
-                         MakeLayout(call.a.type, call.a.rows, call.a.columns, call.a.leading));
+                         MakeLayout(lt, call.a.type, call.a.rows, call.a.columns, call.a.leading));
   TITAN_ASSIGN_OR_RETURN(Layout b,
-                         MakeLayout(call.b.type, call.b.rows, call.b.columns, call.b.leading));
+                         MakeLayout(lt, call.b.type, call.b.rows, call.b.columns, call.b.leading));
   TITAN_ASSIGN_OR_RETURN(Layout c,
-                         MakeLayout(CUDA_R_32F, call.c_rows, call.c_columns, call.c_rows));
+                         MakeLayout(lt, CUDA_R_32F, call.c_rows, call.c_columns, call.c_rows));
   cublasLtMatmulPreference_t raw_preference = nullptr;
-  TITAN_RETURN_IF_ERROR(CheckCublas(cublasLtMatmulPreferenceCreate(&raw_preference),
-                                    "cublasLtMatmulPreferenceCreate"));
-  Preference preference(raw_preference);
-  TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  TITAN_RETURN_IF_ERROR(
+      CheckCublas(lt.MatmulPreferenceCreate(&raw_preference), "cublasLtMatmulPreferenceCreate"));
+  Preference preference(raw_preference, {lt.MatmulPreferenceDestroy});
+  TITAN_RETURN_IF_ERROR(SetPreference(lt, raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                       uint64_t{kWorkspaceBytes}));
-  TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                      AlignmentOf(call.a.data)));
-  TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                      AlignmentOf(call.b.data)));
-  TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                      AlignmentOf(call.c)));
-  TITAN_RETURN_IF_ERROR(SetPreference(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                      AlignmentOf(call.c)));
+  TITAN_RETURN_IF_ERROR(SetPreference(
+      lt, raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, AlignmentOf(call.a.data)));
+  TITAN_RETURN_IF_ERROR(SetPreference(
+      lt, raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, AlignmentOf(call.b.data)));
+  TITAN_RETURN_IF_ERROR(SetPreference(
+      lt, raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, AlignmentOf(call.c)));
+  TITAN_RETURN_IF_ERROR(SetPreference(
+      lt, raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, AlignmentOf(call.c)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   TITAN_RETURN_IF_ERROR(
-      CheckCublas(cublasLtMatmulAlgoGetHeuristic(lt_, raw_desc, a.get(), b.get(), c.get(), c.get(),
-                                                 raw_preference, 1, &heuristic, &found),
+      CheckCublas(lt.MatmulAlgoGetHeuristic(lt_, raw_desc, a.get(), b.get(), c.get(), c.get(),
+                                            raw_preference, 1, &heuristic, &found),
                   "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0) {
     return absl::UnimplementedError(absl::StrCat(
         kernel, ": cuBLASLt has no algorithm for [", call.c_columns, ", ", call.c_rows,
         "] from operands of k = ", call.a.transpose ? call.a.rows : call.a.columns, " on ", name_));
   }
-  return CheckCublas(
-      cublasLtMatmul(lt_, raw_desc, &call.alpha, call.a.data, a.get(), call.b.data, b.get(),
-                     &call.beta, call.c, c.get(), call.c, c.get(), &heuristic.algo, workspace_,
-                     uint64_t{kWorkspaceBytes}, stream_),
-      "cublasLtMatmul");
+  return CheckCublas(lt.Matmul(lt_, raw_desc, &call.alpha, call.a.data, a.get(), call.b.data,
+                               b.get(), &call.beta, call.c, c.get(), call.c, c.get(),
+                               &heuristic.algo, workspace_, uint64_t{kWorkspaceBytes}, stream_),
+                     "cublasLtMatmul");
 }
 
 absl::Status CudaCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,

@@ -43,7 +43,7 @@ StreamScratch::~StreamScratch() {
 CudaCompute::~CudaCompute() {
   // At process exit the runtime may be gone already; its errors then are of no consequence.
   if (workspace_ != nullptr) cudaFree(workspace_);
-  if (lt_ != nullptr) cublasLtDestroy(lt_);
+  if (lt_ != nullptr) cublas_->Destroy(lt_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   cudaGetLastError();
 }
@@ -76,7 +76,8 @@ absl::Status CudaCompute::Ready() {
   TITAN_RETURN_IF_ERROR(
       Check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
             "cudaMemPoolSetAttribute"));
-  TITAN_RETURN_IF_ERROR(CheckCublas(cublasLtCreate(&lt_), "cublasLtCreate"));
+  TITAN_ASSIGN_OR_RETURN(cublas_, LoadCublasLt());
+  TITAN_RETURN_IF_ERROR(CheckCublas(cublas_->Create(&lt_), "cublasLtCreate"));
   TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&workspace_, kWorkspaceBytes),
                                         "the cuBLASLt workspace", kWorkspaceBytes));
   capability_ = properties.major * 10 + properties.minor;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cublaslt_library.h"
 #include "titan/compute.h"
 
 namespace titan::cuda {
@@ -151,6 +152,7 @@ class CudaCompute : public Compute {
   bool allow_tf32_ = false;
   bool ready_ = false;
   cudaStream_t stream_ = nullptr;
+  const CublasLt* cublas_ = nullptr;  // loaded by Ready()
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   int capability_ = 0;  // major * 10 + minor

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
+#include "cublaslt_library.h"
 #include "titan/status.h"
 
 namespace titan::cuda {
@@ -24,9 +25,8 @@ inline absl::Status Check(cudaError_t error, const char* call) {
 
 inline absl::Status CheckCublas(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("cuda: ", call,
-                                                    " failed: ", cublasLtGetStatusName(status),
-                                                    ": ", cublasLtGetStatusString(status)));
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuda: ", call, " failed: ", CublasStatusText(status)));
 }
 
 // cudaMalloc's error, with the size asked for and what it was for.
