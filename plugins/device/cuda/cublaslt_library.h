@@ -12,13 +12,14 @@
 
 namespace titan::cuda {
 
-#define TITAN_CUBLASLT_FUNCTIONS(X)                                                            \
-  X(Create)                                                                                    \
-  X(Destroy)                                                                                   \
-  X(GetStatusName) X(GetStatusString) X(MatmulDescCreate) X(MatmulDescDestroy)                 \
-      X(MatmulDescSetAttribute) X(MatrixLayoutCreate) X(MatrixLayoutDestroy)                   \
-          X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy) X(MatmulPreferenceSetAttribute) \
-              X(MatmulAlgoGetHeuristic) X(Matmul)
+// clang-format off
+#define TITAN_CUBLASLT_FUNCTIONS(X)                                    \
+  X(Create) X(Destroy) X(GetStatusName) X(GetStatusString)             \
+  X(MatmulDescCreate) X(MatmulDescDestroy) X(MatmulDescSetAttribute)   \
+  X(MatrixLayoutCreate) X(MatrixLayoutDestroy)                         \
+  X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy)                 \
+  X(MatmulPreferenceSetAttribute) X(MatmulAlgoGetHeuristic) X(Matmul)
+// clang-format on
 
 // The functions titan calls, each named as cuBLASLt's without the `cublasLt` prefix.
 struct CublasLt {
