@@ -49,7 +49,8 @@ CudaCompute::~CudaCompute() {
 }
 
 absl::Status CudaCompute::Ready() {
-  if (ready_) return absl::OkStatus();
+  // Another thread of the process (a communication thread) starts on device 0: point it at ours.
+  if (ready_) return Check(cudaSetDevice(ordinal_), "cudaSetDevice");
   int count = 0;
   const cudaError_t counted = cudaGetDeviceCount(&count);
   if (counted != cudaSuccess || count == 0) {
@@ -80,6 +81,7 @@ absl::Status CudaCompute::Ready() {
   TITAN_RETURN_IF_ERROR(CheckCublas(cublas_->Create(&lt_), "cublasLtCreate"));
   TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&workspace_, kWorkspaceBytes),
                                         "the cuBLASLt workspace", kWorkspaceBytes));
+  ordinal_ = ordinal;
   capability_ = properties.major * 10 + properties.minor;
   name_ = DeviceName();
   ready_ = true;

@@ -155,6 +155,7 @@ class CudaCompute : public Compute {
   const CublasLt* cublas_ = nullptr;  // loaded by Ready()
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
+  int ordinal_ = 0;     // the device the first call found selected
   int capability_ = 0;  // major * 10 + minor
   std::string name_;
 };
