@@ -430,7 +430,27 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   tokens_local_ = tokens_full_ = norm_grad_ = nullptr;
   kv_full_ = kv_full2_ = dkv_full_ = dkv_full2_ = kv_ranks_ = kv_local_ = nullptr;
   q_chunk_ = att_chunk_ = datt_chunk_ = dq_chunk_ = lse_chunk_ = nullptr;
-  if (cp_ != nullptr) {
+  ring_ = {};
+  if (cp_ != nullptr && cp_rotate_ == ContextParallelRotate::kRing) {
+    const int64_t chunk = batch * (seq_len / 2), block = 2 * n * kvd;
+    const Single ring[] = {{&ring_.kv[0], "cp_ring_kv0", block},
+                           {&ring_.kv[1], "cp_ring_kv1", block},
+                           {&ring_.dkv[0], "cp_ring_dkv0", block},
+                           {&ring_.dkv[1], "cp_ring_dkv1", block},
+                           {&ring_.q[0], "cp_ring_q0", chunk * qd},
+                           {&ring_.q[1], "cp_ring_q1", chunk * qd},
+                           {&ring_.att[0], "cp_ring_att0", chunk * qd},
+                           {&ring_.att[1], "cp_ring_att1", chunk * qd},
+                           {&ring_.datt[0], "cp_ring_datt0", chunk * qd},
+                           {&ring_.datt[1], "cp_ring_datt1", chunk * qd},
+                           {&ring_.dq[0], "cp_ring_dq0", chunk * qd},
+                           {&ring_.dq[1], "cp_ring_dq1", chunk * qd},
+                           {&ring_.lse[0], "cp_ring_lse0", chunk * local.heads},
+                           {&ring_.lse[1], "cp_ring_lse1", chunk * local.heads},
+                           {&ring_.part_out, "cp_ring_part_out", chunk * qd},
+                           {&ring_.part_lse, "cp_ring_part_lse", chunk * local.heads}};
+    singles.insert(singles.end(), std::begin(ring), std::end(ring));
+  } else if (cp_ != nullptr) {
     const int64_t whole = batch * seq_len * cp_->size() * kvd, chunk = batch * (seq_len / 2);
     const Single context[] = {{&kv_full_, "cp_k", whole},
                               {&kv_full2_, "cp_v", whole},

@@ -105,6 +105,7 @@ class LlamaModel : public TensorParallelTarget,
   // The query-key pairs this rank's attention forwards have scored so far (the causal mask's
   // pairs, recomputations included): the measure of its attention work.
   int64_t attention_pairs() const { return attention_pairs_; }
+  ContextParallelRotate context_parallel_rotate() const { return cp_rotate_; }
 
   // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
   // between Forward and Backward; device memory (host memory on the CPU).
@@ -220,6 +221,29 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status AttendBackward(const AttentionSpec& spec, const float* d_att, const float* q,
                               const float* k, const float* v, const float* att, const float* lse,
                               float* dq, float* dk, float* dv);
+  // The ring (core/model/llama_context_ring.cc): the same attention with the keys and values
+  // passed from rank to rank instead of all-gathered.
+  absl::Status AttendRing(const AttentionSpec& spec, const float* q, const float* k,
+                          const float* v, float* att, float* lse);
+  absl::Status AttendBackwardRing(const AttentionSpec& spec, const float* d_att, const float* q,
+                                  const float* k, const float* v, const float* att,
+                                  const float* lse, float* dq, float* dk, float* dv);
+  // The global chunk index of `rank`'s chunk `half` (0 or 1).
+  int64_t RingChunkIndex(int rank, int half) const;
+  // A query chunk of this rank against a key chunk of the block in hand, and where they sit.
+  struct RingPair {
+    int q_half, kv_half;
+    AttentionSpec spec;
+  };
+  // The pairs of this rank's query chunks and `source`'s key chunks that the causal mask leaves.
+  std::vector<RingPair> RingPairs(const AttentionSpec& spec, int source) const;
+  // K and V [batch, seq_len, kvd] into a block: for each chunk, its keys then its values, each
+  // [batch, chunk, kvd]; and a block of gradients added back into dk and dv.
+  absl::Status PackRingBlock(const float* k, const float* v, float* block, int64_t kvd) const;
+  absl::Status AddRingGradients(const float* block, float* dk, float* dv, int64_t kvd) const;
+  using Transfers = std::vector<std::unique_ptr<Communicator::Transfer>>;
+  absl::Status ReceiveFromPrevious(float* buffer, int64_t floats, int tag, Transfers& transfers);
+  absl::Status SendToNext(const float* buffer, int64_t floats, int tag, Transfers& transfers);
   // local [batch, seq_len, width] (this rank's chunks) -> full [batch, cp x seq_len, width] in
   // global order, and back summed over the ranks (accumulated into local).
   absl::Status GatherSequence(const float* local, float* full, int64_t width);
@@ -300,6 +324,14 @@ class LlamaModel : public TensorParallelTarget,
   float *kv_ranks_ = nullptr, *kv_local_ = nullptr;
   float *q_chunk_ = nullptr, *att_chunk_ = nullptr, *datt_chunk_ = nullptr, *dq_chunk_ = nullptr;
   float* lse_chunk_ = nullptr;
+  ContextParallelRotate cp_rotate_ = ContextParallelRotate::kAllGather;
+  // The ring's scratch instead (rotate method "alltoall"): the block of keys and values in hand
+  // and the next one, and their gradients (each 4 x [batch, chunk, kvd]); this rank's queries,
+  // outputs, output gradients, query gradients and lse by chunk; one partial result.
+  struct RingScratch {
+    float *kv[2], *dkv[2], *q[2], *att[2], *datt[2], *dq[2], *lse[2];
+    float *part_out, *part_lse;
+  } ring_{};
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
   int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens

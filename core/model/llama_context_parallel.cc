@@ -4,7 +4,8 @@
 // Everything but attention works token by token on the local chunks. Attention all-gathers the
 // keys and values of the whole sequence (cheap under GQA: kv heads are few) and runs each local
 // chunk of queries against them at its global offset; the backward reduce-scatters the keys' and
-// values' gradients back to the ranks that hold them.
+// values' gradients back to the ranks that hold them. The ring (llama_context_ring.cc) passes
+// them around instead.
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
 
@@ -12,6 +13,7 @@ namespace titan {
 
 absl::Status LlamaModel::SetContextParallel(const ContextParallelLayout& layout) {
   cp_ = layout.group != nullptr && layout.group->size() > 1 ? layout.group : nullptr;
+  cp_rotate_ = layout.rotate;
   batch_ = seq_len_ = 0;  // the activations' sizes change with the degree
   tokens_valid_ = false;
   return absl::OkStatus();
@@ -100,6 +102,7 @@ absl::Status LlamaModel::Attend(const AttentionSpec& spec, const float* q, const
                                       View(v, {b * tl * kvd}), View(att, {b * tl * qd}),
                                       View(lse, {b * h * tl}));
   }
+  if (cp_rotate_ == ContextParallelRotate::kRing) return AttendRing(spec, q, k, v, att, lse);
   const int64_t c = tl / 2, t = tl * context_parallel_degree();
   TITAN_RETURN_IF_ERROR(GatherSequence(k, kv_full_, kvd));
   TITAN_RETURN_IF_ERROR(GatherSequence(v, kv_full2_, kvd));
@@ -132,6 +135,9 @@ absl::Status LlamaModel::AttendBackward(const AttentionSpec& spec, const float* 
         spec, View(d_att, {b * tl * qd}), View(q, {b * tl * qd}), View(k, {b * tl * kvd}),
         View(v, {b * tl * kvd}), View(att, {b * tl * qd}), View(lse, {b * h * tl}),
         View(dq, {b * tl * qd}), View(dk, {b * tl * kvd}), View(dv, {b * tl * kvd}));
+  }
+  if (cp_rotate_ == ContextParallelRotate::kRing) {
+    return AttendBackwardRing(spec, d_att, q, k, v, att, lse, dq, dk, dv);
   }
   const int64_t c = tl / 2, t = tl * context_parallel_degree();
   TITAN_RETURN_IF_ERROR(GatherSequence(k, kv_full_, kvd));

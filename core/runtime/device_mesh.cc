@@ -18,6 +18,10 @@ class CommDeviceMesh : public DeviceMesh {
   const MeshShape& shape() const override { return shape_; }
   int coordinate(MeshDim dim) const override { return coordinates_[static_cast<int>(dim)]; }
   Communicator& group(MeshDim dim) override { return *groups_[static_cast<int>(dim)]; }
+  Communicator& group_with_context(MeshDim dim) override {
+    const auto& flattened = with_context_[static_cast<int>(dim)];
+    return flattened != nullptr ? *flattened : group(dim);
+  }
   Communicator& world() override { return *world_; }
   DevicePlugin& device() override { return device_; }
 
@@ -37,6 +41,29 @@ class CommDeviceMesh : public DeviceMesh {
       groups_[dim] = std::move(*group);
       stride *= shape_.degrees[dim];
     }
+    return shape_.degree(MeshDim::kCp) > 1 ? SplitWithContext() : absl::OkStatus();
+  }
+
+  // The data-parallel dimensions flattened with cp: the ranks sharing every other coordinate,
+  // keyed by (dim, cp) coordinate.
+  absl::Status SplitWithContext() {
+    const auto stride = [&](MeshDim dim) {
+      int product = 1;
+      for (int d = static_cast<int>(dim) + 1; d < kMeshDims; ++d) product *= shape_.degrees[d];
+      return product;
+    };
+    const int cp = coordinate(MeshDim::kCp), cp_degree = shape_.degree(MeshDim::kCp);
+    for (MeshDim dim : {MeshDim::kDpReplicate, MeshDim::kDpShard}) {
+      const int color = world_->rank() - coordinate(dim) * stride(dim) - cp * stride(MeshDim::kCp);
+      absl::StatusOr<std::unique_ptr<Communicator>> group =
+          world_->Split(color, coordinate(dim) * cp_degree + cp);
+      if (!group.ok()) {
+        return absl::Status(group.status().code(),
+                            absl::StrCat("device mesh: the ", MeshDimName(dim), " x cp group: ",
+                                         group.status().message()));
+      }
+      with_context_[static_cast<int>(dim)] = std::move(*group);
+    }
     return absl::OkStatus();
   }
 
@@ -46,6 +73,7 @@ class CommDeviceMesh : public DeviceMesh {
   DevicePlugin& device_;
   std::array<int, kMeshDims> coordinates_{};
   std::array<std::unique_ptr<Communicator>, kMeshDims> groups_;
+  std::array<std::unique_ptr<Communicator>, kMeshDims> with_context_;  // when cp > 1
 };
 
 }  // namespace

@@ -13,9 +13,6 @@ constexpr double kMaxRanks = 1 << 20;
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
 constexpr const char* kFloat8AllGather =
     "fsdp all-gathers f32 weights; gathering them in float8 is not implemented yet (issue #18)";
-constexpr const char* kContextRing =
-    "passing keys and values around the ring is not implemented yet (issue #17); "
-    "context parallelism all-gathers them";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -177,12 +174,13 @@ std::vector<SectionSchema> MakeSchema() {
        Int("pipeline_parallel_last_stage_less_layers", 1, 0, kNoLimit,
            "blocks of work the output and loss count for on the last stage"),
        Int("context_parallel_degree", 1, 1, kMaxRanks, "ranks splitting each sequence"),
-       String("context_parallel_rotate_method", "allgather", "how ring attention moves K/V",
+       String("context_parallel_rotate_method", "allgather",
+              "how attention reaches the other cp ranks' keys and values: allgather, or "
+              "alltoall (passed around the ring)",
               {"allgather", "alltoall"})}));
   schema.back().not_supported = {
       {"enable_async_tensor_parallel",
-       "async tensor parallelism is not supported yet (the tp collectives run synchronously)"},
-      {"context_parallel_rotate_method", kContextRing}};
+       "async tensor parallelism is not supported yet (the tp collectives run synchronously)"}};
   schema.push_back(PluginSection(
       "checkpoint", "checkpoint saving and loading",
       {Bool("enable", false, "save and load checkpoints"),

@@ -148,8 +148,6 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
                                 "is not implemented yet (issue #18)"));
   }
   const std::pair<const char*, const char*> parallelism[] = {
-      {"context_parallel_rotate_method = \"alltoall\"",
-       "passing keys and values around the ring is not implemented yet (issue #17)"},
       {"enable_async_tensor_parallel = true", "async tensor parallelism is not supported yet"}};
   for (const auto& [line, reason] : parallelism) {
     std::string message = ErrorOf(absl::StrCat("[parallelism]\n", line, "\n"));

@@ -43,7 +43,9 @@ struct DataParallelContext {
   ParallelPlugin* pipeline = nullptr;
   Communicator* pipeline_group = nullptr;
   int64_t pipeline_microbatches = 1;
-  // cp: its ranks hold other tokens of the same sequences, so their gradients are averaged.
+  // cp: its ranks hold other tokens of the same sequences, so their gradients are averaged over
+  // it here when no data-parallel plugin does (fsdp and ddp reduce over their dimension
+  // flattened with cp: DeviceMesh::group_with_context).
   Communicator* context_group = nullptr;
 };
 

@@ -181,7 +181,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
           *model, optimizer, batch, seq_len, accumulation, max_norm,
           DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get(),
                               pipeline.get(), &mesh.group(MeshDim::kPp), microbatches,
-                              &mesh.group(MeshDim::kCp)}));
+                              // fsdp and ddp average over their dimension flattened with cp.
+                              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp)}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
   const TrainState train_state{model.get(),
@@ -315,9 +316,12 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   control.reset();  // finishes the control plane's rounds of the steps trained
   if (checkpointer != nullptr && saved.ok()) saved = checkpointer->Wait();
   if (context_parallel != nullptr) {
-    spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s)",
+    spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s), {}",
                  mesh.coordinate(MeshDim::kCp), shape.degree(MeshDim::kCp),
-                 model->attention_pairs(), trained - resume.step);
+                 model->attention_pairs(), trained - resume.step,
+                 model->context_parallel_rotate() == ContextParallelRotate::kRing
+                     ? "keys and values passed around the ring"
+                     : "keys and values all-gathered");
   }
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(

@@ -1,31 +1,41 @@
-// The CUDA device: device memory, copies and a stream per device. Every CUDA error becomes a
-// Status naming the call and CUDA's own message, so a machine without a GPU gets an
-// explanation, not a crash.
+// The CUDA device: device memory, copies and the compute kernels (cuda_compute.h) of the
+// selected GPU. Every CUDA error becomes a Status naming the call and CUDA's own message, so a
+// machine without a GPU gets an explanation, not a crash.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cuda_compute.h"
+#include "cuda_status.h"
 #include "fill_kernel.h"
 #include "titan/device.h"
 
 namespace titan::cuda {
-namespace {
-
-absl::Status Check(cudaError_t error, const char* call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  auto code = error == cudaErrorMemoryAllocation ? absl::StatusCode::kResourceExhausted
-                                                 : absl::StatusCode::kFailedPrecondition;
-  return absl::Status(code, absl::StrCat("cuda: ", call, " failed: ", cudaGetErrorName(error), ": ",
-                                         cudaGetErrorString(error)));
-}
-
-}  // namespace
 
 class CudaDevice : public DevicePlugin {
  public:
+  // Keys of the [job] section when job.device = "cuda".
+  std::vector<ConfigKey> ConfigKeys() const override {
+    return {ConfigKey{"tf32",
+                      ConfigType::kBool,
+                      ConfigValue(false),
+                      "let f32 GEMMs use TF32 tensor cores (faster; about 1e-3 relative error "
+                      "instead of f32's 1e-6)",
+                      {},
+                      {},
+                      {}}};
+  }
+
+  absl::Status Configure(const ConfigView& config) override {
+    TITAN_ASSIGN_OR_RETURN(bool tf32, config.GetBool("tf32"));
+    compute_.set_allow_tf32(tf32);
+    return absl::OkStatus();
+  }
+
   DeviceType type() const override { return DeviceType::kCuda; }
 
   int DeviceCount() const override {
@@ -48,7 +58,7 @@ class CudaDevice : public DevicePlugin {
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
     void* pointer = nullptr;
-    TITAN_RETURN_IF_ERROR(Check(cudaMalloc(&pointer, bytes), "cudaMalloc"));
+    TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&pointer, bytes), "a device buffer", bytes));
     std::lock_guard<std::mutex> lock(mutex_);
     sizes_[pointer] = bytes;
     allocated_ += bytes;
@@ -95,7 +105,11 @@ class CudaDevice : public DevicePlugin {
     return info;
   }
 
+  // Usable before Select: the first kernel call binds it to the device selected then.
+  Compute* compute() override { return &compute_; }
+
  private:
+  CudaCompute compute_;
   std::mutex mutex_;
   std::unordered_map<void*, size_t> sizes_;  // live allocations, for the peak
   size_t allocated_ = 0;

@@ -1,6 +1,7 @@
 // The `cp` parallel plugin (dimension cp): context parallelism. Like tp, it is a layout the
 // model learns (titan/module.h's ContextParallelTarget): each cp rank keeps two mirrored chunks
-// of every sequence and attention reaches the other ranks' keys and values. The gradients of
+// of every sequence and attention reaches the other ranks' keys and values, all-gathered or
+// passed around the ring (context_parallel_rotate_method). The gradients of
 // the parameters, replicated across cp, are averaged over the cp ranks by the train step.
 #include "absl/strings/str_cat.h"
 #include "titan/parallel.h"
@@ -15,11 +16,13 @@ class ContextParallel : public ParallelPlugin {
   absl::Status Configure(const ConfigView& config) override {
     if (!config.Has("context_parallel_rotate_method")) return absl::OkStatus();
     TITAN_ASSIGN_OR_RETURN(std::string method, config.GetString("context_parallel_rotate_method"));
-    if (method != "allgather") {
+    if (method == "allgather") {
+      rotate_ = ContextParallelRotate::kAllGather;
+    } else if (method == "alltoall") {
+      rotate_ = ContextParallelRotate::kRing;
+    } else {
       return config.Error("context_parallel_rotate_method",
-                          absl::StrCat("\"", method,
-                                       "\" (passing keys and values around the ring) is not "
-                                       "implemented yet; \"allgather\" is"));
+                          absl::StrCat("\"", method, "\": expected \"allgather\" or \"alltoall\""));
     }
     return absl::OkStatus();
   }
@@ -32,7 +35,7 @@ class ContextParallel : public ParallelPlugin {
           "cp: the model offers no ContextParallelTarget, so it cannot split its sequences");
     }
     group_ = &mesh.group(MeshDim::kCp);
-    return target_->SetContextParallel(ContextParallelLayout{group_});
+    return target_->SetContextParallel(ContextParallelLayout{group_, rotate_});
   }
 
   // Whole sequences again on every rank (for generation after training).
@@ -44,6 +47,7 @@ class ContextParallel : public ParallelPlugin {
  private:
   Communicator* group_ = nullptr;
   ContextParallelTarget* target_ = nullptr;
+  ContextParallelRotate rotate_ = ContextParallelRotate::kAllGather;
 };
 
 }  // namespace
@@ -51,4 +55,4 @@ class ContextParallel : public ParallelPlugin {
 
 TITAN_PLUGIN(titan::ParallelPlugin, titan::cp::ContextParallel, "cp", "1.0.0",
              "context parallel: sequences split over the cp ranks with causal load balancing, "
-             "attention over all-gathered keys and values")
+             "attention over all-gathered keys and values or a ring passing them on")

@@ -86,7 +86,8 @@ absl::Status Ddp::Apply(Module& model, DeviceMesh& mesh) {
     return absl::InvalidArgumentError(
         "ddp: dp_shard > 1 is HSDP, which the fsdp plugin implements; apply fsdp instead");
   }
-  group_ = &mesh.group(MeshDim::kDpReplicate);
+  // Over dp_replicate flattened with cp: one all-reduce averages the cp ranks' gradients too.
+  group_ = &mesh.group_with_context(MeshDim::kDpReplicate);
   std::vector<Module*> modules = {&model};
   for (Module* child : model.children()) modules.push_back(child);
   for (Module* module : modules) {

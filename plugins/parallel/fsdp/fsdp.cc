@@ -181,7 +181,9 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
     return absl::FailedPreconditionError("fsdp: the mesh's device has no compute kernels");
   }
   pool_.set_device(device);
-  shard_group_ = &mesh.group(MeshDim::kDpShard);
+  // Over dp_shard flattened with cp (TorchTitan's dp_shard_cp): the cp ranks' gradients are
+  // averaged by the same reduce-scatter, and each holds a shard of the parameters.
+  shard_group_ = &mesh.group_with_context(MeshDim::kDpShard);
   if (mesh.shape().degree(MeshDim::kDpReplicate) > 1) {
     replica_group_ = &mesh.group(MeshDim::kDpReplicate);
   }

@@ -39,6 +39,11 @@ class DeviceMesh {
   virtual int coordinate(MeshDim dim) const = 0;
   // The ranks that differ from this one only along `dim`.
   virtual Communicator& group(MeshDim dim) = 0;
+  // The ranks that differ from this one only along `dim` or cp, ordered by (dim, cp) coordinate:
+  // TorchTitan's flattened dp_shard_cp and dp_replicate_cp. Context-parallel ranks hold other
+  // tokens of the same sequences, so a data-parallel plugin averages its gradients (and fsdp
+  // shards its parameters) over this group; with one cp rank it is group(dim).
+  virtual Communicator& group_with_context(MeshDim dim) = 0;
   virtual Communicator& world() = 0;
   // The device this rank computes on: the model's tensors and every buffer a parallel plugin
   // keeps live in its memory, and device().compute() runs the kernels.

@@ -41,6 +41,10 @@ class ParallelPlugin : public Plugin {
   // before the first forward.
   virtual absl::Status Apply(Module& model, DeviceMesh& mesh) = 0;
 
+  // A data-parallel plugin (dimension dp_shard or dp_replicate) averages the gradients over its
+  // dimension flattened with cp (DeviceMesh::group_with_context): the train step then leaves the
+  // cp ranks' gradients to it.
+  //
   // Whether the coming backward must reduce gradients across ranks; false for all but the last
   // microbatch of a step under gradient accumulation (plugins may reduce anyway).
   virtual void set_requires_gradient_sync(bool /*sync*/) {}

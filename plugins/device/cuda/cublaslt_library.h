@@ -1,0 +1,40 @@
+// cuBLASLt, loaded when the first GEMM needs it rather than linked: the plugin then needs only the
+// driver to load (as its packages promise), and a machine without cuBLAS gets an error naming
+// the library at first use instead of a plugin that fails to load.
+#ifndef TITAN_PLUGINS_DEVICE_CUDA_CUBLASLT_LIBRARY_H_
+#define TITAN_PLUGINS_DEVICE_CUDA_CUBLASLT_LIBRARY_H_
+
+#include <cublasLt.h>
+
+#include <string>
+
+#include "titan/status.h"
+
+namespace titan::cuda {
+
+// clang-format off
+#define TITAN_CUBLASLT_FUNCTIONS(X)                                    \
+  X(Create) X(Destroy) X(GetStatusName) X(GetStatusString)             \
+  X(MatmulDescCreate) X(MatmulDescDestroy) X(MatmulDescSetAttribute)   \
+  X(MatrixLayoutCreate) X(MatrixLayoutDestroy)                         \
+  X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy)                 \
+  X(MatmulPreferenceSetAttribute) X(MatmulAlgoGetHeuristic) X(Matmul)
+// clang-format on
+
+// The functions titan calls, each named as cuBLASLt's without the `cublasLt` prefix.
+struct CublasLt {
+#define TITAN_CUBLASLT_FIELD(name) decltype(&cublasLt##name) name = nullptr;
+  TITAN_CUBLASLT_FUNCTIONS(TITAN_CUBLASLT_FIELD)
+#undef TITAN_CUBLASLT_FIELD
+};
+
+// Loads libcublasLt.so.<major of the headers built against> once, from the loader's path or
+// /usr/local/cuda/lib64; the error names what was tried and why it failed.
+absl::StatusOr<const CublasLt*> LoadCublasLt();
+
+// "CUBLAS_STATUS_...: message" for a status cuBLASLt returned.
+std::string CublasStatusText(cublasStatus_t status);
+
+}  // namespace titan::cuda
+
+#endif  // TITAN_PLUGINS_DEVICE_CUDA_CUBLASLT_LIBRARY_H_

@@ -1,0 +1,22 @@
+#include "cublaslt_library.h"
+
+#include <gtest/gtest.h>
+
+namespace titan::cuda {
+namespace {
+
+// cuBLASLt comes with the toolkit this plugin is built against, GPU or not: every function titan
+// calls must bind, and its status texts must be cuBLAS's own.
+TEST(CublasLtLibrary, LoadsEveryFunctionTitanCalls) {
+  absl::StatusOr<const CublasLt*> lt = LoadCublasLt();
+  ASSERT_TRUE(lt.ok()) << lt.status();
+#define TITAN_EXPECT_BOUND(name) EXPECT_NE((*lt)->name, nullptr) << #name;
+  TITAN_CUBLASLT_FUNCTIONS(TITAN_EXPECT_BOUND)
+#undef TITAN_EXPECT_BOUND
+  EXPECT_EQ(CublasStatusText(CUBLAS_STATUS_NOT_SUPPORTED).rfind("CUBLAS_STATUS_NOT_SUPPORTED: ", 0),
+            0u)
+      << CublasStatusText(CUBLAS_STATUS_NOT_SUPPORTED);
+}
+
+}  // namespace
+}  // namespace titan::cuda

@@ -1,0 +1,649 @@
+// Every kernel of the CUDA compute against CpuCompute, the reference, on random inputs. Each
+// test needs a GPU and skips without one; the first two run anywhere and check what a machine
+// without a GPU gets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/runtime/plugin_registry.h"
+#include "core/tensor/cpu_compute.h"
+#include "titan/device.h"
+#include "titan/float16.h"
+
+namespace titan {
+namespace {
+
+DevicePlugin& CudaDevicePlugin() {
+  static auto registry = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
+  static std::unique_ptr<DevicePlugin> device =
+      std::move(registry->Create<DevicePlugin>("cuda")).value();
+  return *device;
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// gpu[i] within abs + rel * |cpu[i]| of cpu[i] (NaN must meet NaN, infinities must be equal).
+void ExpectNear(const std::vector<float>& gpu, const std::vector<float>& cpu, double rel,
+                double abs, const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    const bool same_special = (std::isnan(gpu[i]) && std::isnan(cpu[i])) || gpu[i] == cpu[i];
+    if (same_special) continue;
+    const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+    if (!(diff <= abs + rel * std::fabs(cpu[i])) && reported++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << gpu[i] << " vs cpu " << cpu[i];
+    }
+  }
+}
+
+// One operand twice: in host memory for CpuCompute and in device memory for the CUDA compute.
+class Twin {
+ public:
+  Twin(DType dtype, std::vector<int64_t> shape, const void* bytes)
+      : dtype_(dtype), shape_(std::move(shape)) {
+    host_.resize(Bytes());
+    std::memcpy(host_.data(), bytes, Bytes());
+    device_ = CudaDevicePlugin().Allocate(std::max<size_t>(Bytes(), 1)).value();
+    EXPECT_TRUE(CudaDevicePlugin().CopyToDevice(device_, host_.data(), Bytes()).ok());
+  }
+  Twin(const Twin&) = delete;
+  ~Twin() { CudaDevicePlugin().Free(device_).IgnoreError(); }
+
+  TensorView cpu() { return TensorView{host_.data(), dtype_, Device{}, shape_, {}}; }
+  TensorView gpu() { return TensorView{device_, dtype_, Device{DeviceType::kCuda, 0}, shape_, {}}; }
+  // Both sides as f32 (bf16 and f16 widened), after the GPU's work is done.
+  std::vector<float> Cpu() const { return Widen(host_.data()); }
+  std::vector<float> Gpu() const {
+    std::vector<uint8_t> bytes(Bytes());
+    EXPECT_TRUE(CudaDevicePlugin().compute()->Synchronize().ok());
+    EXPECT_TRUE(CudaDevicePlugin().CopyToHost(bytes.data(), device_, Bytes()).ok());
+    return Widen(bytes.data());
+  }
+  std::vector<uint8_t> GpuBytes() const {
+    std::vector<uint8_t> bytes(Bytes());
+    EXPECT_TRUE(CudaDevicePlugin().compute()->Synchronize().ok());
+    EXPECT_TRUE(CudaDevicePlugin().CopyToHost(bytes.data(), device_, Bytes()).ok());
+    return bytes;
+  }
+  const std::vector<uint8_t>& CpuBytes() const { return host_; }
+
+ private:
+  size_t Bytes() const {
+    int64_t n = 1;
+    for (int64_t d : shape_) n *= d;
+    return static_cast<size_t>(n) * DTypeSize(dtype_);
+  }
+  std::vector<float> Widen(const uint8_t* bytes) const {
+    const size_t n = Bytes() / DTypeSize(dtype_);
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (dtype_ == DType::kI32) {
+        out[i] = static_cast<float>(reinterpret_cast<const int32_t*>(bytes)[i]);
+      } else if (DTypeSize(dtype_) == 1) {
+        out[i] = bytes[i];
+      } else {
+        out[i] = LoadAsF32(bytes, dtype_, static_cast<int64_t>(i));
+      }
+    }
+    return out;
+  }
+
+  DType dtype_;
+  std::vector<int64_t> shape_;
+  std::vector<uint8_t> host_;
+  void* device_ = nullptr;
+};
+
+Twin F32(const std::vector<float>& values, std::vector<int64_t> shape) {
+  return Twin(DType::kF32, std::move(shape), values.data());
+}
+Twin Bf16(const std::vector<float>& values, std::vector<int64_t> shape) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = F32ToBf16(values[i]);
+  return Twin(DType::kBF16, std::move(shape), bits.data());
+}
+Twin I32(const std::vector<int32_t>& values) {
+  return Twin(DType::kI32, {static_cast<int64_t>(values.size())}, values.data());
+}
+Twin Zeros(DType dtype, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<uint8_t> zeros(static_cast<size_t>(n) * DTypeSize(dtype));
+  return Twin(dtype, std::move(shape), zeros.data());
+}
+
+class CudaComputeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDevicePlugin().DeviceCount() == 0) {
+      GTEST_SKIP() << "no CUDA device: this test compares the cuda compute with the cpu one and "
+                      "runs where a GPU is present (tools/gpu-check)";
+    }
+    ASSERT_TRUE(CudaDevicePlugin().Select(0).ok());
+    gpu_ = CudaDevicePlugin().compute();
+    ASSERT_NE(gpu_, nullptr);
+  }
+  Compute& cpu_ = CpuCompute::Get();
+  Compute* gpu_ = nullptr;
+};
+
+#define BOTH(call_cpu, call_gpu)                \
+  do {                                          \
+    ASSERT_TRUE((call_cpu).ok());               \
+    absl::Status gpu_status = (call_gpu);       \
+    ASSERT_TRUE(gpu_status.ok()) << gpu_status; \
+  } while (false)
+
+TEST(CudaComputeWithoutGpu, TheFirstCallExplainsThatThereIsNoDevice) {
+  DevicePlugin& device = CudaDevicePlugin();
+  if (device.DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present; this checks its absence";
+  Compute* compute = device.compute();
+  ASSERT_NE(compute, nullptr);  // titan-run accepts job.device = "cuda" and fails at first use
+  EXPECT_EQ(compute->device(), (Device{DeviceType::kCuda, 0}));
+  EXPECT_NE(compute->Describe().find("cuda: no CUDA device visible;"), std::string::npos)
+      << compute->Describe();
+  TensorView empty{nullptr, DType::kF32, Device{DeviceType::kCuda, 0}, {0}, {}};
+  absl::Status status = compute->Fill(empty, 1.0f);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("cuda: no CUDA device is visible to this process"),
+            absl::string_view::npos)
+      << status;
+  EXPECT_FALSE(compute->Synchronize().ok());
+  EXPECT_FALSE(compute->RecordEvent(compute->current_stream()).ok());
+  // Operands are checked before the device is needed, so their errors read the same anywhere.
+  float host = 0;
+  status = compute->Fill(FlatF32(&host, 1), 1.0f);
+  EXPECT_EQ(status.message(), "Fill: operand 'x' is on cpu:0, but this compute runs on cuda:0");
+  TensorView ints{nullptr, DType::kI32, Device{DeviceType::kCuda, 0}, {0}, {}};
+  EXPECT_EQ(compute->Scale(ints, 2.0f).message(), "Scale: operand 'x' expected f32, found i32");
+}
+
+TEST(CudaComputeWithoutGpu, TheTf32KeyAllowsTf32GemmsAndDefaultsToOff) {
+  DevicePlugin& device = CudaDevicePlugin();
+  const std::vector<ConfigKey> keys = device.ConfigKeys();
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].name, "tf32");
+  EXPECT_EQ(std::get<bool>(*keys[0].default_value), false);
+  EXPECT_NE(device.compute()->Describe().find("TF32 off"), std::string::npos);
+  ASSERT_TRUE(device.Configure(ConfigView("job", {{"tf32", {true, "recipe.toml:3:1"}}})).ok());
+  EXPECT_NE(device.compute()->Describe().find("TF32 allowed"), std::string::npos);
+  ASSERT_TRUE(device.Configure(ConfigView("job", {{"tf32", {false, "default"}}})).ok());
+  EXPECT_NE(device.compute()->Describe().find("TF32 off"), std::string::npos);
+}
+
+// f32 GEMMs: sums of k = 93 products of N(0, 1) values in another order than OpenBLAS's; 1e-5
+// relative plus 5e-5 absolute (partial sums of size ~10 round at ~6e-7 per addition).
+TEST_F(CudaComputeTest, GemmF32EveryTransposeMatchesTheCpu) {
+  const int64_t m = 67, n = 45, k = 93;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Twin a = F32(Random(m * k, 1), ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+      Twin b = F32(Random(k * n, 2), tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+      Twin c = F32(Random(m * n, 3), {m, n});
+      BOTH(cpu_.Gemm(a.cpu(), ta, b.cpu(), tb, 0.5f, 2.0f, c.cpu()),
+           gpu_->Gemm(a.gpu(), ta, b.gpu(), tb, 0.5f, 2.0f, c.gpu()));
+      ExpectNear(c.Gpu(), c.Cpu(), 1e-5, 5e-5, absl::StrCat("c ta=", ta, " tb=", tb));
+    }
+  }
+}
+
+TEST_F(CudaComputeTest, GemmF32OnUnalignedViewsAndBetaZeroIgnoresNans) {
+  const int64_t m = 5, n = 3, k = 7;
+  std::vector<float> a_values = Random(m * k + 1, 4), b_values = Random(k * n + 1, 5);
+  Twin a = F32(a_values, {m * k + 1});
+  Twin b = F32(b_values, {k * n + 1});
+  Twin c = F32(std::vector<float>(m * n + 1, std::numeric_limits<float>::quiet_NaN()), {m * n + 1});
+  auto shifted = [](TensorView x, std::vector<int64_t> shape) {
+    x.data = static_cast<float*>(x.data) + 1;  // 4-byte aligned only
+    x.shape = std::move(shape);
+    return x;
+  };
+  BOTH(cpu_.Gemm(shifted(a.cpu(), {m, k}), false, shifted(b.cpu(), {k, n}), false, 1.0f, 0.0f,
+                 shifted(c.cpu(), {m, n})),
+       gpu_->Gemm(shifted(a.gpu(), {m, k}), false, shifted(b.gpu(), {k, n}), false, 1.0f, 0.0f,
+                  shifted(c.gpu(), {m, n})));
+  std::vector<float> gpu = c.Gpu(), cpu = c.Cpu();
+  for (int64_t i = 1; i <= m * n; ++i) ASSERT_FALSE(std::isnan(gpu[i])) << i;
+  ExpectNear(gpu, cpu, 1e-5, 5e-5, "c");
+}
+
+// bf16 inputs: each product of two bf16 values is exact in f32, so the CPU's bf16 GEMM (oneDNN
+// or its exact emulation) and cuBLASLt differ only in summation order: 1e-5 relative, 1e-4
+// absolute.
+TEST_F(CudaComputeTest, GemmBf16MatchesTheCpuBf16Gemm) {
+  const int64_t m = 64, n = 48, k = 80;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Twin a = Bf16(Random(m * k, 6), ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+      Twin b = Bf16(Random(k * n, 7), tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+      Twin c = F32(Random(m * n, 8), {m, n});
+      BOTH(cpu_.Gemm(a.cpu(), ta, b.cpu(), tb, 1.0f, 1.0f, c.cpu()),
+           gpu_->Gemm(a.gpu(), ta, b.gpu(), tb, 1.0f, 1.0f, c.gpu()));
+      ExpectNear(c.Gpu(), c.Cpu(), 1e-5, 1e-4, absl::StrCat("c ta=", ta, " tb=", tb));
+    }
+  }
+}
+
+// Attention: online softmax against the CPU's exact one, sums over up to 40 keys in another
+// order: 1e-5 relative plus 2e-6 absolute. Gradients: 1e-5 relative plus 1e-5 absolute times
+// sqrt(head_dim / 16), as dp = dout . v sums head_dim terms and ds = p (dp - D) cancels.
+void CompareAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32_t seed) {
+  const int64_t q_size = s.batch * s.seq_len * s.heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+  const int64_t rows = s.batch * s.heads * s.seq_len;
+  Twin q = F32(Random(q_size, seed), {q_size}), k = F32(Random(kv_size, seed + 1), {kv_size});
+  Twin v = F32(Random(kv_size, seed + 2), {kv_size});
+  Twin out = Zeros(DType::kF32, {q_size}), lse = Zeros(DType::kF32, {rows});
+  ASSERT_TRUE(cpu.AttentionForward(s, q.cpu(), k.cpu(), v.cpu(), out.cpu(), lse.cpu()).ok());
+  absl::Status forward = gpu.AttentionForward(s, q.gpu(), k.gpu(), v.gpu(), out.gpu(), lse.gpu());
+  ASSERT_TRUE(forward.ok()) << forward;
+  ExpectNear(out.Gpu(), out.Cpu(), 1e-5, 2e-6, "out");
+  ExpectNear(lse.Gpu(), lse.Cpu(), 1e-5, 2e-6, "lse");
+  // The backward from the CPU's forward on both sides, into gradients that already hold values.
+  Twin out_ref = F32(out.Cpu(), {q_size}), lse_ref = F32(lse.Cpu(), {rows});
+  Twin dout = F32(Random(q_size, seed + 3), {q_size});
+  Twin dq = F32(Random(q_size, seed + 4), {q_size});
+  Twin dk = F32(Random(kv_size, seed + 5), {kv_size}),
+       dv = F32(Random(kv_size, seed + 6), {kv_size});
+  ASSERT_TRUE(cpu.AttentionBackward(s, dout.cpu(), q.cpu(), k.cpu(), v.cpu(), out_ref.cpu(),
+                                    lse_ref.cpu(), dq.cpu(), dk.cpu(), dv.cpu())
+                  .ok());
+  absl::Status backward =
+      gpu.AttentionBackward(s, dout.gpu(), q.gpu(), k.gpu(), v.gpu(), out_ref.gpu(), lse_ref.gpu(),
+                            dq.gpu(), dk.gpu(), dv.gpu());
+  ASSERT_TRUE(backward.ok()) << backward;
+  const double grad_abs = 1e-5 * std::max(1.0, std::sqrt(s.head_dim / 16.0));
+  ExpectNear(dq.Gpu(), dq.Cpu(), 1e-5, grad_abs, "dq");
+  ExpectNear(dk.Gpu(), dk.Cpu(), 1e-5, grad_abs, "dk");
+  ExpectNear(dv.Gpu(), dv.Cpu(), 1e-5, grad_abs, "dv");
+}
+
+TEST_F(CudaComputeTest, AttentionCausalWithGqaMatchesTheCpu) {
+  CompareAttention(
+      cpu_, *gpu_,
+      {.batch = 2, .seq_len = 37, .kv_len = 37, .heads = 4, .kv_heads = 2, .head_dim = 16}, 10);
+}
+
+TEST_F(CudaComputeTest, AttentionWithOffsetsMatchesTheCpu) {
+  // A chunk of queries at 24.. against the keys 16..55 (context parallelism's view).
+  CompareAttention(cpu_, *gpu_,
+                   {.batch = 1,
+                    .seq_len = 20,
+                    .kv_len = 40,
+                    .heads = 6,
+                    .kv_heads = 3,
+                    .head_dim = 40,
+                    .q_offset = 24,
+                    .kv_offset = 16},
+                   20);
+}
+
+TEST_F(CudaComputeTest, AttentionAtTheLargestHeadDimMatchesTheCpu) {
+  CompareAttention(
+      cpu_, *gpu_,
+      {.batch = 1, .seq_len = 9, .kv_len = 9, .heads = 2, .kv_heads = 1, .head_dim = 256}, 30);
+}
+
+TEST_F(CudaComputeTest, AttentionChunkThatSeesNoKeyGetsZerosAndMinusInfinity) {
+  // Queries at 0..7, keys at 8..15: no query sees a key; queries 8.. of a later chunk see some.
+  const AttentionSpec none{.batch = 1,
+                           .seq_len = 8,
+                           .kv_len = 8,
+                           .heads = 2,
+                           .kv_heads = 1,
+                           .head_dim = 8,
+                           .q_offset = 0,
+                           .kv_offset = 8};
+  const int64_t size = 8 * 2 * 8;
+  Twin q = F32(Random(size, 40), {size}), k = F32(Random(size / 2, 41), {size / 2});
+  Twin v = F32(Random(size / 2, 42), {size / 2});
+  Twin out = F32(Random(size, 43), {size}), lse = Zeros(DType::kF32, {16});
+  ASSERT_TRUE(gpu_->AttentionForward(none, q.gpu(), k.gpu(), v.gpu(), out.gpu(), lse.gpu()).ok());
+  for (float x : out.Gpu()) ASSERT_EQ(x, 0.0f);
+  for (float x : lse.Gpu()) ASSERT_EQ(x, -std::numeric_limits<float>::infinity());
+  CompareAttention(cpu_, *gpu_, none, 44);
+  CompareAttention(cpu_, *gpu_,
+                   {.batch = 1,
+                    .seq_len = 8,
+                    .kv_len = 8,
+                    .heads = 2,
+                    .kv_heads = 1,
+                    .head_dim = 8,
+                    .q_offset = 4,
+                    .kv_offset = 8},
+                   45);
+}
+
+TEST_F(CudaComputeTest, AttentionBackwardRepeatsBitForBit) {
+  const AttentionSpec s{
+      .batch = 1, .seq_len = 33, .kv_len = 33, .heads = 4, .kv_heads = 1, .head_dim = 32};
+  const int64_t q_size = 33 * 4 * 32, kv_size = 33 * 32;
+  Twin q = F32(Random(q_size, 50), {q_size}), k = F32(Random(kv_size, 51), {kv_size});
+  Twin v = F32(Random(kv_size, 52), {kv_size}), dout = F32(Random(q_size, 53), {q_size});
+  Twin out = Zeros(DType::kF32, {q_size}), lse = Zeros(DType::kF32, {4 * 33});
+  ASSERT_TRUE(gpu_->AttentionForward(s, q.gpu(), k.gpu(), v.gpu(), out.gpu(), lse.gpu()).ok());
+  std::vector<std::vector<float>> runs;
+  for (int run = 0; run < 2; ++run) {
+    Twin dq = Zeros(DType::kF32, {q_size}), dk = Zeros(DType::kF32, {kv_size});
+    Twin dv = Zeros(DType::kF32, {kv_size});
+    ASSERT_TRUE(gpu_->AttentionBackward(s, dout.gpu(), q.gpu(), k.gpu(), v.gpu(), out.gpu(),
+                                        lse.gpu(), dq.gpu(), dk.gpu(), dv.gpu())
+                    .ok());
+    std::vector<float> all = dq.Gpu();
+    for (const Twin* x : {&dk, &dv}) {
+      std::vector<float> part = x->Gpu();
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    runs.push_back(std::move(all));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST_F(CudaComputeTest, AttentionMergeMatchesTheCpu) {
+  const AttentionSpec s{
+      .batch = 2, .seq_len = 5, .kv_len = 5, .heads = 3, .kv_heads = 3, .head_dim = 8};
+  const int64_t rows = 2 * 5 * 3, size = rows * 8;
+  std::vector<float> lse_values = Random(rows, 60), part_lse_values = Random(rows, 61);
+  lse_values[0] = part_lse_values[1] = -std::numeric_limits<float>::infinity();
+  lse_values[2] = part_lse_values[2] = -std::numeric_limits<float>::infinity();
+  Twin out = F32(Random(size, 62), {size}), part_out = F32(Random(size, 63), {size});
+  Twin lse = F32(lse_values, {rows}), part_lse = F32(part_lse_values, {rows});
+  BOTH(cpu_.AttentionMerge(s, part_out.cpu(), part_lse.cpu(), out.cpu(), lse.cpu()),
+       gpu_->AttentionMerge(s, part_out.gpu(), part_lse.gpu(), out.gpu(), lse.gpu()));
+  ExpectNear(out.Gpu(), out.Cpu(), 1e-5, 1e-6, "out");
+  ExpectNear(lse.Gpu(), lse.Cpu(), 1e-5, 1e-6, "lse");
+}
+
+// Row sums over 300 columns in f64 on both sides: 1e-5 relative and 1e-6 absolute.
+TEST_F(CudaComputeTest, RmsNormForwardAndBackwardMatchTheCpu) {
+  const int64_t n = 70, c = 300;
+  Twin inp = F32(Random(n * c, 70), {n, c}), weight = F32(Random(c, 71), {c});
+  Twin out = Zeros(DType::kF32, {n * c}), rstd = Zeros(DType::kF32, {n});
+  BOTH(cpu_.RmsNormForward(inp.cpu(), weight.cpu(), 1e-5, out.cpu(), rstd.cpu()),
+       gpu_->RmsNormForward(inp.gpu(), weight.gpu(), 1e-5, out.gpu(), rstd.gpu()));
+  ExpectNear(out.Gpu(), out.Cpu(), 1e-5, 1e-6, "out");
+  ExpectNear(rstd.Gpu(), rstd.Cpu(), 1e-5, 0, "rstd");
+  Twin dout = F32(Random(n * c, 72), {n * c}), dinp = F32(Random(n * c, 73), {n * c});
+  Twin dweight = F32(Random(c, 74), {c});
+  BOTH(cpu_.RmsNormBackward(dout.cpu(), inp.cpu(), weight.cpu(), rstd.cpu(), dinp.cpu(),
+                            dweight.cpu()),
+       gpu_->RmsNormBackward(dout.gpu(), inp.gpu(), weight.gpu(), rstd.gpu(), dinp.gpu(),
+                             dweight.gpu()));
+  ExpectNear(dinp.Gpu(), dinp.Cpu(), 1e-5, 1e-6, "dinp");
+  ExpectNear(dweight.Gpu(), dweight.Cpu(), 1e-5, 1e-5, "dweight");
+}
+
+TEST_F(CudaComputeTest, RopeTableForwardAndBackwardMatchTheCpu) {
+  const int64_t b = 2, t = 12, heads = 3, hd = 16;
+  const RopeSpec spec{.head_dim = hd, .theta = 500000.0, .scaled = true};
+  Twin cos = Zeros(DType::kF32, {t, hd / 2}), sin = Zeros(DType::kF32, {t, hd / 2});
+  BOTH(cpu_.RopeTable(spec, 9000, cos.cpu(), sin.cpu()),
+       gpu_->RopeTable(spec, 9000, cos.gpu(), sin.gpu()));
+  ExpectNear(cos.Gpu(), cos.Cpu(), 1e-6, 1e-6, "cos");
+  ExpectNear(sin.Gpu(), sin.Cpu(), 1e-6, 1e-6, "sin");
+  Twin cos_ref = F32(cos.Cpu(), {t, hd / 2}), sin_ref = F32(sin.Cpu(), {t, hd / 2});
+  Twin x = F32(Random(b * t * heads * hd, 80), {b, t, heads, hd});
+  BOTH(cpu_.RopeForward(cos_ref.cpu(), sin_ref.cpu(), x.cpu()),
+       gpu_->RopeForward(cos_ref.gpu(), sin_ref.gpu(), x.gpu()));
+  ExpectNear(x.Gpu(), x.Cpu(), 1e-5, 1e-6, "x");
+  Twin dx = F32(Random(b * t * heads * hd, 81), {b, t, heads, hd});
+  BOTH(cpu_.RopeBackward(cos_ref.cpu(), sin_ref.cpu(), dx.cpu()),
+       gpu_->RopeBackward(cos_ref.gpu(), sin_ref.gpu(), dx.gpu()));
+  ExpectNear(dx.Gpu(), dx.Cpu(), 1e-5, 1e-6, "dx");
+}
+
+TEST_F(CudaComputeTest, SwiGluForwardAndBackwardMatchTheCpu) {
+  const int64_t n = 5000;
+  Twin a = F32(Random(n, 90, 3.0f), {n}), b = F32(Random(n, 91), {n});
+  Twin out = Zeros(DType::kF32, {n});
+  BOTH(cpu_.SwiGluForward(a.cpu(), b.cpu(), out.cpu()),
+       gpu_->SwiGluForward(a.gpu(), b.gpu(), out.gpu()));
+  ExpectNear(out.Gpu(), out.Cpu(), 1e-5, 1e-7, "out");
+  Twin dout = F32(Random(n, 92), {n}), da = F32(Random(n, 93), {n}), db = F32(Random(n, 94), {n});
+  BOTH(cpu_.SwiGluBackward(dout.cpu(), a.cpu(), b.cpu(), da.cpu(), db.cpu()),
+       gpu_->SwiGluBackward(dout.gpu(), a.gpu(), b.gpu(), da.gpu(), db.gpu()));
+  ExpectNear(da.Gpu(), da.Cpu(), 1e-5, 1e-6, "da");
+  ExpectNear(db.Gpu(), db.Cpu(), 1e-5, 1e-6, "db");
+}
+
+// The backward adds each token's row in token order, as the CPU does: bit for bit.
+TEST_F(CudaComputeTest, EmbeddingForwardAndBackwardMatchTheCpuExactly) {
+  const int64_t rows = 10, c = 33, first_row = 5;
+  const std::vector<int32_t> token_values = {5, 7, 14, 7, 3, 15, 9, 5, 5, 20, 14};
+  const int64_t n = static_cast<int64_t>(token_values.size());
+  Twin tokens = I32(token_values), table = F32(Random(rows * c, 100), {rows, c});
+  Twin out = F32(Random(n * c, 101), {n * c});
+  BOTH(cpu_.EmbeddingForward(tokens.cpu(), table.cpu(), first_row, out.cpu()),
+       gpu_->EmbeddingForward(tokens.gpu(), table.gpu(), first_row, out.gpu()));
+  EXPECT_EQ(out.Gpu(), out.Cpu());
+  Twin dout = F32(Random(n * c, 102), {n * c}), dtable = F32(Random(rows * c, 103), {rows, c});
+  BOTH(cpu_.EmbeddingBackward(tokens.cpu(), dout.cpu(), first_row, dtable.cpu()),
+       gpu_->EmbeddingBackward(tokens.gpu(), dout.gpu(), first_row, dtable.gpu()));
+  EXPECT_EQ(dtable.Gpu(), dtable.Cpu());
+}
+
+TEST_F(CudaComputeTest, CrossEntropyPiecesMatchTheCpu) {
+  const int64_t n = 9, v = 1000, first_column = 500;
+  const std::vector<int32_t> target_values = {500, 1499, -100, 3, 777, 1000, -100, 501, 1200};
+  Twin logits = F32(Random(n * v, 110, 4.0f), {n, v}), targets = I32(target_values);
+  Twin max = Zeros(DType::kF32, {n}), sum = Zeros(DType::kF32, {n});
+  Twin target = Zeros(DType::kF32, {n}), loss = Zeros(DType::kF32, {1});
+  BOTH(cpu_.CrossEntropyRowMax(logits.cpu(), max.cpu()),
+       gpu_->CrossEntropyRowMax(logits.gpu(), max.gpu()));
+  EXPECT_EQ(max.Gpu(), max.Cpu());
+  BOTH(cpu_.CrossEntropySumExp(logits.cpu(), max.cpu(), sum.cpu()),
+       gpu_->CrossEntropySumExp(logits.gpu(), max.gpu(), sum.gpu()));
+  ExpectNear(sum.Gpu(), sum.Cpu(), 1e-5, 0, "sum");
+  BOTH(cpu_.CrossEntropyTargetLogit(logits.cpu(), targets.cpu(), first_column, target.cpu()),
+       gpu_->CrossEntropyTargetLogit(logits.gpu(), targets.gpu(), first_column, target.gpu()));
+  EXPECT_EQ(target.Gpu(), target.Cpu());
+  BOTH(cpu_.CrossEntropyFinish(max.cpu(), target.cpu(), targets.cpu(), sum.cpu(), loss.cpu()),
+       gpu_->CrossEntropyFinish(max.gpu(), target.gpu(), targets.gpu(), sum.gpu(), loss.gpu()));
+  ExpectNear(sum.Gpu(), sum.Cpu(), 1e-5, 0, "lse");
+  ExpectNear(loss.Gpu(), loss.Cpu(), 1e-5, 0, "loss");
+  Twin lse = F32(sum.Cpu(), {n}), dlogits = Zeros(DType::kF32, {n, v});
+  BOTH(cpu_.CrossEntropyBackward(logits.cpu(), lse.cpu(), targets.cpu(), first_column, 0.5f,
+                                 dlogits.cpu()),
+       gpu_->CrossEntropyBackward(logits.gpu(), lse.gpu(), targets.gpu(), first_column, 0.5f,
+                                  dlogits.gpu()));
+  ExpectNear(dlogits.Gpu(), dlogits.Cpu(), 1e-5, 1e-9, "dlogits");
+  // In place, as the model calls it.
+  BOTH(cpu_.CrossEntropyBackward(logits.cpu(), lse.cpu(), targets.cpu(), first_column, 0.5f,
+                                 logits.cpu()),
+       gpu_->CrossEntropyBackward(logits.gpu(), lse.gpu(), targets.gpu(), first_column, 0.5f,
+                                  logits.gpu()));
+  ExpectNear(logits.Gpu(), logits.Cpu(), 1e-5, 1e-9, "dlogits in place");
+}
+
+TEST_F(CudaComputeTest, AdamAndAdamWStepsMatchTheCpu) {
+  const int64_t n = 3000;
+  for (bool decoupled : {true, false}) {
+    Twin params = F32(Random(n, 120), {n}), grads = F32(Random(n, 121), {n});
+    Twin m = Zeros(DType::kF32, {n}), v = Zeros(DType::kF32, {n});
+    for (int64_t step = 1; step <= 3; ++step) {
+      const AdamUpdate u{
+          .lr = 1e-3, .weight_decay = 0.1, .decoupled_weight_decay = decoupled, .step = step};
+      BOTH(cpu_.AdamStep(u, params.cpu(), grads.cpu(), m.cpu(), v.cpu()),
+           gpu_->AdamStep(u, params.gpu(), grads.gpu(), m.gpu(), v.gpu()));
+    }
+    ExpectNear(params.Gpu(), params.Cpu(), 1e-5, 1e-7, "params");
+    ExpectNear(m.Gpu(), m.Cpu(), 1e-5, 1e-9, "exp_avg");
+    ExpectNear(v.Gpu(), v.Cpu(), 1e-5, 1e-12, "exp_avg_sq");
+  }
+}
+
+TEST_F(CudaComputeTest, SgdStepsMatchTheCpu) {
+  const int64_t n = 3000;
+  for (bool nesterov : {false, true}) {
+    Twin params = F32(Random(n, 130), {n}), grads = F32(Random(n, 131), {n});
+    Twin buffer = F32(Random(n, 132), {n});
+    for (int64_t step = 1; step <= 3; ++step) {
+      const SgdUpdate u{.lr = 0.1,
+                        .momentum = 0.9,
+                        .dampening = nesterov ? 0.0 : 0.1,
+                        .weight_decay = 0.01,
+                        .nesterov = nesterov,
+                        .step = step};
+      BOTH(cpu_.SgdStep(u, params.cpu(), grads.cpu(), buffer.cpu()),
+           gpu_->SgdStep(u, params.gpu(), grads.gpu(), buffer.gpu()));
+    }
+    ExpectNear(params.Gpu(), params.Cpu(), 1e-5, 1e-6, "params");
+    ExpectNear(buffer.Gpu(), buffer.Cpu(), 1e-5, 1e-6, "momentum_buffer");
+  }
+}
+
+TEST_F(CudaComputeTest, SumOfSquaresMatchesTheCpuInF64) {
+  Twin x = F32(Random(100000, 140), {100000}), y = F32(Random(77, 141), {77});
+  Twin cpu_out = Zeros(DType::kF32, {2}), gpu_out = Zeros(DType::kF32, {2});
+  const double weights[] = {1.0, 0.5};
+  const TensorView cpu_tensors[] = {x.cpu(), y.cpu()};
+  const TensorView gpu_tensors[] = {x.gpu(), y.gpu()};
+  BOTH(cpu_.SumOfSquares(cpu_tensors, weights, cpu_out.cpu()),
+       gpu_->SumOfSquares(gpu_tensors, weights, gpu_out.gpu()));
+  const std::vector<float> gpu = gpu_out.Gpu(), cpu = cpu_out.Cpu();
+  EXPECT_NEAR(static_cast<double>(gpu[0]) + gpu[1], static_cast<double>(cpu[0]) + cpu[1],
+              1e-9 * cpu[0]);
+  // A non-finite value anywhere makes the sum non-finite.
+  std::vector<float> bad = Random(1000, 142);
+  bad[500] = std::numeric_limits<float>::infinity();
+  Twin z = F32(bad, {1000});
+  const TensorView with_inf[] = {x.gpu(), z.gpu()};
+  ASSERT_TRUE(gpu_->SumOfSquares(with_inf, weights, gpu_out.gpu()).ok());
+  EXPECT_FALSE(std::isfinite(gpu_out.Gpu()[0]));
+}
+
+TEST_F(CudaComputeTest, CastsRoundExactlyAsTheCpu) {
+  std::vector<float> values = Random(4096, 150, 1000.0f);
+  values[0] = 1e-40f;    // subnormal
+  values[1] = 70000.0f;  // past f16's largest
+  values[2] = std::numeric_limits<float>::quiet_NaN();
+  values[3] = -0.0f;
+  values[4] = 1.0f + 1.0f / 256;  // a bf16 tie
+  Twin src = F32(values, {4096});
+  for (DType to : {DType::kBF16, DType::kF16}) {
+    Twin narrow = Zeros(to, {4096}), back = Zeros(DType::kF32, {4096});
+    BOTH(cpu_.Cast(src.cpu(), narrow.cpu()), gpu_->Cast(src.gpu(), narrow.gpu()));
+    EXPECT_EQ(narrow.GpuBytes(), narrow.CpuBytes()) << DTypeName(to);
+    BOTH(cpu_.Cast(narrow.cpu(), back.cpu()), gpu_->Cast(narrow.gpu(), back.gpu()));
+    EXPECT_EQ(back.GpuBytes(), back.CpuBytes()) << DTypeName(to);
+  }
+}
+
+TEST_F(CudaComputeTest, FillScaleAccumulateAndCopyMatchTheCpu) {
+  const int64_t n = 1000;
+  Twin x = F32(Random(n, 160), {n}), y = F32(Random(n, 161), {n}), z = Zeros(DType::kF32, {n});
+  BOTH(cpu_.Scale(x.cpu(), 0.25f), gpu_->Scale(x.gpu(), 0.25f));
+  BOTH(cpu_.Accumulate(x.cpu(), y.cpu()), gpu_->Accumulate(x.gpu(), y.gpu()));
+  EXPECT_EQ(y.Gpu(), y.Cpu());
+  BOTH(cpu_.Copy(y.cpu(), z.cpu()), gpu_->Copy(y.gpu(), z.gpu()));
+  EXPECT_EQ(z.Gpu(), y.Cpu());
+  // Overlapping views copy as memmove does.
+  auto slice = [n](TensorView x, int64_t offset) {
+    x.data = static_cast<float*>(x.data) + offset;
+    x.shape = {n - 10};
+    return x;
+  };
+  BOTH(cpu_.Copy(slice(z.cpu(), 0), slice(z.cpu(), 10)),
+       gpu_->Copy(slice(z.gpu(), 0), slice(z.gpu(), 10)));
+  EXPECT_EQ(z.Gpu(), z.Cpu());
+  BOTH(cpu_.Fill(z.cpu(), 3.5f), gpu_->Fill(z.gpu(), 3.5f));
+  EXPECT_EQ(z.Gpu(), std::vector<float>(n, 3.5f));
+  std::vector<float> host(n);
+  ASSERT_TRUE(gpu_->CopyToHost(y.gpu(), host.data()).ok());
+  EXPECT_EQ(host, y.Cpu());
+  host.assign(n, -1.0f);
+  ASSERT_TRUE(gpu_->CopyFromHost(host.data(), z.gpu()).ok());
+  EXPECT_EQ(z.Gpu(), host);
+}
+
+TEST_F(CudaComputeTest, EventsOrderWorkAcrossStreams) {
+  const int64_t n = 1 << 20;
+  Twin x = Zeros(DType::kF32, {n});
+  ASSERT_TRUE(gpu_->Fill(x.gpu(), 2.0f).ok());
+  absl::StatusOr<EventHandle> filled = gpu_->RecordEvent(gpu_->current_stream());
+  ASSERT_TRUE(filled.ok()) << filled.status();
+  ASSERT_TRUE(gpu_->StreamWaitEvent(gpu_->current_stream(), *filled).ok());
+  ASSERT_TRUE(gpu_->SynchronizeEvent(*filled).ok());
+  std::vector<float> host(n);
+  ASSERT_TRUE(CudaDevicePlugin().CopyToHost(host.data(), x.gpu().data, n * sizeof(float)).ok());
+  EXPECT_EQ(host, std::vector<float>(n, 2.0f));
+}
+
+TEST_F(CudaComputeTest, Float8QuantizeWritesTheCpusBytes) {
+  const int64_t rows = 24, columns = 40;
+  std::vector<float> values = Random(rows * columns, 170, 30.0f);
+  values[7] = 0.0f;
+  for (bool bf16 : {false, true}) {
+    Twin x = bf16 ? Bf16(values, {rows, columns}) : F32(values, {rows, columns});
+    for (DType format : {DType::kF8E4M3, DType::kF8E5M2}) {
+      for (Float8Granularity granularity : {Float8Granularity::kTensor, Float8Granularity::kRow}) {
+        for (bool transpose : {false, true}) {
+          for (bool power_of_two : {false, true}) {
+            const Float8Scaling scaling{granularity, power_of_two, transpose};
+            const int64_t out_rows = transpose ? columns : rows;
+            Twin out = Zeros(format, transpose ? std::vector<int64_t>{columns, rows}
+                                               : std::vector<int64_t>{rows, columns});
+            Twin scales =
+                Zeros(DType::kF32, {granularity == Float8Granularity::kRow ? out_rows : 1});
+            BOTH(cpu_.Float8Quantize(x.cpu(), scaling, out.cpu(), scales.cpu()),
+                 gpu_->Float8Quantize(x.gpu(), scaling, out.gpu(), scales.gpu()));
+            const std::string what =
+                absl::StrCat(bf16 ? "bf16 " : "f32 ", DTypeName(format),
+                             granularity == Float8Granularity::kRow ? " row" : " tensor",
+                             transpose ? " transposed" : "", power_of_two ? " pow2" : "");
+            EXPECT_EQ(out.GpuBytes(), out.CpuBytes()) << what;
+            EXPECT_EQ(scales.Gpu(), scales.Cpu()) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// FP8 codes decode exactly and their products are exact in f32, but Hopper's FP8 tensor cores
+// keep fewer bits while they accumulate (about 14 in a block of k, DeepSeek-V3 measured): 1e-5
+// relative plus 5e-4 of the largest |c| absolute. A wrong scale or layout is off by O(|c|).
+TEST_F(CudaComputeTest, Float8GemmMatchesTheCpu) {
+  const int64_t m = 32, n = 48, k = 64;
+  for (DType format_b : {DType::kF8E4M3, DType::kF8E5M2}) {
+    for (bool per_row : {false, true}) {
+      Twin xa = F32(Random(m * k, 180, 5.0f), {m, k}), xb = F32(Random(n * k, 181), {n, k});
+      const Float8Scaling scaling{per_row ? Float8Granularity::kRow : Float8Granularity::kTensor};
+      Twin a = Zeros(DType::kF8E4M3, {m, k}), b = Zeros(format_b, {n, k});
+      Twin sa = Zeros(DType::kF32, {per_row ? m : 1}), sb = Zeros(DType::kF32, {per_row ? n : 1});
+      ASSERT_TRUE(cpu_.Float8Quantize(xa.cpu(), scaling, a.cpu(), sa.cpu()).ok());
+      ASSERT_TRUE(cpu_.Float8Quantize(xb.cpu(), scaling, b.cpu(), sb.cpu()).ok());
+      Twin a_codes(DType::kF8E4M3, {m, k}, a.CpuBytes().data());
+      Twin b_codes(format_b, {n, k}, b.CpuBytes().data());
+      Twin sa_ref = F32(sa.Cpu(), {per_row ? m : 1}), sb_ref = F32(sb.Cpu(), {per_row ? n : 1});
+      Twin c = F32(Random(m * n, 182), {m, n});
+      BOTH(cpu_.Float8Gemm(a_codes.cpu(), sa_ref.cpu(), b_codes.cpu(), sb_ref.cpu(), 1.0f, 0.5f,
+                           c.cpu()),
+           gpu_->Float8Gemm(a_codes.gpu(), sa_ref.gpu(), b_codes.gpu(), sb_ref.gpu(), 1.0f, 0.5f,
+                            c.gpu()));
+      const std::vector<float> cpu = c.Cpu();
+      float largest = 0;
+      for (float x : cpu) largest = std::max(largest, std::fabs(x));
+      ExpectNear(c.Gpu(), cpu, 1e-5, 5e-4 * largest,
+                 absl::StrCat("c ", DTypeName(format_b), per_row ? " row" : " tensor"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace titan
