@@ -242,8 +242,9 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status PackRingBlock(const float* k, const float* v, float* block, int64_t kvd) const;
   absl::Status AddRingGradients(const float* block, float* dk, float* dv, int64_t kvd) const;
   using Transfers = std::vector<std::unique_ptr<Communicator::Transfer>>;
-  absl::Status ReceiveFromPrevious(float* buffer, int64_t floats, int tag, Transfers& transfers);
-  absl::Status SendToNext(const float* buffer, int64_t floats, int tag, Transfers& transfers);
+  // Starts sending `send` to the next cp rank and receiving `receive` from the previous one.
+  absl::Status PassAround(const float* send, float* receive, int64_t floats, int tag,
+                          Transfers& transfers);
   // local [batch, seq_len, width] (this rank's chunks) -> full [batch, cp x seq_len, width] in
   // global order, and back summed over the ranks (accumulated into local).
   absl::Status GatherSequence(const float* local, float* full, int64_t width);
