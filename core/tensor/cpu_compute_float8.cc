@@ -18,7 +18,6 @@ namespace titan {
 namespace {
 
 using internal::Expect;
-using internal::ExpectRank;
 
 const float8::Float8Format* FormatOf(DType dtype) {
   if (dtype == DType::kF8E4M3) return &float8::kE4M3;
