@@ -35,6 +35,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "plugins/comm/common/comm_settings.h"
 #include "plugins/comm/common/flight_recorder.h"
 #include "plugins/comm/mpi/device_staging.h"
 #include "plugins/comm/mpi/primitives.h"
@@ -583,31 +584,14 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> MpiCommunicator::StartTr
 
 class MpiComm : public CommPlugin {
  public:
-  std::vector<ConfigKey> ConfigKeys() const override {
-    ConfigKey folder;
-    folder.name = "trace_folder";
-    folder.type = ConfigType::kString;
-    folder.default_value = std::string("");
-    folder.help =
-        "where the flight recorder writes on a timeout, an error or request; empty = "
-        "<job.dump_folder>/flight_recorder";
-    return {folder};
-  }
-
-  absl::Status Configure(const ConfigView& config) override {
-    // Under comm.backend = "auto" the core passes only its own [comm] keys: keep defaults.
-    if (config.Has("init_timeout_seconds")) init_timeout_ = *config.GetInt("init_timeout_seconds");
-    if (config.Has("train_timeout_seconds")) timeout_ = *config.GetInt("train_timeout_seconds");
-    if (config.Has("trace_buf_size")) trace_buf_size_ = *config.GetInt("trace_buf_size");
-    if (config.Has("trace_folder")) trace_folder_ = *config.GetString("trace_folder");
-    return absl::OkStatus();
-  }
+  std::vector<ConfigKey> ConfigKeys() const override { return comm::CommSettings::Keys(); }
+  absl::Status Configure(const ConfigView& config) override { return settings_.Configure(config); }
 
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      TITAN_RETURN_IF_ERROR(InitializeMpi(std::chrono::seconds(init_timeout_)));
+      TITAN_RETURN_IF_ERROR(InitializeMpi(std::chrono::seconds(settings_.init_timeout_seconds)));
       std::atexit(FinalizeAtExit);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -615,9 +599,10 @@ class MpiComm : public CommPlugin {
       if (job_ == nullptr) {
         int world_rank = 0;
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-        job_ = std::make_shared<Job>(std::chrono::seconds(init_timeout_),
-                                     std::chrono::seconds(timeout_), world_rank,
-                                     static_cast<size_t>(trace_buf_size_), TraceFolder(options));
+        job_ = std::make_shared<Job>(std::chrono::seconds(settings_.init_timeout_seconds),
+                                     std::chrono::seconds(settings_.train_timeout_seconds),
+                                     world_rank, static_cast<size_t>(settings_.trace_buf_size),
+                                     settings_.TraceFolder(options));
         std::signal(SIGUSR1, RequestDump);
       }
       job_->trace = options.trace;
@@ -641,17 +626,7 @@ class MpiComm : public CommPlugin {
   }
 
  private:
-  int64_t init_timeout_ = 300;
-  int64_t timeout_ = 100;
-  int64_t trace_buf_size_ = 20000;
-  std::string TraceFolder(const JoinOptions& options) const {
-    if (!trace_folder_.empty()) return trace_folder_;
-    return (std::filesystem::path(options.dump_folder.empty() ? "." : options.dump_folder) /
-            "flight_recorder")
-        .string();
-  }
-
-  std::string trace_folder_;  // empty: <job.dump_folder>/flight_recorder
+  comm::CommSettings settings_;
   std::shared_ptr<Job> job_;
 };
 

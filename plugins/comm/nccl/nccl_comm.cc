@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/comm/common/comm_settings.h"
 #include "plugins/comm/common/flight_recorder.h"
 #include "plugins/comm/mpi/primitives.h"
 #include "plugins/comm/nccl/nccl_library.h"
@@ -441,24 +442,8 @@ void FinalizeAtExit() {
 
 class NcclComm : public CommPlugin {
  public:
-  std::vector<ConfigKey> ConfigKeys() const override {
-    ConfigKey folder;
-    folder.name = "trace_folder";
-    folder.type = ConfigType::kString;
-    folder.default_value = std::string("");
-    folder.help =
-        "where the flight recorder writes on a timeout, an error or request; empty = "
-        "<job.dump_folder>/flight_recorder";
-    return {folder};
-  }
-
-  absl::Status Configure(const ConfigView& config) override {
-    if (config.Has("init_timeout_seconds")) init_timeout_ = *config.GetInt("init_timeout_seconds");
-    if (config.Has("train_timeout_seconds")) timeout_ = *config.GetInt("train_timeout_seconds");
-    if (config.Has("trace_buf_size")) trace_buf_size_ = *config.GetInt("trace_buf_size");
-    if (config.Has("trace_folder")) trace_folder_ = *config.GetString("trace_folder");
-    return absl::OkStatus();
-  }
+  std::vector<ConfigKey> ConfigKeys() const override { return comm::CommSettings::Keys(); }
+  absl::Status Configure(const ConfigView& config) override { return settings_.Configure(config); }
 
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override {
     int devices = 0;
@@ -480,7 +465,8 @@ class NcclComm : public CommPlugin {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      TITAN_RETURN_IF_ERROR(mpi::InitializeMpi(std::chrono::seconds(init_timeout_)));
+      TITAN_RETURN_IF_ERROR(
+          mpi::InitializeMpi(std::chrono::seconds(settings_.init_timeout_seconds)));
       std::atexit(FinalizeAtExit);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -488,9 +474,10 @@ class NcclComm : public CommPlugin {
       int world_rank = 0, device = 0;
       MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
       TITAN_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-      job_ = std::make_shared<Job>(
-          std::chrono::seconds(init_timeout_), std::chrono::seconds(timeout_), world_rank,
-          static_cast<size_t>(trace_buf_size_), TraceFolder(options), device);
+      job_ = std::make_shared<Job>(std::chrono::seconds(settings_.init_timeout_seconds),
+                                   std::chrono::seconds(settings_.train_timeout_seconds),
+                                   world_rank, static_cast<size_t>(settings_.trace_buf_size),
+                                   settings_.TraceFolder(options), device);
     }
     // A private copy of MPI_COMM_WORLD; MPI_Comm_dup blocks until every rank arrives, so a
     // barrier first bounds that wait.
@@ -508,17 +495,7 @@ class NcclComm : public CommPlugin {
   }
 
  private:
-  std::string TraceFolder(const JoinOptions& options) const {
-    if (!trace_folder_.empty()) return trace_folder_;
-    return (std::filesystem::path(options.dump_folder.empty() ? "." : options.dump_folder) /
-            "flight_recorder")
-        .string();
-  }
-
-  int64_t init_timeout_ = 300;
-  int64_t timeout_ = 100;
-  int64_t trace_buf_size_ = 20000;
-  std::string trace_folder_;
+  comm::CommSettings settings_;
   std::shared_ptr<Job> job_;
 };
 
