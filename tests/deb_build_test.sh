@@ -77,12 +77,13 @@ has "$dev" /usr/include/titan/plugin.h /usr/include/titan/abi.h \
   /usr/share/doc/titan-dev/examples/lion.cc /usr/share/doc/titan-dev/examples/CMakeLists.txt
 # grep reads whole lists from variables: under pipefail, an early exit would fail the pipe.
 titan_files=$(dpkg-deb -c "$titan")
-if grep -q "titan_device_cuda\|testgood\|badabi\|oldabi\|noentry" <<<"$titan_files"; then
-  fail "titan holds the cuda plugin or a test plugin"
+if grep -q "titan_device_cuda\|titan_comm_nccl\|testgood\|badabi\|oldabi\|noentry" <<<"$titan_files"; then
+  fail "titan holds a GPU plugin or a test plugin"
 fi
 if [ -f "$cuda" ]; then
-  has "$cuda" $plugins/titan_device_cuda.so
-  [ "$(dpkg-deb -c "$cuda" | grep -c '\.so$')" = 1 ] || fail "$cuda holds more than the cuda plugin"
+  has "$cuda" $plugins/titan_device_cuda.so $plugins/titan_comm_nccl.so
+  [ "$(dpkg-deb -c "$cuda" | grep -c '\.so$')" = 2 ] ||
+    fail "$cuda holds more than the cuda and nccl plugins"
   grep -q "titan (= $version)" <<<"$(dpkg-deb -f "$cuda" Depends)" || fail "$cuda: Depends"
 fi
 

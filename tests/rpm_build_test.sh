@@ -58,12 +58,13 @@ for tool in titan-run titan-checkpoint titan-generate titan-lbdc titan-tokenize;
 done
 has "$(rpm_of titan-devel)" /usr/include/titan/plugin.h /usr/lib64/cmake/TitanSDK/TitanSDKConfig.cmake \
   /usr/lib64/cmake/TitanSDK/TitanSDKConfigVersion.cmake /usr/share/doc/titan-devel/examples/lion.cc
-if grep -q "titan_device_cuda\|/usr/include" <<<"$titan_files"; then
-  fail "titan holds the cuda plugin or SDK headers"
+if grep -q "titan_device_cuda\|titan_comm_nccl\|/usr/include" <<<"$titan_files"; then
+  fail "titan holds a GPU plugin or SDK headers"
 fi
 if $cuda; then
-  [ "$(rpm -qlp "$(rpm_of titan-plugins-cuda)" 2>/dev/null)" = $plugins/titan_device_cuda.so ] ||
-    fail "titan-plugins-cuda holds more or less than the cuda plugin"
+  [ "$(rpm -qlp "$(rpm_of titan-plugins-cuda)" 2>/dev/null | sort | tr '\n' ' ')" = \
+    "$plugins/titan_comm_nccl.so $plugins/titan_device_cuda.so " ] ||
+    fail "titan-plugins-cuda holds more or less than the cuda and nccl plugins"
   requires=$(rpm -qp --requires "$(rpm_of titan-plugins-cuda)" 2>/dev/null)
   grep -qx "libcuda.so.1()(64bit)" <<<"$requires" || fail "titan-plugins-cuda does not require libcuda"
   grep -qx "titan(x86-64) = $version-1" <<<"$requires" || fail "titan-plugins-cuda: titan = $version-1"

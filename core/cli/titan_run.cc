@@ -96,13 +96,25 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
   }
   const int count = device->DeviceCount(), local_rank = LocalRank();
   if (device->type() == DeviceType::kCpu) return device;
-  if (local_rank >= count) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job.device = \"", name, "\": local rank ", local_rank, " needs device ",
-                     local_rank, ", but this machine has ", count, " ", name,
-                     " device(s); launch at most ", count, " ranks per machine"));
+  TITAN_ASSIGN_OR_RETURN(std::string backend, recipe.section("comm").GetString("backend"));
+  // The mpi communicator stages device buffers through host memory, so ranks may share a
+  // device (round robin); NCCL refuses two ranks of one communicator on one device.
+  const bool shared = backend == "auto" || backend == "mpi";
+  if (count == 0 || (local_rank >= count && !shared)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job.device = \"", name, "\": local rank ", local_rank, " needs device ", local_rank,
+        ", but this machine has ", count, " ", name, " device(s)",
+        count == 0
+            ? ""
+            : absl::StrCat("; launch at most ", count, " ranks per machine with comm.backend = \"",
+                           backend, "\", or use comm.backend = \"mpi\"")));
   }
-  TITAN_RETURN_IF_ERROR(device->Select(local_rank));
+  const int index = local_rank % count;
+  if (index != local_rank) {
+    spdlog::info("[job] local rank {} shares {} device {} (comm.backend = \"{}\")", local_rank,
+                 name, index, backend);
+  }
+  TITAN_RETURN_IF_ERROR(device->Select(index));
   return device;
 }
 
@@ -130,7 +142,7 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
   }
   TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
-                         comm->ConnectWorld(JoinOptions{dump_folder, trace}));
+                         comm->ConnectWorld(JoinOptions{dump_folder, trace, &device}));
   // The control plane tells a rank's own work from its waits for the others.
   TITAN_ASSIGN_OR_RETURN(bool control_plane, recipe.section("control_plane").GetBool("enable"));
   if (control_plane) world = TimeCommunication(std::move(world));

@@ -266,8 +266,9 @@ absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, b
   const Parameter& p = parameters_[weight];
   TITAN_ASSIGN_OR_RETURN(TensorView w,
                          Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
-  return compute_->Gemm(in, false, w, true, 1.0f, accumulate ? 1.0f : 0.0f,
-                        View(out, {in.shape[0], p.value.shape[0]}));
+  const TensorView out_view = View(out, {in.shape[0], p.value.shape[0]});
+  if (Float8(weight)) return float8_->Forward(in, w, out_view, accumulate);
+  return compute_->Gemm(in, false, w, true, 1.0f, accumulate ? 1.0f : 0.0f, out_view);
 }
 
 absl::Status LlamaModel::ProjectBackward(const float* dout, const float* in, int64_t rows,
@@ -278,8 +279,10 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const float* in, int
   if (dinp != nullptr) {
     TITAN_ASSIGN_OR_RETURN(TensorView w,
                            Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
-    TITAN_RETURN_IF_ERROR(
-        compute_->Gemm(g, false, w, false, 1.0f, 1.0f, View(dinp, {rows, in_features})));
+    const TensorView dinp_view = View(dinp, {rows, in_features});
+    TITAN_RETURN_IF_ERROR(Float8(weight)
+                              ? float8_->InputGrad(g, w, dinp_view)
+                              : compute_->Gemm(g, false, w, false, 1.0f, 1.0f, dinp_view));
   }
   if (deferring_ != nullptr) {
     TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout, rows * out_features));
@@ -297,7 +300,27 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const float* in, int
     return absl::OkStatus();
   }
   TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, {rows, in_features}, kInputScratch));
-  return compute_->Gemm(g, true, x, false, 1.0f, 1.0f, View(Grad(weight), p.grad.shape));
+  const TensorView dw = View(Grad(weight), p.grad.shape);
+  if (Float8(weight)) return float8_->WeightGrad(g, x, dw);
+  return compute_->Gemm(g, true, x, false, 1.0f, 1.0f, dw);
+}
+
+std::vector<Float8LinearChoice> LlamaModel::ConvertToFloat8(const Float8Plugin& plugin) {
+  std::vector<Float8LinearChoice> linears;
+  auto add = [&](int weight, std::string fqn) {
+    linears.push_back({weight, std::move(fqn), parameters_[weight].full_shape});
+  };
+  for (const Block& block : blocks_) {
+    for (const int w : {kWq, kWk, kWv, kWo, kW1, kW2, kW3}) {
+      if (block.weights[w] < 0) continue;  // a layer of another pipeline stage
+      const std::string& name = parameters_[block.weights[w]].name;
+      add(block.weights[w], name.substr(0, name.size() - std::string(".weight").size()));
+    }
+  }
+  if (output_ >= 0) add(output_, "output");  // tied or not, the output projection's name
+  linears = ChooseFloat8Linears(std::move(linears), plugin);
+  float8_ = std::make_unique<Float8Linears>(plugin.Recipe(), *compute_, device_, linears);
+  return linears;
 }
 
 absl::StatusOr<Arena> LlamaModel::SaveForLater(const float* values, int64_t count) {

@@ -14,6 +14,7 @@
 
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
+#include "core/model/float8_linear.h"
 #include "core/model/module_node.h"
 #include "core/model/tensor_parallel.h"
 #include "core/tensor/arena.h"
@@ -70,6 +71,11 @@ class LlamaModel : public TensorParallelTarget,
   void ReleaseUnusedStorage();
   // Writes every parameter's current value to `path` in the arena file format.
   absl::Status SaveParameters(const std::string& path) const;
+
+  // The float8 converter (core/model/float8_linear.h): the linear layers `plugin` converts, and
+  // whose shapes allow it, run their GEMMs in Float8 from now on. Returns every linear layer's
+  // outcome, for the log.
+  std::vector<Float8LinearChoice> ConvertToFloat8(const Float8Plugin& plugin);
 
   // TorchTitan's initialization, a pure function of the seed and each parameter's name.
   void Initialize(uint64_t seed);
@@ -236,8 +242,9 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status PackRingBlock(const float* k, const float* v, float* block, int64_t kvd) const;
   absl::Status AddRingGradients(const float* block, float* dk, float* dv, int64_t kvd) const;
   using Transfers = std::vector<std::unique_ptr<Communicator::Transfer>>;
-  absl::Status ReceiveFromPrevious(float* buffer, int64_t floats, int tag, Transfers& transfers);
-  absl::Status SendToNext(const float* buffer, int64_t floats, int tag, Transfers& transfers);
+  // Starts sending `send` to the next cp rank and receiving `receive` from the previous one.
+  absl::Status PassAround(const float* send, float* receive, int64_t floats, int tag,
+                          Transfers& transfers);
   // local [batch, seq_len, width] (this rank's chunks) -> full [batch, cp x seq_len, width] in
   // global order, and back summed over the ranks (accumulated into local).
   absl::Status GatherSequence(const float* local, float* full, int64_t width);
@@ -274,6 +281,7 @@ class LlamaModel : public TensorParallelTarget,
   // A matmul operand in the compute precision: x itself in f32, its bf16 rounding (in `scratch`)
   // under mixed precision.
   absl::StatusOr<TensorView> Operand(const float* x, std::vector<int64_t> shape, Scratch scratch);
+  bool Float8(int weight) const { return float8_ != nullptr && float8_->Converts(weight); }
   // out[n, oc] (+)= in . weight^T; `in` is an Operand.
   absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
   // The backward of Project over `rows` rows: dinp[rows, c] += dout . weight (skipped when null)
@@ -351,7 +359,8 @@ class LlamaModel : public TensorParallelTarget,
   // Tensor-parallel scratch (null on one rank): this rank's tokens, every token, a norm's grad.
   float *tokens_local_ = nullptr, *tokens_full_ = nullptr, *norm_grad_ = nullptr;
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
-  bool tokens_valid_ = false;  // a Forward's activations await their Backward
+  bool tokens_valid_ = false;              // a Forward's activations await their Backward
+  std::unique_ptr<Float8Linears> float8_;  // null: no linear layer in Float8
 };
 
 }  // namespace titan

@@ -55,22 +55,28 @@ absl::Status LlamaModel::AddRingGradients(const float* block, float* dk, float* 
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::ReceiveFromPrevious(float* buffer, int64_t floats, int tag,
-                                             Transfers& transfers) {
-  const int cp = context_parallel_degree();
-  TITAN_ASSIGN_OR_RETURN(auto transfer,
-                         cp_->StartRecv(View(buffer, {floats}), (cp_->rank() + cp - 1) % cp, tag));
-  transfers.push_back(std::move(transfer));
-  return absl::OkStatus();
-}
-
-absl::Status LlamaModel::SendToNext(const float* buffer, int64_t floats, int tag,
+absl::Status LlamaModel::PassAround(const float* send, float* receive, int64_t floats, int tag,
                                     Transfers& transfers) {
-  const int cp = context_parallel_degree();
-  TITAN_ASSIGN_OR_RETURN(auto transfer,
-                         cp_->StartSend(View(buffer, {floats}), (cp_->rank() + 1) % cp, tag));
-  transfers.push_back(std::move(transfer));
-  return absl::OkStatus();
+  const int cp = context_parallel_degree(), r = cp_->rank();
+  auto send_next = [&]() -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(auto transfer, cp_->StartSend(View(send, {floats}), (r + 1) % cp, tag));
+    transfers.push_back(std::move(transfer));
+    return absl::OkStatus();
+  };
+  auto receive_previous = [&]() -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(auto transfer,
+                           cp_->StartRecv(View(receive, {floats}), (r + cp - 1) % cp, tag));
+    transfers.push_back(std::move(transfer));
+    return absl::OkStatus();
+  };
+  // Even ranks send first, odd ranks receive first: a communicator whose point-to-point calls
+  // block in issue order (NCCL's) then never waits in a circle.
+  if (r % 2 == 0) {
+    TITAN_RETURN_IF_ERROR(send_next());
+    return receive_previous();
+  }
+  TITAN_RETURN_IF_ERROR(receive_previous());
+  return send_next();
 }
 
 std::vector<LlamaModel::RingPair> LlamaModel::RingPairs(const AttentionSpec& spec,
@@ -109,9 +115,8 @@ absl::Status LlamaModel::AttendRing(const AttentionSpec& spec, const float* q, c
   for (int step = 0; step < cp; ++step) {
     const int source = (cp_->rank() - step + cp) % cp;
     if (step + 1 < cp) {
-      TITAN_RETURN_IF_ERROR(
-          ReceiveFromPrevious(ring_.kv[1 - in_hand], 4 * chunk_kv, kRingBlockTag, transfers));
-      TITAN_RETURN_IF_ERROR(SendToNext(ring_.kv[in_hand], 4 * chunk_kv, kRingBlockTag, transfers));
+      TITAN_RETURN_IF_ERROR(PassAround(ring_.kv[in_hand], ring_.kv[1 - in_hand], 4 * chunk_kv,
+                                       kRingBlockTag, transfers));
     }
     const float* block = ring_.kv[in_hand];
     for (const RingPair& pair : RingPairs(spec, source)) {
@@ -162,13 +167,9 @@ absl::Status LlamaModel::AttendBackwardRing(const AttentionSpec& spec, const flo
     const int source = (cp_->rank() - step + cp) % cp;
     const int next = 1 - in_hand;
     if (step + 1 < cp) {
-      TITAN_RETURN_IF_ERROR(
-          ReceiveFromPrevious(ring_.kv[next], 4 * chunk_kv, kRingBlockTag, transfers));
-      TITAN_RETURN_IF_ERROR(SendToNext(ring_.kv[in_hand], 4 * chunk_kv, kRingBlockTag, transfers));
+      TITAN_RETURN_IF_ERROR(PassAround(ring_.kv[in_hand], ring_.kv[next], 4 * chunk_kv,
+                                       kRingBlockTag, transfers));
     }
-    // The next block's gradient so far; after the last step, this rank's own, complete.
-    TITAN_RETURN_IF_ERROR(
-        ReceiveFromPrevious(ring_.dkv[next], 4 * chunk_kv, kRingGradientTag, transfers));
     const float* block = ring_.kv[in_hand];
     float* gradient = ring_.dkv[in_hand];
     for (const RingPair& pair : RingPairs(spec, source)) {
@@ -180,7 +181,10 @@ absl::Status LlamaModel::AttendBackwardRing(const AttentionSpec& spec, const flo
           View(ring_.lse[pair.q_half], {chunk_lse}), View(ring_.dq[pair.q_half], {chunk_q}),
           View(gradient + at, {chunk_kv}), View(gradient + at + chunk_kv, {chunk_kv})));
     }
-    TITAN_RETURN_IF_ERROR(SendToNext(gradient, 4 * chunk_kv, kRingGradientTag, transfers));
+    // The gradient goes on with its block; what comes is the next block's gradient so far, and
+    // after the last step this rank's own, complete.
+    TITAN_RETURN_IF_ERROR(
+        PassAround(gradient, ring_.dkv[next], 4 * chunk_kv, kRingGradientTag, transfers));
     TITAN_RETURN_IF_ERROR(WaitAll(transfers));
     in_hand = next;
   }

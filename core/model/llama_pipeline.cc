@@ -202,8 +202,10 @@ absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) 
           const int64_t out = p.value.shape[0], in = p.value.shape[1];
           TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(saved, {g.rows, out}, kGradScratch));
           TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(g.in, {g.rows, in}, kInputScratch));
-          TITAN_RETURN_IF_ERROR(
-              compute_->Gemm(dout, true, x, false, 1.0f, 1.0f, View(Grad(g.weight), p.grad.shape)));
+          const TensorView dw = View(Grad(g.weight), p.grad.shape);
+          TITAN_RETURN_IF_ERROR(Float8(g.weight)
+                                    ? float8_->WeightGrad(dout, x, dw)
+                                    : compute_->Gemm(dout, true, x, false, 1.0f, 1.0f, dw));
           break;
         }
         case DeferredGrad::kNorm:

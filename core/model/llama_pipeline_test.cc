@@ -1,6 +1,7 @@
 // The stage operations against the whole model: two stages holding half the blocks each, run
 // microbatch by microbatch with their boundary tensors copied across, give the whole model's
-// losses and gradients, with the backward whole or split into input and weight passes.
+// losses and gradients, with the backward whole or split into input and weight passes, in f32
+// or with the linear layers in Float8.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/model/float8_test_plugin.h"
 #include "core/model/llama.h"
 
 namespace titan {
@@ -40,11 +42,12 @@ void CopyView(const TensorView& from, const TensorView& to) {
   std::copy_n(from.data_as<const float>(), from.numel(), to.data_as<float>());
 }
 
-// (split backward, activation checkpointing of every block)
-class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+// (split backward, activation checkpointing of every block, Float8)
+class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
 
 TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
-  const auto [split, checkpointed] = GetParam();
+  const auto [split, checkpointed, float8] = GetParam();
+  const TensorwiseTestPlugin tensorwise;
   absl::StatusOr<ActivationCheckpoint> ac =
       ParseActivationCheckpoint(checkpointed ? "full" : "none", "2");
   ASSERT_TRUE(ac.ok()) << ac.status();
@@ -53,6 +56,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   // The whole model, one microbatch after another (gradient accumulation).
   auto whole = LlamaModel::Create(config);
   ASSERT_TRUE(whole.ok()) << whole.status();
+  if (float8) (*whole)->ConvertToFloat8(tensorwise);
   (*whole)->Initialize(7);
   (*whole)->ZeroGrad();
   std::vector<std::vector<int32_t>> tokens, targets;
@@ -71,6 +75,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(last.ok()) << last.status();
   for (auto* stage : {&*first, &*last}) {
+    if (float8) (*stage)->ConvertToFloat8(tensorwise);
     (*stage)->Initialize(7);
     (*stage)->ZeroGrad();
     ASSERT_TRUE((*stage)->SetMicrobatches(tokens, targets, batch, seq_len).ok());
@@ -110,7 +115,8 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WholeAndSplitBackward, PipelineStagesTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()));
 
 TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {
   auto middle = LlamaModel::Create(TinyConfig(), {}, {}, PipelinePlan{3, {{1, 1, 3}}});

@@ -229,17 +229,30 @@ absl::Status PluginRegistry::Add(PluginInfo info) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Plugin names compare ignoring case, and '_' matches '-': library names allow only '-', while
+// TorchTitan's recipe names ("rowwise_with_gw_hp") use '_'.
+bool SamePluginName(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           auto fold = [](char c) { return c == '_' ? '-' : absl::ascii_tolower(c); };
+           return fold(x) == fold(y);
+         });
+}
+
+}  // namespace
+
 absl::StatusOr<const PluginInfo*> PluginRegistry::Find(absl::string_view kind,
                                                        absl::string_view name) const {
   std::vector<std::string> available;
   for (const PluginInfo& info : plugins_) {
     if (info.descriptor->kind != kind) continue;
-    if (absl::EqualsIgnoreCase(info.descriptor->name, name)) return &info;
+    if (SamePluginName(info.descriptor->name, name)) return &info;
     available.push_back(info.descriptor->name);
   }
   const std::string file_name = absl::StrCat("titan_", kind, "_", name, ".so");
   for (const RejectedPlugin& rejected : rejected_) {
-    if (absl::EqualsIgnoreCase(rejected.path.filename().string(), file_name)) {
+    if (SamePluginName(rejected.path.filename().string(), file_name)) {
       return absl::FailedPreconditionError(
           absl::StrCat("the ", kind, " plugin '", name, "' cannot be used: ", rejected.reason));
     }

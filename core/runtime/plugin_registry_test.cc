@@ -202,6 +202,16 @@ TEST(PluginRegistry, UnknownNameListsTheAvailableAndSuggestsTheClosest) {
             absl::string_view::npos);
 }
 
+// Library names allow '-' only, TorchTitan's recipe names use '_': the two match.
+TEST(PluginRegistry, AnUnderscoreInTheNameMatchesADash) {
+  auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto info = (*registry)->Find("float8", "Rowwise_With_GW_HP");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_STREQ((*info)->descriptor->name, "rowwise-with-gw-hp");
+  EXPECT_FALSE((*registry)->Find("float8", "rowwise_with_gw").ok());
+}
+
 TEST(PluginSearchDirs, FlagsThenEnvironmentThenBesideTheExecutable) {
   fs::path a = kTestPlugins / "good", b = kTestPlugins / "duplicate", c = kTestPlugins / "no_entry";
   fs::path executable = kTestPlugins / "bin" / "titan-run";

@@ -11,7 +11,8 @@ constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 constexpr double kMaxRanks = 1 << 20;
 // Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
-constexpr const char* kFloat8 = "Float8 training is not supported yet (issue #18)";
+constexpr const char* kFloat8AllGather =
+    "fsdp all-gathers f32 weights; gathering them in float8 is not implemented yet (issue #18)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -91,7 +92,6 @@ std::vector<SectionSchema> MakeSchema() {
               {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "1B", "3B", "8B", "70B", "405B"}),
        String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
        StringList("converters", {}, "module converters to apply", {"float8"})}));
-  schema.back().not_supported = {{"converters", kFloat8}};
   schema.push_back(
       PluginSection("optimizer", "the optimizer plugin and its settings",
                     {String("name", "adamw", "optimizer plugin: adamw, adam, sgd, ...")},
@@ -207,7 +207,8 @@ std::vector<SectionSchema> MakeSchema() {
               "but the matmul outputs")}));
   schema.push_back(PluginSection(
       "float8", "Float8 training (enabled by model.converters = [\"float8\"])",
-      {String("recipe_name", "tensorwise", "float8 plugin: tensorwise, rowwise, ..."),
+      {String("recipe_name", "tensorwise",
+              "float8 plugin: tensorwise, rowwise, rowwise_with_gw_hp"),
        Bool("enable_fsdp_float8_all_gather", false, "all-gather float8 weights in FSDP"),
        Bool("precompute_float8_dynamic_scale_for_fsdp", false, "one scale pass for all weights"),
        StringList("filter_fqns", {},
@@ -217,7 +218,8 @@ std::vector<SectionSchema> MakeSchema() {
         return converters.ok() &&
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
-  schema.back().not_supported = {{"*", kFloat8}};
+  schema.back().not_supported = {{"enable_fsdp_float8_all_gather", kFloat8AllGather},
+                                 {"precompute_float8_dynamic_scale_for_fsdp", kFloat8AllGather}};
   schema.push_back(Section(
       "metrics", "what is logged",
       {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),

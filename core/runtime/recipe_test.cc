@@ -140,17 +140,12 @@ TEST(Recipe, ChoicesAreCheckedAndSpelledCanonically) {
 // Keys of features the run does not have yet are refused unless they keep their default, which
 // asks for nothing.
 TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
-  EXPECT_EQ(ErrorOf("[model]\nconverters = [\"float8\"]\n"),
-            "r.toml:2:14: model.converters = [\"float8\"]: Float8 training is not supported yet "
-            "(issue #18); only its default [] is accepted until then");
-  EXPECT_THAT(ErrorOf("[float8]\nfilter_fqns = [\"output\"]\n"),
-              HasSubstr("float8.filter_fqns = [\"output\"]: Float8 training is not supported yet"));
-  for (const char* assignment :
-       {"float8.enable_fsdp_float8_all_gather=true",
-        "float8.precompute_float8_dynamic_scale_for_fsdp=true", "float8.recipe_name=rowwise"}) {
+  for (const char* assignment : {"float8.enable_fsdp_float8_all_gather=true",
+                                 "float8.precompute_float8_dynamic_scale_for_fsdp=true"}) {
     std::string key = std::string(assignment).substr(0, std::string(assignment).find('='));
-    EXPECT_THAT(ErrorOf("", {assignment}), HasSubstr(key + " = "));
-    EXPECT_THAT(ErrorOf("", {assignment}), HasSubstr(": Float8 training is not supported yet"));
+    EXPECT_THAT(ErrorOf("", {"model.converters=float8", assignment}),
+                HasSubstr(key + " = true: fsdp all-gathers f32 weights; gathering them in float8 "
+                                "is not implemented yet (issue #18)"));
   }
   const std::pair<const char*, const char*> parallelism[] = {
       {"enable_async_tensor_parallel = true", "async tensor parallelism is not supported yet"}};
@@ -165,6 +160,26 @@ TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
       "context_parallel_degree = 1\nenable_async_tensor_parallel = false\n[float8]\n"
       "enable_fsdp_float8_all_gather = false\n[control_plane]\nenable = false\n");
   EXPECT_TRUE(defaults.ok()) << defaults.status();
+}
+
+// Float8 training (issue #18): the converter loads the float8 plugin that recipe_name names,
+// TorchTitan's spelling included, and configures it with the section.
+TEST(Recipe, Float8ConverterLoadsTheRecipePlugin) {
+  auto recipe = Validate(
+      "[model]\nconverters = [\"float8\"]\n[float8]\nrecipe_name = \"rowwise_with_gw_hp\"\n"
+      "filter_fqns = [\"output\"]\n");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  const Recipe::SelectedPlugin* float8 = nullptr;
+  for (const auto& plugin : recipe->plugins()) {
+    if (plugin.section == "float8") float8 = &plugin;
+  }
+  ASSERT_NE(float8, nullptr);
+  EXPECT_STREQ(float8->info->descriptor->name, "rowwise-with-gw-hp");
+  EXPECT_THAT(ErrorOf("", {"model.converters=float8", "float8.recipe_name=rowwize"}),
+              HasSubstr("no float8 plugin named 'rowwize'"));
+  // Without the converter the section's plugin is not loaded.
+  auto off = Validate("[float8]\nrecipe_name = \"no-such-recipe\"\n");
+  EXPECT_TRUE(off.ok()) << off.status();
 }
 
 // The control plane runs (issue #19): its keys and its policy's are taken, and checked.

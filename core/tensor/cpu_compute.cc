@@ -22,7 +22,6 @@ namespace titan {
 namespace {
 
 using internal::Expect;
-using internal::ExpectRank;
 
 float* F(const TensorView& x) { return x.data_as<float>(); }
 const int32_t* I(const TensorView& x) { return x.data_as<const int32_t>(); }
@@ -33,21 +32,7 @@ AttentionShape ShapeOf(const AttentionSpec& s) {
 
 absl::Status CheckAttention(const char* kernel, const AttentionSpec& s, const TensorView& q,
                             const TensorView& k, const TensorView& v) {
-  if (s.batch < 0 || s.seq_len < 0 || s.kv_len < 0 || s.head_dim <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kernel,
-                     ": expected non-negative batch, seq_len and kv_len and a positive "
-                     "head_dim, found ",
-                     s.batch, ", ", s.seq_len, ", ", s.kv_len, ", ", s.head_dim));
-  }
-  if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kernel, ": heads ", s.heads, " must be a positive multiple of kv_heads ", s.kv_heads));
-  }
-  const int64_t queries = s.batch * s.seq_len, keys = s.batch * s.kv_len;
-  TITAN_RETURN_IF_ERROR(Expect(kernel, "q", q, DType::kF32, queries * s.heads * s.head_dim));
-  TITAN_RETURN_IF_ERROR(Expect(kernel, "k", k, DType::kF32, keys * s.kv_heads * s.head_dim));
-  return Expect(kernel, "v", v, DType::kF32, keys * s.kv_heads * s.head_dim);
+  return CheckAttentionOperands(kernel, s, q, k, v, DeviceType::kCpu);
 }
 
 // [rows, columns] of a 2-D operand, transposed when asked.

@@ -18,7 +18,6 @@ namespace titan {
 namespace {
 
 using internal::Expect;
-using internal::ExpectRank;
 
 const float8::Float8Format* FormatOf(DType dtype) {
   if (dtype == DType::kF8E4M3) return &float8::kE4M3;
@@ -128,19 +127,24 @@ absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling
   TITAN_RETURN_IF_ERROR(
       Expect(kKernel, "inverse_scales", inverse_scales, DType::kF32, per_row ? out_rows : 1));
   const float8::Float8Format& format = *FormatOf(out.dtype);
-  // Element (r, c) of out, read from x.
-  auto value = [&](int64_t r, int64_t c) {
-    return scaling.transpose ? LoadAsF32(x.data, x.dtype, c * columns + r)
-                             : LoadAsF32(x.data, x.dtype, r * columns + c);
-  };
-  auto amax_of = [&](int64_t first_row, int64_t end_row) {
+  // x in f32, laid out as out is (transposed if asked), so rows are contiguous below.
+  std::vector<float> values(static_cast<size_t>(rows * columns));
+  const bool f32 = x.dtype == DType::kF32;
+  const float* source = f32 ? x.data_as<const float>() : nullptr;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < columns; ++c) {
+      const float v = f32 ? source[r * columns + c] : LoadAsF32(x.data, x.dtype, r * columns + c);
+      values[scaling.transpose ? c * rows + r : r * columns + c] = v;
+    }
+  }
+  // The largest magnitude of rows [first, end) of out; NaN if any is NaN.
+  auto amax_of = [&](int64_t first, int64_t end) {
     double amax = 0.0;
-    for (int64_t r = first_row; r < end_row; ++r) {
-      for (int64_t c = 0; c < out_columns; ++c) {
-        const double v = std::fabs(value(r, c));
-        if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
-        amax = std::max(amax, v);
-      }
+    for (int64_t i = first * out_columns; i < end * out_columns; ++i) {
+      const double v = std::fabs(values[i]);
+      if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
+      amax = std::max(amax, v);
     }
     return amax;
   };
@@ -148,13 +152,15 @@ absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling
   float* inverse = inverse_scales.data_as<float>();
   const float tensor_scale =
       per_row ? 0.0f : ScaleFor(amax_of(0, out_rows), format, scaling.power_of_two);
+  if (!per_row) inverse[0] = 1.0f / tensor_scale;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < out_rows; ++r) {
     const float scale =
         per_row ? ScaleFor(amax_of(r, r + 1), format, scaling.power_of_two) : tensor_scale;
-    if (per_row || r == 0) inverse[per_row ? r : 0] = 1.0f / scale;
+    if (per_row) inverse[r] = 1.0f / scale;
+    const float* row = values.data() + r * out_columns;
     for (int64_t c = 0; c < out_columns; ++c) {
-      codes[r * out_columns + c] = float8::EncodeFloat8(value(r, c) * scale, format);
+      codes[r * out_columns + c] = float8::EncodeFloat8(row[c] * scale, format);
     }
   }
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "core/tensor/dtype.h"
 #include "core/train/checkpoint_pieces.h"
+#include "core/train/checkpoint_staging.h"
 
 namespace titan {
 namespace {
@@ -38,11 +39,16 @@ LoaderState LoaderFrom(const std::vector<int64_t>& v) { return {v[0], v[1], v[2]
 // Pieces of everything a checkpoint holds, less `exclude` (TorchTitan's names: model,
 // optimizer, lr_scheduler, dataloader, rng). A model-only save holds the model alone, so that
 // formats that keep only models (safetensors) can write it.
+// Model and optimizer pieces live on the model's device; the train/ ones on the host.
 void Collect(const TrainState& state, bool model_only, const std::vector<std::string>& exclude,
              StatePieces& out) {
+  const Device device = state.model->compute().device();
   for (const Parameter& p : state.model->Parameters()) {
     if (Excluded(exclude, "model")) break;
-    for (CheckpointPiece& piece : ParameterPieces(p, "model/")) out.pieces.push_back(piece);
+    for (CheckpointPiece& piece : ParameterPieces(p, "model/")) {
+      piece.data.device = device;
+      out.pieces.push_back(piece);
+    }
   }
   if (model_only) return;  // the step is in the metadata (train.step)
   out.pieces.push_back(Int64Piece("train/step", out.step));
@@ -53,6 +59,7 @@ void Collect(const TrainState& state, bool model_only, const std::vector<std::st
       for (CheckpointPiece& piece :
            ParameterPieces(p, absl::StrCat("optimizer/", slots.name(k), "/"), step.flat_params(),
                            slots.at(k).data<float>())) {
+        piece.data.device = device;
         out.pieces.push_back(piece);
       }
     }
@@ -119,13 +126,6 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe&
   const ConfigView& c = recipe.section("checkpoint");
   TITAN_ASSIGN_OR_RETURN(bool enable, c.GetBool("enable"));
   if (!enable) return nullptr;
-  if (mesh.device().type() != DeviceType::kCpu) {
-    // The checkpoint plugins read the state's bytes in place; staging it to the host is not
-    // written yet, so a device run must not pretend to checkpoint.
-    return absl::UnimplementedError(
-        "checkpoint.enable = true: checkpoints read the training state from host memory, and "
-        "this run's state lives on another device (job.device); staging it is not implemented");
-  }
   std::unique_ptr<Checkpointer> checkpointer(new Checkpointer());
   for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
     if (plugin.section == "checkpoint") {
@@ -297,7 +297,10 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
                                               "train.step metadata: which step it is is unknown"));
     }
   }
+  LoadStaging staging;  // device state is loaded into host buffers, then copied over
+  TITAN_RETURN_IF_ERROR(staging.Prepare(state.model->compute(), pieces.pieces));
   TITAN_RETURN_IF_ERROR(plugin->Load(folder, pieces.pieces, *comm_));
+  TITAN_RETURN_IF_ERROR(staging.Finish());
   ResumePoint resume{pieces.step[0], 0};
   resume.lr_offset =
       Excluded(exclude, "lr_scheduler") ? resume.step : resume.step - pieces.lr_steps[0];
@@ -332,6 +335,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   pieces.loader = LoaderVector(state.loader->state());
   if (state.eval_loader != nullptr) pieces.eval_loader = LoaderVector(state.eval_loader->state());
   Collect(state, model_only, {}, pieces);
+  // Device state is copied to the host first: the plugins and CopyPieces read host bytes.
+  TITAN_RETURN_IF_ERROR(StagePiecesToHost(state.model->compute(), pieces.pieces, pieces.owned));
   CheckpointMetadata metadata = CheckpointMetadataOf(state.model->config(), state.max_seq_len);
   metadata["train.step"] = absl::StrCat(step);
   if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);

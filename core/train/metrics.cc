@@ -106,6 +106,9 @@ std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m,
       {"mfu", mfu_known ? absl::StrFormat("%.3f", m.mfu) : "null"},
       {"mem_gib", absl::StrFormat("%.4f", m.mem_gib)},
       {"data_s", absl::StrFormat("%.4f", m.data_s)}};
+  if (m.device_memory) {
+    fields.emplace_back("mem_reserved_gib", absl::StrFormat("%.4f", m.mem_reserved_gib));
+  }
   if (m.pipeline) {
     fields.emplace_back("pp_bubble", absl::StrFormat("%.4f", m.bubble));
     fields.emplace_back("pp_bubble_schedule", absl::StrFormat("%.4f", m.bubble_theory));
@@ -164,8 +167,10 @@ void MetricsLog::Log(const StepMetrics& m) {
                                         : "";
   spdlog::info(
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
-      "mem {:.2f}GiB  data {:.3f}s{}",
-      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib, m.data_s, bubble);
+      "mem {:.2f}GiB{}  data {:.3f}s{}",
+      m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib,
+      m.device_memory ? absl::StrFormat(" (reserved %.2fGiB)", m.mem_reserved_gib) : "", m.data_s,
+      bubble);
   WriteRow(m.step, RowFields(m, mfu_known));
 }
 
@@ -201,6 +206,19 @@ double PeakMemoryGib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // also KiB
+}
+
+void SetPeakMemory(DevicePlugin& device, StepMetrics& m) {
+  constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+  absl::StatusOr<DeviceMemoryInfo> info =
+      device.type() == DeviceType::kCpu ? absl::NotFoundError("") : device.MemoryInfo();
+  if (!info.ok()) {
+    m.mem_gib = PeakMemoryGib();
+    return;
+  }
+  m.device_memory = true;
+  m.mem_gib = static_cast<double>(info->peak_allocated_bytes) / kGib;
+  m.mem_reserved_gib = static_cast<double>(info->peak_reserved_bytes) / kGib;
 }
 
 double FlopPerToken(const LlamaConfig& config, int64_t seq_len) {

@@ -14,6 +14,7 @@
 #include "core/model/config.h"
 #include "core/runtime/tensorboard.h"
 #include "core/train/peak_flops.h"
+#include "titan/device.h"
 #include "titan/status.h"
 
 namespace titan {
@@ -24,8 +25,11 @@ struct StepMetrics {
   double tps = 0;      // tokens per second, this rank's share (see RankThroughput)
   double tflops = 0;   // achieved model TFLOP/s, this rank
   double mfu = 0;      // percent of the peak; above 100 the peak is wrong and it shows as n/a
-  double mem_gib = 0;  // peak resident memory
-  double data_s = 0;   // time spent loading the step's batches
+  double mem_gib = 0;  // peak memory: the host's resident peak, or the device's allocated peak
+  // On an accelerator: the most memory held from the device (allocated plus cached).
+  bool device_memory = false;
+  double mem_reserved_gib = 0;
+  double data_s = 0;  // time spent loading the step's batches
   // Pipeline parallelism: the idle fraction of the pp ranks' schedule time, measured over the
   // logged steps, and the schedule's theoretical one (F=1, B=2).
   bool pipeline = false;
@@ -80,6 +84,8 @@ Throughput RankThroughput(int64_t tokens, double seconds, int non_data_parallel,
 
 // Peak resident memory of this program since it started (exec), GiB.
 double PeakMemoryGib();
+// Sets m.mem_gib (and, on an accelerator, m.mem_reserved_gib) for the device the model is on.
+void SetPeakMemory(DevicePlugin& device, StepMetrics& m);
 // Training FLOPs per token: 6 per parameter outside the token embedding (TorchTitan's count; a
 // table tied to the output projection counts, as that projection is a matmul),
 // plus 6 * n_layers * dim * seq_len for attention's scores and weighted sums over the causal half

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/cpu_device.h"
+#include "tests/support/scrambled_device.h"
 
 namespace titan {
 namespace {
@@ -118,6 +120,38 @@ TEST_F(MetricsLogTest, AnMfuAbove100PercentIsNotAFactButABadPeak) {
                                "\"lr\": 0.000000e+00, \"tps\": 0.0, \"tflops\": 0.0500, "
                                "\"mfu\": null,"));
   EXPECT_THAT(jsonl, HasSubstr("\"mfu\": 40.000,"));
+}
+
+// An accelerator's peaks, from its device plugin; the CPU's, the process's resident peak.
+class PeaksDevice : public testing_support::ScrambledDevice {
+ public:
+  absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override {
+    DeviceMemoryInfo info;
+    info.peak_allocated_bytes = size_t{3} << 29;  // 1.5 GiB
+    info.peak_reserved_bytes = size_t{2} << 30;   // 2 GiB
+    return info;
+  }
+};
+
+TEST_F(MetricsLogTest, DeviceMemoryIsTheDevicesAllocatedAndReservedPeaks) {
+  PeaksDevice device;
+  StepMetrics m = Row(1, 10);
+  SetPeakMemory(device, m);
+  EXPECT_TRUE(m.device_memory);
+  EXPECT_DOUBLE_EQ(m.mem_gib, 1.5);
+  EXPECT_DOUBLE_EQ(m.mem_reserved_gib, 2.0);
+  absl::StatusOr<MetricsLog> log = MetricsLog::Open(dir_.string(), {1.0, "test"});
+  ASSERT_TRUE(log.ok()) << log.status();
+  log->Log(m);
+  EXPECT_THAT(ReadAll(dir_ / "metrics.jsonl"),
+              HasSubstr("\"mem_gib\": 1.5000, \"data_s\": 0.0000, \"mem_reserved_gib\": 2.0000}"));
+  EXPECT_THAT(said_.str(), HasSubstr("mem 1.50GiB (reserved 2.00GiB)"));
+
+  StepMetrics host = Row(2, 10);
+  SetPeakMemory(CpuDevice::Host(), host);
+  EXPECT_FALSE(host.device_memory);
+  EXPECT_GT(host.mem_gib, 0.0);
+  EXPECT_LE(host.mem_gib, PeakMemoryGib());  // the resident peak only grows
 }
 
 // Two tp ranks work on the same tokens, each on half the model: each counts half the tokens.

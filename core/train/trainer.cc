@@ -22,6 +22,7 @@
 #include "core/train/run_control.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
+#include "titan/float8.h"
 
 namespace titan {
 namespace {
@@ -147,6 +148,17 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                where.matmul_dtype == DType::kBF16
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
                    : "f32");
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    // The float8 section selects plugins of kind "float8" only, and only with the converter on.
+    if (plugin.section != "float8") continue;
+    const auto& float8 = static_cast<const Float8Plugin&>(*plugin.instance);
+    TITAN_ASSIGN_OR_RETURN(std::string recipe_name,
+                           recipe.section("float8").GetString("recipe_name"));
+    for (const std::string& line :
+         DescribeFloat8Linears(model->ConvertToFloat8(float8), recipe_name, float8.Recipe())) {
+      spdlog::info("{}", line);
+    }
+  }
   model->Initialize(static_cast<uint64_t>(seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", flavor,
                config.vocab_size, config.ParameterCount() / 1e6);
@@ -264,7 +276,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
       m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
-      m.mem_gib = PeakMemoryGib();
+      SetPeakMemory(mesh.device(), m);
       m.data_s = data_s / static_cast<double>(window_steps);
       if (pipeline != nullptr) {
         m.pipeline = true;

@@ -1,8 +1,11 @@
+// The Float8 casts (titan/float8_cast.h) against the OCP 8-bit floating point specification
+// (OFP8, v1.0), every code; and the recipes the float8 plugins describe.
 #include "titan/float8.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/runtime/plugin_registry.h"
@@ -11,107 +14,175 @@
 namespace titan::float8 {
 namespace {
 
-// Every finite code decodes to a value that encodes back to the same code.
-void CheckRoundTrip(const Float8Format& format, int finite_codes_expected) {
-  int finite = 0;
-  for (int code = 0; code < 256; ++code) {
-    float value = DecodeFloat8(static_cast<uint8_t>(code), format);
-    if (!std::isfinite(value)) continue;
-    ++finite;
-    if (value == 0.0f) {
-      EXPECT_EQ(EncodeFloat8(value, format) & 0x7f, 0) << code;
-      continue;
+// The specification's table, written out: E4M3 (bias 7, S.1111.111 is NaN, no infinities) and
+// E5M2 (bias 15, exponent 11111 holds the infinities and NaNs, as IEEE 754).
+float SpecE4M3(int code) {
+  const int s = code >> 7, e = (code >> 3) & 0xf, m = code & 0x7;
+  const double sign = s ? -1.0 : 1.0;
+  if (e == 0xf && m == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0) return static_cast<float>(sign * std::pow(2.0, -6) * (m / 8.0));
+  return static_cast<float>(sign * std::pow(2.0, e - 7) * (1.0 + m / 8.0));
+}
+
+float SpecE5M2(int code) {
+  const int s = code >> 7, e = (code >> 2) & 0x1f, m = code & 0x3;
+  const double sign = s ? -1.0 : 1.0;
+  if (e == 0x1f) {
+    return m == 0 ? static_cast<float>(sign * INFINITY) : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (e == 0) return static_cast<float>(sign * std::pow(2.0, -14) * (m / 4.0));
+  return static_cast<float>(sign * std::pow(2.0, e - 15) * (1.0 + m / 4.0));
+}
+
+struct Spec {
+  const Float8Format& format;
+  float (*decode)(int);
+  float max_finite;
+  int nans;
+};
+const Spec kSpecs[] = {{kE4M3, SpecE4M3, 448.0f, 2}, {kE5M2, SpecE5M2, 57344.0f, 6}};
+
+TEST(Float8Cast, EveryCodeDecodesAsTheSpecSays) {
+  for (const Spec& spec : kSpecs) {
+    int nans = 0;
+    for (int code = 0; code < 256; ++code) {
+      const float expected = spec.decode(code);
+      const float actual = DecodeFloat8(static_cast<uint8_t>(code), spec.format);
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(actual)) << "code " << code;
+        ++nans;
+        continue;
+      }
+      EXPECT_EQ(actual, expected) << "code " << code;
+      EXPECT_EQ(std::signbit(actual), (code & 0x80) != 0) << "code " << code;  // -0 too
     }
-    EXPECT_EQ(EncodeFloat8(value, format), code) << "code " << code << " value " << value;
-  }
-  EXPECT_EQ(finite, finite_codes_expected);
-}
-
-TEST(Float8Cast, E4M3RoundTripsEveryFiniteCode) { CheckRoundTrip(kE4M3, 254); }
-TEST(Float8Cast, E5M2RoundTripsEveryFiniteCode) { CheckRoundTrip(kE5M2, 248); }
-
-TEST(Float8Cast, KnownValues) {
-  EXPECT_EQ(DecodeFloat8(0x7e, kE4M3), 448.0f);                // largest e4m3
-  EXPECT_EQ(DecodeFloat8(0x01, kE4M3), std::ldexp(1.0f, -9));  // smallest subnormal
-  EXPECT_EQ(DecodeFloat8(0x38, kE4M3), 1.0f);
-  EXPECT_EQ(DecodeFloat8(0x7b, kE5M2), 57344.0f);
-  EXPECT_EQ(DecodeFloat8(0x3c, kE5M2), 1.0f);
-  EXPECT_TRUE(std::isinf(DecodeFloat8(0x7c, kE5M2)));
-  EXPECT_TRUE(std::isnan(DecodeFloat8(0x7f, kE4M3)));
-  EXPECT_TRUE(std::isnan(DecodeFloat8(EncodeFloat8(NAN, kE4M3), kE4M3)));
-}
-
-TEST(Float8Cast, RoundsToNearestEvenAndSaturates) {
-  // Between 1.0 (mantissa 000) and 1.125 (001) the tie goes to the even 1.0; between 1.125 and
-  // 1.25 (010) to the even 1.25.
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(1.0625f, kE4M3), kE4M3), 1.0f);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(1.1875f, kE4M3), kE4M3), 1.25f);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(1.07f, kE4M3), kE4M3), 1.125f);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(470.0f, kE4M3), kE4M3), 448.0f);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(-1e9f, kE4M3), kE4M3), -448.0f);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(INFINITY, kE5M2), kE5M2), 57344.0f);
-  // Subnormal ties: half the smallest subnormal rounds to zero (even), 1.5 of it to 2.
-  float tiny = std::ldexp(1.0f, -9);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(tiny / 2, kE4M3), kE4M3), 0.0f);
-  EXPECT_EQ(DecodeFloat8(EncodeFloat8(tiny * 1.5f, kE4M3), kE4M3), tiny * 2);
-}
-
-TEST(Float8Cast, RelativeErrorOfNormalsIsHalfAnUlp) {
-  std::mt19937 random(3);
-  std::uniform_real_distribution<float> uniform(-400.0f, 400.0f);
-  for (int i = 0; i < 10000; ++i) {
-    float x = uniform(random);
-    if (std::fabs(x) < 0.02f) continue;  // normals only
-    float y = DecodeFloat8(EncodeFloat8(x, kE4M3), kE4M3);
-    EXPECT_LE(std::fabs(y - x), std::fabs(x) * std::ldexp(1.0f, -4) * 1.0001f) << x;
+    EXPECT_EQ(nans, spec.nans);
   }
 }
 
-// The plugin configured directly: recipes refuse Float8 keys until the trainer uses them
-// (issue #18).
-std::unique_ptr<Float8Plugin> MakeTensorwise(std::vector<std::string> filter) {
+// The finite codes' values in increasing order (non-negative, +0 once), by the spec.
+std::vector<std::pair<float, int>> PositiveCodes(const Spec& spec) {
+  std::vector<std::pair<float, int>> codes;
+  for (int code = 0; code < 128; ++code) {
+    const float v = spec.decode(code);
+    if (std::isfinite(v)) codes.emplace_back(v, code);
+  }
+  std::sort(codes.begin(), codes.end());
+  return codes;
+}
+
+// Encoding rounds to the nearest code; a tie goes to the even code (mantissa ending in 0).
+TEST(Float8Cast, EncodesToTheNearestCodeTiesToEven) {
+  for (const Spec& spec : kSpecs) {
+    const auto codes = PositiveCodes(spec);
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const auto [value, code] = codes[i];
+      EXPECT_EQ(EncodeFloat8(value, spec.format), code) << value;
+      EXPECT_EQ(EncodeFloat8(-value, spec.format), code | 0x80) << -value;
+      if (i + 1 == codes.size()) continue;
+      const auto [next, next_code] = codes[i + 1];
+      const float middle = (value + next) / 2;  // exact: both are short binary fractions
+      const int even = (code & 1) == 0 ? code : next_code;
+      EXPECT_EQ(EncodeFloat8(middle, spec.format), even) << "tie " << middle;
+      EXPECT_EQ(EncodeFloat8(-middle, spec.format), even | 0x80) << "tie " << -middle;
+      EXPECT_EQ(EncodeFloat8(std::nextafter(middle, 0.0f), spec.format), code) << middle;
+      EXPECT_EQ(EncodeFloat8(std::nextafter(middle, INFINITY), spec.format), next_code) << middle;
+    }
+  }
+}
+
+TEST(Float8Cast, RandomValuesEncodeToTheNearestCode) {
+  std::mt19937 random(11);
+  for (const Spec& spec : kSpecs) {
+    const auto codes = PositiveCodes(spec);
+    std::uniform_real_distribution<float> exponent(-20.0f, std::log2(spec.max_finite));
+    for (int i = 0; i < 20000; ++i) {
+      const float x = std::exp2(exponent(random));
+      const uint8_t code = EncodeFloat8(x, spec.format);
+      const double error = std::fabs(static_cast<double>(spec.decode(code)) - x);
+      for (const auto& [value, other] : codes) {
+        EXPECT_LE(error, std::fabs(static_cast<double>(value) - x)) << x << " vs code " << other;
+      }
+    }
+  }
+}
+
+TEST(Float8Cast, SaturatesAndKeepsNaN) {
+  for (const Spec& spec : kSpecs) {
+    const int max_code = EncodeFloat8(spec.max_finite, spec.format);
+    EXPECT_EQ(spec.decode(max_code), spec.max_finite);
+    for (const float big : {spec.max_finite * 1.01f, spec.max_finite * 1.2f, 1e30f, INFINITY}) {
+      EXPECT_EQ(EncodeFloat8(big, spec.format), max_code) << big;
+      EXPECT_EQ(EncodeFloat8(-big, spec.format), max_code | 0x80) << -big;
+    }
+    EXPECT_TRUE(std::isnan(spec.decode(EncodeFloat8(NAN, spec.format))));
+    EXPECT_TRUE(std::isnan(spec.decode(EncodeFloat8(-NAN, spec.format))));
+    // Below half the smallest subnormal: zero, with the sign kept.
+    const float tiny = spec.decode(1);
+    EXPECT_EQ(EncodeFloat8(tiny * 0.49f, spec.format), 0);
+    EXPECT_EQ(EncodeFloat8(-tiny * 0.49f, spec.format), 0x80);
+  }
+}
+
+// Each plugin's recipe, as torchao's Float8LinearConfig.from_recipe_name builds it.
+std::unique_ptr<Float8Plugin> Make(const std::string& name, std::vector<std::string> filter) {
   static auto registry = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
-  auto plugin = std::move(registry->Create<Float8Plugin>("tensorwise")).value();
+  auto plugin = std::move(registry->Create<Float8Plugin>(name)).value();
   const ConfigView config("float8", {{"filter_fqns", {ConfigValue(std::move(filter)), "t.toml"}}});
   EXPECT_TRUE(plugin->Configure(config).ok());
   return plugin;
 }
 
-TEST(Tensorwise, ScalesTheLargestMagnitudeToTheLargestFinite) {
-  auto plugin = MakeTensorwise({"output"});
-  std::vector<float> x = {0.5f, -2.0f, 0.01f, 1.0f, 0.0f};
-  std::vector<uint8_t> q(x.size());
-  float inverse_scale = 0;
-  TensorView out{q.data(), DType::kF8E4M3, {}, {5}, {}};
-  ASSERT_TRUE(
-      plugin->Quantize(FlatF32(x.data(), 5), Float8Role::kWeight, out, FlatF32(&inverse_scale, 1))
-          .ok());
-  EXPECT_FLOAT_EQ(inverse_scale, 2.0f / 448.0f);
-  EXPECT_EQ(DecodeFloat8(q[1], kE4M3), -448.0f);
-  for (size_t i = 0; i < x.size(); ++i) {
-    float back = DecodeFloat8(q[i], kE4M3) * inverse_scale;
-    EXPECT_NEAR(back, x[i], std::fabs(x[i]) / 16 + 1e-6) << i;
-  }
-  EXPECT_FALSE(plugin->Converts("output"));
-  EXPECT_TRUE(plugin->Converts("layers.0.attention.wq"));
+void ExpectCast(const Float8Cast& cast, DType dtype, Float8Granularity granularity) {
+  EXPECT_EQ(cast.dtype, dtype);
+  EXPECT_EQ(cast.granularity, granularity);
 }
 
-TEST(Tensorwise, GradientsUseE5M2AndMismatchesAreErrors) {
-  auto plugin = MakeTensorwise({});
-  std::vector<float> x = {1e-3f, 3.0f};
-  std::vector<uint8_t> q(2);
-  float inverse_scale = 0;
-  TensorView e4m3{q.data(), DType::kF8E4M3, {}, {2}, {}};
-  auto wrong = plugin->Quantize(FlatF32(x.data(), 2), Float8Role::kGradOutput, e4m3,
-                                FlatF32(&inverse_scale, 1));
-  EXPECT_EQ(wrong.message(), "tensorwise float8: output must be 2 x f8e5m2, got 2 x f8e4m3");
-  TensorView e5m2{q.data(), DType::kF8E5M2, {}, {2}, {}};
-  ASSERT_TRUE(plugin
-                  ->Quantize(FlatF32(x.data(), 2), Float8Role::kGradOutput, e5m2,
-                             FlatF32(&inverse_scale, 1))
-                  .ok());
-  EXPECT_FLOAT_EQ(DecodeFloat8(q[1], kE5M2) * inverse_scale, 3.0f);
-  EXPECT_TRUE(plugin->Converts("output"));
+constexpr auto kTensor = Float8Granularity::kTensor;
+constexpr auto kRow = Float8Granularity::kRow;
+
+TEST(Float8Recipes, TensorwiseScalesPerTensorWithE5M2Gradients) {
+  const Float8Recipe r = Make("tensorwise", {})->Recipe();
+  ExpectCast(r.output.a, DType::kF8E4M3, kTensor);
+  ExpectCast(r.output.b, DType::kF8E4M3, kTensor);
+  ExpectCast(r.grad_input.a, DType::kF8E5M2, kTensor);
+  ExpectCast(r.grad_input.b, DType::kF8E4M3, kTensor);
+  ExpectCast(r.grad_weight.a, DType::kF8E5M2, kTensor);
+  ExpectCast(r.grad_weight.b, DType::kF8E4M3, kTensor);
+  EXPECT_FALSE(r.output.high_precision || r.grad_input.high_precision ||
+               r.grad_weight.high_precision);
+  EXPECT_FALSE(r.power_of_two_scales);
+}
+
+TEST(Float8Recipes, RowwiseScalesPerRowInE4M3WithPowerOfTwoScales) {
+  const Float8Recipe r = Make("rowwise", {})->Recipe();
+  for (const Float8GemmRecipe* gemm : {&r.output, &r.grad_input, &r.grad_weight}) {
+    EXPECT_FALSE(gemm->high_precision);
+    ExpectCast(gemm->a, DType::kF8E4M3, kRow);
+    ExpectCast(gemm->b, DType::kF8E4M3, kRow);
+  }
+  EXPECT_TRUE(r.power_of_two_scales);
+}
+
+TEST(Float8Recipes, RowwiseWithGwHpKeepsTheWeightGradientInHighPrecision) {
+  const Float8Recipe r = Make("rowwise_with_gw_hp", {})->Recipe();
+  ExpectCast(r.output.a, DType::kF8E4M3, kRow);
+  ExpectCast(r.output.b, DType::kF8E4M3, kRow);
+  ExpectCast(r.grad_input.a, DType::kF8E4M3, kRow);
+  ExpectCast(r.grad_input.b, DType::kF8E4M3, kTensor);  // torchao: the weight tensorwise here
+  EXPECT_FALSE(r.output.high_precision || r.grad_input.high_precision);
+  EXPECT_TRUE(r.grad_weight.high_precision);
+  EXPECT_TRUE(r.power_of_two_scales);
+}
+
+TEST(Float8Recipes, FilterFqnsKeepsMatchingLayersInHighPrecision) {
+  for (const std::string name : {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) {
+    auto filtered = Make(name, {"output", "feed_forward.w2"});
+    EXPECT_FALSE(filtered->Converts("output")) << name;
+    EXPECT_FALSE(filtered->Converts("layers.3.feed_forward.w2")) << name;
+    EXPECT_TRUE(filtered->Converts("layers.3.feed_forward.w1")) << name;
+    EXPECT_TRUE(Make(name, {})->Converts("output")) << name;
+  }
 }
 
 }  // namespace

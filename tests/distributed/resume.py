@@ -2,6 +2,9 @@
 """Checkpoint resumption tests on the debug recipe (20 steps, a dcp checkpoint every 10).
 
     resume.py --titan-run BIN --recipe FILE --work DIR --mode MODE [--ranks N]
+              [-- --section.key=value ...]
+
+The overrides after "--" go to every run (the Float8 resume test turns the converter on).
 
 exact     (--ranks N): a run resumed from the step-10 checkpoint of an uninterrupted run gives
           bit-identical losses for steps 11..20 and bit-identical final parameters; saves are
@@ -40,7 +43,8 @@ def command(args, out, ranks, *extra, tp=1, pp=1, cp=1):
            f"--parallelism.context_parallel_degree={cp}",
            f"--parallelism.tensor_parallel_degree={tp}",
            f"--parallelism.pipeline_parallel_degree={pp}", "--checkpoint.enable=true",
-           "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false", *extra]
+           "--checkpoint.interval=10", "--checkpoint.last_save_model_only=false",
+           *args.overrides, *extra]
     if ranks > 1:
         run = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + run
     return run
@@ -186,6 +190,8 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "reshard_cp", "killed"], required=True)
     parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("overrides", nargs="*",
+                        help="titan-run overrides for every run, after --, e.g. -- --job.device=cuda")
     args = parser.parse_args()
     {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "reshard_pp": reshard_pp,
      "reshard_cp": reshard_cp, "killed": killed}[args.mode](args)

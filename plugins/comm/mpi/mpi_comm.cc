@@ -20,6 +20,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -34,12 +35,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "plugins/comm/mpi/flight_recorder.h"
+#include "plugins/comm/common/flight_recorder.h"
+#include "plugins/comm/mpi/device_staging.h"
 #include "plugins/comm/mpi/primitives.h"
 #include "titan/comm.h"
 
 namespace titan::mpi {
 namespace {
+
+using comm::Clock;
+using comm::FlightRecorder;
 
 // What every communicator of this process shares.
 struct Job {
@@ -111,8 +116,13 @@ struct Staging {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<Job> job, bool owned = true)
-      : comm_(comm), name_(std::move(name)), job_(std::move(job)), owned_(owned) {
+  MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<Job> job,
+                  std::shared_ptr<StagingPool> staging, bool owned = true)
+      : comm_(comm),
+        name_(std::move(name)),
+        job_(std::move(job)),
+        staging_(std::move(staging)),
+        owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     members_ = WorldRanks(comm_, size_);
@@ -128,13 +138,32 @@ class MpiCommunicator : public Communicator {
   void UseTrainTimeout() override { job_->training.store(true); }
 
   absl::Status AllReduce(TensorView buffer, ReduceOp op) override {
+    if (staging_ != nullptr && OnDevice(buffer)) {
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer host, Stage("all-reduce", buffer, true));
+      return Unstage(AllReduce(host.host, op), host, buffer);
+    }
     return Guarded("all-reduce", [&] { return Reduce("all-reduce", buffer, buffer, op); });
   }
   absl::Status ReduceScatter(const TensorView& input, TensorView output, ReduceOp op) override {
+    if (staging_ != nullptr && (OnDevice(input) || OnDevice(output))) {
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer in, Stage("reduce-scatter", input, true));
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer out, Stage("reduce-scatter", output, false));
+      return Unstage(ReduceScatter(in.host, out.host, op), out, output, &in);
+    }
     return Guarded("reduce-scatter", [&] { return Reduce("reduce-scatter", input, output, op); });
   }
 
   absl::Status AllGather(const TensorView& input, TensorView output) override {
+    if (staging_ != nullptr && (OnDevice(input) || OnDevice(output))) {
+      TITAN_RETURN_IF_ERROR(CheckBuffers("all-gather", output, input, size_, true));
+      // This rank's chunk is copied into the host output and gathered in place.
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer out, Stage("all-gather", output, false));
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer in, Stage("all-gather", input, true));
+      TensorView chunk = in.host;
+      chunk.data = static_cast<char*>(out.host.data) + input.nbytes() * static_cast<size_t>(rank_);
+      std::memcpy(chunk.data, in.host.data, input.nbytes());
+      return Unstage(AllGather(chunk, out.host), out, output, &in);
+    }
     TITAN_RETURN_IF_ERROR(CheckBuffers("all-gather", output, input, size_));
     int bytes = static_cast<int>(input.nbytes());
     // Gathering in place (input is this rank's chunk of output) is what FSDP does.
@@ -147,6 +176,10 @@ class MpiCommunicator : public Communicator {
   }
 
   absl::Status Broadcast(TensorView buffer, int root) override {
+    if (staging_ != nullptr && OnDevice(buffer)) {
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer host, Stage("broadcast", buffer, rank_ == root));
+      return Unstage(Broadcast(host.host, root), host, buffer);
+    }
     TITAN_RETURN_IF_ERROR(CheckBuffers("broadcast", buffer, buffer, 1));
     TITAN_RETURN_IF_ERROR(CheckPeer("broadcast", root, true));
     return Run("broadcast", buffer.nbytes(), members_, nullptr, [&](MPI_Request* r) {
@@ -155,9 +188,17 @@ class MpiCommunicator : public Communicator {
   }
 
   absl::Status Send(const TensorView& buffer, int peer, int tag) override {
+    if (staging_ != nullptr && OnDevice(buffer)) {
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer host, Stage("send", buffer, true));
+      return Unstage(Send(host.host, peer, tag), host, std::nullopt);
+    }
     return PointToPoint("send", buffer, peer, tag);
   }
   absl::Status Recv(TensorView buffer, int peer, int tag) override {
+    if (staging_ != nullptr && OnDevice(buffer)) {
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer host, Stage("recv", buffer, false));
+      return Unstage(Recv(host.host, peer, tag), host, buffer);
+    }
     return PointToPoint("recv", buffer, peer, tag);
   }
 
@@ -191,7 +232,7 @@ class MpiCommunicator : public Communicator {
     }
     try {
       return std::unique_ptr<Communicator>(
-          new MpiCommunicator(part, absl::StrCat(name_, "/split(", color, ")"), job_));
+          new MpiCommunicator(part, absl::StrCat(name_, "/split(", color, ")"), job_, staging_));
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("split of ", name_, ": ", e.what()));
     }
@@ -212,6 +253,36 @@ class MpiCommunicator : public Communicator {
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("flight recorder: ", e.what()));
     }
+  }
+
+ private:
+  // A device buffer's host copy (device_staging.h).
+  absl::StatusOr<StagedBuffer> Stage(absl::string_view op, const TensorView& view, bool copy_in) {
+    if (!OnDevice(view)) {  // a host buffer beside a device one goes as it is
+      return StagedBuffer{view, nullptr};
+    }
+    absl::StatusOr<StagedBuffer> staged = StageIn(*staging_, op, view, copy_in);
+    if (!staged.ok()) {
+      return absl::Status(staged.status().code(),
+                          absl::StrCat(staged.status().message(), " (on ", name_, ")"));
+    }
+    return staged;
+  }
+
+ public:
+  // After the host operation `done`: copies `out` back into `target` (when given and on the
+  // device). A failed operation may leave MPI writing the host copies later: they are never
+  // reused.
+  absl::Status Unstage(absl::Status done, const StagedBuffer& out, std::optional<TensorView> target,
+                       const StagedBuffer* in = nullptr) {
+    if (!done.ok()) {
+      for (const StagedBuffer* staged : {&out, in}) {
+        if (staged != nullptr && staged->block != nullptr) staged->block->lost = true;
+      }
+      return done;
+    }
+    if (!target.has_value() || out.block == nullptr) return absl::OkStatus();
+    return StageOut(*staging_, out, *target);
   }
 
  private:
@@ -289,11 +360,13 @@ class MpiCommunicator : public Communicator {
   // `large` holds `chunks` times the elements of `small`, same dtype, both contiguous on the
   // CPU, and a message fits MPI's int count.
   absl::Status CheckBuffers(absl::string_view op, const TensorView& large, const TensorView& small,
-                            int chunks) const {
+                            int chunks, bool device_ok = false) const {
     for (const TensorView* view : {&large, &small}) {
-      if (view->device.type != DeviceType::kCpu || !view->is_contiguous()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op, " on ", name_, ": buffers must be contiguous and on the CPU"));
+      if ((!device_ok && view->device.type != DeviceType::kCpu) || !view->is_contiguous()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, " on ", name_, ": buffers must be contiguous and on the CPU",
+            staging_ == nullptr ? " (this communicator was given no device to stage through)"
+                                : " or the rank's device"));
       }
     }
     if (large.dtype != small.dtype || large.numel() != small.numel() * chunks) {
@@ -416,6 +489,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   std::string name_;
   std::shared_ptr<Job> job_;
+  std::shared_ptr<StagingPool> staging_;  // null on the CPU: host buffers only
   bool owned_ = true;  // freed with the communicator (MPI_COMM_WORLD itself is not)
   // The operation as a span of the profiled step on the thread that waited for it: from its start
   // when it was waited for at once, else from the wait (so spans nest on each thread's track).
@@ -464,8 +538,39 @@ class MpiTransfer : public Communicator::Transfer {
   absl::Status result_;
 };
 
+// A transfer of a device buffer through its host copy: a receive copies it back once waited.
+class StagedTransfer : public Communicator::Transfer {
+ public:
+  StagedTransfer(MpiCommunicator& comm, std::unique_ptr<Communicator::Transfer> transfer,
+                 StagedBuffer host, std::optional<TensorView> target)
+      : comm_(comm), transfer_(std::move(transfer)), host_(std::move(host)), target_(target) {}
+  ~StagedTransfer() override { Wait().IgnoreError(); }
+  absl::Status Wait() override {
+    if (!waited_) result_ = comm_.Unstage(transfer_->Wait(), host_, target_);
+    waited_ = true;
+    return result_;
+  }
+
+ private:
+  MpiCommunicator& comm_;
+  std::unique_ptr<Communicator::Transfer> transfer_;
+  StagedBuffer host_;
+  std::optional<TensorView> target_;  // the device buffer a receive fills
+  bool waited_ = false;
+  absl::Status result_;
+};
+
 absl::StatusOr<std::unique_ptr<Communicator::Transfer>> MpiCommunicator::StartTransfer(
     absl::string_view op, const TensorView& buffer, int peer, int tag) {
+  if (staging_ != nullptr && OnDevice(buffer)) {
+    const bool send = op == "send";
+    TITAN_ASSIGN_OR_RETURN(StagedBuffer host, Stage(op, buffer, send));
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Transfer> transfer,
+                           StartTransfer(op, host.host, peer, tag));
+    return std::unique_ptr<Transfer>(
+        new StagedTransfer(*this, std::move(transfer), std::move(host),
+                           send ? std::nullopt : std::optional<TensorView>(buffer)));
+  }
   return Guarded(op, [&]() -> absl::StatusOr<std::unique_ptr<Transfer>> {
     std::function<int(MPI_Request*)> start;
     TITAN_ASSIGN_OR_RETURN(auto peers, PointToPointStart(op, buffer, peer, tag, start));
@@ -474,36 +579,6 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> MpiCommunicator::StartTr
                            StartLocked(op, buffer.nbytes(), std::move(peers), nullptr, start));
     return std::unique_ptr<Transfer>(new MpiTransfer(*this, std::move(operation)));
   });
-}
-
-// MPI_Init waits for every rank of the job to start, for ever if one never does: it runs on
-// a thread of its own so the wait is bounded by the init timeout.
-absl::Status InitializeMpi(std::chrono::seconds timeout) {
-  struct Result {
-    int code = MPI_SUCCESS;
-    int provided = MPI_THREAD_SINGLE;
-  };
-  auto result = std::make_shared<std::promise<Result>>();
-  std::future<Result> done = result->get_future();
-  std::thread([result] {
-    Result r;
-    r.code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &r.provided);
-    result->set_value(r);
-  }).detach();
-  if (done.wait_for(timeout) != std::future_status::ready) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("MPI_Init did not complete within ", timeout.count(),
-                     "s: not every rank of the job started (comm.init_timeout_seconds)"));
-  }
-  Result r = done.get();
-  absl::Status init = MpiStatus(r.code);
-  if (!init.ok()) return absl::InternalError(absl::StrCat("MPI_Init_thread: ", init.message()));
-  if (r.provided < MPI_THREAD_MULTIPLE) {
-    return absl::FailedPreconditionError(
-        "MPI_Init_thread: this MPI library does not provide MPI_THREAD_MULTIPLE, which "
-        "titan's communication threads need");
-  }
-  return absl::OkStatus();
 }
 
 class MpiComm : public CommPlugin {
@@ -548,12 +623,18 @@ class MpiComm : public CommPlugin {
       job_->trace = options.trace;
       // A private copy of MPI_COMM_WORLD, so titan's traffic never matches anyone else's.
       // MPI_Comm_dup blocks until every rank arrives; a barrier first bounds that wait.
-      MpiCommunicator launched(MPI_COMM_WORLD, "launched", job_, /*owned=*/false);
+      MpiCommunicator launched(MPI_COMM_WORLD, "launched", job_, nullptr, /*owned=*/false);
       TITAN_RETURN_IF_ERROR(launched.JoinBarrier());
       MPI_Comm world;
       absl::Status dup = MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &world));
       if (!dup.ok()) return absl::InternalError(absl::StrCat("MPI_Comm_dup: ", dup.message()));
-      return std::unique_ptr<Communicator>(new MpiCommunicator(world, "world", job_));
+      // Device buffers are staged through the rank's device (device_staging.h).
+      std::shared_ptr<StagingPool> staging;
+      if (options.device != nullptr && options.device->type() != DeviceType::kCpu) {
+        staging = StagingPool::Create(*options.device);
+      }
+      return std::unique_ptr<Communicator>(
+          new MpiCommunicator(world, "world", job_, std::move(staging)));
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("connecting to the MPI job: ", e.what()));
     }

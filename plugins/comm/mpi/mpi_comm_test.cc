@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,10 +14,14 @@
 
 #include "core/runtime/device_mesh.h"
 #include "core/runtime/plugin_registry.h"
+#include "tests/support/scrambled_device.h"
 #include "titan/comm.h"
 
 namespace titan {
 namespace {
+
+using testing_support::Scrambled;
+using testing_support::ScrambledDevice;
 
 constexpr int kTimeoutSeconds = 2;
 
@@ -166,6 +171,94 @@ TEST(MpiCommTest, SendRecvBetweenPairs) {
   }
   EXPECT_EQ(theirs, (std::vector<float>{float(peer), 3.0f}));
   EXPECT_TRUE(world->Barrier().ok());
+}
+
+// Device buffers go through host copies made by the device's own copies: the scrambled
+// device's bytes are wrong unless unscrambled, so a communicator that read them in place, or
+// wrote results without the device's copy, would fail these.
+std::unique_ptr<Communicator> DeviceWorld(ScrambledDevice& device) {
+  JoinOptions options;
+  options.device = &device;
+  return std::move(Mpi().ConnectWorld(options)).value();
+}
+TensorView OnDevice(TensorView view) {
+  view.device = Device{DeviceType::kCuda, 0};
+  return view;
+}
+
+TEST(MpiCommTest, DeviceBuffersAreStagedThroughTheDevicesCopies) {
+  ScrambledDevice device;
+  auto world = DeviceWorld(device);
+  int n = world->size(), r = world->rank();
+  std::vector<float> v = Scrambled(std::vector<float>{float(r + 1), -2.0f});
+  ASSERT_TRUE(world->AllReduce(OnDevice(View(v)), ReduceOp::kSum).ok());
+  EXPECT_EQ(Scrambled(v), (std::vector<float>{n * (n + 1) / 2.0f, -2.0f * n}));
+
+  std::vector<float> in(2 * n), out(2);
+  for (int i = 0; i < 2 * n; ++i) in[i] = float(100 * r + i);
+  in = Scrambled(in);
+  ASSERT_TRUE(world->ReduceScatter(OnDevice(View(in)), OnDevice(View(out)), ReduceOp::kAvg).ok());
+  float ranks = 100.0f * (n - 1) / 2;
+  EXPECT_EQ(Scrambled(out), (std::vector<float>{ranks + float(2 * r), ranks + float(2 * r + 1)}));
+
+  // In place, as fsdp gathers: this rank's chunk is a slice of the output.
+  std::vector<int32_t> gathered(2 * n, 0), expected;
+  for (int i = 0; i < n; ++i) expected.insert(expected.end(), {i, -i});
+  std::vector<int32_t> mine = Scrambled(std::vector<int32_t>{r, -r});
+  std::copy(mine.begin(), mine.end(), gathered.begin() + 2 * r);
+  TensorView chunk = OnDevice(View(gathered, DType::kI32));
+  chunk.data = gathered.data() + 2 * r;
+  chunk.shape = {2};
+  ASSERT_TRUE(world->AllGather(chunk, OnDevice(View(gathered, DType::kI32))).ok());
+  EXPECT_EQ(Scrambled(gathered), expected);
+
+  std::vector<float> b = Scrambled(std::vector<float>{float(r), 0.25f});
+  ASSERT_TRUE(world->Broadcast(OnDevice(View(b)), n - 1).ok());
+  EXPECT_EQ(Scrambled(b), (std::vector<float>{float(n - 1), 0.25f}));
+  EXPECT_GT(device.scrambled_compute().copies, 0);
+
+  // Host buffers beside it go straight through: no copy, no staging memory.
+  const int copies = device.scrambled_compute().copies, blocks = device.host_allocations;
+  std::vector<float> host = {1.0f};
+  ASSERT_TRUE(world->AllReduce(View(host), ReduceOp::kSum).ok());
+  EXPECT_EQ(host[0], float(n));
+  EXPECT_EQ(device.scrambled_compute().copies, copies);
+  EXPECT_EQ(device.host_allocations, blocks);
+}
+
+TEST(MpiCommTest, DeviceSendRecvBlockingAndStarted) {
+  ScrambledDevice device;
+  auto world = DeviceWorld(device);
+  int r = world->rank();
+  if (world->size() == 1) return;
+  int peer = r ^ 1;
+  std::vector<float> mine = Scrambled(std::vector<float>{float(r), 3.0f}), theirs(2);
+  if (r % 2 == 0) {
+    ASSERT_TRUE(world->Send(OnDevice(View(mine)), peer, 6).ok());
+    ASSERT_TRUE(world->Recv(OnDevice(View(theirs)), peer, 6).ok());
+  } else {
+    ASSERT_TRUE(world->Recv(OnDevice(View(theirs)), peer, 6).ok());
+    ASSERT_TRUE(world->Send(OnDevice(View(mine)), peer, 6).ok());
+  }
+  EXPECT_EQ(Scrambled(theirs), (std::vector<float>{float(peer), 3.0f}));
+
+  // Both started before either is waited for: the receive is copied back on Wait.
+  std::vector<float> received(2, 0.0f);
+  auto send = world->StartSend(OnDevice(View(mine)), peer, 7);
+  auto recv = world->StartRecv(OnDevice(View(received)), peer, 7);
+  ASSERT_TRUE(send.ok() && recv.ok());
+  ASSERT_TRUE((*recv)->Wait().ok());
+  ASSERT_TRUE((*send)->Wait().ok());
+  EXPECT_EQ(Scrambled(received), (std::vector<float>{float(peer), 3.0f}));
+  EXPECT_TRUE(world->Barrier().ok());
+}
+
+TEST(MpiCommTest, DeviceBuffersWithoutADeviceAreRefused) {
+  auto world = World();
+  std::vector<float> v(1);
+  absl::Status refused = world->AllReduce(OnDevice(View(v)), ReduceOp::kSum);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("was given no device"), std::string::npos) << refused;
 }
 
 TEST(MpiCommTest, SplitByParityOrderedByKey) {

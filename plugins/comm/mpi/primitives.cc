@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -93,6 +95,36 @@ WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
   }
+}
+
+// MPI_Init waits for every rank of the job to start, for ever if one never does: it runs on
+// a thread of its own so the wait is bounded by the init timeout.
+absl::Status InitializeMpi(std::chrono::seconds timeout) {
+  struct Result {
+    int code = MPI_SUCCESS;
+    int provided = MPI_THREAD_SINGLE;
+  };
+  auto result = std::make_shared<std::promise<Result>>();
+  std::future<Result> done = result->get_future();
+  std::thread([result] {
+    Result r;
+    r.code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &r.provided);
+    result->set_value(r);
+  }).detach();
+  if (done.wait_for(timeout) != std::future_status::ready) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("MPI_Init did not complete within ", timeout.count(),
+                     "s: not every rank of the job started (comm.init_timeout_seconds)"));
+  }
+  Result r = done.get();
+  absl::Status init = MpiStatus(r.code);
+  if (!init.ok()) return absl::InternalError(absl::StrCat("MPI_Init_thread: ", init.message()));
+  if (r.provided < MPI_THREAD_MULTIPLE) {
+    return absl::FailedPreconditionError(
+        "MPI_Init_thread: this MPI library does not provide MPI_THREAD_MULTIPLE, which "
+        "titan's communication threads need");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace titan::mpi

@@ -1,5 +1,6 @@
 // The small pieces the MPI communicator is built from: element types, bf16 staging, turning
-// MPI error codes into Status, and waiting on a request against a deadline.
+// MPI error codes into Status, waiting on a request against a deadline, and starting MPI.
+// The nccl plugin bootstraps over MPI with them too.
 #ifndef TITAN_PLUGINS_COMM_MPI_PRIMITIVES_H_
 #define TITAN_PLUGINS_COMM_MPI_PRIMITIVES_H_
 
@@ -35,6 +36,10 @@ enum class WaitResult : uint8_t { kDone, kTimedOut, kFailed };
 // when given, runs while the wait goes on (it serves flight-record requests).
 WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
                      int& error_code, const std::function<void()>& between_polls = nullptr);
+
+// MPI_Init_thread at MPI_THREAD_MULTIPLE on a thread of its own, so that waiting for every
+// rank of the job to start is bounded by `timeout` (comm.init_timeout_seconds).
+absl::Status InitializeMpi(std::chrono::seconds timeout);
 
 }  // namespace titan::mpi
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "titan/communicator.h"
+#include "titan/device.h"
 #include "titan/plugin.h"
 #include "titan/trace.h"
 
@@ -16,6 +17,10 @@ struct JoinOptions {
   std::string dump_folder;  // job.dump_folder: diagnostics such as flight records go under it
   // Receives each collective as a span while a step is profiled; null when profiling is off.
   TraceSink* trace = nullptr;
+  // The device this rank computes on (null: the CPU). A device communicator (nccl) enqueues on
+  // its compute's stream; a host communicator (mpi) stages this device's buffers through host
+  // memory it allocates with AllocateHost.
+  DevicePlugin* device = nullptr;
 };
 
 class CommPlugin : public Plugin {

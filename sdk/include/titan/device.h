@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <utility>
 
 #include "titan/compute.h"
@@ -16,7 +17,10 @@ namespace titan {
 struct DeviceMemoryInfo {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
-  size_t peak_allocated_bytes = 0;
+  size_t peak_allocated_bytes = 0;  // the most bytes this process's tensors held at once
+  // The most bytes this process held from the device at once: allocated plus what an allocator
+  // keeps cached; equal to peak_allocated_bytes for a device that allocates directly.
+  size_t peak_reserved_bytes = 0;
 };
 
 class DevicePlugin : public Plugin {
@@ -37,6 +41,19 @@ class DevicePlugin : public Plugin {
   // The kernels of the selected device (titan/compute.h); null for a device that only allocates
   // and copies, which titan-run refuses to train on, naming the device.
   virtual Compute* compute() { return nullptr; }
+  // Host memory for staging this device's buffers: page-locked where the device has such
+  // memory (faster copies), plain host memory otherwise. Free it with FreeHost.
+  virtual absl::StatusOr<void*> AllocateHost(size_t bytes) {
+    void* pointer = ::operator new(bytes > 0 ? bytes : 1, std::nothrow);
+    if (pointer == nullptr) {
+      return absl::ResourceExhaustedError("AllocateHost: out of host memory");
+    }
+    return pointer;
+  }
+  virtual absl::Status FreeHost(void* pointer) {
+    ::operator delete(pointer);
+    return absl::OkStatus();
+  }
 };
 
 // Memory on a device, zero-filled, returned to it when the buffer goes. Move-only; the device

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace titan::float8 {
 
@@ -40,22 +41,23 @@ inline float DecodeFloat8(uint8_t code, const Float8Format& format) {
 inline uint8_t EncodeFloat8(float x, const Float8Format& format) {
   if (std::isnan(x)) return kNaNCode;
   const int m = format.mantissa_bits;
-  const int min_exponent = 1 - format.exponent_bias;  // of the smallest normal
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  float magnitude = std::fmin(std::fabs(x), format.max_finite);
-  int exponent = 0;
-  std::frexp(magnitude, &exponent);
-  exponent = std::max(exponent - 1, min_exponent);  // subnormals share the smallest quantum
-  // Scaling by a power of two is exact, so rint rounds the true value (ties to even).
-  float units = std::rint(std::ldexp(magnitude, m - exponent));
-  float rounded = std::fmin(std::ldexp(units, exponent - m), format.max_finite);
-  if (rounded == 0.0f) return sign;
-  std::frexp(rounded, &exponent);
-  exponent -= 1;
-  if (exponent < min_exponent) {
-    return sign | static_cast<uint8_t>(std::ldexp(rounded, format.exponent_bias - 1 + m));
+  const float magnitude = std::fmin(std::fabs(x), format.max_finite);
+  // Below the smallest normal, codes count quanta of 2^(1 - bias - m): scaling by a power of two
+  // is exact, so rint rounds the true value, ties to even (2^m quanta is the smallest normal's
+  // code, which the count then spells).
+  const int below_normal = m + format.exponent_bias - 1;
+  if (magnitude < std::ldexp(1.0f, 1 - format.exponent_bias)) {
+    return sign | static_cast<uint8_t>(std::rint(std::ldexp(magnitude, below_normal)));
   }
-  const int mantissa = static_cast<int>(std::ldexp(rounded, m - exponent)) - (1 << m);
+  // A normal: round the f32 mantissa to m bits, ties to even, on its bits (a carry moves into
+  // the exponent as it should); the largest finite value is a code, so nothing rounds past it.
+  uint32_t bits = 0;
+  std::memcpy(&bits, &magnitude, sizeof(bits));
+  const int shift = 23 - m;
+  bits += (1u << (shift - 1)) - 1 + ((bits >> shift) & 1);
+  const int exponent = static_cast<int>(bits >> 23) - 127;
+  const int mantissa = static_cast<int>(bits >> shift) & ((1 << m) - 1);
   return sign | static_cast<uint8_t>(((exponent + format.exponent_bias) << m) | mantissa);
 }
 

@@ -1,7 +1,8 @@
 // Each rank's last N collectives, kept so that a hang or a crash can be diagnosed after the
-// fact: which collective every rank was in, with whom, and for how long.
-#ifndef TITAN_PLUGINS_COMM_MPI_FLIGHT_RECORDER_H_
-#define TITAN_PLUGINS_COMM_MPI_FLIGHT_RECORDER_H_
+// fact: which collective every rank was in, with whom, and for how long. Shared by the comm
+// plugins (mpi, nccl), each compiling it in.
+#ifndef TITAN_PLUGINS_COMM_COMMON_FLIGHT_RECORDER_H_
+#define TITAN_PLUGINS_COMM_COMMON_FLIGHT_RECORDER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "titan/status.h"
 
-namespace titan::mpi {
+namespace titan::comm {
 
 using Clock = std::chrono::system_clock;
 
@@ -50,6 +51,6 @@ class FlightRecorder {
   int64_t first_handle_ = 0;  // handle of records_.front()
 };
 
-}  // namespace titan::mpi
+}  // namespace titan::comm
 
-#endif  // TITAN_PLUGINS_COMM_MPI_FLIGHT_RECORDER_H_
+#endif  // TITAN_PLUGINS_COMM_COMMON_FLIGHT_RECORDER_H_

@@ -1,4 +1,4 @@
-#include "plugins/comm/mpi/flight_recorder.h"
+#include "plugins/comm/common/flight_recorder.h"
 
 #include <filesystem>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace titan::mpi {
+namespace titan::comm {
 namespace {
 
 int64_t Microseconds(Clock::time_point t) {
@@ -81,4 +81,4 @@ absl::StatusOr<std::string> FlightRecorder::Dump(absl::string_view reason) const
   return path;
 }
 
-}  // namespace titan::mpi
+}  // namespace titan::comm

@@ -1,0 +1,138 @@
+#include "core/model/float8_linear.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace titan {
+namespace {
+
+// The FP8 GEMMs (cuBLASLt, torch._scaled_mm) need every dimension of a weight divisible by 16.
+constexpr int64_t kFloat8Alignment = 16;
+
+const char* FormatName(DType dtype) { return dtype == DType::kF8E5M2 ? "e5m2" : "e4m3"; }
+
+std::string DescribeGemm(const char* name, const Float8GemmRecipe& gemm) {
+  if (gemm.high_precision) return absl::StrCat(name, " high precision");
+  auto cast = [](const Float8Cast& c) {
+    return absl::StrCat(FormatName(c.dtype),
+                        c.granularity == Float8Granularity::kRow ? "/row" : "/tensor");
+  };
+  return absl::StrCat(name, " ", cast(gemm.a), " x ", cast(gemm.b));
+}
+
+}  // namespace
+
+std::vector<Float8LinearChoice> ChooseFloat8Linears(std::vector<Float8LinearChoice> linears,
+                                                    const Float8Plugin& plugin) {
+  for (Float8LinearChoice& linear : linears) {
+    const bool aligned = std::all_of(linear.shape.begin(), linear.shape.end(),
+                                     [](int64_t d) { return d % kFloat8Alignment == 0; });
+    linear.outcome = !plugin.Converts(linear.fqn) ? Float8LinearChoice::kFiltered
+                     : !aligned                   ? Float8LinearChoice::kShapeNotDivisibleBy16
+                                                  : Float8LinearChoice::kFloat8;
+  }
+  return linears;
+}
+
+std::vector<std::string> DescribeFloat8Linears(const std::vector<Float8LinearChoice>& choices,
+                                               absl::string_view recipe_name,
+                                               const Float8Recipe& recipe) {
+  std::vector<std::string> converted, lines;
+  for (const Float8LinearChoice& c : choices) {
+    if (c.outcome == Float8LinearChoice::kFloat8) converted.push_back(c.fqn);
+  }
+  lines.push_back(absl::StrCat("[float8] recipe ", recipe_name, ": ",
+                               DescribeGemm("output", recipe.output), ", ",
+                               DescribeGemm("grad_input", recipe.grad_input), ", ",
+                               DescribeGemm("grad_weight", recipe.grad_weight),
+                               recipe.power_of_two_scales ? "; power-of-two scales" : ""));
+  lines.push_back(absl::StrCat(
+      "[float8] ", converted.size(), " of ", choices.size(),
+      " linear layers in Float8: ", converted.empty() ? "none" : absl::StrJoin(converted, ", ")));
+  for (const Float8LinearChoice& c : choices) {
+    if (c.outcome == Float8LinearChoice::kFiltered) {
+      lines.push_back(absl::StrCat("[float8] ", c.fqn,
+                                   " stays in high precision: matched by float8.filter_fqns"));
+    } else if (c.outcome == Float8LinearChoice::kShapeNotDivisibleBy16) {
+      lines.push_back(absl::StrCat("[float8] ", c.fqn, " stays in high precision: its weight [",
+                                   absl::StrJoin(c.shape, ", "), "] is not divisible by ",
+                                   kFloat8Alignment));
+    }
+  }
+  return lines;
+}
+
+Float8Linears::Float8Linears(const Float8Recipe& recipe, Compute& compute, DevicePlugin* device,
+                             const std::vector<Float8LinearChoice>& choices)
+    : recipe_(recipe), compute_(&compute), device_(device) {
+  for (const Float8LinearChoice& c : choices) {
+    if (c.outcome != Float8LinearChoice::kFloat8) continue;
+    if (c.weight >= static_cast<int>(converted_.size())) converted_.resize(c.weight + 1, false);
+    converted_[c.weight] = true;
+  }
+}
+
+absl::Status Float8Linears::Forward(const TensorView& in, const TensorView& w, TensorView out,
+                                    bool accumulate) {
+  return Gemm(recipe_.output, in, false, w, false, accumulate ? 1.0f : 0.0f, out);
+}
+
+absl::Status Float8Linears::InputGrad(const TensorView& dout, const TensorView& w,
+                                      TensorView dinp) {
+  return Gemm(recipe_.grad_input, dout, false, w, true, 1.0f, dinp);
+}
+
+absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView& in,
+                                       TensorView dw) {
+  return Gemm(recipe_.grad_weight, dout, true, in, true, 1.0f, dw);
+}
+
+absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales,
+                                    int64_t b_scales) {
+  const int64_t want[4] = {a_codes, b_codes, a_scales, b_scales};
+  if (std::equal(want, want + 4, reserved_, [](int64_t w, int64_t r) { return w <= r; })) {
+    return absl::OkStatus();
+  }
+  for (int i = 0; i < 4; ++i) reserved_[i] = std::max(reserved_[i], want[i]);
+  ArenaPlan plan;
+  TITAN_RETURN_IF_ERROR(plan.Add("a", {reserved_[0]}, DType::kF8E4M3).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("b", {reserved_[1]}, DType::kF8E4M3).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("a_scales", {reserved_[2]}).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("b_scales", {reserved_[3]}).status());
+  TITAN_ASSIGN_OR_RETURN(scratch_, Arena::Allocate(plan, device_, "float8 scratch"));
+  return absl::OkStatus();
+}
+
+absl::Status Float8Linears::Gemm(const Float8GemmRecipe& gemm, const TensorView& a,
+                                 bool transpose_a, const TensorView& b, bool transpose_b,
+                                 float beta, TensorView c) {
+  if (gemm.high_precision) {
+    // Gemm's c = op(a) . op(b) with op(b) [k, n]: Float8Gemm's b^T.
+    return compute_->Gemm(a, transpose_a, b, !transpose_b, 1.0f, beta, c);
+  }
+  const int64_t m = a.shape[transpose_a ? 1 : 0], k = a.shape[transpose_a ? 0 : 1];
+  const int64_t n = b.shape[transpose_b ? 1 : 0];
+  const bool row_a = gemm.a.granularity == Float8Granularity::kRow;
+  const bool row_b = gemm.b.granularity == Float8Granularity::kRow;
+  TITAN_RETURN_IF_ERROR(Reserve(m * k, n * k, row_a ? m : 1, row_b ? n : 1));
+  auto view = [&](int entry, DType dtype, std::vector<int64_t> shape) {
+    TensorView v = scratch_.at(entry).view();
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    v.strides.clear();
+    return v;
+  };
+  TensorView qa = view(0, gemm.a.dtype, {m, k}), qb = view(1, gemm.b.dtype, {n, k});
+  TensorView sa = view(2, DType::kF32, {row_a ? m : 1}), sb = view(3, DType::kF32, {row_b ? n : 1});
+  TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(
+      a, {gemm.a.granularity, recipe_.power_of_two_scales, transpose_a}, qa, sa));
+  TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(
+      b, {gemm.b.granularity, recipe_.power_of_two_scales, transpose_b}, qb, sb));
+  last_[0] = {qa, sa};
+  last_[1] = {qb, sb};
+  return compute_->Float8Gemm(qa, sa, qb, sb, 1.0f, beta, c);
+}
+
+}  // namespace titan

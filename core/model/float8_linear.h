@@ -1,0 +1,84 @@
+// The float8 converter (model.converters = ["float8"]): the model's linear layers y = x W^T run
+// their three GEMMs (output, grad_input, grad_weight) through the compute's Float8Quantize and
+// Float8Gemm as a float8 recipe plugin describes them (titan/float8.h), accumulating in f32
+// into f32 outputs. Weights, gradients and checkpoints stay f32: Float8 is a compute format.
+#ifndef TITAN_CORE_MODEL_FLOAT8_LINEAR_H_
+#define TITAN_CORE_MODEL_FLOAT8_LINEAR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor/arena.h"
+#include "titan/compute.h"
+#include "titan/float8.h"
+
+namespace titan {
+
+// One linear layer the converter looked at: its weight's parameter index, its fully qualified
+// name ("layers.0.attention.wq", "output"), its weight's [out_features, in_features] and the
+// outcome.
+struct Float8LinearChoice {
+  int weight = -1;
+  std::string fqn;
+  std::vector<int64_t> shape;
+  enum Outcome { kFloat8, kFiltered, kShapeNotDivisibleBy16 } outcome = kFloat8;
+};
+
+// Which of `linears` (weight, fqn and shape set) run in Float8: not those the plugin's filter
+// keeps in high precision, nor those with a dimension not divisible by 16 (the FP8 GEMMs'
+// alignment, as TorchTitan's filter).
+std::vector<Float8LinearChoice> ChooseFloat8Linears(std::vector<Float8LinearChoice> linears,
+                                                    const Float8Plugin& plugin);
+// The log lines: the recipe's casts, the layers in Float8 and those left in high precision
+// with why.
+std::vector<std::string> DescribeFloat8Linears(const std::vector<Float8LinearChoice>& choices,
+                                               absl::string_view recipe_name,
+                                               const Float8Recipe& recipe);
+
+class Float8Linears {
+ public:
+  Float8Linears(const Float8Recipe& recipe, Compute& compute, DevicePlugin* device,
+                const std::vector<Float8LinearChoice>& choices);
+
+  // Whether the linear layer of this weight (a parameter index) runs in Float8.
+  bool Converts(int weight) const {
+    return weight >= 0 && weight < static_cast<int>(converted_.size()) && converted_[weight];
+  }
+  const Float8Recipe& recipe() const { return recipe_; }
+
+  // out [n, out] = in [n, in] . w [out, in]^T, or += with accumulate.
+  absl::Status Forward(const TensorView& in, const TensorView& w, TensorView out, bool accumulate);
+  // dinp [n, in] += dout [n, out] . w [out, in].
+  absl::Status InputGrad(const TensorView& dout, const TensorView& w, TensorView dinp);
+  // dw [out, in] += dout [n, out]^T . in [n, in]; in high precision (the operands' dtype) if the
+  // recipe says so.
+  absl::Status WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw);
+
+  // The last Float8 GEMM's operands as Float8Gemm took them (a: 0, b: 1): their codes and
+  // inverse scales, in the device scratch the next GEMM overwrites. For tests and debugging.
+  struct Operand {
+    TensorView codes, inverse_scales;
+  };
+  const Operand& last_operand(int index) const { return last_[index]; }
+
+ private:
+  // c [m, n] = op(a) . op(b)^T (+ c with beta 1), op transposing when asked, each operand cast as
+  // `gemm` says: Float8Gemm takes both with the reduced dimension last.
+  absl::Status Gemm(const Float8GemmRecipe& gemm, const TensorView& a, bool transpose_a,
+                    const TensorView& b, bool transpose_b, float beta, TensorView c);
+  // Device scratch for the two operands' codes and scales, grown to the largest GEMM seen.
+  absl::Status Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales, int64_t b_scales);
+
+  Float8Recipe recipe_;
+  Compute* compute_;
+  DevicePlugin* device_;
+  std::vector<bool> converted_;  // per parameter index
+  Arena scratch_;
+  int64_t reserved_[4] = {0, 0, 0, 0};
+  Operand last_[2];
+};
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_FLOAT8_LINEAR_H_

@@ -1,0 +1,529 @@
+// The `nccl` comm plugin: the job's communicators over NCCL, for buffers in GPU memory.
+// mpirun stays the launcher: each communicator's ncclUniqueId is broadcast over MPI, and a
+// split forms its members with MPI_Comm_split before NCCL connects them.
+//
+// Stream order, as titan/communicator.h says: each call waits (on the GPU) for the work
+// queued on the compute's current stream, runs on this communicator's own stream, and the
+// compute stream then waits for it; the call returns once queued. Communicators are created
+// non-blocking, so joining is bounded by comm.init_timeout_seconds; every operation is bounded
+// by the watchdog (watchdog.h), which aborts a communicator that does not finish in time.
+// NCCL has no message tags: sends and receives between two ranks match in the order issued.
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/comm/common/flight_recorder.h"
+#include "plugins/comm/mpi/primitives.h"
+#include "plugins/comm/nccl/nccl_library.h"
+#include "plugins/comm/nccl/watchdog.h"
+#include "titan/comm.h"
+
+namespace titan::nccl {
+namespace {
+
+using comm::Clock;
+
+// What every communicator of this process shares.
+struct Job {
+  Job(std::chrono::seconds init_timeout, std::chrono::seconds timeout, int world_rank,
+      size_t trace_size, std::string trace_folder, int device)
+      : init_timeout(init_timeout),
+        timeout(timeout),
+        world_rank(world_rank),
+        device(device),
+        recorder(trace_size, std::move(trace_folder), world_rank),
+        watchdog(recorder, device) {}
+  std::chrono::seconds Timeout() const { return training.load() ? timeout : init_timeout; }
+  std::chrono::seconds init_timeout;
+  std::chrono::seconds timeout;
+  std::atomic<bool> training{false};
+  int world_rank;
+  int device;  // the CUDA device of this rank
+  comm::FlightRecorder recorder;
+  Watchdog watchdog;  // after the recorder it reports to
+};
+
+absl::StatusOr<ncclDataType_t> ReductionType(DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kI32:
+    case DType::kI64:
+      if (op == ReduceOp::kAvg) break;  // as the mpi plugin: no integer averages
+      return dtype == DType::kI32 ? ncclInt32 : ncclInt64;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot reduce ", DTypeName(dtype), " elements with this operation"));
+}
+
+ncclRedOp_t ReductionOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+// The MPI_COMM_WORLD ranks of a communicator's members, in its rank order.
+std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return std::make_shared<const std::vector<int>>(std::move(global));
+}
+
+// Waits for an MPI request against `timeout`, naming `what` when it does not complete.
+absl::Status WaitMpi(MPI_Request& request, std::chrono::seconds timeout, const std::string& what) {
+  int code = MPI_SUCCESS;
+  switch (mpi::WaitUntil(request, std::chrono::steady_clock::now() + timeout, code)) {
+    case mpi::WaitResult::kDone:
+      return absl::OkStatus();
+    case mpi::WaitResult::kTimedOut:
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, " did not complete within ", timeout.count(), "s (comm.init_timeout_seconds)"));
+    case mpi::WaitResult::kFailed:
+      break;
+  }
+  return absl::InternalError(absl::StrCat(what, ": ", mpi::MpiStatus(code).message()));
+}
+
+// Waits for a non-blocking NCCL call (init, and any call that answers ncclInProgress).
+absl::Status WaitNccl(ncclComm_t comm, ncclResult_t result, const char* call,
+                      std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (result == ncclInProgress) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("nccl: ", call, " did not complete within ", timeout.count(), "s"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t queried = Nccl().CommGetAsyncError(comm, &state);
+    result = queried != ncclSuccess ? queried : state;
+  }
+  return NcclStatus(result, call);
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  // Connects the ranks of `mpi` (owned from here) into an NCCL communicator named `name`.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(MPI_Comm mpi, std::string name,
+                                                                  std::shared_ptr<Job> job,
+                                                                  Compute& compute) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(mpi, &rank);
+    MPI_Comm_size(mpi, &size);
+    const std::string what = absl::StrCat("rank ", job->world_rank, ": connecting ", name);
+    ncclUniqueId id;
+    if (rank == 0) {
+      TITAN_RETURN_IF_ERROR(NcclStatus(Nccl().GetUniqueId(&id), "ncclGetUniqueId"));
+    }
+    MPI_Request request;
+    int code = MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, mpi, &request);
+    if (code != MPI_SUCCESS) return mpi::MpiStatus(code);
+    TITAN_RETURN_IF_ERROR(WaitMpi(request, job->init_timeout, what + " (ncclUniqueId broadcast)"));
+    TITAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(job->device), "cudaSetDevice"));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // so that joining is bounded by the init timeout
+    ncclComm_t comm = nullptr;
+    ncclResult_t init = Nccl().CommInitRankConfig(&comm, size, id, rank, &config);
+    absl::Status joined = WaitNccl(comm, init, "ncclCommInitRankConfig", job->init_timeout);
+    if (!joined.ok()) {
+      if (comm != nullptr) Nccl().CommAbort(comm);
+      MPI_Comm_free(&mpi);
+      return absl::Status(joined.code(), absl::StrCat(what, ": ", joined.message(),
+                                                      "; the communicator was aborted"));
+    }
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ready = nullptr;
+    absl::Status created = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                      "cudaStreamCreateWithFlags");
+    if (created.ok()) {
+      created = CudaStatus(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                           "cudaEventCreateWithFlags");
+    }
+    auto state = std::make_shared<CommState>(comm, stream);
+    if (!created.ok()) return created;
+    return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
+        mpi, std::move(name), std::move(job), compute, std::move(state), ready, rank, size));
+  }
+
+  ~NcclCommunicator() override {
+    cudaEventDestroy(ready_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&mpi_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void UseTrainTimeout() override { job_->training.store(true); }
+
+  absl::Status AllReduce(TensorView buffer, ReduceOp op) override {
+    TITAN_RETURN_IF_ERROR(Check("all-reduce", buffer, buffer, 1));
+    TITAN_ASSIGN_OR_RETURN(ncclDataType_t type, Type("all-reduce", buffer.dtype, op));
+    return Enqueue("all-reduce", buffer.nbytes(), members_,
+                   [&](cudaStream_t s) {
+                     return Nccl().AllReduce(buffer.data, buffer.data,
+                                             static_cast<size_t>(buffer.numel()), type,
+                                             ReductionOp(op), state_->comm(), s);
+                   })
+        .status();
+  }
+
+  absl::Status ReduceScatter(const TensorView& input, TensorView output, ReduceOp op) override {
+    TITAN_RETURN_IF_ERROR(Check("reduce-scatter", input, output, size_));
+    TITAN_ASSIGN_OR_RETURN(ncclDataType_t type, Type("reduce-scatter", input.dtype, op));
+    return Enqueue("reduce-scatter", input.nbytes(), members_,
+                   [&](cudaStream_t s) {
+                     return Nccl().ReduceScatter(input.data, output.data,
+                                                 static_cast<size_t>(output.numel()), type,
+                                                 ReductionOp(op), state_->comm(), s);
+                   })
+        .status();
+  }
+
+  absl::Status AllGather(const TensorView& input, TensorView output) override {
+    TITAN_RETURN_IF_ERROR(Check("all-gather", output, input, size_));
+    return Enqueue("all-gather", output.nbytes(), members_,
+                   [&](cudaStream_t s) {
+                     return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8,
+                                             state_->comm(), s);
+                   })
+        .status();
+  }
+
+  absl::Status Broadcast(TensorView buffer, int root) override {
+    TITAN_RETURN_IF_ERROR(Check("broadcast", buffer, buffer, 1));
+    TITAN_RETURN_IF_ERROR(CheckPeer("broadcast", root, true));
+    return Enqueue("broadcast", buffer.nbytes(), members_,
+                   [&](cudaStream_t s) {
+                     return Nccl().Broadcast(buffer.data, buffer.data, buffer.nbytes(), ncclUint8,
+                                             root, state_->comm(), s);
+                   })
+        .status();
+  }
+
+  absl::Status Send(const TensorView& buffer, int peer, int tag) override {
+    return PointToPoint("send", buffer, peer, tag).status();
+  }
+  absl::Status Recv(TensorView buffer, int peer, int tag) override {
+    return PointToPoint("recv", buffer, peer, tag).status();
+  }
+
+  // A started send or receive: Wait blocks the host until it completed on the GPU.
+  class NcclTransfer : public Transfer {
+   public:
+    explicit NcclTransfer(std::shared_ptr<Completion> completion)
+        : completion_(std::move(completion)) {}
+    ~NcclTransfer() override { Wait().IgnoreError(); }
+    absl::Status Wait() override { return completion_->Wait(); }
+
+   private:
+    std::shared_ptr<Completion> completion_;
+  };
+  absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView& buffer, int peer,
+                                                      int tag) override {
+    TITAN_ASSIGN_OR_RETURN(auto completion, PointToPoint("send", buffer, peer, tag));
+    return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
+  }
+  absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView buffer, int peer,
+                                                      int tag) override {
+    TITAN_ASSIGN_OR_RETURN(auto completion, PointToPoint("recv", buffer, peer, tag));
+    return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
+  }
+
+  // An all-reduce of one float the host waits for: every rank has queued everything before it.
+  absl::Status Barrier() override {
+    TensorView one{barrier_.get(), DType::kF32, Device{DeviceType::kCuda, job_->device}, {1}, {}};
+    TITAN_ASSIGN_OR_RETURN(auto completion, Enqueue("barrier", 0, members_, [&](cudaStream_t s) {
+                             return Nccl().AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum,
+                                                     state_->comm(), s);
+                           }));
+    return completion->Wait();
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    if (color < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("split of ", name_, ": color ", color, " must be >= 0"));
+    }
+    // MPI has no non-blocking split: a barrier first bounds the wait for the other ranks.
+    MPI_Request request;
+    int code = MPI_Ibarrier(mpi_, &request);
+    if (code != MPI_SUCCESS) return mpi::MpiStatus(code);
+    TITAN_RETURN_IF_ERROR(WaitMpi(request, job_->init_timeout,
+                                  absl::StrCat("rank ", job_->world_rank, ": split of ", name_)));
+    MPI_Comm part;
+    TITAN_RETURN_IF_ERROR(mpi::MpiStatus(MPI_Comm_split(mpi_, color, key, &part)));
+    TITAN_ASSIGN_OR_RETURN(
+        std::unique_ptr<NcclCommunicator> split,
+        Create(part, absl::StrCat(name_, "/split(", color, ")"), job_, compute_));
+    return std::unique_ptr<Communicator>(std::move(split));
+  }
+
+  absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) override {
+    return job_->recorder.Dump(reason);
+  }
+
+ private:
+  NcclCommunicator(MPI_Comm mpi, std::string name, std::shared_ptr<Job> job, Compute& compute,
+                   std::shared_ptr<CommState> state, cudaEvent_t ready, int rank, int size)
+      : mpi_(mpi),
+        name_(std::move(name)),
+        job_(std::move(job)),
+        compute_(compute),
+        state_(std::move(state)),
+        ready_(ready),
+        rank_(rank),
+        size_(size),
+        members_(WorldRanks(mpi, size)) {
+    void* scratch = nullptr;
+    if (cudaMalloc(&scratch, sizeof(float)) == cudaSuccess) {
+      barrier_ = std::shared_ptr<void>(scratch, [](void* p) { cudaFree(p); });
+    }
+  }
+
+  absl::StatusOr<std::shared_ptr<Completion>> PointToPoint(absl::string_view op,
+                                                           const TensorView& buffer, int peer,
+                                                           int /*tag: NCCL matches in order*/) {
+    TITAN_RETURN_IF_ERROR(Check(op, buffer, buffer, 1));
+    TITAN_RETURN_IF_ERROR(CheckPeer(op, peer, false));
+    const bool send = op == "send";
+    auto peers = std::make_shared<const std::vector<int>>(
+        std::vector<int>{(*members_)[static_cast<size_t>(peer)]});
+    return Enqueue(op, buffer.nbytes(), std::move(peers), [&](cudaStream_t s) {
+      return send ? Nccl().Send(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s)
+                  : Nccl().Recv(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s);
+    });
+  }
+
+  absl::StatusOr<ncclDataType_t> Type(absl::string_view op, DType dtype, ReduceOp reduce) const {
+    absl::StatusOr<ncclDataType_t> type = ReductionType(dtype, reduce);
+    if (!type.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " on ", name_, ": ", type.status().message()));
+    }
+    return type;
+  }
+
+  // `large` holds `chunks` times the elements of `small`, same dtype, both contiguous in the
+  // memory of this rank's GPU.
+  absl::Status Check(absl::string_view op, const TensorView& large, const TensorView& small,
+                     int chunks) const {
+    for (const TensorView* view : {&large, &small}) {
+      if (view->device.type != DeviceType::kCuda || !view->is_contiguous()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, " on ", name_, ": nccl takes contiguous buffers in GPU memory, found ",
+            view->device.type == DeviceType::kCpu ? "host memory" : "a non-contiguous view",
+            " (job.device must be \"cuda\")"));
+      }
+    }
+    if (large.dtype != small.dtype || large.numel() != small.numel() * chunks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " on ", name_, " (", size_, " ranks): expected ", chunks, " x ", small.numel(), " ",
+          DTypeName(small.dtype), " elements, found ", large.numel(), " ", DTypeName(large.dtype)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckPeer(absl::string_view op, int peer, bool self_ok) const {
+    if (peer < 0 || peer >= size_ || (!self_ok && peer == rank_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " on ", name_, ": rank ", peer, " is not a peer of rank ", rank_, " among ", size_));
+    }
+    return absl::OkStatus();
+  }
+
+  // Queues one operation after the compute stream's work, makes the compute stream wait for it,
+  // records it and hands its completion to the watchdog.
+  absl::StatusOr<std::shared_ptr<Completion>> Enqueue(
+      absl::string_view op, size_t bytes, std::shared_ptr<const std::vector<int>> peers,
+      const std::function<ncclResult_t(cudaStream_t)>& launch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
+                                          " on ", name_, " (", size_, " ranks)");
+    if (std::string broken = state_->broken(); !broken.empty()) {
+      return absl::AbortedError(
+          absl::StrCat(what, ": the communicator is unusable after an earlier ", broken));
+    }
+    TITAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(job_->device), "cudaSetDevice"));
+    auto compute = static_cast<cudaStream_t>(compute_.current_stream());
+    const cudaStream_t stream = state_->stream();
+    TITAN_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ready_, compute), "cudaEventRecord"));
+    TITAN_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamWaitEvent(stream, ready_, 0), "cudaStreamWaitEvent"));
+    const int64_t sequence = ++sequence_;
+    const int64_t handle = job_->recorder.Start(
+        {sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
+    absl::Status launched = WaitNccl(state_->comm(), launch(stream), NcclCall(op), job_->Timeout());
+    cudaEvent_t done = nullptr;
+    if (launched.ok()) {
+      launched = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+                            "cudaEventCreateWithFlags");
+    }
+    if (launched.ok()) launched = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
+    if (launched.ok()) {
+      launched = CudaStatus(cudaStreamWaitEvent(compute, done, 0), "cudaStreamWaitEvent");
+    }
+    if (!launched.ok()) {
+      if (done != nullptr) cudaEventDestroy(done);
+      job_->recorder.Finish(handle, "failed");
+      std::string message = absl::StrCat(what, ": ", launched.message());
+      state_->Abort(message);
+      absl::StatusOr<std::string> dumped = job_->recorder.Dump(message);
+      if (dumped.ok()) absl::StrAppend(&message, "; flight record in ", *dumped);
+      return absl::Status(launched.code(), message);
+    }
+    auto completion = std::make_shared<Completion>();
+    const std::chrono::seconds limit = job_->Timeout();
+    job_->watchdog.Watch(
+        {state_, done, handle, std::chrono::steady_clock::now() + limit, limit, what, completion});
+    return completion;
+  }
+
+  static const char* NcclCall(absl::string_view op) {
+    if (op == "all-reduce" || op == "barrier") return "ncclAllReduce";
+    if (op == "reduce-scatter") return "ncclReduceScatter";
+    if (op == "all-gather") return "ncclAllGather";
+    if (op == "broadcast") return "ncclBroadcast";
+    return op == "send" ? "ncclSend" : "ncclRecv";
+  }
+
+  MPI_Comm mpi_;  // the same members, for splitting and bootstrapping
+  std::string name_;
+  std::shared_ptr<Job> job_;
+  Compute& compute_;
+  std::shared_ptr<CommState> state_;
+  cudaEvent_t ready_;  // marks the compute stream's work before each operation
+  int rank_ = 0;
+  int size_ = 1;
+  std::shared_ptr<const std::vector<int>> members_;
+  std::shared_ptr<void> barrier_;  // one float of device memory
+  std::mutex mutex_;               // operations are queued in one order on every rank
+  int64_t sequence_ = 0;
+};
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+class NcclComm : public CommPlugin {
+ public:
+  std::vector<ConfigKey> ConfigKeys() const override {
+    ConfigKey folder;
+    folder.name = "trace_folder";
+    folder.type = ConfigType::kString;
+    folder.default_value = std::string("");
+    folder.help =
+        "where the flight recorder writes on a timeout, an error or request; empty = "
+        "<job.dump_folder>/flight_recorder";
+    return {folder};
+  }
+
+  absl::Status Configure(const ConfigView& config) override {
+    if (config.Has("init_timeout_seconds")) init_timeout_ = *config.GetInt("init_timeout_seconds");
+    if (config.Has("train_timeout_seconds")) timeout_ = *config.GetInt("train_timeout_seconds");
+    if (config.Has("trace_buf_size")) trace_buf_size_ = *config.GetInt("trace_buf_size");
+    if (config.Has("trace_folder")) trace_folder_ = *config.GetString("trace_folder");
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override {
+    int devices = 0;
+    cudaError_t counted = cudaGetDeviceCount(&devices);
+    if (counted != cudaSuccess || devices == 0) {
+      cudaGetLastError();  // clear the sticky "no device / no driver" error
+      return absl::FailedPreconditionError(absl::StrCat(
+          "comm.backend = \"nccl\": no CUDA device is visible to this rank (cudaGetDeviceCount: ",
+          counted == cudaSuccess ? "0 devices" : cudaGetErrorString(counted),
+          "); nccl moves GPU buffers only: use comm.backend = \"mpi\" on machines without GPUs"));
+    }
+    TITAN_RETURN_IF_ERROR(LoadNccl().status());
+    if (options.device == nullptr || options.device->type() != DeviceType::kCuda ||
+        options.device->compute() == nullptr) {
+      return absl::FailedPreconditionError(
+          "comm.backend = \"nccl\" needs job.device = \"cuda\": it moves buffers in GPU memory "
+          "and queues its work after the cuda compute stream's");
+    }
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      TITAN_RETURN_IF_ERROR(mpi::InitializeMpi(std::chrono::seconds(init_timeout_)));
+      std::atexit(FinalizeAtExit);
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (job_ == nullptr) {
+      int world_rank = 0, device = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+      TITAN_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+      job_ = std::make_shared<Job>(
+          std::chrono::seconds(init_timeout_), std::chrono::seconds(timeout_), world_rank,
+          static_cast<size_t>(trace_buf_size_), TraceFolder(options), device);
+    }
+    // A private copy of MPI_COMM_WORLD; MPI_Comm_dup blocks until every rank arrives, so a
+    // barrier first bounds that wait.
+    MPI_Request request;
+    int code = MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    if (code != MPI_SUCCESS) return mpi::MpiStatus(code);
+    TITAN_RETURN_IF_ERROR(WaitMpi(request, job_->init_timeout,
+                                  absl::StrCat("rank ", job_->world_rank, ": joining the job")));
+    MPI_Comm world;
+    TITAN_RETURN_IF_ERROR(mpi::MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &world)));
+    TITAN_ASSIGN_OR_RETURN(
+        std::unique_ptr<NcclCommunicator> communicator,
+        NcclCommunicator::Create(world, "world", job_, *options.device->compute()));
+    return std::unique_ptr<Communicator>(std::move(communicator));
+  }
+
+ private:
+  std::string TraceFolder(const JoinOptions& options) const {
+    if (!trace_folder_.empty()) return trace_folder_;
+    return (std::filesystem::path(options.dump_folder.empty() ? "." : options.dump_folder) /
+            "flight_recorder")
+        .string();
+  }
+
+  int64_t init_timeout_ = 300;
+  int64_t timeout_ = 100;
+  int64_t trace_buf_size_ = 20000;
+  std::string trace_folder_;
+  std::shared_ptr<Job> job_;
+};
+
+}  // namespace
+}  // namespace titan::nccl
+
+TITAN_PLUGIN(titan::CommPlugin, titan::nccl::NcclComm, "nccl", "0.1.0",
+             "communicators over NCCL for GPU buffers, bootstrapped over MPI, with a watchdog")

@@ -1,0 +1,179 @@
+// The nccl plugin on one rank (no launcher: MPI starts as a singleton). On a machine without a
+// GPU only the refusal runs; the rest skips, naming why. Two ranks cannot share one GPU under
+// NCCL, so sends and receives between ranks are left to multi-GPU machines.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "core/runtime/plugin_registry.h"
+#include "plugins/comm/nccl/nccl_library.h"
+#include "titan/comm.h"
+#include "titan/device.h"
+
+namespace titan {
+namespace {
+
+PluginRegistry& Registry() {
+  static PluginRegistry* registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})->release();
+  return *registry;
+}
+
+std::string TraceFolder() { return testing::TempDir() + "titan_nccl_trace"; }
+
+std::unique_ptr<CommPlugin> Nccl(int64_t train_timeout) {
+  auto plugin = Registry().Create<CommPlugin>("nccl");
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  std::map<std::string, ConfigView::Entry> entries = {
+      {"init_timeout_seconds", {int64_t{60}, "test"}},
+      {"train_timeout_seconds", {train_timeout, "test"}},
+      {"trace_folder", {TraceFolder(), "test"}}};
+  EXPECT_TRUE((*plugin)->Configure(ConfigView("comm", entries)).ok());
+  return std::move(*plugin);
+}
+
+int CudaDevices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+}
+
+TEST(NcclCommTest, LoadsAndRefusesClearlyWithoutAGpuOrACudaDevice) {
+  auto nccl = Nccl(100);
+  absl::StatusOr<std::unique_ptr<Communicator>> world = nccl->ConnectWorld(JoinOptions{});
+  ASSERT_FALSE(world.ok());
+  EXPECT_EQ(world.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string expected =
+      CudaDevices() == 0 ? "no CUDA device is visible" : "needs job.device = \"cuda\"";
+  EXPECT_NE(world.status().message().find(expected), std::string::npos) << world.status();
+}
+
+// The plugin is built only where CMake found libnccl, so the library loads here, GPU or not.
+TEST(NcclLibraryTest, LoadsLibncclAndBindsEveryFunction) {
+  absl::StatusOr<const nccl::NcclLibrary*> library = nccl::LoadNccl();
+  ASSERT_TRUE(library.ok()) << library.status();
+  const nccl::NcclLibrary& nccl = **library;
+  for (const void* function :
+       {reinterpret_cast<const void*>(nccl.GetUniqueId),
+        reinterpret_cast<const void*>(nccl.CommInitRankConfig),
+        reinterpret_cast<const void*>(nccl.CommGetAsyncError),
+        reinterpret_cast<const void*>(nccl.CommAbort),
+        reinterpret_cast<const void*>(nccl.CommFinalize),
+        reinterpret_cast<const void*>(nccl.CommDestroy),
+        reinterpret_cast<const void*>(nccl.GetLastError),
+        reinterpret_cast<const void*>(nccl.ReduceScatter),
+        reinterpret_cast<const void*>(nccl.AllGather),
+        reinterpret_cast<const void*>(nccl.Broadcast), reinterpret_cast<const void*>(nccl.Send),
+        reinterpret_cast<const void*>(nccl.Recv)}) {
+    EXPECT_NE(function, nullptr);
+  }
+  EXPECT_EQ(std::string(nccl.GetErrorString(ncclInvalidArgument)).rfind("invalid argument", 0), 0u);
+  ASSERT_NE(nccl.AllReduce, nullptr);
+}
+
+// The cuda device, selected, with its compute; skips without a GPU.
+class NcclOnGpu : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDevices() == 0) GTEST_SKIP() << "no CUDA device: the nccl plugin's GPU tests need one";
+    auto device = Registry().Create<DevicePlugin>("cuda");
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = std::move(*device);
+    ASSERT_TRUE(device_->Select(0).ok());
+    ASSERT_NE(device_->compute(), nullptr) << "the cuda device plugin has no compute";
+  }
+
+  TensorView Upload(const std::vector<float>& values) {
+    void* data = device_->Allocate(values.size() * sizeof(float)).value();
+    allocations_.push_back(data);
+    EXPECT_TRUE(device_->CopyToDevice(data, values.data(), values.size() * sizeof(float)).ok());
+    return TensorView{
+        data, DType::kF32, Device{DeviceType::kCuda, 0}, {static_cast<int64_t>(values.size())}, {}};
+  }
+  std::vector<float> Download(const TensorView& view) {
+    EXPECT_TRUE(device_->compute()->Synchronize().ok());
+    std::vector<float> values(static_cast<size_t>(view.numel()));
+    EXPECT_TRUE(device_->CopyToHost(values.data(), view.data, view.nbytes()).ok());
+    return values;
+  }
+  void TearDown() override {
+    for (void* data : allocations_) device_->Free(data).IgnoreError();
+  }
+
+  std::unique_ptr<DevicePlugin> device_;
+  std::vector<void*> allocations_;
+};
+
+TEST_F(NcclOnGpu, CollectivesOnOneRank) {
+  auto nccl = Nccl(100);
+  JoinOptions options;
+  options.device = device_.get();
+  auto world = nccl->ConnectWorld(options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  Communicator& comm = **world;
+  ASSERT_EQ(comm.size(), 1);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+    TensorView v = Upload({1.5f, -2.0f, 3.0f});
+    ASSERT_TRUE(comm.AllReduce(v, op).ok());
+    EXPECT_EQ(Download(v), (std::vector<float>{1.5f, -2.0f, 3.0f}));
+  }
+  TensorView in = Upload({4.0f, 5.0f}), out = Upload({0.0f, 0.0f});
+  ASSERT_TRUE(comm.AllGather(in, out).ok());
+  EXPECT_EQ(Download(out), (std::vector<float>{4.0f, 5.0f}));
+  TensorView scattered = Upload({0.0f, 0.0f});
+  ASSERT_TRUE(comm.ReduceScatter(in, scattered, ReduceOp::kSum).ok());
+  EXPECT_EQ(Download(scattered), (std::vector<float>{4.0f, 5.0f}));
+  ASSERT_TRUE(comm.Broadcast(in, 0).ok());
+  EXPECT_TRUE(comm.Barrier().ok());
+  // Host buffers are refused, naming the call.
+  std::vector<float> host(2);
+  absl::Status refused = comm.AllReduce(FlatF32(host.data(), 2), ReduceOp::kSum);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("all-reduce on world"), std::string::npos) << refused;
+  // A split forms its own NCCL communicator.
+  auto split = comm.Split(0, 0);
+  ASSERT_TRUE(split.ok()) << split.status();
+  TensorView w = Upload({7.0f});
+  ASSERT_TRUE((*split)->AllReduce(w, ReduceOp::kSum).ok());
+  EXPECT_EQ(Download(w), std::vector<float>{7.0f});
+}
+
+void CUDART_CB SleepThreeSeconds(void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); }
+
+// The compute stream is held up longer than the train timeout: the watchdog aborts the
+// communicator, the flight record says what timed out, and later calls are refused. The held
+// operation reduces nothing, so NCCL queues no kernel that the abort could leave stuck.
+TEST_F(NcclOnGpu, WatchdogAbortsAnOperationPastTheTimeout) {
+  auto nccl = Nccl(1);
+  JoinOptions options;
+  options.device = device_.get();
+  auto world = nccl->ConnectWorld(options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  (*world)->UseTrainTimeout();
+  const std::string record_path = TraceFolder() + "/flight_recorder_rank0.json";
+  std::filesystem::remove(record_path);
+  auto stream = static_cast<cudaStream_t>(device_->compute()->current_stream());
+  ASSERT_EQ(cudaLaunchHostFunc(stream, SleepThreeSeconds, nullptr), cudaSuccess);
+  TensorView empty = Upload({0.0f});
+  empty.shape = {0};
+  ASSERT_TRUE((*world)->AllReduce(empty, ReduceOp::kSum).ok());  // queued behind the sleep
+  for (int i = 0; i < 200 && !std::filesystem::exists(record_path); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::ifstream record(record_path);
+  std::string text((std::istreambuf_iterator<char>(record)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("timed out"), std::string::npos) << text;
+  TensorView v = Upload({1.0f});
+  absl::Status after = (*world)->AllReduce(v, ReduceOp::kSum);
+  EXPECT_EQ(after.code(), absl::StatusCode::kAborted) << after;
+  EXPECT_NE(after.message().find("did not complete within 1s"), std::string::npos) << after;
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the sleep ends; nothing is stuck
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,96 @@
+// The nccl plugin's watchdog: NCCL work is queued on a stream and returns at once, so nothing
+// waits on it to notice a peer that died or stalled. One thread per process polls every
+// operation's completion event; one that has not completed within its deadline (or whose
+// communicator reports an asynchronous error) aborts its communicator (ncclCommAbort), which
+// makes NCCL's kernels return, marks the communicator unusable and dumps the flight record.
+#ifndef TITAN_PLUGINS_COMM_NCCL_WATCHDOG_H_
+#define TITAN_PLUGINS_COMM_NCCL_WATCHDOG_H_
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "plugins/comm/common/flight_recorder.h"
+#include "plugins/comm/nccl/nccl_library.h"
+#include "titan/status.h"
+
+namespace titan::nccl {
+
+// "nccl: <call> failed: <ncclGetErrorString> (<ncclGetLastError>)", ok for ncclSuccess.
+absl::Status NcclStatus(ncclResult_t result, const char* call);
+absl::Status CudaStatus(cudaError_t error, const char* call);
+
+// One NCCL communicator and its stream, shared by the communicator object and the watchdog
+// entries of its operations; destroyed (or left aborted) when the last of them goes.
+class CommState {
+ public:
+  CommState(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {}
+  ~CommState();
+  ncclComm_t comm() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+  // Aborts the communicator once; `why` says what broke it.
+  void Abort(const std::string& why);
+  // Empty while the communicator works.
+  std::string broken() const;
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex mutex_;
+  std::string broken_;
+};
+
+// What the caller may wait on: set once the operation completed or failed.
+struct Completion {
+  enum State : int { kPending, kDone, kFailed };
+  std::atomic<int> state{kPending};
+  std::mutex mutex;
+  absl::Status status;  // set before state leaves kPending
+  void Set(absl::Status result);
+  // Blocks until the operation completed or failed (the watchdog decides which in bounded time).
+  absl::Status Wait();
+};
+
+class Watchdog {
+ public:
+  Watchdog(comm::FlightRecorder& recorder, int device);
+  ~Watchdog();
+  struct Entry {
+    std::shared_ptr<CommState> comm;
+    cudaEvent_t done = nullptr;  // owned by the watchdog from here
+    int64_t handle = 0;          // the flight recorder's
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::seconds limit{0};
+    std::string what;  // "rank R: all-reduce #N on world (4 ranks)"
+    std::shared_ptr<Completion> completion;
+  };
+  void Watch(Entry entry);
+
+ private:
+  void Run();
+  // Checks one entry; true when it is settled (and its event released).
+  bool Settle(Entry& entry);
+
+  comm::FlightRecorder& recorder_;
+  int device_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Entry> entries_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace titan::nccl
+
+#endif  // TITAN_PLUGINS_COMM_NCCL_WATCHDOG_H_
