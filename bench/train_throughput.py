@@ -3,19 +3,25 @@
 
 Usage: /usr/bin/python3 bench/train_throughput.py build/bin/titan_train_bench
            [--threads 2] [--steps 5] [--configs debugmodel,34M] [--precisions f32,bf16]
+           [--pypi-torch "$(bench/torch-venv)"]
 (--configs tiny takes seconds: the `bench` CTest label runs it so the command keeps working.)
 
 Each side trains with AdamW (betas 0.9/0.95, weight decay 0.1), gradient clipping at 1.0 and
 random tokens, on the same thread count, one process per measurement. A step is forward,
 backward, clipping and the optimizer update; the median of --steps steps after one warm-up step
-is reported. PyTorch runs twice: with the BLAS Debian's python3-torch loads by default, and with
-OpenBLAS's OpenMP build, the BLAS titan links (so the ratio is not only a BLAS choice). In bf16,
-titan's matmuls take bf16 operands (mixed_precision_param = "bfloat16") and PyTorch's forward runs
-under torch.autocast("cpu", dtype=torch.bfloat16), with its default libraries.
+is reported. Without --pypi-torch, PyTorch is Debian's python3-torch (1.13) and runs twice: with
+the BLAS it loads by default, and with OpenBLAS's OpenMP build, the BLAS titan links (so the ratio
+is not only a BLAS choice). With --pypi-torch PYTHON (a venv's python with PyTorch from PyPI, which
+bench/torch-venv makes and prints), PyTorch runs three times: PyPI's eager, PyPI's with the
+forward under torch.compile (its backward compiled with it), and Debian's with its default BLAS.
+A compiled run takes two untimed warm-up steps, the compilation in the first, instead of one.
+In bf16, titan's matmuls take bf16 operands (mixed_precision_param = "bfloat16") and PyTorch's
+forward runs under torch.autocast("cpu", dtype=torch.bfloat16), with its default libraries.
 MFU counts 6 FLOPs per non-embedding parameter per token plus 6 * layers * dim * seq_len for
 causal attention (core/train/metrics.h), against the best f32 matmul rate (2048^3) measured here
-by OpenBLAS and by torch.
-Prints a Markdown table for docs/benchmarks.md.
+by OpenBLAS and by each torch.
+Prints Markdown tables for docs/benchmarks.md: the figures, then each measurement's warm-up time
+and the 1-minute load average before and after it (the machine may be shared).
 """
 import argparse
 import json
@@ -44,7 +50,7 @@ def hidden_dim(dim, multiple_of=256):
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
-def torch_child(config, steps, threads, bf16=False):
+def torch_child(config, steps, threads, bf16=False, compiled=False):
     """Runs in a fresh process: trains the PyTorch reference model, prints one JSON line."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
@@ -70,21 +76,22 @@ def torch_child(config, steps, threads, bf16=False):
     optimizer = torch.optim.AdamW(p.values(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     shape = (c["batch"], c["seq_len"])
     tokens, targets = torch.randint(0, vocab, shape), torch.randint(0, vocab, shape)
+    forward = torch.compile(ref.forward) if compiled else ref.forward
+    warmup = 2 if compiled else 1  # the first compiled step compiles; the second proves it is done
     times = []
-    for step in range(steps + 1):
+    for step in range(warmup + steps):
         start = time.perf_counter()
         optimizer.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            _, loss = ref.forward(c, p, tokens, targets)
+            _, loss = forward(c, p, tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(p.values(), 1.0)
         optimizer.step()
-        if step > 0:
-            times.append(time.perf_counter() - start)
-    times.sort()
-    step_s = times[len(times) // 2]
+        times.append(time.perf_counter() - start)
+    timed = sorted(times[warmup:])
+    step_s = timed[len(timed) // 2]
     print(json.dumps({"step_s": step_s, "tokens_per_s": c["batch"] * c["seq_len"] / step_s,
-                      "peak_rss_gib": peak_rss_gib()}))
+                      "warmup_s": sum(times[:warmup]), "peak_rss_gib": peak_rss_gib()}))
 
 
 def peak_rss_gib():
@@ -128,16 +135,51 @@ def titan(binary, config, steps, threads, bf16=False):
     return {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
 
 
-def pytorch(config, steps, threads, openmp_blas, bf16=False):
-    env = {"OMP_NUM_THREADS": str(threads)}
-    if openmp_blas:
-        env["LD_LIBRARY_PATH"] = OPENMP_OPENBLAS
-    line = run([sys.executable, os.path.abspath(__file__), "--torch-child",
-                json.dumps([config, steps, threads, bf16])], env)
-    return json.loads(line)
+class Peer:
+    """One PyTorch column: which python runs it, with which libraries, eager or compiled."""
+
+    def __init__(self, label, python, env=None, compiled=False):
+        self.label, self.python, self.env, self.compiled = label, python, env or {}, compiled
+
+    def child(self, mode, argument, threads):
+        env = dict(self.env, OMP_NUM_THREADS=str(threads))
+        return json.loads(run([self.python, os.path.abspath(__file__), mode,
+                               json.dumps(argument)], env))
+
+    def train(self, config, steps, threads, bf16):
+        return self.child("--torch-child", [config, steps, threads, bf16, self.compiled], threads)
 
 
-def torch_peak_gflops(threads):
+def peers(pypi_python):
+    """Debian's torch twice (its BLAS, titan's), or PyPI's eager and compiled and Debian's."""
+    if not pypi_python:
+        return [Peer("Debian BLAS", sys.executable),
+                Peer("OpenMP OpenBLAS", sys.executable, {"LD_LIBRARY_PATH": OPENMP_OPENBLAS})]
+    version = torch_version(pypi_python)
+    if int(version.split(".")[0]) < 2:
+        sys.exit(f"train_throughput: --pypi-torch {pypi_python} has torch {version}, expected 2.0 "
+                 "or later (torch.compile); make one with bench/torch-venv")
+    return [Peer(f"PyPI {version}", pypi_python),
+            Peer(f"PyPI {version} compiled", pypi_python, compiled=True),
+            Peer(f"Debian {torch_version(sys.executable)}", sys.executable)]
+
+
+def torch_version(python):
+    """The version of the torch that PYTHON imports, without its local part (+cu130, +git...)."""
+    if not os.access(python, os.X_OK) or os.path.isdir(python):
+        sys.exit(f"train_throughput: --pypi-torch {python} is not an executable; expected a "
+                 "python with PyTorch, such as bench/torch-venv prints")
+    done = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"train_throughput: {python} cannot import torch (exit {done.returncode}); "
+                 f"expected a python with PyTorch, such as bench/torch-venv prints:\n"
+                 f"{done.stderr.strip()}")
+    return done.stdout.strip().split("+")[0]
+
+
+def torch_peak_child(threads):
+    """Runs in a fresh process: the best of four 2048^3 f32 matmuls, in GFLOP/s."""
     import torch
     torch.set_num_threads(threads)
     n = 2048
@@ -148,12 +190,22 @@ def torch_peak_gflops(threads):
         start = time.perf_counter()
         a @ b
         best = max(best, 2 * n**3 / (time.perf_counter() - start) / 1e9)
-    return best
+    print(json.dumps(best))
+
+
+def joined(form, values):
+    """One table cell for all PyTorch columns, in their order: "1.41 / 0.62 / 2.25"."""
+    return " / ".join(form.format(v) for v in values)
+
+
+def load_average():
+    return os.getloadavg()[0]
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--torch-child":
-        torch_child(*json.loads(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] in ("--torch-child", "--torch-peak"):
+        child = torch_child if sys.argv[1] == "--torch-child" else torch_peak_child
+        child(*json.loads(sys.argv[2]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("titan_bench")
@@ -161,6 +213,8 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--configs", default="debugmodel,34M")
     parser.add_argument("--precisions", default="f32,bf16")
+    parser.add_argument("--pypi-torch", metavar="PYTHON",
+                        help="python of a venv with PyTorch from PyPI (bench/torch-venv prints it)")
     args = parser.parse_args()
     if not os.access(args.titan_bench, os.X_OK):
         sys.exit(f"train_throughput: {args.titan_bench} is not an executable; build it with "
@@ -172,34 +226,56 @@ def main():
     if any(p not in ("f32", "bf16") for p in precisions):
         sys.exit(f"train_throughput: --precisions takes f32 and/or bf16, found {args.precisions!r}")
     threads = str(args.threads)
+    columns = peers(args.pypi_torch)
     print(f"CPU: {cpu_model()}; flags: {' '.join(cpu_flags())}")
     titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
-    peak = max(titan_peak, torch_peak_gflops(args.threads))
-    print(f"matmul peak: {peak:.1f} GFLOP/s (f32; OpenBLAS measured {titan_peak:.1f}), "
-          f"{args.threads} threads; MFU is against this f32 peak in both precisions", flush=True)
-    print("\n| config | precision | titan tok/s | PyTorch tok/s (Debian BLAS) | PyTorch tok/s "
-          "(OpenMP OpenBLAS) | titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB "
-          "| PyTorch peak RSS GiB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    pythons = dict.fromkeys(peer.python for peer in columns)
+    torch_peaks = [Peer("", python).child("--torch-peak", [args.threads], args.threads)
+                   for python in pythons]
+    peak = max([titan_peak] + torch_peaks)
+    print(f"matmul peak: {peak:.1f} GFLOP/s (f32; OpenBLAS measured {titan_peak:.1f}, torch "
+          f"{' and '.join(f'{p:.1f}' for p in torch_peaks)}), {args.threads} threads; MFU is "
+          "against this f32 peak in both precisions", flush=True)
+    labels = [peer.label for peer in columns]
+    print(f"PyTorch columns: {', '.join(labels)}; a cell 'a / b / ...' lists them in this order"
+          + ("; compiled: torch.compile's warm-up steps are not timed" if args.pypi_torch else ""))
+    print("\n| config | precision | titan tok/s | "
+          + " | ".join(f"PyTorch tok/s ({label})" for label in labels)
+          + " | titan / PyTorch | titan MFU | PyTorch MFU | titan peak RSS GiB | PyTorch peak RSS "
+          "GiB |")
+    print("|---|---|---:|" + "---:|" * len(columns) + "---:|---:|---:|---:|---:|")
     rows = [(name, precision) for name in args.configs.split(",") for precision in precisions]
-    progress = Progress(3 * len(rows))
+    progress = Progress((1 + len(columns)) * len(rows))
+    log = []  # (config, precision, side, warm-up s, load before, load after)
+
+    def measure(side, work):
+        progress.next(f"{side} {name} {precision}")
+        before = load_average()
+        result = work()
+        log.append((name, precision, side, result.get("warmup_s"), before, load_average()))
+        return result
+
     for name, precision in rows:
         config, bf16 = CONFIGS[name], precision == "bf16"
-        progress.next(f"titan {name} {precision}")
-        ours = titan(args.titan_bench, config, args.steps, args.threads, bf16)
-        progress.next(f"PyTorch {name} {precision} (Debian BLAS)")
-        theirs = pytorch(config, args.steps, args.threads, openmp_blas=False, bf16=bf16)
-        progress.next(f"PyTorch {name} {precision} (OpenMP OpenBLAS)")
-        theirs_omp = pytorch(config, args.steps, args.threads, openmp_blas=True, bf16=bf16)
-        best = max(theirs, theirs_omp, key=lambda r: r["tokens_per_s"])
+        ours = measure("titan", lambda: titan(args.titan_bench, config, args.steps, args.threads,
+                                              bf16))
+        theirs = [measure(f"PyTorch ({peer.label})",
+                          lambda: peer.train(config, args.steps, args.threads, bf16))
+                  for peer in columns]
         gflops = ours["flop_per_token"] / 1e9
         print(f"| {name} | {precision} | {ours['tokens_per_s']:.0f} | "
-              f"{theirs['tokens_per_s']:.0f} | {theirs_omp['tokens_per_s']:.0f} | "
-              f"{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f} / "
-              f"{ours['tokens_per_s'] / theirs_omp['tokens_per_s']:.2f} | "
-              f"{100 * ours['tokens_per_s'] * gflops / peak:.0f}% | "
-              f"{100 * best['tokens_per_s'] * gflops / peak:.0f}% | "
-              f"{ours['peak_rss_gib']:.2f} | {best['peak_rss_gib']:.2f} |", flush=True)
+              + " | ".join(f"{r['tokens_per_s']:.0f}" for r in theirs) + " | "
+              + joined("{:.2f}", [ours["tokens_per_s"] / r["tokens_per_s"] for r in theirs])
+              + f" | {100 * ours['tokens_per_s'] * gflops / peak:.0f}% | "
+              + joined("{:.0f}%", [100 * r["tokens_per_s"] * gflops / peak for r in theirs])
+              + f" | {ours['peak_rss_gib']:.2f} | "
+              + joined("{:.2f}", [r["peak_rss_gib"] for r in theirs]) + " |", flush=True)
+
+    print("\n| config | precision | measured | untimed warm-up s | load before | load after |")
+    print("|---|---|---|---:|---:|---:|")
+    for name, precision, side, warmup_s, before, after in log:
+        warmup = "-" if warmup_s is None else f"{warmup_s:.1f}"
+        print(f"| {name} | {precision} | {side} | {warmup} | {before:.2f} | {after:.2f} |")
 
 
 def cpu_model():
