@@ -15,6 +15,7 @@
 namespace titan {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -132,6 +133,16 @@ TEST_F(PreflightTest, ParallelPluginsCheckTheirKeys) {
   EXPECT_TRUE(CheckBeforeTraining(Make("[parallelism]\ndisable_loss_parallel = true"), *registry_,
                                   Mesh(1, 1))
                   .ok());
+}
+
+TEST(PreflightPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
+  EXPECT_THAT(CheckPipelineCommunicator("nccl", 2, "r.toml:9:11").message(),
+              AllOf(HasSubstr("r.toml:9:11: comm.backend = \"nccl\" with "
+                              "parallelism.pipeline_parallel_degree = 2"),
+                    HasSubstr("use comm.backend = \"mpi\"")));
+  EXPECT_TRUE(CheckPipelineCommunicator("nccl", 1, "default").ok());
+  EXPECT_TRUE(CheckPipelineCommunicator("mpi", 4, "default").ok());
+  EXPECT_TRUE(CheckPipelineCommunicator("auto", 2, "default").ok());
 }
 
 TEST_F(PreflightTest, EmptyDumpFolderAndMissingDataAreRefused) {
