@@ -57,23 +57,8 @@ std::string CpuCompute::Describe() const {
 absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
                               bool transpose_b, float alpha, float beta, TensorView c) {
   ScopedSpan span("kernel", "Gemm");
-  constexpr const char* kKernel = "Gemm";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "a", a, 2));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "b", b, 2));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
-  if (a.dtype != DType::kF32 && a.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Gemm: operand 'a' expected f32 or bf16, found ", DTypeName(a.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "a", a, a.dtype));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "b", b, a.dtype));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "c", c, DType::kF32));
+  TITAN_RETURN_IF_ERROR(CheckGemmOperands(a, transpose_a, b, transpose_b, c, DeviceType::kCpu));
   const Matrix opa = Op(a, transpose_a), opb = Op(b, transpose_b);
-  if (opa.columns != opb.rows || c.shape[0] != opa.rows || c.shape[1] != opb.columns) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Gemm: shapes do not chain: op(a) [", opa.rows, ", ", opa.columns, "] . op(b) [", opb.rows,
-        ", ", opb.columns, "] into c [", c.shape[0], ", ", c.shape[1], "]"));
-  }
   const int64_t m = opa.rows, n = opb.columns, k = opa.columns;
   if (a.dtype == DType::kBF16) {
     return Bf16Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data_as<const uint16_t>(),

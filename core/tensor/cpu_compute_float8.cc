@@ -10,40 +10,17 @@
 #include "core/runtime/profiler.h"
 #include "core/tensor/cpu_compute.h"
 #include "core/tensor/internal/gemm.h"
-#include "core/tensor/internal/operands.h"
+#include "titan/compute_operands.h"
 #include "titan/float16.h"
 #include "titan/float8_cast.h"
 
 namespace titan {
 namespace {
 
-using internal::Expect;
-
 const float8::Float8Format* FormatOf(DType dtype) {
   if (dtype == DType::kF8E4M3) return &float8::kE4M3;
   if (dtype == DType::kF8E5M2) return &float8::kE5M2;
   return nullptr;
-}
-
-absl::Status ExpectFloat8(const char* kernel, const char* operand, const TensorView& x) {
-  if (FormatOf(x.dtype) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kernel, ": operand '", operand, "' expected f8e4m3 or f8e5m2, found ", DTypeName(x.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, operand, x, 2));
-  return Expect(kernel, operand, x, x.dtype);
-}
-
-// The inverse scales of an operand of `rows` rows: one for the tensor or one per row.
-absl::Status ExpectScales(const char* kernel, const char* operand, const TensorView& scales,
-                          int64_t rows) {
-  TITAN_RETURN_IF_ERROR(Expect(kernel, operand, scales, DType::kF32));
-  if (scales.numel() != 1 && scales.numel() != rows) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand,
-                                                   "' expected 1 (per tensor) or ", rows,
-                                                   " (per row) scales, found ", scales.numel()));
-  }
-  return absl::OkStatus();
 }
 
 std::vector<float> Decode(const TensorView& x) {
@@ -70,19 +47,9 @@ absl::Status CpuCompute::Float8Gemm(const TensorView& a, const TensorView& inver
                                     const TensorView& b, const TensorView& inverse_scale_b,
                                     float alpha, float beta, TensorView c) {
   ScopedSpan span("kernel", "Float8Gemm");
-  constexpr const char* kKernel = "Float8Gemm";
-  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "a", a));
-  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "b", b));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "c", c, DType::kF32));
+  TITAN_RETURN_IF_ERROR(
+      CheckFloat8GemmOperands(a, inverse_scale_a, b, inverse_scale_b, c, DeviceType::kCpu));
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
-  if (b.shape[1] != k || c.shape[0] != m || c.shape[1] != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": shapes do not chain: a [", m, ", ", k, "] . b^T (b [", n, ", ",
-                     b.shape[1], "]) into c [", c.shape[0], ", ", c.shape[1], "]"));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectScales(kKernel, "inverse_scale_a", inverse_scale_a, m));
-  TITAN_RETURN_IF_ERROR(ExpectScales(kKernel, "inverse_scale_b", inverse_scale_b, n));
   const std::vector<float> da = Decode(a), db = Decode(b);
   std::vector<float> sums(static_cast<size_t>(m * n));
   internal::Gemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, da.data(), k, db.data(), k, 0.0f,
@@ -106,26 +73,12 @@ absl::Status CpuCompute::Float8Gemm(const TensorView& a, const TensorView& inver
 absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
                                         TensorView out, TensorView inverse_scales) {
   ScopedSpan span("kernel", "Float8Quantize");
-  constexpr const char* kKernel = "Float8Quantize";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
-  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "x", x, x.dtype));
-  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "out", out));
+  TITAN_RETURN_IF_ERROR(
+      CheckFloat8QuantizeOperands(x, scaling, out, inverse_scales, DeviceType::kCpu));
   const int64_t rows = x.shape[0], columns = x.shape[1];
   const int64_t out_rows = scaling.transpose ? columns : rows;
   const int64_t out_columns = scaling.transpose ? rows : columns;
-  if (out.shape[0] != out_rows || out.shape[1] != out_columns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": operand 'out' expected [", out_rows, ", ", out_columns, "]",
-                     scaling.transpose ? " (x transposed)" : "", ", found [", out.shape[0], ", ",
-                     out.shape[1], "]"));
-  }
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
-  TITAN_RETURN_IF_ERROR(
-      Expect(kKernel, "inverse_scales", inverse_scales, DType::kF32, per_row ? out_rows : 1));
   const float8::Float8Format& format = *FormatOf(out.dtype);
   // x in f32, laid out as out is (transposed if asked), so rows are contiguous below.
   std::vector<float> values(static_cast<size_t>(rows * columns));

@@ -13,32 +13,11 @@
 namespace titan::cuda {
 namespace {
 
-bool IsFloat8(DType dtype) { return dtype == DType::kF8E4M3 || dtype == DType::kF8E5M2; }
 Float8Format FormatOf(DType dtype) {
   return dtype == DType::kF8E4M3 ? Float8Format::kE4M3 : Float8Format::kE5M2;
 }
 cudaDataType_t LtTypeOf(DType dtype) {
   return dtype == DType::kF8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
-}
-
-absl::Status ExpectFloat8(const char* kernel, const char* operand, const TensorView& x) {
-  if (!IsFloat8(x.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kernel, ": operand '", operand, "' expected f8e4m3 or f8e5m2, found ", DTypeName(x.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, operand, x, 2));
-  return Expect(kernel, operand, x, x.dtype);
-}
-
-absl::Status ExpectScales(const char* kernel, const char* operand, const TensorView& scales,
-                          int64_t rows) {
-  TITAN_RETURN_IF_ERROR(Expect(kernel, operand, scales, DType::kF32));
-  if (scales.numel() != 1 && scales.numel() != rows) {
-    return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand,
-                                                   "' expected 1 (per tensor) or ", rows,
-                                                   " (per row) scales, found ", scales.numel()));
-  }
-  return absl::OkStatus();
 }
 
 // cuBLASLt refusing an FP8 problem (no algorithm, an unsupported type pair or shape) sends it to
@@ -55,18 +34,9 @@ absl::Status CudaCompute::Float8Gemm(const TensorView& a, const TensorView& inve
                                      const TensorView& b, const TensorView& inverse_scale_b,
                                      float alpha, float beta, TensorView c) {
   constexpr const char* kKernel = "Float8Gemm";
-  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "a", a));
-  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "b", b));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "c", c, DType::kF32));
+  TITAN_RETURN_IF_ERROR(
+      CheckFloat8GemmOperands(a, inverse_scale_a, b, inverse_scale_b, c, DeviceType::kCuda));
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
-  if (b.shape[1] != k || c.shape[0] != m || c.shape[1] != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": shapes do not chain: a [", m, ", ", k, "] . b^T (b [", n, ", ",
-                     b.shape[1], "]) into c [", c.shape[0], ", ", c.shape[1], "]"));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectScales(kKernel, "inverse_scale_a", inverse_scale_a, m));
-  TITAN_RETURN_IF_ERROR(ExpectScales(kKernel, "inverse_scale_b", inverse_scale_b, n));
   TITAN_RETURN_IF_ERROR(Ready());
   if (m == 0 || n == 0) return absl::OkStatus();
   const bool row_a = inverse_scale_a.numel() != 1 || m == 1;
@@ -117,26 +87,10 @@ absl::Status CudaCompute::Float8Gemm(const TensorView& a, const TensorView& inve
 
 absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
                                          TensorView out, TensorView inverse_scales) {
-  constexpr const char* kKernel = "Float8Quantize";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
-  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "x", x, x.dtype));
-  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "out", out));
-  const int64_t rows = x.shape[0], columns = x.shape[1];
-  const int64_t out_rows = scaling.transpose ? columns : rows;
-  const int64_t out_columns = scaling.transpose ? rows : columns;
-  if (out.shape[0] != out_rows || out.shape[1] != out_columns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": operand 'out' expected [", out_rows, ", ", out_columns, "]",
-                     scaling.transpose ? " (x transposed)" : "", ", found [", out.shape[0], ", ",
-                     out.shape[1], "]"));
-  }
-  const bool per_row = scaling.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(
-      Expect(kKernel, "inverse_scales", inverse_scales, DType::kF32, per_row ? out_rows : 1));
+      CheckFloat8QuantizeOperands(x, scaling, out, inverse_scales, DeviceType::kCuda));
+  const int64_t rows = x.shape[0], columns = x.shape[1];
+  const bool per_row = scaling.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(StreamScratch amax, Scratch(sizeof(float), "Float8Quantize amax"));
   const Float8QuantizeArgs args{x.data,

@@ -122,26 +122,10 @@ absl::Status CudaCompute::RunLtMatmul(const char* kernel, const LtMatmul& call) 
 
 absl::Status CudaCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
                                bool transpose_b, float alpha, float beta, TensorView c) {
-  constexpr const char* kKernel = "Gemm";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "a", a, 2));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "b", b, 2));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
-  if (a.dtype != DType::kF32 && a.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Gemm: operand 'a' expected f32 or bf16, found ", DTypeName(a.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "a", a, a.dtype));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "b", b, a.dtype));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "c", c, DType::kF32));
+  TITAN_RETURN_IF_ERROR(CheckGemmOperands(a, transpose_a, b, transpose_b, c, DeviceType::kCuda));
   const int64_t m = transpose_a ? a.shape[1] : a.shape[0];
   const int64_t k = transpose_a ? a.shape[0] : a.shape[1];
-  const int64_t kb = transpose_b ? b.shape[1] : b.shape[0];
   const int64_t n = transpose_b ? b.shape[0] : b.shape[1];
-  if (k != kb || c.shape[0] != m || c.shape[1] != n) {
-    return absl::InvalidArgumentError(absl::StrCat("Gemm: shapes do not chain: op(a) [", m, ", ", k,
-                                                   "] . op(b) [", kb, ", ", n, "] into c [",
-                                                   c.shape[0], ", ", c.shape[1], "]"));
-  }
   TITAN_RETURN_IF_ERROR(Ready());
   if (m == 0 || n == 0) return absl::OkStatus();
   if (k == 0) {  // no products: c = beta c (cuBLASLt takes no empty k)
@@ -164,7 +148,7 @@ absl::Status CudaCompute::Gemm(const TensorView& a, bool transpose_a, const Tens
       .beta = beta,
       .outer_vector_scales = false,
   };
-  return RunLtMatmul(kKernel, call);
+  return RunLtMatmul("Gemm", call);
 }
 
 }  // namespace titan::cuda

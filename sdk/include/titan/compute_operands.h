@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "titan/compute.h"
@@ -74,6 +75,97 @@ inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSp
   TITAN_RETURN_IF_ERROR(
       ExpectOperand(kernel, "k", k, device, DType::kF32, keys * s.kv_heads * s.head_dim));
   return ExpectOperand(kernel, "v", v, device, DType::kF32, keys * s.kv_heads * s.head_dim);
+}
+
+// Gemm's a, b (both f32 or both bf16) and c (f32), 2-D, with op(a) . op(b) chaining into c.
+inline absl::Status CheckGemmOperands(const TensorView& a, bool transpose_a, const TensorView& b,
+                                      bool transpose_b, const TensorView& c, DeviceType device) {
+  constexpr const char* kKernel = "Gemm";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "a", a, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "b", b, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
+  if (a.dtype != DType::kF32 && a.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gemm: operand 'a' expected f32 or bf16, found ", DTypeName(a.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "a", a, device, a.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "b", b, device, a.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "c", c, device, DType::kF32));
+  const int64_t m = a.shape[transpose_a ? 1 : 0], k = a.shape[transpose_a ? 0 : 1];
+  const int64_t kb = b.shape[transpose_b ? 1 : 0], n = b.shape[transpose_b ? 0 : 1];
+  if (k != kb || c.shape[0] != m || c.shape[1] != n) {
+    return absl::InvalidArgumentError(absl::StrCat("Gemm: shapes do not chain: op(a) [", m, ", ", k,
+                                                   "] . op(b) [", kb, ", ", n, "] into c [",
+                                                   c.shape[0], ", ", c.shape[1], "]"));
+  }
+  return absl::OkStatus();
+}
+
+// A 2-D float8 operand (e4m3fn or e5m2).
+inline absl::Status ExpectFloat8(const char* kernel, const char* operand, const TensorView& x,
+                                 DeviceType device) {
+  if (x.dtype != DType::kF8E4M3 && x.dtype != DType::kF8E5M2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernel, ": operand '", operand, "' expected f8e4m3 or f8e5m2, found ", DTypeName(x.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, operand, x, 2));
+  return ExpectOperand(kernel, operand, x, device, x.dtype);
+}
+
+// Float8Gemm's a [m, k], b [n, k], their inverse scales ([1] or one per row) and c [m, n] f32.
+inline absl::Status CheckFloat8GemmOperands(const TensorView& a, const TensorView& inverse_scale_a,
+                                            const TensorView& b, const TensorView& inverse_scale_b,
+                                            const TensorView& c, DeviceType device) {
+  constexpr const char* kKernel = "Float8Gemm";
+  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "a", a, device));
+  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "b", b, device));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "c", c, device, DType::kF32));
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
+  if (b.shape[1] != k || c.shape[0] != m || c.shape[1] != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": shapes do not chain: a [", m, ", ", k, "] . b^T (b [", n, ", ",
+                     b.shape[1], "]) into c [", c.shape[0], ", ", c.shape[1], "]"));
+  }
+  const std::pair<const char*, const TensorView*> scales[] = {
+      {"inverse_scale_a", &inverse_scale_a}, {"inverse_scale_b", &inverse_scale_b}};
+  for (const auto& [name, x] : scales) {
+    const int64_t rows = x == &inverse_scale_a ? m : n;
+    TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, name, *x, device, DType::kF32));
+    if (x->numel() != 1 && x->numel() != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(kKernel, ": operand '", name,
+                                                     "' expected 1 (per tensor) or ", rows,
+                                                     " (per row) scales, found ", x->numel()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Float8Quantize's x [rows, columns] (f32 or bf16), out (float8, x's shape or its transpose)
+// and inverse_scales (f32, [1] or one per row of out).
+inline absl::Status CheckFloat8QuantizeOperands(const TensorView& x, const Float8Scaling& scaling,
+                                                const TensorView& out,
+                                                const TensorView& inverse_scales,
+                                                DeviceType device) {
+  constexpr const char* kKernel = "Float8Quantize";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
+  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "x", x, device, x.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "out", out, device));
+  const int64_t out_rows = x.shape[scaling.transpose ? 1 : 0];
+  const int64_t out_columns = x.shape[scaling.transpose ? 0 : 1];
+  if (out.shape[0] != out_rows || out.shape[1] != out_columns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'out' expected [", out_rows, ", ", out_columns, "]",
+                     scaling.transpose ? " (x transposed)" : "", ", found [", out.shape[0], ", ",
+                     out.shape[1], "]"));
+  }
+  const bool per_row = scaling.granularity == Float8Granularity::kRow;
+  return ExpectOperand(kKernel, "inverse_scales", inverse_scales, device, DType::kF32,
+                       per_row ? out_rows : 1);
 }
 
 }  // namespace titan
