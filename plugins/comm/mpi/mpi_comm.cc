@@ -88,19 +88,6 @@ void FinalizeAtExit() {
   if (pending.empty()) MPI_Finalize();
 }
 
-// The MPI_COMM_WORLD ranks of a communicator's members, in its rank order.
-std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size) {
-  MPI_Group group, world;
-  MPI_Comm_group(comm, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
-  MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
-  MPI_Group_free(&group);
-  MPI_Group_free(&world);
-  return std::make_shared<const std::vector<int>>(std::move(global));
-}
-
 // Runs `body`, turning an escaping exception (bad_alloc) into a Status naming `op`.
 template <typename Body>
 auto Guarded(absl::string_view op, const Body& body) -> decltype(body()) {

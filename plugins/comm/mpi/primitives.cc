@@ -127,4 +127,16 @@ absl::Status InitializeMpi(std::chrono::seconds timeout) {
   return absl::OkStatus();
 }
 
+std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return std::make_shared<const std::vector<int>>(std::move(global));
+}
+
 }  // namespace titan::mpi

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -40,6 +41,9 @@ WaitResult WaitUntil(MPI_Request& request, std::chrono::steady_clock::time_point
 // MPI_Init_thread at MPI_THREAD_MULTIPLE on a thread of its own, so that waiting for every
 // rank of the job to start is bounded by `timeout` (comm.init_timeout_seconds).
 absl::Status InitializeMpi(std::chrono::seconds timeout);
+
+// The MPI_COMM_WORLD ranks of a communicator's members, in its rank order.
+std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size);
 
 }  // namespace titan::mpi
 

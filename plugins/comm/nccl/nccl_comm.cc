@@ -89,19 +89,6 @@ ncclRedOp_t ReductionOp(ReduceOp op) {
   return ncclSum;
 }
 
-// The MPI_COMM_WORLD ranks of a communicator's members, in its rank order.
-std::shared_ptr<const std::vector<int>> WorldRanks(MPI_Comm comm, int size) {
-  MPI_Group group, world;
-  MPI_Comm_group(comm, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
-  MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
-  MPI_Group_free(&group);
-  MPI_Group_free(&world);
-  return std::make_shared<const std::vector<int>>(std::move(global));
-}
-
 // Waits for an MPI request against `timeout`, naming `what` when it does not complete.
 absl::Status WaitMpi(MPI_Request& request, std::chrono::seconds timeout, const std::string& what) {
   int code = MPI_SUCCESS;
@@ -307,7 +294,7 @@ class NcclCommunicator : public Communicator {
         ready_(ready),
         rank_(rank),
         size_(size),
-        members_(WorldRanks(mpi, size)) {
+        members_(mpi::WorldRanks(mpi, size)) {
     void* scratch = nullptr;
     if (cudaMalloc(&scratch, sizeof(float)) == cudaSuccess) {
       barrier_ = std::shared_ptr<void>(scratch, [](void* p) { cudaFree(p); });
