@@ -1,21 +1,11 @@
 #include "core/tensor/rope.h"
 
 #include <cmath>
-#include <numbers>
+
+#include "titan/compute.h"
 
 namespace titan {
 namespace {
-
-float ScaledFrequency(float freq, const RopeConfig& config) {
-  const double low_wavelen = config.original_context / config.low_freq_factor;
-  const double high_wavelen = config.original_context / config.high_freq_factor;
-  const double wavelen = 2 * std::numbers::pi / freq;
-  if (wavelen < high_wavelen) return freq;
-  if (wavelen > low_wavelen) return static_cast<float>(freq / config.scale_factor);
-  const double smooth = (config.original_context / wavelen - config.low_freq_factor) /
-                        (config.high_freq_factor - config.low_freq_factor);
-  return static_cast<float>((1 - smooth) * freq / config.scale_factor + smooth * freq);
-}
 
 template <typename T>
 void Rotate(T* x, const T* cos, const T* sin, int64_t b, int64_t t, int64_t heads, int64_t head_dim,
@@ -47,7 +37,7 @@ void RopeTable(T* cos, T* sin, int64_t seq_len, int64_t head_dim, const RopeConf
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
     float freq = 1.0f / static_cast<float>(std::pow(static_cast<float>(config.theta), exponent));
-    if (config.scaled) freq = ScaledFrequency(freq, config);
+    if (config.scaled) freq = ScaledRopeFrequency(freq, config);
     for (int64_t p = 0; p < seq_len; ++p) {
       const float angle = static_cast<float>(p + position_offset) * freq;
       cos[p * half + i] = static_cast<T>(std::cos(static_cast<double>(angle)));

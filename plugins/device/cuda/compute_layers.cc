@@ -1,6 +1,5 @@
 // The model's layer kernels of the CUDA compute: RMSNorm, RoPE, SwiGLU and embedding.
 #include <cmath>
-#include <numbers>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,19 +10,6 @@
 
 namespace titan::cuda {
 namespace {
-
-// Llama 3's scaling of a RoPE frequency, as core/tensor/rope.cc computes it on the host (the
-// plugin cannot link the core): the tables then differ from the CPU's only in cos and sin.
-float ScaledFrequency(float freq, const RopeSpec& spec) {
-  const double low_wavelen = spec.original_context / spec.low_freq_factor;
-  const double high_wavelen = spec.original_context / spec.high_freq_factor;
-  const double wavelen = 2 * std::numbers::pi / freq;
-  if (wavelen < high_wavelen) return freq;
-  if (wavelen > low_wavelen) return static_cast<float>(freq / spec.scale_factor);
-  const double smooth = (spec.original_context / wavelen - spec.low_freq_factor) /
-                        (spec.high_freq_factor - spec.low_freq_factor);
-  return static_cast<float>((1 - smooth) * freq / spec.scale_factor + smooth * freq);
-}
 
 // x [b, t, heads, head_dim] against tables [t, head_dim / 2].
 absl::Status CheckRope(const char* kernel, const TensorView& cos, const TensorView& sin,
@@ -87,7 +73,7 @@ absl::Status CudaCompute::RopeTable(const RopeSpec& spec, int64_t position_offse
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(spec.head_dim);
     freq[i] = 1.0f / static_cast<float>(std::pow(static_cast<float>(spec.theta), exponent));
-    if (spec.scaled) freq[i] = ScaledFrequency(freq[i], spec);
+    if (spec.scaled) freq[i] = ScaledRopeFrequency(freq[i], spec);
   }
   TITAN_ASSIGN_OR_RETURN(StreamScratch device_freq,
                          Scratch(freq.size() * sizeof(float), "RopeTable frequencies"));

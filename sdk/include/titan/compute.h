@@ -7,6 +7,7 @@
 #define TITAN_COMPUTE_H_
 
 #include <cstdint>
+#include <numbers>
 #include <span>
 #include <string>
 
@@ -32,6 +33,20 @@ struct RopeSpec {
   double scale_factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
   double original_context = 8192.0;
 };
+
+// Llama 3's scaling of one RoPE frequency (TorchTitan's apply_scaling), for any config with
+// RopeSpec's scaling fields, so that every backend builds the same tables.
+template <typename Config>
+float ScaledRopeFrequency(float freq, const Config& config) {
+  const double low_wavelen = config.original_context / config.low_freq_factor;
+  const double high_wavelen = config.original_context / config.high_freq_factor;
+  const double wavelen = 2 * std::numbers::pi / freq;
+  if (wavelen < high_wavelen) return freq;
+  if (wavelen > low_wavelen) return static_cast<float>(freq / config.scale_factor);
+  const double smooth = (config.original_context / wavelen - config.low_freq_factor) /
+                        (config.high_freq_factor - config.low_freq_factor);
+  return static_cast<float>((1 - smooth) * freq / config.scale_factor + smooth * freq);
+}
 
 // torch.optim's Adam (decoupled = false) and AdamW (decoupled = true) for one run of parameters.
 struct AdamUpdate {
