@@ -203,15 +203,10 @@ absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
 }
 
 void LlamaModel::ReleaseUnusedStorage() {
-  auto points_into = [](const Arena& arena, const TensorView& view) {
-    const float* begin = arena.flat_data();
-    const float* data = view.data_as<const float>();
-    return begin != nullptr && data >= begin && data < begin + arena.flat_size();
-  };
   bool values_used = false, grads_used = false;
   for (const Parameter& p : parameters_) {
-    values_used = values_used || points_into(params_, p.value);
-    grads_used = grads_used || points_into(grads_, p.grad);
+    values_used = values_used || params_.Contains(p.value.data);
+    grads_used = grads_used || grads_.Contains(p.grad.data);
   }
   if (!values_used) params_ = Arena();
   if (!grads_used) grads_ = Arena();
@@ -251,55 +246,52 @@ absl::Status LlamaModel::CopyF32(const float* src, float* dst, int64_t n) const 
   return compute_->Copy(View(src, {n}), View(dst, {n}));
 }
 
-absl::StatusOr<TensorView> LlamaModel::Operand(const float* x, std::vector<int64_t> shape,
-                                               Scratch scratch) {
-  TensorView f32 = View(x, std::move(shape));
-  if (matmul_dtype_ == DType::kF32) return f32;
-  TensorView bf16 = f32;
-  bf16.dtype = DType::kBF16;
-  bf16.data = bf16_scratch_[scratch];
-  TITAN_RETURN_IF_ERROR(compute_->Cast(f32, bf16));
-  return bf16;
+absl::StatusOr<TensorView> LlamaModel::Operand(const TensorView& x, Scratch scratch) {
+  if (x.dtype == matmul_dtype_) return x;
+  TensorView rounded = x;
+  rounded.dtype = matmul_dtype_;
+  rounded.data = bf16_scratch_[scratch];
+  TITAN_RETURN_IF_ERROR(compute_->Cast(x, rounded));
+  return rounded;
 }
 
 absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, bool accumulate) {
   const Parameter& p = parameters_[weight];
-  TITAN_ASSIGN_OR_RETURN(TensorView w,
-                         Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
+  TITAN_ASSIGN_OR_RETURN(TensorView w, Operand(p.value, kWeightScratch));
   const TensorView out_view = View(out, {in.shape[0], p.value.shape[0]});
   if (Float8(weight)) return float8_->Forward(in, w, out_view, accumulate);
   return compute_->Gemm(in, false, w, true, 1.0f, accumulate ? 1.0f : 0.0f, out_view);
 }
 
-absl::Status LlamaModel::ProjectBackward(const float* dout, const float* in, int64_t rows,
-                                         int weight, float* dinp) {
+absl::Status LlamaModel::ProjectBackward(const float* dout, const TensorView& in, int weight,
+                                         float* dinp) {
   const Parameter& p = parameters_[weight];
-  const int64_t out_features = p.value.shape[0], in_features = p.value.shape[1];
-  TITAN_ASSIGN_OR_RETURN(TensorView g, Operand(dout, {rows, out_features}, kGradScratch));
+  const int64_t rows = in.shape[0], out_features = p.value.shape[0], in_features = p.value.shape[1];
+  const TensorView dout_view = View(dout, {rows, out_features});
+  TITAN_ASSIGN_OR_RETURN(TensorView g, Operand(dout_view, kGradScratch));
   if (dinp != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(TensorView w,
-                           Operand(p.value.data_as<const float>(), p.value.shape, kWeightScratch));
+    TITAN_ASSIGN_OR_RETURN(TensorView w, Operand(p.value, kWeightScratch));
     const TensorView dinp_view = View(dinp, {rows, in_features});
     TITAN_RETURN_IF_ERROR(Float8(weight)
                               ? float8_->InputGrad(g, w, dinp_view)
                               : compute_->Gemm(g, false, w, false, 1.0f, 1.0f, dinp_view));
   }
   if (deferring_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout, rows * out_features));
+    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout_view));
     // An input activation checkpointing recomputed sits in shared scratch that the next
     // layer's recompute overwrites: W gets a copy.
-    const Arena& kept = deferring_->arena;
+    TensorView kept_in = in;
     Arena saved_in;
-    if (in < kept.flat_data() || in >= kept.flat_data() + kept.flat_size()) {
-      TITAN_ASSIGN_OR_RETURN(saved_in, SaveForLater(in, rows * in_features));
-      in = saved_in.flat_data();
+    if (!deferring_->arena.Contains(in.data)) {
+      TITAN_ASSIGN_OR_RETURN(saved_in, SaveForLater(in));
+      kept_in = saved_in.at(0).view();
     }
     deferring_->deferred[deferring_stage_].push_back({DeferredGrad::kProjection, deferring_layer_,
-                                                      weight, rows, std::move(saved), in,
+                                                      weight, rows, std::move(saved), kept_in,
                                                       std::move(saved_in)});
     return absl::OkStatus();
   }
-  TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, {rows, in_features}, kInputScratch));
+  TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, kInputScratch));
   const TensorView dw = View(Grad(weight), p.grad.shape);
   if (Float8(weight)) return float8_->WeightGrad(g, x, dw);
   return compute_->Gemm(g, true, x, false, 1.0f, 1.0f, dw);
@@ -323,11 +315,11 @@ std::vector<Float8LinearChoice> LlamaModel::ConvertToFloat8(const Float8Plugin& 
   return linears;
 }
 
-absl::StatusOr<Arena> LlamaModel::SaveForLater(const float* values, int64_t count) {
+absl::StatusOr<Arena> LlamaModel::SaveForLater(const TensorView& values) {
   ArenaPlan plan;
-  TITAN_RETURN_IF_ERROR(plan.Add("saved", {count}).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("saved", values.shape, values.dtype).status());
   TITAN_ASSIGN_OR_RETURN(Arena saved, Arena::Allocate(plan, device_));
-  if (values != nullptr) TITAN_RETURN_IF_ERROR(CopyF32(values, saved.flat_data(), count));
+  if (values.data != nullptr) TITAN_RETURN_IF_ERROR(compute_->Copy(values, saved.at(0).view()));
   return saved;
 }
 
@@ -345,26 +337,28 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   const int64_t n = batch * seq_len, nl = n / t, d = c.dim, f = local.hidden;
   const int64_t qd = local.heads * c.head_dim(), kvd = local.kv_heads * c.head_dim();
   const int64_t lse = batch * local.heads * seq_len;
-  // Each block activation belongs to the stage that writes it.
+  // Each block activation belongs to the stage that writes it. The matmul inputs take the matmul
+  // dtype; the others stay f32 for the f32 kernels that read them.
   const struct {
-    float* BlockActs::*field;
+    float* BlockActs::*f32;
+    TensorView BlockActs::*input;
     const char* name;
-    int64_t size;
+    std::vector<int64_t> shape;
     BlockStage stage;
   } fields[] = {
-      {&BlockActs::ln1, "ln1", n * d, BlockStage::kAttentionNorm},
-      {&BlockActs::rstd1, "rstd1", nl, BlockStage::kAttentionNorm},
-      {&BlockActs::q, "q", n * qd, BlockStage::kQkv},
-      {&BlockActs::k, "k", n * kvd, BlockStage::kQkv},
-      {&BlockActs::v, "v", n * kvd, BlockStage::kQkv},
-      {&BlockActs::att, "att", n * qd, BlockStage::kAttention},
-      {&BlockActs::lse, "lse", lse, BlockStage::kAttention},
-      {&BlockActs::x_mid, "x_mid", nl * d, BlockStage::kAttentionOut},
-      {&BlockActs::ln2, "ln2", n * d, BlockStage::kFfnNorm},
-      {&BlockActs::rstd2, "rstd2", nl, BlockStage::kFfnNorm},
-      {&BlockActs::a, "a", n * f, BlockStage::kGateUp},
-      {&BlockActs::b, "b", n * f, BlockStage::kGateUp},
-      {&BlockActs::h, "h", n * f, BlockStage::kSwiGlu},
+      {nullptr, &BlockActs::ln1, "ln1", {n, d}, BlockStage::kAttentionNorm},
+      {&BlockActs::rstd1, nullptr, "rstd1", {nl}, BlockStage::kAttentionNorm},
+      {&BlockActs::q, nullptr, "q", {n * qd}, BlockStage::kQkv},
+      {&BlockActs::k, nullptr, "k", {n * kvd}, BlockStage::kQkv},
+      {&BlockActs::v, nullptr, "v", {n * kvd}, BlockStage::kQkv},
+      {&BlockActs::att, nullptr, "att", {n * qd}, BlockStage::kAttention},
+      {&BlockActs::lse, nullptr, "lse", {lse}, BlockStage::kAttention},
+      {&BlockActs::x_mid, nullptr, "x_mid", {nl * d}, BlockStage::kAttentionOut},
+      {nullptr, &BlockActs::ln2, "ln2", {n, d}, BlockStage::kFfnNorm},
+      {&BlockActs::rstd2, nullptr, "rstd2", {nl}, BlockStage::kFfnNorm},
+      {&BlockActs::a, nullptr, "a", {n * f}, BlockStage::kGateUp},
+      {&BlockActs::b, nullptr, "b", {n * f}, BlockStage::kGateUp},
+      {nullptr, &BlockActs::h, "h", {n, f}, BlockStage::kSwiGlu},
   };
   // Two plans: what each microbatch keeps from its forward to its backward (a set), and the
   // scratch all microbatches share (recomputed activations, gradients in flight, tables).
@@ -376,12 +370,13 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       const bool kept = KeepsStage(blocks_[l].policy, field.stage);
       std::string name = kept ? absl::StrCat("layers.", l, ".", field.name)
                               : absl::StrCat("recompute.", field.name);
+      const DType dtype = field.input != nullptr ? matmul_dtype_ : DType::kF32;
       if (kept) {
-        TITAN_RETURN_IF_ERROR(set_plan.Add(name, {field.size}).status());
+        TITAN_RETURN_IF_ERROR(set_plan.Add(name, field.shape, dtype).status());
       } else {
-        shared_plan.Add(name, {field.size}).IgnoreError();  // one slot for every layer
+        shared_plan.Add(name, field.shape, dtype).IgnoreError();  // one slot for every layer
       }
-      set_slots_[l].emplace_back(field.field, std::move(name));
+      set_slots_[l].push_back({field.f32, field.input, std::move(name)});
     }
   }
   for (const PipelineStage& stage : stages_) {
@@ -395,13 +390,10 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
     }
   }
   if (holds_last_stage()) {
-    const std::pair<const char*, int64_t> head[] = {{"final_norm", n * d},
-                                                    {"final_rstd", nl},
-                                                    {"logits", n * local.vocab},
-                                                    {"loss_lse", n},
-                                                    {"loss_max", n},
-                                                    {"loss_target", n},
-                                                    {"loss", 1}};
+    TITAN_RETURN_IF_ERROR(set_plan.Add("final_norm", {n, d}, matmul_dtype_).status());
+    const std::pair<const char*, int64_t> head[] = {{"final_rstd", nl}, {"logits", n * local.vocab},
+                                                    {"loss_lse", n},    {"loss_max", n},
+                                                    {"loss_target", n}, {"loss", 1}};
     for (const auto& [name, size] : head)
       TITAN_RETURN_IF_ERROR(set_plan.Add(name, {size}).status());
   }
@@ -472,9 +464,10 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   }
   for (const auto& single : singles)
     TITAN_RETURN_IF_ERROR(shared_plan.Add(single.name, {single.size}).status());
-  // Mixed precision: the bf16 roundings of one matmul's input, output gradient and weight.
+  // Mixed precision: the bf16 roundings of one matmul's f32 input (the attention's output),
+  // output gradient and weight.
   const std::array<int64_t, kScratches> scratch_sizes = {
-      n * std::max({d, qd, f}), n * std::max({d, qd, f, local.vocab}), [&] {
+      n * qd, n * std::max({d, qd, f, local.vocab}), [&] {
         int64_t largest = 0;
         for (const auto& [name, shape] : OwnedParameterShapes(t)) {
           int64_t numel = 1;
@@ -526,30 +519,38 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
 absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
   auto set = std::make_unique<MicrobatchActs>();
   TITAN_ASSIGN_OR_RETURN(set->arena, Arena::Allocate(set_plan_, device_, "activations"));
-  const Arena& arena = set->arena;
-  auto pointer = [&](const std::string& name) -> float* {
-    if (absl::StartsWith(name, "recompute.")) return shared_arena_.Find(name)->data<float>();
+  // A slot of the set, or of the shared recompute scratch; empty when this rank has none.
+  auto view = [&](const std::string& name) -> TensorView {
+    const Arena& arena = absl::StartsWith(name, "recompute.") ? shared_arena_ : set->arena;
     absl::StatusOr<Tensor> found = arena.Find(name);
-    return found.ok() ? found->data<float>() : nullptr;
+    return found.ok() ? found->view() : TensorView{};
   };
+  auto pointer = [&](const std::string& name) { return static_cast<float*>(view(name).data); };
   const int64_t layers = config_.n_layers;
   set->blocks.assign(layers, BlockActs{});
   for (int64_t l = 0; l < layers; ++l) {
-    for (const auto& [field, name] : set_slots_[l]) set->blocks[l].*field = pointer(name);
+    for (const ActSlot& slot : set_slots_[l]) {
+      BlockActs& acts = set->blocks[l];
+      if (slot.input != nullptr) {
+        acts.*slot.input = view(slot.name);
+      } else {
+        acts.*slot.f32 = pointer(slot.name);
+      }
+    }
   }
   for (int64_t l = 0; l <= layers; ++l) {
     set->residual.push_back(pointer(absl::StrCat("residual.", l)));
     set->d_boundary.push_back(pointer(absl::StrCat("d_boundary.", l)));
   }
-  set->final_norm = pointer("final_norm");
+  set->final_norm = view("final_norm");
   set->final_rstd = pointer("final_rstd");
   set->logits = pointer("logits");
   set->loss_lse = pointer("loss_lse");
   set->loss_max = pointer("loss_max");
   set->loss_target = pointer("loss_target");
   set->loss = pointer("loss");
-  set->tokens = arena.Find("tokens")->data<int32_t>();
-  set->targets = arena.Find("targets")->data<int32_t>();
+  set->tokens = static_cast<int32_t*>(view("tokens").data);
+  set->targets = static_cast<int32_t*>(view("targets").data);
   set->deferred.assign(stages_.size(), {});
   sets_.push_back(std::move(set));
   return sets_.back().get();
@@ -587,13 +588,18 @@ absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targe
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::NormAndGather(float* out, float* rstd, const float* inp, int weight) {
+absl::Status LlamaModel::NormAndGather(const TensorView& out, float* rstd, const float* inp,
+                                       int weight) {
   const int64_t d = config_.dim;
-  float* local = tp_.size() > 1 ? tokens_local_ : out;
+  // A bf16 output is normed and gathered in f32 (in the idle d_norm_out_), then rounded once.
+  const bool f32 = out.dtype == DType::kF32;
+  float* full = f32 ? out.data_as<float>() : d_norm_out_;
+  float* local = tp_.size() > 1 ? tokens_local_ : full;
   TITAN_RETURN_IF_ERROR(compute_->RmsNormForward(
       View(inp, {n_local_, d}), parameters_[weight].value, config_.norm_eps,
       View(local, {n_local_, d}), View(rstd, {n_local_})));
-  return tp_.GatherTokens(local, out, n_local_, d).status();
+  TITAN_RETURN_IF_ERROR(tp_.GatherTokens(local, full, n_local_, d).status());
+  return f32 ? absl::OkStatus() : compute_->Cast(View(full, out.shape), out);
 }
 
 absl::Status LlamaModel::AddRowParallel(float* out, const TensorView& in, int weight) {
@@ -622,7 +628,7 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   Arena part;
   float* sum = norm_grad_;
   if (deferring_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(part, SaveForLater(nullptr, d));
+    TITAN_ASSIGN_OR_RETURN(part, SaveForLater(View(nullptr, {d})));
     sum = part.flat_data();
   }
   TITAN_RETURN_IF_ERROR(Zero(sum, d));
@@ -631,7 +637,7 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(sum, d));
   if (deferring_ != nullptr) {
     deferring_->deferred[deferring_stage_].push_back(
-        {DeferredGrad::kNorm, deferring_layer_, weight, 1, std::move(part), nullptr, Arena()});
+        {DeferredGrad::kNorm, deferring_layer_, weight, 1, std::move(part), TensorView{}, Arena()});
     return absl::OkStatus();
   }
   return compute_->Accumulate(grad, p.grad);
@@ -650,10 +656,9 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
     TITAN_RETURN_IF_ERROR(NormAndGather(x.ln1, x.rstd1, in, block.weights[kAttentionNorm]));
   }
   if (run(BlockStage::kQkv)) {
-    TITAN_ASSIGN_OR_RETURN(TensorView ln1, Operand(x.ln1, {n, d}, kInputScratch));
-    TITAN_RETURN_IF_ERROR(Project(ln1, block.weights[kWq], x.q));
-    TITAN_RETURN_IF_ERROR(Project(ln1, block.weights[kWk], x.k));
-    TITAN_RETURN_IF_ERROR(Project(ln1, block.weights[kWv], x.v));
+    TITAN_RETURN_IF_ERROR(Project(x.ln1, block.weights[kWq], x.q));
+    TITAN_RETURN_IF_ERROR(Project(x.ln1, block.weights[kWk], x.k));
+    TITAN_RETURN_IF_ERROR(Project(x.ln1, block.weights[kWv], x.v));
     const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
     const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
     TITAN_RETURN_IF_ERROR(
@@ -667,25 +672,26 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
   }
   if (run(BlockStage::kAttentionOut)) {
     TITAN_RETURN_IF_ERROR(CopyF32(in, x.x_mid, nl * d));
-    TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(x.att, {n, qd}, kInputScratch));
+    TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(View(x.att, {n, qd}), kInputScratch));
     TITAN_RETURN_IF_ERROR(AddRowParallel(x.x_mid, att, block.weights[kWo]));
   }
   if (run(BlockStage::kFfnNorm)) {
     TITAN_RETURN_IF_ERROR(NormAndGather(x.ln2, x.rstd2, x.x_mid, block.weights[kFfnNorm]));
   }
   if (run(BlockStage::kGateUp)) {
-    TITAN_ASSIGN_OR_RETURN(TensorView ln2, Operand(x.ln2, {n, d}, kInputScratch));
-    TITAN_RETURN_IF_ERROR(Project(ln2, block.weights[kW1], x.a));
-    TITAN_RETURN_IF_ERROR(Project(ln2, block.weights[kW3], x.b));
+    TITAN_RETURN_IF_ERROR(Project(x.ln2, block.weights[kW1], x.a));
+    TITAN_RETURN_IF_ERROR(Project(x.ln2, block.weights[kW3], x.b));
   }
   if (run(BlockStage::kSwiGlu)) {
-    TITAN_RETURN_IF_ERROR(
-        compute_->SwiGluForward(View(x.a, {n * f}), View(x.b, {n * f}), View(x.h, {n * f})));
+    // A bf16 h is computed in f32 (in the idle d_h_), then rounded once.
+    const bool f32 = x.h.dtype == DType::kF32;
+    const TensorView out = f32 ? x.h : View(d_h_, {n, f});
+    TITAN_RETURN_IF_ERROR(compute_->SwiGluForward(View(x.a, {n * f}), View(x.b, {n * f}), out));
+    if (!f32) TITAN_RETURN_IF_ERROR(compute_->Cast(out, x.h));
   }
   if (!recompute) {
     TITAN_RETURN_IF_ERROR(CopyF32(x.x_mid, residual_[layer + 1], nl * d));
-    TITAN_ASSIGN_OR_RETURN(TensorView h, Operand(x.h, {n, f}, kInputScratch));
-    TITAN_RETURN_IF_ERROR(AddRowParallel(residual_[layer + 1], h, block.weights[kW2]));
+    TITAN_RETURN_IF_ERROR(AddRowParallel(residual_[layer + 1], x.h, block.weights[kW2]));
   }
   return absl::OkStatus();
 }
@@ -747,11 +753,10 @@ absl::Status LlamaModel::EmbedTokens(bool root_hooks) {
 
 absl::StatusOr<float> LlamaModel::HeadForward(bool root_hooks) {
   const LocalSizes local = this->local();
-  const int64_t n = batch_ * seq_len_, d = config_.dim;
+  const int64_t n = batch_ * seq_len_;
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   TITAN_RETURN_IF_ERROR(NormAndGather(final_norm_, final_rstd_, residual_.back(), norm_));
-  TITAN_ASSIGN_OR_RETURN(TensorView normed, Operand(final_norm_, {n, d}, kInputScratch));
-  TITAN_RETURN_IF_ERROR(Project(normed, output_, logits_));
+  TITAN_RETURN_IF_ERROR(Project(final_norm_, output_, logits_));
   // Loss parallel: the ranks share each row's max, sum of exponentials and target logit, never
   // the logits themselves.
   const TensorView logits = View(logits_, {n, local.vocab});
@@ -815,22 +820,22 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   // Feed-forward: d_h = d_out . w2, then SwiGLU, then w1 and w3 back into the norm's output.
   TITAN_ASSIGN_OR_RETURN(const float* d_out, tp_.GatherTokens(d_residual_, tokens_full_, nl, d));
   TITAN_RETURN_IF_ERROR(Zero(d_h_, n * f));
-  TITAN_RETURN_IF_ERROR(ProjectBackward(d_out, x.h, n, block.weights[kW2], d_h_));
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_out, x.h, block.weights[kW2], d_h_));
   TITAN_RETURN_IF_ERROR(Zero(d_a_, n * f));
   TITAN_RETURN_IF_ERROR(Zero(d_b_, n * f));
   TITAN_RETURN_IF_ERROR(compute_->SwiGluBackward(View(d_h_, {n * f}), View(x.a, {n * f}),
                                                  View(x.b, {n * f}), View(d_a_, {n * f}),
                                                  View(d_b_, {n * f})));
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
-  TITAN_RETURN_IF_ERROR(ProjectBackward(d_a_, x.ln2, n, block.weights[kW1], d_norm_out_));
-  TITAN_RETURN_IF_ERROR(ProjectBackward(d_b_, x.ln2, n, block.weights[kW3], d_norm_out_));
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_a_, x.ln2, block.weights[kW1], d_norm_out_));
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_b_, x.ln2, block.weights[kW3], d_norm_out_));
   TITAN_RETURN_IF_ERROR(
       NormBackward(d_residual_, d_norm_out_, x.x_mid, x.rstd2, block.weights[kFfnNorm]));
 
   // Attention: d_att = d_out . wo, the attention's backward, RoPE back, then wq, wk and wv.
   TITAN_ASSIGN_OR_RETURN(d_out, tp_.GatherTokens(d_residual_, tokens_full_, nl, d));
   TITAN_RETURN_IF_ERROR(Zero(d_att_, n * qd));
-  TITAN_RETURN_IF_ERROR(ProjectBackward(d_out, x.att, n, block.weights[kWo], d_att_));
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_out, View(x.att, {n, qd}), block.weights[kWo], d_att_));
   TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
   TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
   TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
@@ -845,7 +850,7 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
   const std::pair<const float*, Weight> projections[] = {{d_q_, kWq}, {d_k_, kWk}, {d_v_, kWv}};
   for (const auto& [grad, weight] : projections) {
-    TITAN_RETURN_IF_ERROR(ProjectBackward(grad, x.ln1, n, block.weights[weight], d_norm_out_));
+    TITAN_RETURN_IF_ERROR(ProjectBackward(grad, x.ln1, block.weights[weight], d_norm_out_));
   }
   return NormBackward(d_residual_, d_norm_out_, residual_[layer], x.rstd1,
                       block.weights[kAttentionNorm]);
@@ -876,7 +881,7 @@ absl::Status LlamaModel::HeadBackward(bool root_hooks) {
                                                        Tokens(targets_device_), local.first_vocab,
                                                        1.0f, View(d_logits, {n, v})));
   TITAN_RETURN_IF_ERROR(Zero(d_norm_out_, n * d));
-  TITAN_RETURN_IF_ERROR(ProjectBackward(d_logits, final_norm_, n, output_, d_norm_out_));
+  TITAN_RETURN_IF_ERROR(ProjectBackward(d_logits, final_norm_, output_, d_norm_out_));
   TITAN_RETURN_IF_ERROR(Zero(d_residual_, n_local_ * d));
   TITAN_RETURN_IF_ERROR(
       NormBackward(d_residual_, d_norm_out_, residual_.back(), final_rstd_, norm_));
@@ -892,9 +897,9 @@ absl::Status LlamaModel::EmbeddingBackward(bool root_hooks) {
   TITAN_ASSIGN_OR_RETURN(const float* d_embedded,
                          tp_.GatherTokens(d_residual_, tokens_full_, n_local_, d));
   if (deferring_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(d_embedded, n * d));
-    deferring_->deferred[deferring_stage_].push_back(
-        {DeferredGrad::kEmbedding, -1, tok_embeddings_, n, std::move(saved), nullptr, Arena()});
+    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(View(d_embedded, {n * d})));
+    deferring_->deferred[deferring_stage_].push_back({DeferredGrad::kEmbedding, -1, tok_embeddings_,
+                                                      n, std::move(saved), TensorView{}, Arena()});
     return absl::OkStatus();
   }
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeBackward());

@@ -141,9 +141,19 @@ class LlamaModel : public TensorParallelTarget,
     std::array<int, kLayerWeights> weights;
     BlockPolicy policy;
   };
-  // Activations of one block; pointers into its own slots or the shared recompute scratch.
+  // Activations of one block; pointers into its own slots or the shared recompute scratch. The
+  // ones only matmuls read (ln1, ln2 and SwiGLU's output h) are stored in the matmul dtype, so
+  // under mixed precision they are bf16, rounded once where they are made.
   struct BlockActs {
-    float *ln1, *rstd1, *q, *k, *v, *att, *lse, *x_mid, *ln2, *rstd2, *a, *b, *h;
+    float *rstd1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *a, *b;
+    TensorView ln1, ln2, h;
+  };
+  // Where a microbatch set points a block's activation: an f32 field or a matmul input, and the
+  // slot's name (in the set, or "recompute.*" shared by every layer).
+  struct ActSlot {
+    float* BlockActs::*f32;        // null for a matmul input
+    TensorView BlockActs::*input;  // null for an f32 activation
+    std::string name;
   };
 
   // The sizes one tensor-parallel rank computes with: all of them on one rank.
@@ -151,8 +161,8 @@ class LlamaModel : public TensorParallelTarget,
     int64_t heads, kv_heads, hidden, vocab, first_vocab;
   };
 
-  // The bf16 scratch a matmul operand is rounded into: the input, the output's gradient, the
-  // weight.
+  // The bf16 scratch a matmul operand is rounded into: the input (the attention's output; the
+  // other inputs are stored in bf16), the output's gradient, the weight.
   enum Scratch { kInputScratch, kGradScratch, kWeightScratch, kScratches };
 
   // A weight gradient the zero-bubble split leaves for BackwardWeight: grad(weight) += dout^T .
@@ -162,9 +172,9 @@ class LlamaModel : public TensorParallelTarget,
     int layer;  // whose module's hooks surround it; -1: the root's
     int weight;
     int64_t rows;
-    Arena saved;      // the output's gradient (a projection, the embedding) or the norm's sum
-    const float* in;  // a projection's input: the forward's activation, kept until W has run,
-    Arena saved_in;   // or its copy here when activation checkpointing recomputed it
+    Arena saved;     // the output's gradient (a projection, the embedding) or the norm's sum
+    TensorView in;   // a projection's input: the forward's activation, kept until W has run,
+    Arena saved_in;  // or its copy here when activation checkpointing recomputed it
   };
 
   // The activations one microbatch keeps from its forward to its backward; the pipeline holds
@@ -173,7 +183,8 @@ class LlamaModel : public TensorParallelTarget,
     Arena arena;
     std::vector<BlockActs> blocks;             // per layer; only this model's are set
     std::vector<float*> residual, d_boundary;  // per layer boundary; d_boundary with pp only
-    float *final_norm = nullptr, *final_rstd = nullptr, *logits = nullptr;
+    TensorView final_norm;                     // in the matmul dtype, as the blocks' matmul inputs
+    float *final_rstd = nullptr, *logits = nullptr;
     float *loss_lse = nullptr, *loss_max = nullptr, *loss_target = nullptr, *loss = nullptr;
     int32_t *tokens = nullptr, *targets = nullptr;
     int backwards_left = 0;  // local stages yet to finish this microbatch's backward
@@ -198,9 +209,9 @@ class LlamaModel : public TensorParallelTarget,
   // Operand), summed over the tensor-parallel ranks.
   absl::Status AddRowParallel(float* out, const TensorView& in, int weight);
   AttentionSpec attention_spec() const;
-  // RMSNorm of this rank's tokens of `inp`, gathered into out [n, d] for the column-parallel
-  // projections that follow.
-  absl::Status NormAndGather(float* out, float* rstd, const float* inp, int weight);
+  // RMSNorm of this rank's tokens of `inp`, gathered into out [n, d] (f32 or bf16) for the
+  // column-parallel projections that follow.
+  absl::Status NormAndGather(const TensorView& out, float* rstd, const float* inp, int weight);
   // The norm's backward on this rank's tokens; d_out_full [n, d] holds this rank's partial sums
   // for every token. The weight's gradient adds up over the tensor-parallel ranks.
   absl::Status NormBackward(float* d_residual, float* d_out_full, const float* inp,
@@ -223,8 +234,8 @@ class LlamaModel : public TensorParallelTarget,
                               float* dq, float* dk, float* dv);
   // The ring (core/model/llama_context_ring.cc): the same attention with the keys and values
   // passed from rank to rank instead of all-gathered.
-  absl::Status AttendRing(const AttentionSpec& spec, const float* q, const float* k,
-                          const float* v, float* att, float* lse);
+  absl::Status AttendRing(const AttentionSpec& spec, const float* q, const float* k, const float* v,
+                          float* att, float* lse);
   absl::Status AttendBackwardRing(const AttentionSpec& spec, const float* d_att, const float* q,
                                   const float* k, const float* v, const float* att,
                                   const float* lse, float* dq, float* dk, float* dv);
@@ -278,18 +289,19 @@ class LlamaModel : public TensorParallelTarget,
   // An f32 view of model memory on the compute's device.
   TensorView View(const float* data, std::vector<int64_t> shape) const;
   TensorView Tokens(const int32_t* data) const;
-  // A matmul operand in the compute precision: x itself in f32, its bf16 rounding (in `scratch`)
-  // under mixed precision.
-  absl::StatusOr<TensorView> Operand(const float* x, std::vector<int64_t> shape, Scratch scratch);
+  // A matmul operand in the compute precision: x itself when it has that dtype, else (f32 under
+  // mixed precision) its bf16 rounding in `scratch`.
+  absl::StatusOr<TensorView> Operand(const TensorView& x, Scratch scratch);
   bool Float8(int weight) const { return float8_ != nullptr && float8_->Converts(weight); }
   // out[n, oc] (+)= in . weight^T; `in` is an Operand.
   absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
-  // The backward of Project over `rows` rows: dinp[rows, c] += dout . weight (skipped when null)
-  // and weight's grad += dout^T . in (deferred under the zero-bubble split); f32 dout and in.
-  absl::Status ProjectBackward(const float* dout, const float* in, int64_t rows, int weight,
-                               float* dinp);
-  // A copy of `count` f32 values (zeros when null) in an arena of its own on the device.
-  absl::StatusOr<Arena> SaveForLater(const float* values, int64_t count);
+  // The backward of Project over in's rows: dinp[rows, c] += dout . weight (skipped when null)
+  // and weight's grad += dout^T . in (deferred under the zero-bubble split); f32 dout, `in` as
+  // the forward stored it (f32 or bf16).
+  absl::Status ProjectBackward(const float* dout, const TensorView& in, int weight, float* dinp);
+  // A copy of `values` (its shape and dtype; zeros when its data is null) in an arena of its own
+  // on the device.
+  absl::StatusOr<Arena> SaveForLater(const TensorView& values);
   absl::Status Zero(float* x, int64_t n) const;
   absl::Status CopyF32(const float* src, float* dst, int64_t n) const;
   // The forward pass runs every stage and writes the residual into layer + 1; the recompute
@@ -339,7 +351,7 @@ class LlamaModel : public TensorParallelTarget,
   Arena shared_arena_;                             // scratch every microbatch uses in turn
   ArenaPlan set_plan_;                             // one microbatch's activations
   // Per layer: each activation's field and its slot (in a set, or "recompute.*" shared).
-  std::vector<std::vector<std::pair<float * BlockActs::*, std::string>>> set_slots_;
+  std::vector<std::vector<ActSlot>> set_slots_;
   std::vector<std::unique_ptr<MicrobatchActs>> sets_;
   std::vector<int> set_of_;     // microbatch -> index into sets_, or -1
   std::vector<int> free_sets_;  // indices into sets_
@@ -352,12 +364,15 @@ class LlamaModel : public TensorParallelTarget,
   AttentionShape attention_shape_{};
   std::vector<float*> residual_;  // n_layers + 1 entries, [n_local_, dim] each
   std::vector<BlockActs> acts_;
-  float *rope_cos_, *rope_sin_, *final_norm_, *final_rstd_, *logits_, *loss_lse_;
+  TensorView final_norm_;
+  float *rope_cos_, *rope_sin_, *final_rstd_, *logits_, *loss_lse_;
   float *loss_max_, *loss_target_, *loss_;
   int32_t *tokens_device_, *targets_device_;
   std::array<uint16_t*, kScratches> bf16_scratch_{};  // null in f32
   // Tensor-parallel scratch (null on one rank): this rank's tokens, every token, a norm's grad.
   float *tokens_local_ = nullptr, *tokens_full_ = nullptr, *norm_grad_ = nullptr;
+  // Gradient scratch. In bf16 the forward borrows d_norm_out_ and d_h_ for the f32 results of
+  // the norms and SwiGLU before their rounding: the backward uses them only after its recompute.
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   bool tokens_valid_ = false;              // a Forward's activations await their Backward
   std::unique_ptr<Float8Linears> float8_;  // null: no linear layer in Float8

@@ -199,9 +199,9 @@ absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) 
       const float* saved = g.saved.flat_data();
       switch (g.kind) {
         case DeferredGrad::kProjection: {
-          const int64_t out = p.value.shape[0], in = p.value.shape[1];
-          TITAN_ASSIGN_OR_RETURN(TensorView dout, Operand(saved, {g.rows, out}, kGradScratch));
-          TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(g.in, {g.rows, in}, kInputScratch));
+          TITAN_ASSIGN_OR_RETURN(TensorView dout,
+                                 Operand(View(saved, {g.rows, p.value.shape[0]}), kGradScratch));
+          TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(g.in, kInputScratch));
           const TensorView dw = View(Grad(g.weight), p.grad.shape);
           TITAN_RETURN_IF_ERROR(Float8(g.weight)
                                     ? float8_->WeightGrad(dout, x, dw)

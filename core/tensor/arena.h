@@ -50,6 +50,12 @@ class Arena {
   // The whole allocation as one f32 run (padding included, always zero), for one-pass updates.
   float* flat_data() const { return static_cast<float*>(storage_ ? storage_->data() : nullptr); }
   size_t flat_size() const { return storage_ ? storage_->size() / sizeof(float) : 0; }
+  // Whether `data` points into this arena's allocation.
+  bool Contains(const void* data) const {
+    const auto* begin = static_cast<const char*>(storage_ ? storage_->data() : nullptr);
+    const auto* at = static_cast<const char*>(data);
+    return begin != nullptr && at >= begin && at < begin + storage_->size();
+  }
 
  private:
   std::shared_ptr<Storage> storage_;
