@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 namespace titan {
@@ -139,6 +142,61 @@ TEST(LlamaTest, ActivationCheckpointingGivesIdenticalGradients) {
       EXPECT_EQ(flat, reference_grads);
       EXPECT_LT((*model)->activation_bytes(), keep_all_bytes);
     }
+  }
+}
+
+// Under mixed precision the activations only matmuls read (each block's ln1, ln2 and SwiGLU
+// output, and the final norm's output) are planned in bf16, the rest in f32 as before; the bf16
+// plan also holds the bf16 scratch the other matmul operands are rounded into.
+TEST(LlamaTest, Bf16StoresTheMatmulInputsInHalfTheBytes) {
+  const LlamaConfig config = TinyConfig();
+  const int64_t batch = 2, seq_len = 13, n = batch * seq_len, d = config.dim;
+  const int64_t f = config.hidden_dim(), qd = config.n_heads * config.head_dim();
+  const Batch data = MakeBatch(n, config.vocab_size);
+  // Each arena entry starts on an alignment boundary.
+  auto planned = [](int64_t bytes) {
+    const int64_t a = static_cast<int64_t>(Storage::kAlignment);
+    return (bytes + a - 1) / a * a;
+  };
+  int64_t largest_parameter = 0;
+  for (const auto& [name, shape] : LlamaModel::WholeParameterShapes(config)) {
+    largest_parameter = std::max(largest_parameter, std::accumulate(shape.begin(), shape.end(),
+                                                                    int64_t{1}, std::multiplies()));
+  }
+  const int64_t bf16_scratch = planned(2 * n * qd) +
+                               planned(2 * n * std::max({d, qd, f, config.vocab_size})) +
+                               planned(2 * largest_parameter);
+  for (auto [mode, option] : {std::pair{"none", ""}, {"selective", "2"}, {"selective", "op"}}) {
+    SCOPED_TRACE(std::string(mode) + " " + option);
+    auto ac = ParseActivationCheckpoint(mode, option);
+    ASSERT_TRUE(ac.ok());
+    // The final norm's output, and per stage that makes a matmul input, one slot per layer that
+    // keeps it and one shared by the layers that recompute it.
+    int64_t saved = planned(4 * n * d) - planned(2 * n * d);
+    for (auto [stage, elements] : {std::pair{BlockStage::kAttentionNorm, n * d},
+                                   {BlockStage::kFfnNorm, n * d},
+                                   {BlockStage::kSwiGlu, n * f}}) {
+      int64_t slots = 0;
+      bool recomputed = false;
+      for (int64_t l = 0; l < config.n_layers; ++l) {
+        const bool kept = KeepsStage(ac->PolicyFor(l), stage);
+        slots += kept ? 1 : 0;
+        recomputed = recomputed || !kept;
+      }
+      slots += recomputed ? 1 : 0;
+      saved += slots * (planned(4 * elements) - planned(2 * elements));
+    }
+    std::array<int64_t, 2> bytes{};
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      auto model = LlamaModel::Create(config, *ac, ModelCompute{nullptr, dtype});
+      ASSERT_TRUE(model.ok()) << model.status();
+      (*model)->Initialize(3);
+      auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), batch, seq_len);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      ASSERT_TRUE((*model)->Backward().ok());
+      bytes[dtype == DType::kBF16] = static_cast<int64_t>((*model)->activation_bytes());
+    }
+    EXPECT_EQ(bytes[0] - bytes[1], saved - bf16_scratch);
   }
 }
 
