@@ -1,7 +1,8 @@
 // The stage operations against the whole model: two stages holding half the blocks each, run
 // microbatch by microbatch with their boundary tensors copied across, give the whole model's
-// losses and gradients, with the backward whole or split into input and weight passes, in f32
-// or with the linear layers in Float8.
+// losses and gradients, with the backward whole or split into input and weight passes, in f32,
+// with bf16 matmul operands (whose inputs the stages keep in bf16) or with the linear layers in
+// Float8.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,11 +43,12 @@ void CopyView(const TensorView& from, const TensorView& to) {
   std::copy_n(from.data_as<const float>(), from.numel(), to.data_as<float>());
 }
 
-// (split backward, activation checkpointing of every block, Float8)
-class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
+// (split backward, activation checkpointing of every block, Float8, bf16 matmul operands)
+class PipelineStagesTest : public ::testing::TestWithParam<std::tuple<bool, bool, bool, bool>> {};
 
 TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
-  const auto [split, checkpointed, float8] = GetParam();
+  const auto [split, checkpointed, float8, bf16] = GetParam();
+  const ModelCompute compute{nullptr, bf16 ? DType::kBF16 : DType::kF32};
   const TensorwiseTestPlugin tensorwise;
   absl::StatusOr<ActivationCheckpoint> ac =
       ParseActivationCheckpoint(checkpointed ? "full" : "none", "2");
@@ -54,7 +56,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   const LlamaConfig config = TinyConfig();
   const int64_t batch = 2, seq_len = 8, n = batch * seq_len, microbatches = 3;
   // The whole model, one microbatch after another (gradient accumulation).
-  auto whole = LlamaModel::Create(config);
+  auto whole = LlamaModel::Create(config, {}, compute);
   ASSERT_TRUE(whole.ok()) << whole.status();
   if (float8) (*whole)->ConvertToFloat8(tensorwise);
   (*whole)->Initialize(7);
@@ -70,8 +72,8 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
     ASSERT_TRUE((*whole)->Backward().ok());
   }
   // Stage 0: embedding and blocks 0-1; stage 1: blocks 2-3, norm, output and loss.
-  auto first = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}}});
-  auto last = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{1, 2, 4}}});
+  auto first = LlamaModel::Create(config, *ac, compute, PipelinePlan{2, {{0, 0, 2}}});
+  auto last = LlamaModel::Create(config, *ac, compute, PipelinePlan{2, {{1, 2, 4}}});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(last.ok()) << last.status();
   for (auto* stage : {&*first, &*last}) {
@@ -115,7 +117,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WholeAndSplitBackward, PipelineStagesTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
                                             ::testing::Bool()));
 
 TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {

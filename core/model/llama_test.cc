@@ -109,8 +109,11 @@ TEST(LlamaTest, RejectsBadInput) {
 }
 
 // Recomputation reruns the same kernels on the same inputs, so every mode must give the same
-// bits as keeping everything, while planning less activation memory.
-TEST(LlamaTest, ActivationCheckpointingGivesIdenticalGradients) {
+// bits as keeping everything, while planning less activation memory; in bf16 too, where the
+// recomputed matmul inputs are rounded into shared bf16 slots.
+class LlamaActivationCheckpointTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LlamaActivationCheckpointTest, GivesIdenticalGradients) {
   const int64_t batch = 2, seq_len = 13;
   const Batch data = MakeBatch(batch * seq_len, 50);
   std::vector<float> reference_grads;
@@ -121,7 +124,7 @@ TEST(LlamaTest, ActivationCheckpointingGivesIdenticalGradients) {
     SCOPED_TRACE(std::string(mode) + " " + option);
     auto ac = ParseActivationCheckpoint(mode, option);
     ASSERT_TRUE(ac.ok());
-    auto model = LlamaModel::Create(TinyConfig(), *ac);
+    auto model = LlamaModel::Create(TinyConfig(), *ac, ModelCompute{nullptr, GetParam()});
     ASSERT_TRUE(model.ok());
     (*model)->Initialize(3);
     for (int step = 0; step < 2; ++step) {  // the second step reuses the planned memory
@@ -144,6 +147,10 @@ TEST(LlamaTest, ActivationCheckpointingGivesIdenticalGradients) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(F32AndBf16, LlamaActivationCheckpointTest,
+                         ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 // Under mixed precision the activations only matmuls read (each block's ln1, ln2 and SwiGLU
 // output, and the final norm's output) are planned in bf16, the rest in f32 as before; the bf16
