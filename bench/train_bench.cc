@@ -1,6 +1,7 @@
 // Times titan's training step (forward, backward, gradient clipping and the adamw plugin's
 // update: the step titan-run runs) on one model shape, after a warm-up step, and prints one
-// line of "key value" pairs for bench/train_throughput.py:
+// line of "key value" pairs for bench/train_throughput.py (activation_mib: the model's planned
+// activation memory, no activation checkpointing):
 //   titan_train_bench --dim 512 --n_layers 8 --n_heads 8 --n_kv_heads 4 --vocab_size 8192
 //                     --seq_len 512 --batch 4 --steps 5
 // (each flag optional: the defaults are the debugmodel at seq_len 256, batch 8); --bf16 1 runs the
@@ -72,9 +73,12 @@ int Train(const std::map<std::string, int64_t>& args) {
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
-  std::printf("step_s %.4f tokens_per_s %.1f flop_per_token %.6g peak_rss_gib %.4f threads %d\n",
-              median, static_cast<double>(batch * seq_len) / median, FlopPerToken(config, seq_len),
-              PeakMemoryGib(), omp_get_max_threads());
+  std::printf(
+      "step_s %.4f tokens_per_s %.1f flop_per_token %.6g peak_rss_gib %.4f threads %d "
+      "activation_mib %.2f\n",
+      median, static_cast<double>(batch * seq_len) / median, FlopPerToken(config, seq_len),
+      PeakMemoryGib(), omp_get_max_threads(),
+      static_cast<double>((*model)->activation_bytes()) / (1 << 20));
   std::fprintf(stderr, "titan_train_bench: %s, matmuls in %s\n",
                (*model)->compute().Describe().c_str(), DTypeName(matmul));
   return 0;
