@@ -49,6 +49,14 @@ TEST(ArenaTest, NamedViewsShareOneAlignedAllocation) {
   EXPECT_EQ(static_cast<char*>(b->raw_data()) - static_cast<char*>(arena->at(0).raw_data()), 64);
   EXPECT_EQ(arena->flat_size(), 32u);
   EXPECT_FALSE(arena->Find("c").ok());
+  // Contains: any byte of the allocation, padding included, and nothing past its end.
+  const char* begin = static_cast<const char*>(arena->at(0).raw_data());
+  EXPECT_TRUE(arena->Contains(begin));
+  EXPECT_TRUE(arena->Contains(b->raw_data()));
+  EXPECT_TRUE(arena->Contains(begin + 127));
+  EXPECT_FALSE(arena->Contains(begin + 128));
+  EXPECT_FALSE(arena->Contains(begin - 1));
+  EXPECT_FALSE(Arena().Contains(begin));
 }
 
 TEST(DTypeTest, HalfFormatsRoundToNearestEven) {
