@@ -74,8 +74,10 @@ class LlamaModel : public TensorParallelTarget,
 
   // The float8 converter (core/model/float8_linear.h): the linear layers `plugin` converts, and
   // whose shapes allow it, run their GEMMs in Float8 from now on. Returns every linear layer's
-  // outcome, for the log.
-  std::vector<Float8LinearChoice> ConvertToFloat8(const Float8Plugin& plugin);
+  // outcome, for the log. With `gather_float8` (fsdp's float8 all-gather, tensorwise recipes
+  // only) their weights ask to be handed over quantized (Parameter::compute_dtype e4m3).
+  absl::StatusOr<std::vector<Float8LinearChoice>> ConvertToFloat8(const Float8Plugin& plugin,
+                                                                  bool gather_float8 = false);
 
   // TorchTitan's initialization, a pure function of the seed and each parameter's name.
   void Initialize(uint64_t seed);
@@ -223,8 +225,8 @@ class LlamaModel : public TensorParallelTarget,
                               float* dq, float* dk, float* dv);
   // The ring (core/model/llama_context_ring.cc): the same attention with the keys and values
   // passed from rank to rank instead of all-gathered.
-  absl::Status AttendRing(const AttentionSpec& spec, const float* q, const float* k,
-                          const float* v, float* att, float* lse);
+  absl::Status AttendRing(const AttentionSpec& spec, const float* q, const float* k, const float* v,
+                          float* att, float* lse);
   absl::Status AttendBackwardRing(const AttentionSpec& spec, const float* d_att, const float* q,
                                   const float* k, const float* v, const float* att,
                                   const float* lse, float* dq, float* dk, float* dv);
@@ -282,6 +284,10 @@ class LlamaModel : public TensorParallelTarget,
   // under mixed precision.
   absl::StatusOr<TensorView> Operand(const float* x, std::vector<int64_t> shape, Scratch scratch);
   bool Float8(int weight) const { return float8_ != nullptr && float8_->Converts(weight); }
+  // A weight as a matmul operand: the low-precision copy a plugin gathered (Parameter::compute),
+  // else its value as an Operand.
+  absl::StatusOr<TensorView> WeightOperand(int weight);
+  absl::StatusOr<Float8Operand> Float8WeightOperand(int weight);
   // out[n, oc] (+)= in . weight^T; `in` is an Operand.
   absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
   // The backward of Project over `rows` rows: dinp[rows, c] += dout . weight (skipped when null)

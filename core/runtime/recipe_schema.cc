@@ -11,8 +11,6 @@ constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 constexpr double kMaxRanks = 1 << 20;
 // Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
-constexpr const char* kFloat8AllGather =
-    "fsdp all-gathers f32 weights; gathering them in float8 is not implemented yet (issue #18)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -218,8 +216,6 @@ std::vector<SectionSchema> MakeSchema() {
         return converters.ok() &&
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
-  schema.back().not_supported = {{"enable_fsdp_float8_all_gather", kFloat8AllGather},
-                                 {"precompute_float8_dynamic_scale_for_fsdp", kFloat8AllGather}};
   schema.push_back(Section(
       "metrics", "what is logged",
       {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
