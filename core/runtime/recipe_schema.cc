@@ -207,8 +207,12 @@ std::vector<SectionSchema> MakeSchema() {
       "float8", "Float8 training (enabled by model.converters = [\"float8\"])",
       {String("recipe_name", "tensorwise",
               "float8 plugin: tensorwise, rowwise, rowwise_with_gw_hp"),
-       Bool("enable_fsdp_float8_all_gather", false, "all-gather float8 weights in FSDP"),
-       Bool("precompute_float8_dynamic_scale_for_fsdp", false, "one scale pass for all weights"),
+       Bool("enable_fsdp_float8_all_gather", false,
+            "fsdp gathers the Float8 layers' weights in e4m3, one scale each (tensorwise "
+            "recipe, data_parallel_shard_degree > 1)"),
+       Bool("precompute_float8_dynamic_scale_for_fsdp", false,
+            "with the float8 all-gather: every weight's scale in one pass and one all-reduce "
+            "after each optimizer step, not one per unit's gather"),
        StringList("filter_fqns", {},
                   "linear layers whose name contains one of these stay in high precision")},
       "float8", "recipe_name", [](const auto& sections) {
