@@ -327,8 +327,22 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
     TITAN_ASSIGN_OR_RETURN(bool precompute,
                            float8.GetBool("precompute_float8_dynamic_scale_for_fsdp"));
     TITAN_ASSIGN_OR_RETURN(std::string name, float8.GetString("recipe_name"));
-    check(CheckFloat8AllGather(gather, precompute, shape.degree(MeshDim::kDpShard),
-                               float8.Where("enable_fsdp_float8_all_gather")));
+    TITAN_ASSIGN_OR_RETURN(int64_t shard_setting,
+                           recipe.section("parallelism").GetInt("data_parallel_shard_degree"));
+    const int dp_shard = shape.degree(MeshDim::kDpShard);
+    if (gather && shard_setting == -1 && dp_shard == 1) {
+      // -1 takes the ranks the other degrees leave: the launched world decides.
+      report.unchecked.push_back(absl::StrCat(
+          float8.Where("enable_fsdp_float8_all_gather"),
+          ": float8.enable_fsdp_float8_all_gather needs fsdp, and data_parallel_shard_degree = "
+          "-1 leaves it 1 rank of ",
+          shape.world_size(), "; the run refuses it unless launched on more ranks"));
+      check(CheckFloat8AllGather(gather, precompute, 2,
+                                 float8.Where("enable_fsdp_float8_all_gather")));
+    } else {
+      check(CheckFloat8AllGather(gather, precompute, dp_shard,
+                                 float8.Where("enable_fsdp_float8_all_gather")));
+    }
     if (gather && name != "tensorwise") {
       problems.push_back(absl::StrCat(
           float8.Where("enable_fsdp_float8_all_gather"),

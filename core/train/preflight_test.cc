@@ -141,7 +141,12 @@ TEST_F(PreflightTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
   const std::string gather =
       "[model]\nconverters = [\"float8\"]\n[float8]\nenable_fsdp_float8_all_gather = true\n";
   EXPECT_TRUE(CheckBeforeTraining(Make(gather), *registry_, Mesh(2, 1)).ok());
-  EXPECT_THAT(ErrorOf(Make(gather), Mesh(1, 1)),
+  // data_parallel_shard_degree = -1 (the default) leaves it to the launched ranks: the run checks.
+  auto report = CheckBeforeTraining(Make(gather), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->unchecked,
+              testing::Contains(HasSubstr("data_parallel_shard_degree = -1 leaves it 1 rank")));
+  EXPECT_THAT(ErrorOf(Make(gather + "[parallelism]\ndata_parallel_shard_degree = 1\n"), Mesh(1, 1)),
               HasSubstr("t.toml:8:33: float8.enable_fsdp_float8_all_gather = true gathers weights "
                         "under fsdp, which this run does not shard "
                         "(parallelism.data_parallel_shard_degree = 1)"));
