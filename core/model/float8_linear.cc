@@ -74,19 +74,19 @@ Float8Linears::Float8Linears(const Float8Recipe& recipe, Compute& compute, Devic
   }
 }
 
-absl::Status Float8Linears::Forward(const TensorView& in, const TensorView& w, TensorView out,
+absl::Status Float8Linears::Forward(const TensorView& in, const Float8Operand& w, TensorView out,
                                     bool accumulate) {
-  return Gemm(recipe_.output, in, false, w, false, accumulate ? 1.0f : 0.0f, out);
+  return Gemm(recipe_.output, {in, {}, {}}, false, w, false, accumulate ? 1.0f : 0.0f, out);
 }
 
-absl::Status Float8Linears::InputGrad(const TensorView& dout, const TensorView& w,
+absl::Status Float8Linears::InputGrad(const TensorView& dout, const Float8Operand& w,
                                       TensorView dinp) {
-  return Gemm(recipe_.grad_input, dout, false, w, true, 1.0f, dinp);
+  return Gemm(recipe_.grad_input, {dout, {}, {}}, false, w, true, 1.0f, dinp);
 }
 
 absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView& in,
                                        TensorView dw) {
-  return Gemm(recipe_.grad_weight, dout, true, in, true, 1.0f, dw);
+  return Gemm(recipe_.grad_weight, {dout, {}, {}}, true, {in, {}, {}}, true, 1.0f, dw);
 }
 
 absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales,
@@ -105,18 +105,11 @@ absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_
   return absl::OkStatus();
 }
 
-absl::Status Float8Linears::Gemm(const Float8GemmRecipe& gemm, const TensorView& a,
-                                 bool transpose_a, const TensorView& b, bool transpose_b,
-                                 float beta, TensorView c) {
-  if (gemm.high_precision) {
-    // Gemm's c = op(a) . op(b) with op(b) [k, n]: Float8Gemm's b^T.
-    return compute_->Gemm(a, transpose_a, b, !transpose_b, 1.0f, beta, c);
-  }
-  const int64_t m = a.shape[transpose_a ? 1 : 0], k = a.shape[transpose_a ? 0 : 1];
-  const int64_t n = b.shape[transpose_b ? 1 : 0];
-  const bool row_a = gemm.a.granularity == Float8Granularity::kRow;
-  const bool row_b = gemm.b.granularity == Float8Granularity::kRow;
-  TITAN_RETURN_IF_ERROR(Reserve(m * k, n * k, row_a ? m : 1, row_b ? n : 1));
+absl::StatusOr<Float8Linears::Operand> Float8Linears::Quantize(int index, const Float8Cast& cast,
+                                                               const Float8Operand& x,
+                                                               bool transpose, int64_t rows,
+                                                               int64_t k) {
+  const bool per_row = cast.granularity == Float8Granularity::kRow;
   auto view = [&](int entry, DType dtype, std::vector<int64_t> shape) {
     TensorView v = scratch_.at(entry).view();
     v.dtype = dtype;
@@ -124,15 +117,51 @@ absl::Status Float8Linears::Gemm(const Float8GemmRecipe& gemm, const TensorView&
     v.strides.clear();
     return v;
   };
-  TensorView qa = view(0, gemm.a.dtype, {m, k}), qb = view(1, gemm.b.dtype, {n, k});
-  TensorView sa = view(2, DType::kF32, {row_a ? m : 1}), sb = view(3, DType::kF32, {row_b ? n : 1});
-  TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(
-      a, {gemm.a.granularity, recipe_.power_of_two_scales, transpose_a}, qa, sa));
-  TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(
-      b, {gemm.b.granularity, recipe_.power_of_two_scales, transpose_b}, qb, sb));
-  last_[0] = {qa, sa};
-  last_[1] = {qb, sb};
-  return compute_->Float8Gemm(qa, sa, qb, sb, 1.0f, beta, c);
+  Operand q{view(index, cast.dtype, {rows, k}), view(2 + index, DType::kF32, {per_row ? rows : 1})};
+  if (x.codes.data == nullptr) {
+    TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(
+        x.high, {cast.granularity, recipe_.power_of_two_scales, transpose, {}}, q.codes,
+        q.inverse_scales));
+    return q;
+  }
+  if (per_row || cast.dtype != x.codes.dtype || recipe_.power_of_two_scales) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "float8: a weight gathered in ", DTypeName(x.codes.dtype),
+        " with one scale needs the recipe to cast it so (tensorwise e4m3, no power-of-two "
+        "scales), found ",
+        FormatName(cast.dtype), per_row ? " rowwise" : " tensorwise"));
+  }
+  q.inverse_scales = x.inverse_scale;
+  if (!transpose) {
+    q.codes = x.codes;
+    return q;
+  }
+  TITAN_RETURN_IF_ERROR(compute_->Transpose(x.codes, q.codes));
+  return q;
+}
+
+absl::Status Float8Linears::Gemm(const Float8GemmRecipe& gemm, const Float8Operand& a,
+                                 bool transpose_a, const Float8Operand& b, bool transpose_b,
+                                 float beta, TensorView c) {
+  if (gemm.high_precision) {
+    if (a.high.data == nullptr || b.high.data == nullptr) {
+      return absl::InvalidArgumentError(
+          "float8: a high-precision GEMM cannot take a weight gathered in float8");
+    }
+    // Gemm's c = op(a) . op(b) with op(b) [k, n]: Float8Gemm's b^T.
+    return compute_->Gemm(a.high, transpose_a, b.high, !transpose_b, 1.0f, beta, c);
+  }
+  const auto& shape_a = a.codes.data != nullptr ? a.codes.shape : a.high.shape;
+  const auto& shape_b = b.codes.data != nullptr ? b.codes.shape : b.high.shape;
+  const int64_t m = shape_a[transpose_a ? 1 : 0], k = shape_a[transpose_a ? 0 : 1];
+  const int64_t n = shape_b[transpose_b ? 1 : 0];
+  const bool row_a = gemm.a.granularity == Float8Granularity::kRow;
+  const bool row_b = gemm.b.granularity == Float8Granularity::kRow;
+  TITAN_RETURN_IF_ERROR(Reserve(m * k, n * k, row_a ? m : 1, row_b ? n : 1));
+  TITAN_ASSIGN_OR_RETURN(last_[0], Quantize(0, gemm.a, a, transpose_a, m, k));
+  TITAN_ASSIGN_OR_RETURN(last_[1], Quantize(1, gemm.b, b, transpose_b, n, k));
+  return compute_->Float8Gemm(last_[0].codes, last_[0].inverse_scales, last_[1].codes,
+                              last_[1].inverse_scales, 1.0f, beta, c);
 }
 
 }  // namespace titan

@@ -36,6 +36,14 @@ std::vector<std::string> DescribeFloat8Linears(const std::vector<Float8LinearCho
                                                absl::string_view recipe_name,
                                                const Float8Recipe& recipe);
 
+// A GEMM operand of a Float8 linear: in high precision (f32, or bf16 under mixed precision), or
+// already quantized (e4m3 codes laid out as `high` would be, with one f32 inverse scale: a weight
+// fsdp gathered in float8). A pre-quantized operand needs a tensorwise e4m3 cast in the recipe.
+struct Float8Operand {
+  TensorView high;
+  TensorView codes, inverse_scale;  // codes.data null: quantize `high`
+};
+
 class Float8Linears {
  public:
   Float8Linears(const Float8Recipe& recipe, Compute& compute, DevicePlugin* device,
@@ -48,9 +56,10 @@ class Float8Linears {
   const Float8Recipe& recipe() const { return recipe_; }
 
   // out [n, out] = in [n, in] . w [out, in]^T, or += with accumulate.
-  absl::Status Forward(const TensorView& in, const TensorView& w, TensorView out, bool accumulate);
+  absl::Status Forward(const TensorView& in, const Float8Operand& w, TensorView out,
+                       bool accumulate);
   // dinp [n, in] += dout [n, out] . w [out, in].
-  absl::Status InputGrad(const TensorView& dout, const TensorView& w, TensorView dinp);
+  absl::Status InputGrad(const TensorView& dout, const Float8Operand& w, TensorView dinp);
   // dw [out, in] += dout [n, out]^T . in [n, in]; in high precision (the operands' dtype) if the
   // recipe says so.
   absl::Status WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw);
@@ -65,8 +74,12 @@ class Float8Linears {
  private:
   // c [m, n] = op(a) . op(b)^T (+ c with beta 1), op transposing when asked, each operand cast as
   // `gemm` says: Float8Gemm takes both with the reduced dimension last.
-  absl::Status Gemm(const Float8GemmRecipe& gemm, const TensorView& a, bool transpose_a,
-                    const TensorView& b, bool transpose_b, float beta, TensorView c);
+  absl::Status Gemm(const Float8GemmRecipe& gemm, const Float8Operand& a, bool transpose_a,
+                    const Float8Operand& b, bool transpose_b, float beta, TensorView c);
+  // Operand `index` (a: 0, b: 1) cast as `cast` says into the scratch's codes and scales (or
+  // its pre-quantized codes, transposed there if asked): Float8Gemm's view of it.
+  absl::StatusOr<Operand> Quantize(int index, const Float8Cast& cast, const Float8Operand& x,
+                                   bool transpose, int64_t rows, int64_t k);
   // Device scratch for the two operands' codes and scales, grown to the largest GEMM seen.
   absl::Status Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales, int64_t b_scales);
 

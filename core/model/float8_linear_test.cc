@@ -53,7 +53,7 @@ std::pair<float, std::vector<float>> Step(const Float8Plugin* plugin,
                                           std::vector<Float8LinearChoice>* choices = nullptr) {
   auto model = std::move(LlamaModel::Create(TinyConfig())).value();
   if (plugin != nullptr) {
-    auto made = model->ConvertToFloat8(*plugin);
+    auto made = model->ConvertToFloat8(*plugin).value();
     if (choices != nullptr) *choices = made;
   }
   model->Initialize(7);

@@ -119,6 +119,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
     model->root_.AddParameter(&parameters[model->norm_]);
     if (!config.tie_embeddings) model->root_.AddParameter(&parameters[model->output_]);
   }
+  // Under mixed precision the projections' weights are only ever matmul operands: a plugin that
+  // gathers them may hand them over in bf16. The norms, and an embedding table the output
+  // shares, are read in f32.
+  if (where.matmul_dtype == DType::kBF16) {
+    for (const Block& block : model->blocks_) {
+      for (const int w : {kWq, kWk, kWv, kWo, kW1, kW2, kW3}) {
+        if (block.weights[w] >= 0) parameters[block.weights[w]].compute_dtype = DType::kBF16;
+      }
+    }
+    if (last && !config.tie_embeddings) parameters[model->output_].compute_dtype = DType::kBF16;
+  }
   model->root_.set_tensor_parallel_target(model.get());
   model->root_.set_pipeline_stage_target(model.get());
   model->root_.set_context_parallel_target(model.get());
@@ -255,11 +266,34 @@ absl::StatusOr<TensorView> LlamaModel::Operand(const TensorView& x, Scratch scra
   return rounded;
 }
 
+absl::StatusOr<TensorView> LlamaModel::WeightOperand(int weight) {
+  const Parameter& p = parameters_[weight];
+  if (p.compute.data != nullptr && p.compute.dtype == matmul_dtype_) return p.compute;
+  if (p.value.data == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model: parameter ", p.name, " has no values in ", DTypeName(matmul_dtype_),
+                     " (a plugin gathered it as ", DTypeName(p.compute.dtype), ")"));
+  }
+  return Operand(p.value, kWeightScratch);
+}
+
+absl::StatusOr<Float8Operand> LlamaModel::Float8WeightOperand(int weight) {
+  const Parameter& p = parameters_[weight];
+  if (p.compute.data != nullptr && p.compute.dtype == DType::kF8E4M3) {
+    return Float8Operand{{}, p.compute, p.compute_inverse_scale};
+  }
+  TITAN_ASSIGN_OR_RETURN(TensorView high, WeightOperand(weight));
+  return Float8Operand{high, {}, {}};
+}
+
 absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, bool accumulate) {
   const Parameter& p = parameters_[weight];
-  TITAN_ASSIGN_OR_RETURN(TensorView w, Operand(p.value, kWeightScratch));
   const TensorView out_view = View(out, {in.shape[0], p.value.shape[0]});
-  if (Float8(weight)) return float8_->Forward(in, w, out_view, accumulate);
+  if (Float8(weight)) {
+    TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand(weight));
+    return float8_->Forward(in, w, out_view, accumulate);
+  }
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand(weight));
   return compute_->Gemm(in, false, w, true, 1.0f, accumulate ? 1.0f : 0.0f, out_view);
 }
 
@@ -270,11 +304,14 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const TensorView& in
   const TensorView dout_view = View(dout, {rows, out_features});
   TITAN_ASSIGN_OR_RETURN(TensorView g, Operand(dout_view, kGradScratch));
   if (dinp != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(TensorView w, Operand(p.value, kWeightScratch));
     const TensorView dinp_view = View(dinp, {rows, in_features});
-    TITAN_RETURN_IF_ERROR(Float8(weight)
-                              ? float8_->InputGrad(g, w, dinp_view)
-                              : compute_->Gemm(g, false, w, false, 1.0f, 1.0f, dinp_view));
+    if (Float8(weight)) {
+      TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand(weight));
+      TITAN_RETURN_IF_ERROR(float8_->InputGrad(g, w, dinp_view));
+    } else {
+      TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand(weight));
+      TITAN_RETURN_IF_ERROR(compute_->Gemm(g, false, w, false, 1.0f, 1.0f, dinp_view));
+    }
   }
   if (deferring_ != nullptr) {
     TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout_view));
@@ -297,7 +334,8 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const TensorView& in
   return compute_->Gemm(g, true, x, false, 1.0f, 1.0f, dw);
 }
 
-std::vector<Float8LinearChoice> LlamaModel::ConvertToFloat8(const Float8Plugin& plugin) {
+absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
+    const Float8Plugin& plugin, bool gather_float8) {
   std::vector<Float8LinearChoice> linears;
   auto add = [&](int weight, std::string fqn) {
     linears.push_back({weight, std::move(fqn), parameters_[weight].full_shape});
@@ -311,7 +349,25 @@ std::vector<Float8LinearChoice> LlamaModel::ConvertToFloat8(const Float8Plugin& 
   }
   if (output_ >= 0) add(output_, "output");  // tied or not, the output projection's name
   linears = ChooseFloat8Linears(std::move(linears), plugin);
-  float8_ = std::make_unique<Float8Linears>(plugin.Recipe(), *compute_, device_, linears);
+  const Float8Recipe recipe = plugin.Recipe();
+  if (gather_float8) {
+    // The weight is gathered once, quantized with one e4m3 scale, for both of its GEMMs.
+    for (const Float8GemmRecipe* gemm : {&recipe.output, &recipe.grad_input}) {
+      if (gemm->high_precision || gemm->b.dtype != DType::kF8E4M3 ||
+          gemm->b.granularity != Float8Granularity::kTensor || recipe.power_of_two_scales) {
+        return absl::InvalidArgumentError(
+            "float8.enable_fsdp_float8_all_gather: the weights are gathered with one e4m3 scale "
+            "each, which only the tensorwise recipe uses; this recipe scales them otherwise");
+      }
+    }
+    for (const Float8LinearChoice& c : linears) {
+      // A tied output weight is also the embedding table, which is read in f32.
+      if (c.outcome == Float8LinearChoice::kFloat8 && c.weight != tok_embeddings_) {
+        parameters_[c.weight].compute_dtype = DType::kF8E4M3;
+      }
+    }
+  }
+  float8_ = std::make_unique<Float8Linears>(recipe, *compute_, device_, linears);
   return linears;
 }
 

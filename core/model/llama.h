@@ -74,8 +74,10 @@ class LlamaModel : public TensorParallelTarget,
 
   // The float8 converter (core/model/float8_linear.h): the linear layers `plugin` converts, and
   // whose shapes allow it, run their GEMMs in Float8 from now on. Returns every linear layer's
-  // outcome, for the log.
-  std::vector<Float8LinearChoice> ConvertToFloat8(const Float8Plugin& plugin);
+  // outcome, for the log. With `gather_float8` (fsdp's float8 all-gather, tensorwise recipes
+  // only) their weights ask to be handed over quantized (Parameter::compute_dtype e4m3).
+  absl::StatusOr<std::vector<Float8LinearChoice>> ConvertToFloat8(const Float8Plugin& plugin,
+                                                                  bool gather_float8 = false);
 
   // TorchTitan's initialization, a pure function of the seed and each parameter's name.
   void Initialize(uint64_t seed);
@@ -293,6 +295,10 @@ class LlamaModel : public TensorParallelTarget,
   // mixed precision) its bf16 rounding in `scratch`.
   absl::StatusOr<TensorView> Operand(const TensorView& x, Scratch scratch);
   bool Float8(int weight) const { return float8_ != nullptr && float8_->Converts(weight); }
+  // A weight as a matmul operand: the low-precision copy a plugin gathered (Parameter::compute),
+  // else its value as an Operand.
+  absl::StatusOr<TensorView> WeightOperand(int weight);
+  absl::StatusOr<Float8Operand> Float8WeightOperand(int weight);
   // out[n, oc] (+)= in . weight^T; `in` is an Operand.
   absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
   // The backward of Project over in's rows: dinp[rows, c] += dout . weight (skipped when null)

@@ -58,7 +58,9 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   // The whole model, one microbatch after another (gradient accumulation).
   auto whole = LlamaModel::Create(config, {}, compute);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  if (float8) (*whole)->ConvertToFloat8(tensorwise);
+  if (float8) {
+    ASSERT_TRUE((*whole)->ConvertToFloat8(tensorwise).ok());
+  }
   (*whole)->Initialize(7);
   (*whole)->ZeroGrad();
   std::vector<std::vector<int32_t>> tokens, targets;
@@ -77,7 +79,9 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(last.ok()) << last.status();
   for (auto* stage : {&*first, &*last}) {
-    if (float8) (*stage)->ConvertToFloat8(tensorwise);
+    if (float8) {
+      ASSERT_TRUE((*stage)->ConvertToFloat8(tensorwise).ok());
+    }
     (*stage)->Initialize(7);
     (*stage)->ZeroGrad();
     ASSERT_TRUE((*stage)->SetMicrobatches(tokens, targets, batch, seq_len).ok());

@@ -11,8 +11,6 @@ constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 constexpr double kMaxRanks = 1 << 20;
 // Token ids are int32, and Llama 3's 256 special tokens follow the ordinary ones.
 constexpr double kMaxOrdinaryTokens = std::numeric_limits<int32_t>::max() - 256.0;
-constexpr const char* kFloat8AllGather =
-    "fsdp all-gathers f32 weights; gathering them in float8 is not implemented yet (issue #18)";
 
 ConfigKey Bool(std::string name, bool value, std::string help) {
   return {std::move(name), ConfigType::kBool, ConfigValue(value), std::move(help), {}, {}, {}};
@@ -209,8 +207,12 @@ std::vector<SectionSchema> MakeSchema() {
       "float8", "Float8 training (enabled by model.converters = [\"float8\"])",
       {String("recipe_name", "tensorwise",
               "float8 plugin: tensorwise, rowwise, rowwise_with_gw_hp"),
-       Bool("enable_fsdp_float8_all_gather", false, "all-gather float8 weights in FSDP"),
-       Bool("precompute_float8_dynamic_scale_for_fsdp", false, "one scale pass for all weights"),
+       Bool("enable_fsdp_float8_all_gather", false,
+            "fsdp gathers the Float8 layers' weights in e4m3, one scale each (tensorwise "
+            "recipe, data_parallel_shard_degree > 1)"),
+       Bool("precompute_float8_dynamic_scale_for_fsdp", false,
+            "with the float8 all-gather: every weight's scale in one pass and one all-reduce "
+            "after each optimizer step, not one per unit's gather"),
        StringList("filter_fqns", {},
                   "linear layers whose name contains one of these stay in high precision")},
       "float8", "recipe_name", [](const auto& sections) {
@@ -218,8 +220,6 @@ std::vector<SectionSchema> MakeSchema() {
         return converters.ok() &&
                std::find(converters->begin(), converters->end(), "float8") != converters->end();
       }));
-  schema.back().not_supported = {{"enable_fsdp_float8_all_gather", kFloat8AllGather},
-                                 {"precompute_float8_dynamic_scale_for_fsdp", kFloat8AllGather}};
   schema.push_back(Section(
       "metrics", "what is logged",
       {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),

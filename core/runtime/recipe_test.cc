@@ -140,13 +140,6 @@ TEST(Recipe, ChoicesAreCheckedAndSpelledCanonically) {
 // Keys of features the run does not have yet are refused unless they keep their default, which
 // asks for nothing.
 TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
-  for (const char* assignment : {"float8.enable_fsdp_float8_all_gather=true",
-                                 "float8.precompute_float8_dynamic_scale_for_fsdp=true"}) {
-    std::string key = std::string(assignment).substr(0, std::string(assignment).find('='));
-    EXPECT_THAT(ErrorOf("", {"model.converters=float8", assignment}),
-                HasSubstr(key + " = true: fsdp all-gathers f32 weights; gathering them in float8 "
-                                "is not implemented yet (issue #18)"));
-  }
   const std::pair<const char*, const char*> parallelism[] = {
       {"enable_async_tensor_parallel = true", "async tensor parallelism is not supported yet"}};
   for (const auto& [line, reason] : parallelism) {

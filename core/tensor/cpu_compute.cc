@@ -424,6 +424,25 @@ absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
   return absl::OkStatus();
 }
 
+absl::Status CpuCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
+  ScopedSpan span("kernel", "AbsMax");
+  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, DeviceType::kCpu));
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const TensorView& x = tensors[t];
+    const int64_t n = x.numel();
+    float amax = 0.0f;
+    bool nan = false;
+#pragma omp parallel for reduction(max : amax) reduction(|| : nan)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = std::fabs(LoadAsF32(x.data, x.dtype, i));
+      nan = nan || std::isnan(v);
+      amax = std::max(amax, v);
+    }
+    F(out)[t] = nan ? std::numeric_limits<float>::quiet_NaN() : amax;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuCompute::Cast(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Cast");
   TITAN_RETURN_IF_ERROR(Expect("Cast", "src", src, src.dtype));
@@ -472,6 +491,22 @@ absl::Status CpuCompute::Copy(const TensorView& src, TensorView dst) {
   TITAN_RETURN_IF_ERROR(Expect("Copy", "src", src, src.dtype));
   TITAN_RETURN_IF_ERROR(Expect("Copy", "dst", dst, src.dtype, src.numel()));
   if (src.data != dst.data) std::memmove(dst.data, src.data, src.nbytes());
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Transpose(const TensorView& src, TensorView dst) {
+  ScopedSpan span("kernel", "Transpose");
+  TITAN_RETURN_IF_ERROR(CheckTransposeOperands(src, dst, DeviceType::kCpu));
+  const int64_t rows = src.shape[0], columns = src.shape[1];
+  const size_t size = DTypeSize(src.dtype);
+  const auto* in = static_cast<const unsigned char*>(src.data);
+  auto* out = static_cast<unsigned char*>(dst.data);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < columns; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(out + (c * rows + r) * size, in + (r * columns + c) * size, size);
+    }
+  }
   return absl::OkStatus();
 }
 

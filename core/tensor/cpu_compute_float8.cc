@@ -41,6 +41,8 @@ float ScaleFor(double amax, const float8::Float8Format& format, bool power_of_tw
   return scale;
 }
 
+const float* F32Of(const TensorView& x) { return x.data_as<const float>(); }
+
 }  // namespace
 
 absl::Status CpuCompute::Float8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
@@ -103,8 +105,10 @@ absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling
   };
   uint8_t* codes = out.data_as<uint8_t>();
   float* inverse = inverse_scales.data_as<float>();
-  const float tensor_scale =
-      per_row ? 0.0f : ScaleFor(amax_of(0, out_rows), format, scaling.power_of_two);
+  const double tensor_amax = per_row                        ? 0.0
+                             : scaling.amax.data != nullptr ? F32Of(scaling.amax)[0]
+                                                            : amax_of(0, out_rows);
+  const float tensor_scale = per_row ? 0.0f : ScaleFor(tensor_amax, format, scaling.power_of_two);
   if (!per_row) inverse[0] = 1.0f / tensor_scale;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < out_rows; ++r) {

@@ -245,12 +245,12 @@ TEST(CpuCompute, Float8QuantizeAndGemmFollowTheScales) {
     const TensorView xq_view{xq.data(), DType::kF8E4M3, Device{}, {kM, kK}, {}};
     const TensorView wq_view{wq.data(), DType::kF8E4M3, Device{}, {kN, kK}, {}};
     ASSERT_TRUE(compute
-                    .Float8Quantize(View(x.data(), {kM, kK}), {granularity, false, false}, xq_view,
-                                    View(xs.data(), {int64_t(xs.size())}))
+                    .Float8Quantize(View(x.data(), {kM, kK}), {granularity, false, false, {}},
+                                    xq_view, View(xs.data(), {int64_t(xs.size())}))
                     .ok());
     ASSERT_TRUE(compute
-                    .Float8Quantize(View(w.data(), {kN, kK}), {granularity, false, false}, wq_view,
-                                    View(ws.data(), {int64_t(ws.size())}))
+                    .Float8Quantize(View(w.data(), {kN, kK}), {granularity, false, false, {}},
+                                    wq_view, View(ws.data(), {int64_t(ws.size())}))
                     .ok());
     for (int64_t i = 0; i < kM; ++i) {
       float amax = 0;
@@ -288,7 +288,8 @@ TEST(CpuCompute, Float8QuantizeAndGemmFollowTheScales) {
   std::vector<uint8_t> xt(x.size());
   std::vector<float> xts(kK);
   ASSERT_TRUE(compute
-                  .Float8Quantize(View(x.data(), {kM, kK}), {Float8Granularity::kRow, true, true},
+                  .Float8Quantize(View(x.data(), {kM, kK}),
+                                  {Float8Granularity::kRow, true, true, {}},
                                   TensorView{xt.data(), DType::kF8E5M2, Device{}, {kK, kM}, {}},
                                   View(xts.data(), {kK}))
                   .ok());
@@ -365,6 +366,67 @@ TEST(CpuCompute, SumOfSquaresWeighsTensorsAndCarriesNonFinite) {
   b[0] = std::numeric_limits<float>::quiet_NaN();
   ASSERT_TRUE(CpuCompute::Get().SumOfSquares(tensors, weights, View(out.data(), {2})).ok());
   EXPECT_TRUE(std::isnan(out[0]));
+}
+
+TEST(CpuCompute, AbsMaxOfEachTensorCarriesNaN) {
+  std::vector<float> a = {1, -5, 2}, b = {}, c = {0.5f}, out(3, -1.0f);
+  std::vector<uint16_t> d = {F32ToBf16(-3.0f), F32ToBf16(0.25f)};
+  TensorView d_view{d.data(), DType::kBF16, Device{}, {2}, {}};
+  std::vector<TensorView> tensors = {View(a.data(), {3}), View(b.data(), {0}), View(c.data(), {1}),
+                                     d_view};
+  out.resize(4);
+  ASSERT_TRUE(CpuCompute::Get().AbsMax(tensors, View(out.data(), {4})).ok());
+  EXPECT_EQ(out, (std::vector<float>{5.0f, 0.0f, 0.5f, 3.0f}));
+  a[2] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(CpuCompute::Get().AbsMax(tensors, View(out.data(), {4})).ok());
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_THAT(CpuCompute::Get().AbsMax(tensors, View(out.data(), {3})).message(),
+              ::testing::HasSubstr("AbsMax: operand 'out' expected 4 elements, found 3"));
+}
+
+TEST(CpuCompute, TransposeMovesElementsOfAnySize) {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6}, t(6);
+  ASSERT_TRUE(CpuCompute::Get().Transpose(View(x.data(), {2, 3}), View(t.data(), {3, 2})).ok());
+  EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  std::vector<uint8_t> codes = {1, 2, 3, 4, 5, 6}, moved(6);
+  const TensorView src{codes.data(), DType::kF8E4M3, Device{}, {3, 2}, {}};
+  const TensorView dst{moved.data(), DType::kF8E4M3, Device{}, {2, 3}, {}};
+  ASSERT_TRUE(CpuCompute::Get().Transpose(src, dst).ok());
+  EXPECT_EQ(moved, (std::vector<uint8_t>{1, 3, 5, 2, 4, 6}));
+  EXPECT_THAT(CpuCompute::Get().Transpose(src, src).message(),
+              ::testing::HasSubstr("Transpose: operand 'dst' expected [2, 3], found [3, 2]"));
+}
+
+// A tensorwise quantization handed an amax scales by it, not by x's own: a run of a weight
+// quantized with the whole weight's amax gets the whole weight's codes.
+TEST(CpuCompute, Float8QuantizeScalesByAGivenAmax) {
+  std::vector<float> whole = {0.1f, -3.0f, 0.7f, 12.0f, -0.02f, 5.5f};
+  std::vector<uint8_t> whole_codes(6), run_codes(3);
+  float whole_inverse = 0, run_inverse = 0, amax = 12.0f;
+  const TensorView whole_out{whole_codes.data(), DType::kF8E4M3, Device{}, {1, 6}, {}};
+  ASSERT_TRUE(
+      CpuCompute::Get()
+          .Float8Quantize(View(whole.data(), {1, 6}), {}, whole_out, View(&whole_inverse, {1}))
+          .ok());
+  const TensorView run_out{run_codes.data(), DType::kF8E4M3, Device{}, {1, 3}, {}};
+  ASSERT_TRUE(CpuCompute::Get()
+                  .Float8Quantize(View(whole.data(), {1, 3}),
+                                  {Float8Granularity::kTensor, false, false, View(&amax, {1})},
+                                  run_out, View(&run_inverse, {1}))
+                  .ok());
+  EXPECT_EQ(run_codes, std::vector<uint8_t>(whole_codes.begin(), whole_codes.begin() + 3));
+  EXPECT_EQ(run_inverse, whole_inverse);
+  // The run's own amax (3) gives other codes.
+  ASSERT_TRUE(CpuCompute::Get()
+                  .Float8Quantize(View(whole.data(), {1, 3}), {}, run_out, View(&run_inverse, {1}))
+                  .ok());
+  EXPECT_NE(run_inverse, whole_inverse);
+  EXPECT_THAT(CpuCompute::Get()
+                  .Float8Quantize(View(whole.data(), {1, 3}),
+                                  {Float8Granularity::kRow, false, false, View(&amax, {1})},
+                                  run_out, View(&run_inverse, {1}))
+                  .message(),
+              ::testing::HasSubstr("a given amax needs tensorwise scaling"));
 }
 
 TEST(CpuCompute, CastRoundsToNearestEven) {

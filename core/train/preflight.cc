@@ -176,6 +176,14 @@ absl::Status CheckFolders(const Recipe& recipe, const PreflightOptions& options)
   return absl::OkStatus();
 }
 
+// Whether model.converters turns Float8 on (the recipe then selects a float8 plugin).
+bool UsesFloat8(const Recipe& recipe) {
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == "float8") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<ParallelPlugins> CreateParallelPlugins(const Recipe& recipe,
@@ -250,12 +258,31 @@ absl::Status CheckPipelineCommunicator(absl::string_view backend, int pipeline_d
                                        absl::string_view where) {
   if (backend != "nccl" || pipeline_degree <= 1) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      where, ": comm.backend = \"nccl\" with parallelism.pipeline_parallel_degree = ",
-      pipeline_degree,
+      where,
+      ": comm.backend = \"nccl\" with parallelism.pipeline_parallel_degree = ", pipeline_degree,
       ": pipeline parallelism over nccl is not supported yet (NCCL's point-to-point calls "
       "block in issue order, so the schedule's sends and receives between stages would wait "
       "on each other); use comm.backend = \"mpi\", which stages device buffers through host "
       "memory"));
+}
+
+absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
+                                  absl::string_view where) {
+  if (precompute && !gather_float8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": float8.precompute_float8_dynamic_scale_for_fsdp = true needs "
+                     "float8.enable_fsdp_float8_all_gather = true: it computes the scales of the "
+                     "weights fsdp gathers in float8"));
+  }
+  if (gather_float8 && dp_shard <= 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": float8.enable_fsdp_float8_all_gather = true gathers weights under fsdp, which "
+        "this run does not shard (parallelism.data_parallel_shard_degree = ",
+        dp_shard, "); set it to false or shard over more ranks"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckGlobalBatchFitsData(int64_t global_batch, int64_t seq_len,
@@ -294,6 +321,36 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
   TITAN_ASSIGN_OR_RETURN(std::string backend, recipe.section("comm").GetString("backend"));
   check(CheckPipelineCommunicator(backend, shape.degree(MeshDim::kPp),
                                   recipe.section("comm").Where("backend")));
+  if (UsesFloat8(recipe)) {
+    const ConfigView& float8 = recipe.section("float8");
+    TITAN_ASSIGN_OR_RETURN(bool gather, float8.GetBool("enable_fsdp_float8_all_gather"));
+    TITAN_ASSIGN_OR_RETURN(bool precompute,
+                           float8.GetBool("precompute_float8_dynamic_scale_for_fsdp"));
+    TITAN_ASSIGN_OR_RETURN(std::string name, float8.GetString("recipe_name"));
+    TITAN_ASSIGN_OR_RETURN(int64_t shard_setting,
+                           recipe.section("parallelism").GetInt("data_parallel_shard_degree"));
+    const int dp_shard = shape.degree(MeshDim::kDpShard);
+    if (gather && shard_setting == -1 && dp_shard == 1) {
+      // -1 takes the ranks the other degrees leave: the launched world decides.
+      report.unchecked.push_back(absl::StrCat(
+          float8.Where("enable_fsdp_float8_all_gather"),
+          ": float8.enable_fsdp_float8_all_gather needs fsdp, and data_parallel_shard_degree = "
+          "-1 leaves it 1 rank of ",
+          shape.world_size(), "; the run refuses it unless launched on more ranks"));
+      check(CheckFloat8AllGather(gather, precompute, 2,
+                                 float8.Where("enable_fsdp_float8_all_gather")));
+    } else {
+      check(CheckFloat8AllGather(gather, precompute, dp_shard,
+                                 float8.Where("enable_fsdp_float8_all_gather")));
+    }
+    if (gather && name != "tensorwise") {
+      problems.push_back(absl::StrCat(
+          float8.Where("enable_fsdp_float8_all_gather"),
+          ": float8.enable_fsdp_float8_all_gather = true gathers each weight with one e4m3 "
+          "scale, which only the tensorwise recipe uses, not float8.recipe_name = \"",
+          name, "\""));
+    }
+  }
 
   const ConfigView& ac = recipe.section("activation_checkpoint");
   TITAN_ASSIGN_OR_RETURN(std::string ac_mode, ac.GetString("mode"));

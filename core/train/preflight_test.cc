@@ -135,6 +135,34 @@ TEST_F(PreflightTest, ParallelPluginsCheckTheirKeys) {
                   .ok());
 }
 
+// fsdp's float8 all-gather (issue #18) needs fsdp and the tensorwise recipe's one e4m3 scale per
+// weight; its precomputed scales need the all-gather.
+TEST_F(PreflightTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
+  const std::string gather =
+      "[model]\nconverters = [\"float8\"]\n[float8]\nenable_fsdp_float8_all_gather = true\n";
+  EXPECT_TRUE(CheckBeforeTraining(Make(gather), *registry_, Mesh(2, 1)).ok());
+  // data_parallel_shard_degree = -1 (the default) leaves it to the launched ranks: the run checks.
+  auto report = CheckBeforeTraining(Make(gather), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->unchecked,
+              testing::Contains(HasSubstr("data_parallel_shard_degree = -1 leaves it 1 rank")));
+  EXPECT_THAT(ErrorOf(Make(gather + "[parallelism]\ndata_parallel_shard_degree = 1\n"), Mesh(1, 1)),
+              HasSubstr("t.toml:8:33: float8.enable_fsdp_float8_all_gather = true gathers weights "
+                        "under fsdp, which this run does not shard "
+                        "(parallelism.data_parallel_shard_degree = 1)"));
+  EXPECT_THAT(ErrorOf(Make(gather + "recipe_name = \"rowwise\"\n"), Mesh(2, 1)),
+              HasSubstr("only the tensorwise recipe uses, not float8.recipe_name = \"rowwise\""));
+  EXPECT_THAT(ErrorOf(Make("[model]\nconverters = [\"float8\"]\n[float8]\n"
+                           "precompute_float8_dynamic_scale_for_fsdp = true\n"),
+                      Mesh(2, 1)),
+              HasSubstr("float8.precompute_float8_dynamic_scale_for_fsdp = true needs "
+                        "float8.enable_fsdp_float8_all_gather = true"));
+  EXPECT_TRUE(
+      CheckBeforeTraining(Make(gather + "precompute_float8_dynamic_scale_for_fsdp = true\n"),
+                          *registry_, Mesh(2, 1))
+          .ok());
+}
+
 TEST(PreflightPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
   EXPECT_THAT(CheckPipelineCommunicator("nccl", 2, "r.toml:9:11").message(),
               AllOf(HasSubstr("r.toml:9:11: comm.backend = \"nccl\" with "

@@ -250,6 +250,10 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
                        compute_};
   TITAN_RETURN_IF_ERROR(
       Traced("optimizer", "optimizer.step", [&] { return optimizer_->Step(update); }));
+  if (dp_.precompute_float8_scales) {
+    TITAN_RETURN_IF_ERROR(Traced("optimizer", "precompute_float8_scales",
+                                 [&] { return dp_.plugin->PrecomputeFloat8Scales(); }));
+  }
   return result;
 }
 

@@ -47,6 +47,9 @@ struct DataParallelContext {
   // it here when no data-parallel plugin does (fsdp and ddp reduce over their dimension
   // flattened with cp: DeviceMesh::group_with_context).
   Communicator* context_group = nullptr;
+  // float8.precompute_float8_dynamic_scale_for_fsdp: after each optimizer step, `plugin` (fsdp)
+  // computes every float8-gathered weight's scale in one pass.
+  bool precompute_float8_scales = false;
 };
 
 class TrainStep {

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/model/llama.h"
 #include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
@@ -84,6 +86,28 @@ absl::StatusOr<ModelCompute> ModelComputeOf(const Recipe& recipe, DeviceMesh& me
   return where;
 }
 
+// What fsdp gathers in which format (Parameter::compute_dtype), for the log.
+std::string DescribeGatherFormats(const std::vector<Parameter>& parameters) {
+  std::map<DType, std::pair<int, int64_t>> by_format;  // parameters, elements
+  int64_t elements = 0, bytes = 0;
+  for (const Parameter& p : parameters) {
+    auto& [count, numel] = by_format[p.compute_dtype];
+    ++count;
+    numel += p.value.numel();
+    elements += p.value.numel();
+    bytes += p.value.numel() * static_cast<int64_t>(DTypeSize(p.compute_dtype));
+  }
+  std::vector<std::string> parts;
+  for (const auto& [dtype, entry] : by_format) {
+    parts.push_back(absl::StrCat(entry.first, " in ", DTypeName(dtype)));
+  }
+  constexpr double kMib = 1 << 20;
+  return absl::StrCat("gathers the parameters as they compute: ", absl::StrJoin(parts, ", "), "; ",
+                      absl::SixDigits(static_cast<double>(bytes) / kMib),
+                      " MiB per gather of the whole model, against ",
+                      absl::SixDigits(static_cast<double>(elements) * 4 / kMib), " MiB in f32");
+}
+
 }  // namespace
 
 absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh& mesh,
@@ -148,15 +172,28 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
                where.matmul_dtype == DType::kBF16
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
                    : "f32");
+  bool precompute_float8_scales = false;
   for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
     // The float8 section selects plugins of kind "float8" only, and only with the converter on.
     if (plugin.section != "float8") continue;
     const auto& float8 = static_cast<const Float8Plugin&>(*plugin.instance);
-    TITAN_ASSIGN_OR_RETURN(std::string recipe_name,
-                           recipe.section("float8").GetString("recipe_name"));
-    for (const std::string& line :
-         DescribeFloat8Linears(model->ConvertToFloat8(float8), recipe_name, float8.Recipe())) {
+    const ConfigView& section = recipe.section("float8");
+    TITAN_ASSIGN_OR_RETURN(std::string recipe_name, section.GetString("recipe_name"));
+    TITAN_ASSIGN_OR_RETURN(bool gather_float8, section.GetBool("enable_fsdp_float8_all_gather"));
+    TITAN_ASSIGN_OR_RETURN(precompute_float8_scales,
+                           section.GetBool("precompute_float8_dynamic_scale_for_fsdp"));
+    TITAN_RETURN_IF_ERROR(CheckFloat8AllGather(gather_float8, precompute_float8_scales, dp_shard,
+                                               section.Where("enable_fsdp_float8_all_gather")));
+    TITAN_ASSIGN_OR_RETURN(std::vector<Float8LinearChoice> choices,
+                           model->ConvertToFloat8(float8, gather_float8));
+    for (const std::string& line : DescribeFloat8Linears(choices, recipe_name, float8.Recipe())) {
       spdlog::info("{}", line);
+    }
+    if (gather_float8) {
+      spdlog::info("[float8] fsdp gathers the Float8 layers' weights in e4m3 with one scale each{}",
+                   precompute_float8_scales
+                       ? ", all scales computed in one pass after each optimizer step"
+                       : ", each unit's scales reduced before its gather");
     }
   }
   model->Initialize(static_cast<uint64_t>(seed));
@@ -175,6 +212,9 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
     TITAN_RETURN_IF_ERROR(plugin->Apply(model->root(), mesh));
     model->ReleaseUnusedStorage();
   }
+  if (data_parallel != nullptr && data_parallel->dimension() == MeshDim::kDpShard) {
+    spdlog::info("[fsdp] {}", DescribeGatherFormats(model->Parameters()));
+  }
   TITAN_ASSIGN_OR_RETURN(
       TrainStep train_step,
       TrainStep::Create(
@@ -182,7 +222,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
           DataParallelContext{data_parallel.get(), &mesh.world(), tensor_parallel.get(),
                               pipeline.get(), &mesh.group(MeshDim::kPp), microbatches,
                               // fsdp and ddp average over their dimension flattened with cp.
-                              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp)}));
+                              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp),
+                              precompute_float8_scales}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(train_step.state_bytes()) / (1 << 20));
   const TrainState train_state{model.get(),
@@ -197,6 +238,8 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   if (checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(resume, checkpointer->Load(train_state));
   }
+  // The scales of the weights as initialized or loaded; each optimizer step computes them anew.
+  if (precompute_float8_scales) TITAN_RETURN_IF_ERROR(data_parallel->PrecomputeFloat8Scales());
 
   const ConfigView& lr_section = recipe.section("lr_scheduler");
   TITAN_ASSIGN_OR_RETURN(int64_t warmup, lr_section.GetInt("warmup_steps"));

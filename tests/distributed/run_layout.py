@@ -2,7 +2,7 @@
 """Trains a recipe under one parallel layout and, given a baseline, checks its losses.
 
     run_layout.py --titan-run BIN --recipe FILE --out DIR --ranks N [--baseline DIR]
-                  [--tolerance 1e-5] [--must-differ] [--state-fraction F]
+                  [--tolerance 1e-5] [--must-differ] [--state-fraction F] [--log-contains TEXT]
                   [-- --section.key=value ...]
 
 Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
@@ -11,6 +11,7 @@ validation loss must be within the relative tolerance of the baseline run's; the
 printed as a table. With --must-differ, some loss must also differ from the baseline's (a run
 in another precision that matched it exactly would not have used that precision). With --state-fraction, every rank's parameters, gradients and optimizer state
 must take that fraction of the baseline's (1/N under fsdp over N ranks), to within 1%.
+--log-contains (repeatable): the run's output must contain TEXT.
 """
 import argparse
 import json
@@ -50,6 +51,7 @@ def main():
     parser.add_argument("--tolerance", type=float, default=1e-5)
     parser.add_argument("--must-differ", action="store_true")
     parser.add_argument("--state-fraction", type=float)
+    parser.add_argument("--log-contains", action="append", default=[])
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
 
@@ -68,6 +70,10 @@ def main():
     if run.returncode != 0:
         print(run.stdout)
         sys.exit(f"the run failed with exit status {run.returncode}")
+    for text in args.log_contains:
+        if text not in run.stdout:
+            sys.exit(f"the run's output does not say {text!r}")
+        print(f"the output says {text!r}")
     if not args.baseline:
         return
 

@@ -2,6 +2,7 @@
 // PyTorch emulation of torchao's Float8 linear (float8_reference.py) on the same tensors: the
 // float8 codes and inverse scales of every GEMM operand equal, and y = x W^T, dx = dy W and
 // dW = dy^T x within 1e-5 relative (f32 sums here, f64 there, of the same exact products).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -86,11 +87,14 @@ TEST_P(Float8ReferenceTest, LinearMatchesTorchaoEmulation) {
   ASSERT_TRUE(linears.Converts(0));
   std::vector<float> y(kN * kOut), dx(kN * kIn, 0.0f), dw(kOut * kIn, 0.0f);
   ASSERT_TRUE(
-      linears.Forward(View(x, {kN, kIn}), View(w, {kOut, kIn}), View(y, {kN, kOut}), false).ok());
+      linears
+          .Forward(View(x, {kN, kIn}), {View(w, {kOut, kIn}), {}, {}}, View(y, {kN, kOut}), false)
+          .ok());
   ExpectOperand(linears, 0, dir, "output_a");
   ExpectOperand(linears, 1, dir, "output_b");
   ASSERT_TRUE(
-      linears.InputGrad(View(dy, {kN, kOut}), View(w, {kOut, kIn}), View(dx, {kN, kIn})).ok());
+      linears.InputGrad(View(dy, {kN, kOut}), {View(w, {kOut, kIn}), {}, {}}, View(dx, {kN, kIn}))
+          .ok());
   ExpectOperand(linears, 0, dir, "grad_input_a");
   ExpectOperand(linears, 1, dir, "grad_input_b");
   ASSERT_TRUE(
@@ -118,10 +122,37 @@ TEST_P(Float8ReferenceTest, LinearMatchesTorchaoEmulation) {
   EXPECT_GT(off, static_cast<int64_t>(y.size()) / 2);
   // Accumulating adds the same product.
   std::vector<float> twice = y;
-  ASSERT_TRUE(
-      linears.Forward(View(x, {kN, kIn}), View(w, {kOut, kIn}), View(twice, {kN, kOut}), true)
-          .ok());
+  ASSERT_TRUE(linears
+                  .Forward(View(x, {kN, kIn}), {View(w, {kOut, kIn}), {}, {}},
+                           View(twice, {kN, kOut}), true)
+                  .ok());
   for (size_t i = 0; i < y.size(); ++i) ASSERT_FLOAT_EQ(twice[i], 2 * y[i]) << i;
+
+  // The weight as fsdp's float8 all-gather hands it over: quantized once, tensorwise e4m3. The
+  // tensorwise recipe's GEMMs take it as they are, with the same bytes and results to the bit;
+  // the others scale weights otherwise and refuse it.
+  std::vector<uint8_t> codes(kOut * kIn);
+  float inverse_scale = 0;
+  const TensorView gathered_codes{codes.data(), DType::kF8E4M3, Device{}, {kOut, kIn}, {}};
+  ASSERT_TRUE(CpuCompute::Get()
+                  .Float8Quantize(View(w, {kOut, kIn}),
+                                  {Float8Granularity::kTensor, false, false, {}}, gathered_codes,
+                                  FlatF32(&inverse_scale, 1))
+                  .ok());
+  const Float8Operand gathered{{}, gathered_codes, FlatF32(&inverse_scale, 1)};
+  std::vector<float> y_gathered(kN * kOut), dx_gathered(kN * kIn, 0.0f);
+  const absl::Status forward =
+      linears.Forward(View(x, {kN, kIn}), gathered, View(y_gathered, {kN, kOut}), false);
+  if (recipe_name != "tensorwise") {
+    EXPECT_THAT(forward.message(), ::testing::HasSubstr("tensorwise e4m3"));
+    return;
+  }
+  ASSERT_TRUE(forward.ok()) << forward;
+  ExpectOperand(linears, 1, dir, "output_b");
+  ASSERT_TRUE(linears.InputGrad(View(dy, {kN, kOut}), gathered, View(dx_gathered, {kN, kIn})).ok());
+  ExpectOperand(linears, 1, dir, "grad_input_b");
+  EXPECT_EQ(y_gathered, y);
+  EXPECT_EQ(dx_gathered, dx);
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, Float8ReferenceTest,

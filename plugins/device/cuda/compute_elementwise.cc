@@ -55,6 +55,19 @@ absl::Status CudaCompute::SumOfSquares(std::span<const TensorView> tensors,
   return Check(LaunchSplitDouble(total, F(out), stream_), "SumOfSquares kernel launch");
 }
 
+absl::Status CudaCompute::Transpose(const TensorView& src, TensorView dst) {
+  TITAN_RETURN_IF_ERROR(CheckTransposeOperands(src, dst, DeviceType::kCuda));
+  const int element_size = static_cast<int>(DTypeSize(src.dtype));
+  if (element_size != 1 && element_size != 2 && element_size != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Transpose: elements of 1, 2 or 4 bytes, not ", DTypeName(src.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(Ready());
+  return Check(
+      LaunchTranspose(src.data, dst.data, src.shape[0], src.shape[1], element_size, stream_),
+      "Transpose kernel launch");
+}
+
 absl::Status CudaCompute::Cast(const TensorView& src, TensorView dst) {
   FloatFormat from, to;
   if (!FormatOf(src.dtype, &from) || !FormatOf(dst.dtype, &to)) {

@@ -93,6 +93,7 @@ absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scalin
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(StreamScratch amax, Scratch(sizeof(float), "Float8Quantize amax"));
+  const bool given = scaling.amax.data != nullptr;
   const Float8QuantizeArgs args{x.data,
                                 x.dtype == DType::kBF16,
                                 rows,
@@ -103,8 +104,20 @@ absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scalin
                                 FormatOf(out.dtype),
                                 Data<uint8_t>(out),
                                 F(inverse_scales),
-                                amax.as<float>()};
+                                given ? F(scaling.amax) : amax.as<float>(),
+                                given};
   return Check(LaunchFloat8Quantize(args, stream_), "Float8Quantize kernel launch");
+}
+
+absl::Status CudaCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
+  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, DeviceType::kCuda));
+  TITAN_RETURN_IF_ERROR(Ready());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    TITAN_RETURN_IF_ERROR(Check(LaunchAbsMax(tensors[t].data, tensors[t].dtype == DType::kBF16,
+                                             tensors[t].numel(), F(out) + t, stream_),
+                                "AbsMax kernel launch"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace titan::cuda

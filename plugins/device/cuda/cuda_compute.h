@@ -122,11 +122,13 @@ class CudaCompute : public Compute {
 
   absl::Status SumOfSquares(std::span<const TensorView> tensors, std::span<const double> weights,
                             TensorView out) override;
+  absl::Status AbsMax(std::span<const TensorView> tensors, TensorView out) override;
   absl::Status Cast(const TensorView& src, TensorView dst) override;
   absl::Status Fill(TensorView x, float value) override;
   absl::Status Scale(TensorView x, float scale) override;
   absl::Status Accumulate(const TensorView& x, TensorView out) override;
   absl::Status Copy(const TensorView& src, TensorView dst) override;
+  absl::Status Transpose(const TensorView& src, TensorView dst) override;
   absl::Status CopyToHost(const TensorView& src, void* host_dst) override;
   absl::Status CopyFromHost(const void* host_src, TensorView dst) override;
 

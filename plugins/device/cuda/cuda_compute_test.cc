@@ -594,7 +594,7 @@ TEST_F(CudaComputeTest, Float8QuantizeWritesTheCpusBytes) {
       for (Float8Granularity granularity : {Float8Granularity::kTensor, Float8Granularity::kRow}) {
         for (bool transpose : {false, true}) {
           for (bool power_of_two : {false, true}) {
-            const Float8Scaling scaling{granularity, power_of_two, transpose};
+            const Float8Scaling scaling{granularity, power_of_two, transpose, {}};
             const int64_t out_rows = transpose ? columns : rows;
             Twin out = Zeros(format, transpose ? std::vector<int64_t>{columns, rows}
                                                : std::vector<int64_t>{rows, columns});
@@ -615,6 +615,36 @@ TEST_F(CudaComputeTest, Float8QuantizeWritesTheCpusBytes) {
   }
 }
 
+// fsdp's float8 all-gather: AbsMax over many tensors, quantization by a given amax, and the
+// transposed codes of the gathered weight, each byte for byte the CPU's.
+TEST_F(CudaComputeTest, AbsMaxGivenAmaxQuantizeAndTransposeMatchTheCpu) {
+  std::vector<float> values = Random(24 * 40, 190, 9.0f);
+  Twin a = F32(values, {24, 40}), b = Bf16(Random(100, 191, 0.3f), {100}), empty = F32({}, {0});
+  Twin amax = Zeros(DType::kF32, {3});
+  const std::vector<TensorView> cpu_tensors = {a.cpu(), b.cpu(), empty.cpu()};
+  const std::vector<TensorView> gpu_tensors = {a.gpu(), b.gpu(), empty.gpu()};
+  BOTH(cpu_.AbsMax(cpu_tensors, amax.cpu()), gpu_->AbsMax(gpu_tensors, amax.gpu()));
+  EXPECT_EQ(amax.Gpu(), amax.Cpu());
+  // The first 8 rows quantized by the whole tensor's amax (that of `a`, amax[0]).
+  Twin rows = F32(std::vector<float>(values.begin(), values.begin() + 8 * 40), {8, 40});
+  Twin given = F32({amax.Cpu()[0]}, {1});
+  Twin codes = Zeros(DType::kF8E4M3, {8, 40}), scale = Zeros(DType::kF32, {1});
+  BOTH(cpu_.Float8Quantize(rows.cpu(), {Float8Granularity::kTensor, false, false, given.cpu()},
+                           codes.cpu(), scale.cpu()),
+       gpu_->Float8Quantize(rows.gpu(), {Float8Granularity::kTensor, false, false, given.gpu()},
+                            codes.gpu(), scale.gpu()));
+  EXPECT_EQ(codes.GpuBytes(), codes.CpuBytes());
+  EXPECT_EQ(scale.Gpu(), scale.Cpu());
+  Twin code_source(DType::kF8E4M3, {8, 40}, codes.CpuBytes().data());
+  Twin moved = Zeros(DType::kF8E4M3, {40, 8});
+  BOTH(cpu_.Transpose(code_source.cpu(), moved.cpu()),
+       gpu_->Transpose(code_source.gpu(), moved.gpu()));
+  EXPECT_EQ(moved.GpuBytes(), moved.CpuBytes());
+  Twin wide = Zeros(DType::kF32, {40, 24});
+  BOTH(cpu_.Transpose(a.cpu(), wide.cpu()), gpu_->Transpose(a.gpu(), wide.gpu()));
+  EXPECT_EQ(wide.Gpu(), wide.Cpu());
+}
+
 // FP8 codes decode exactly and their products are exact in f32, but Hopper's FP8 tensor cores
 // keep fewer bits while they accumulate (about 14 in a block of k, DeepSeek-V3 measured): 1e-5
 // relative plus 5e-4 of the largest |c| absolute. A wrong scale or layout is off by O(|c|).
@@ -623,7 +653,8 @@ TEST_F(CudaComputeTest, Float8GemmMatchesTheCpu) {
   for (DType format_b : {DType::kF8E4M3, DType::kF8E5M2}) {
     for (bool per_row : {false, true}) {
       Twin xa = F32(Random(m * k, 180, 5.0f), {m, k}), xb = F32(Random(n * k, 181), {n, k});
-      const Float8Scaling scaling{per_row ? Float8Granularity::kRow : Float8Granularity::kTensor};
+      const Float8Scaling scaling{
+          per_row ? Float8Granularity::kRow : Float8Granularity::kTensor, false, false, {}};
       Twin a = Zeros(DType::kF8E4M3, {m, k}), b = Zeros(format_b, {n, k});
       Twin sa = Zeros(DType::kF32, {per_row ? m : 1}), sb = Zeros(DType::kF32, {per_row ? n : 1});
       ASSERT_TRUE(cpu_.Float8Quantize(xa.cpu(), scaling, a.cpu(), sa.cpu()).ok());

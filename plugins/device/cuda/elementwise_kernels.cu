@@ -66,6 +66,15 @@ __global__ void SplitDoubleKernel(const double* total, float* out) {
   out[1] = isfinite(value) ? static_cast<float>(value - static_cast<double>(out[0])) : 0.0f;
 }
 
+// One thread per element of dst; T has the element's size.
+template <typename T>
+__global__ void TransposeKernel(const T* src, T* dst, int64_t rows, int64_t columns) {
+  TITAN_GRID_STRIDE(at, rows * columns) {
+    const int64_t c = at / rows, r = at % rows;
+    dst[at] = src[r * columns + c];
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchScale(float* x, int64_t n, float scale, cudaStream_t stream) {
@@ -96,6 +105,23 @@ cudaError_t LaunchSumOfSquares(const float* x, int64_t n, double weight, double*
 
 cudaError_t LaunchSplitDouble(const double* total, float* out, cudaStream_t stream) {
   SplitDoubleKernel<<<1, 1, 0, stream>>>(total, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchTranspose(const void* src, void* dst, int64_t rows, int64_t columns,
+                            int element_size, cudaStream_t stream) {
+  const int64_t n = rows * columns;
+  if (n == 0) return cudaSuccess;
+  if (element_size == 1) {
+    TransposeKernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(src),
+                                                           static_cast<uint8_t*>(dst), rows, columns);
+  } else if (element_size == 2) {
+    TransposeKernel<<<BlocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), rows, columns);
+  } else {
+    TransposeKernel<<<BlocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), rows, columns);
+  }
   return cudaGetLastError();
 }
 

@@ -18,6 +18,10 @@ cudaError_t LaunchAccumulate(const float* x, float* out, int64_t n, cudaStream_t
 cudaError_t LaunchCast(const void* src, FloatFormat src_format, void* dst, FloatFormat dst_format,
                        int64_t n, cudaStream_t stream);
 
+// dst [columns, rows] = src [rows, columns] transposed, elements of element_size bytes (1, 2, 4).
+cudaError_t LaunchTranspose(const void* src, void* dst, int64_t rows, int64_t columns,
+                            int element_size, cudaStream_t stream);
+
 // Sum of squares in f64, in a fixed order: kSquareBlocks partial sums of x, then one block adds
 // them in a fixed tree and adds weight * that to *total (so tensors fold in call order).
 constexpr int kSquareBlocks = 256;

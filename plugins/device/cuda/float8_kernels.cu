@@ -116,6 +116,16 @@ __global__ void QuantizeRowsKernel(Float8QuantizeArgs a, int64_t out_columns) {
   }
 }
 
+__global__ void AbsMaxKernel(const void* x, bool x_is_bf16, int64_t n, float* out) {
+  unsigned top = 0;
+  TITAN_GRID_STRIDE(i, n) {
+    top = max(top, AbsBits(x_is_bf16 ? Bf16ToF32(static_cast<const uint16_t*>(x)[i])
+                                     : static_cast<const float*>(x)[i]));
+  }
+  top = BlockMaxBits(top);
+  if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(out), top);
+}
+
 __global__ void EpilogueKernel(const float* sums, const float* sa, bool row_a, const float* sb,
                                bool row_b, float alpha, float beta, float* c, int64_t m,
                                int64_t n) {
@@ -145,13 +155,21 @@ cudaError_t LaunchFloat8Quantize(const Float8QuantizeArgs& args, cudaStream_t st
   const int64_t out_rows = args.transpose ? args.columns : args.rows;
   const int64_t out_columns = args.transpose ? args.rows : args.columns;
   if (out_rows == 0) return cudaSuccess;
-  if (!args.per_row) {
+  if (!args.per_row && !args.amax_given) {
     cudaError_t error = cudaMemsetAsync(args.amax, 0, sizeof(float), stream);
     if (error != cudaSuccess) return error;
     TensorAmaxKernel<<<BlocksFor(out_rows * out_columns), kThreads, 0, stream>>>(args, out_rows,
                                                                                  out_columns);
   }
   QuantizeRowsKernel<<<static_cast<unsigned>(out_rows), kThreads, 0, stream>>>(args, out_columns);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAbsMax(const void* x, bool x_is_bf16, int64_t n, float* out,
+                         cudaStream_t stream) {
+  cudaError_t error = cudaMemsetAsync(out, 0, sizeof(float), stream);
+  if (error != cudaSuccess || n == 0) return error;
+  AbsMaxKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, x_is_bf16, n, out);
   return cudaGetLastError();
 }
 

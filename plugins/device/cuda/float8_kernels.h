@@ -13,7 +13,8 @@ enum class Float8Format : int { kE4M3 = 0, kE5M2 = 1 };
 
 // x [rows, columns] (f32, or bf16 when x_is_bf16) into codes [out_rows, out_columns] (x
 // transposed when `transpose`); one scale per row of out when `per_row`, else one for all.
-// `amax` is one float of scratch for the tensor-wise amax.
+// `amax` is one float of scratch for the tensor-wise amax, or the amax to scale by when
+// `amax_given`.
 struct Float8QuantizeArgs {
   const void* x;
   bool x_is_bf16;
@@ -23,8 +24,12 @@ struct Float8QuantizeArgs {
   uint8_t* codes;
   float* inverse_scales;
   float* amax;
+  bool amax_given;
 };
 cudaError_t LaunchFloat8Quantize(const Float8QuantizeArgs& args, cudaStream_t stream);
+
+// out[0] = the largest |x| of x [n] (f32, or bf16 when x_is_bf16); 0 when empty, NaN if any is.
+cudaError_t LaunchAbsMax(const void* x, bool x_is_bf16, int64_t n, float* out, cudaStream_t stream);
 
 // c[m, n] = alpha * sums[i, j] * inv_a[i or 0] * inv_b[j or 0] + beta * c (beta 0: c not read).
 cudaError_t LaunchFloat8Epilogue(const float* sums, const float* inverse_scale_a, bool row_a,

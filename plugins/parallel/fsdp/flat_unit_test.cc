@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "core/runtime/cpu_device.h"
+#include "core/runtime/single_process_comm.h"
+#include "core/tensor/cpu_compute.h"
 
 namespace titan::fsdp {
 namespace {
@@ -79,13 +83,135 @@ TEST(FlatUnit, PointsParametersIntoAGatheredBuffer) {
   std::vector<ParamSegment> segments;
   ASSERT_TRUE(unit.Shard(local.data(), grad.data(), segments).ok());
   std::vector<float> full(unit.padded_count());
-  unit.PointValues(full.data());
+  unit.PointValues(full.data(), false);
   unit.PointGrads(full.data());
   EXPECT_EQ(model.parameters[0].value.data, full.data());
   EXPECT_EQ(model.parameters[1].value.data, full.data() + 5);
   EXPECT_EQ(model.parameters[2].grad.data, full.data() + 12);
-  unit.PointValues(nullptr);
+  unit.PointValues(nullptr, false);
   EXPECT_EQ(model.parameters[1].value.data, nullptr);
+}
+
+// A rank of `size` whose all-gather writes only its own run into place: gathering every rank in
+// turn into one buffer fills it as the real all-gather would.
+class OwnRunGather : public SingleProcessCommunicator {
+ public:
+  OwnRunGather(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status AllGather(const TensorView& input, TensorView output) override {
+    std::memcpy(static_cast<char*>(output.data) + input.nbytes() * rank_, input.data,
+                input.nbytes());
+    return absl::OkStatus();
+  }
+
+ private:
+  int rank_, size_;
+};
+
+// Two weights, [16, 16] and [32, 16], of uneven magnitudes, in a unit gathered in `format`.
+struct Weights {
+  std::vector<float> a = std::vector<float>(256), b = std::vector<float>(512);
+  std::vector<Parameter> parameters = std::vector<Parameter>(2);
+  explicit Weights(DType format) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.3f * std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 7.0f * std::cos(0.11f * static_cast<float>(i));
+    std::vector<float>* values[] = {&a, &b};
+    for (int i = 0; i < 2; ++i) {
+      parameters[i].name = "w" + std::to_string(i);
+      parameters[i].value =
+          TensorView{values[i]->data(), DType::kF32, Device{}, {i == 0 ? 16 : 32, 16}, {}};
+      parameters[i].full_shape = parameters[i].value.shape;
+      parameters[i].grad = parameters[i].value;
+      parameters[i].compute_dtype = format;
+    }
+  }
+  std::vector<Parameter*> pointers() { return {&parameters[0], &parameters[1]}; }
+};
+
+// Each of 3 ranks gathers its run of the two weights in `format`; rank 0's parameters then point
+// at the whole gathered buffer.
+struct GatheredWeights {
+  static constexpr int kDegree = 3;
+  Weights whole;  // untouched: the reference values
+  std::vector<std::unique_ptr<Weights>> ranks;
+  std::vector<std::unique_ptr<FlatUnit>> units;
+  std::vector<std::vector<float>> locals;
+  std::vector<float> amax = std::vector<float>(2, 0.0f), full;
+
+  explicit GatheredWeights(DType format) : whole(format) {
+    std::vector<ParamSegment> segments;
+    for (int r = 0; r < kDegree; ++r) {
+      ranks.push_back(std::make_unique<Weights>(format));
+      units.push_back(std::make_unique<FlatUnit>(ranks[r]->pointers(), kDegree, r, 0,
+                                                 CpuDevice::Host(), format));
+      locals.emplace_back(units[r]->shard_count());
+      std::vector<float> grads(units[r]->shard_count());
+      EXPECT_TRUE(units[r]->Shard(locals[r].data(), grads.data(), segments).ok());
+      // The all-reduce of the amaxes, by hand: the largest of the ranks' runs'.
+      std::vector<float> mine(2);
+      EXPECT_TRUE(CpuCompute::Get()
+                      .AbsMax(units[r]->LocalRuns(locals[r].data()), FlatF32(mine.data(), 2))
+                      .ok());
+      for (int i = 0; i < 2; ++i) amax[i] = std::max(amax[i], mine[i]);
+    }
+    full.assign(units[0]->gathered_floats(false), 0.0f);
+    for (int r = 0; r < kDegree; ++r) {
+      units[r]->set_amax(FlatF32(amax.data(), 2));
+      OwnRunGather group(r, kDegree);
+      EXPECT_TRUE(units[r]->Gather(group, locals[r].data(), full.data(), false).ok());
+    }
+    units[0]->PointValues(full.data(), false);
+  }
+};
+
+TEST(FlatUnit, GathersBf16WeightsAsTheWholeWeightsRoundedToBf16InHalfTheBytes) {
+  GatheredWeights gathered(DType::kBF16);
+  const FlatUnit& unit = *gathered.units[0];
+  EXPECT_EQ(unit.gathered_floats(false) * 2, unit.padded_count());
+  EXPECT_EQ(unit.gathered_floats(true), unit.padded_count());
+  for (int i = 0; i < 2; ++i) {
+    const Parameter& p = gathered.ranks[0]->parameters[i];
+    EXPECT_EQ(p.value.data, nullptr);
+    ASSERT_EQ(p.compute.dtype, DType::kBF16);
+    ASSERT_EQ(p.compute.shape, gathered.whole.parameters[i].value.shape);
+    std::vector<uint16_t> expected(p.compute.numel());
+    TensorView rounded = p.compute;
+    rounded.data = expected.data();
+    ASSERT_TRUE(CpuCompute::Get().Cast(gathered.whole.parameters[i].value, rounded).ok());
+    const auto* codes = p.compute.data_as<const uint16_t>();
+    EXPECT_EQ(std::vector<uint16_t>(codes, codes + p.compute.numel()), expected) << p.name;
+  }
+  unit.PointValues(nullptr, false);
+  EXPECT_EQ(gathered.ranks[0]->parameters[0].compute.data, nullptr);
+}
+
+// FSDP's float8 all-gather: every rank quantizes its runs by the whole weight's amax, so the
+// gathered codes and scale are the whole weight's tensorwise quantization, in a quarter of the
+// f32 bytes.
+TEST(FlatUnit, GathersFloat8WeightsAsTheWholeWeightsQuantizedInAQuarterOfTheBytes) {
+  GatheredWeights gathered(DType::kF8E4M3);
+  const FlatUnit& unit = *gathered.units[0];
+  EXPECT_EQ(unit.gathered_floats(false) * 4, unit.padded_count());
+  for (int i = 0; i < 2; ++i) {
+    const Parameter& p = gathered.ranks[0]->parameters[i];
+    const TensorView& w = gathered.whole.parameters[i].value;
+    ASSERT_EQ(p.compute.dtype, DType::kF8E4M3);
+    ASSERT_EQ(p.compute.shape, w.shape);
+    std::vector<uint8_t> codes(w.numel());
+    float inverse_scale = 0;
+    TensorView expected{codes.data(), DType::kF8E4M3, Device{}, w.shape, {}};
+    ASSERT_TRUE(CpuCompute::Get()
+                    .Float8Quantize(w, {Float8Granularity::kTensor, false, false, {}}, expected,
+                                    FlatF32(&inverse_scale, 1))
+                    .ok());
+    const auto* gathered_codes = p.compute.data_as<const uint8_t>();
+    EXPECT_EQ(std::vector<uint8_t>(gathered_codes, gathered_codes + w.numel()), codes) << p.name;
+    EXPECT_EQ(p.compute_inverse_scale.data_as<const float>()[0], inverse_scale) << p.name;
+  }
+  // The two weights' magnitudes differ: so do their scales.
+  EXPECT_NE(gathered.ranks[0]->parameters[0].compute_inverse_scale.data_as<const float>()[0],
+            gathered.ranks[0]->parameters[1].compute_inverse_scale.data_as<const float>()[0]);
 }
 
 TEST(BufferPool, ReusesFreedBuffersAndZeroesThemWhenAsked) {

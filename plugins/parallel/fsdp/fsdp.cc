@@ -4,7 +4,10 @@
 // communication stream), free them after forward when `reshard_after_forward` says so, gather
 // them again before backward, and after backward reduce-scatter the unit's gradients into this
 // rank's shard while the backward of the unit before it runs. The optimizer updates only the
-// shard.
+// shard. Parameters the model computes with in bf16 or Float8 (Parameter::compute_dtype) are
+// gathered so, in flat buffers of their own (TorchTitan's mixed_precision_param and float8
+// all-gather): half or a quarter of the f32 bytes.
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,14 +23,20 @@ namespace {
 
 class Fsdp;
 
+// One flat buffer of a unit: its parameters of one gathered format.
+struct Part {
+  std::unique_ptr<FlatUnit> flat;
+  DeviceBuffer full;       // gathered values, or empty
+  DeviceBuffer full_grad;  // the backward's gradients, or empty
+};
+
 // The state of one unit between the hooks; only the main thread touches it.
 struct Unit {
   Module* module = nullptr;
-  std::unique_ptr<FlatUnit> flat;
+  std::vector<Part> parts;  // f32 first, then bf16, then e4m3: those the unit has
   bool reshard_after_forward = true;
-  DeviceBuffer full;                                          // gathered values, or empty
+  bool gathered = false;
   std::optional<std::shared_future<absl::Status>> gathering;  // set while a gather is queued
-  DeviceBuffer full_grad;                                     // the backward's gradients, or empty
 };
 
 class Fsdp : public ParallelPlugin {
@@ -54,6 +63,7 @@ class Fsdp : public ParallelPlugin {
     absl::Status first = absl::OkStatus();
     for (const auto& reduction : reductions_) first.Update(reduction.get());
     reductions_.clear();
+    amax_fresh_ = false;  // the optimizer step that follows changes the parameters
     // A gather prefetched for a backward that never came (a pipeline stage's backward ends at
     // the embedding, whose unit prefetches the last block) holds the values from before the
     // optimizer step: drop it, so that the next forward gathers the updated ones.
@@ -69,9 +79,34 @@ class Fsdp : public ParallelPlugin {
   }
 
   absl::Status Unshard() override {
-    for (size_t u = 0; u < units_.size(); ++u) TITAN_RETURN_IF_ERROR(Gather(u));
+    // For good, in f32: export and text generation read the values themselves.
+    TITAN_RETURN_IF_ERROR(WaitForGradients());
     unsharded_for_good_ = true;
+    for (size_t u = 0; u < units_.size(); ++u) TITAN_RETURN_IF_ERROR(Gather(u));
     return absl::OkStatus();
+  }
+
+  absl::Status PrecomputeFloat8Scales() override {
+    std::vector<TensorView> runs;
+    for (const Unit& unit : units_) {
+      for (const Part& part : unit.parts) {
+        if (part.flat->format() != DType::kF8E4M3) continue;
+        for (TensorView& run : part.flat->LocalRuns(local_.f32())) runs.push_back(run);
+      }
+    }
+    if (runs.empty()) {
+      return absl::FailedPreconditionError(
+          "fsdp: no parameter is gathered in float8 (float8.enable_fsdp_float8_all_gather)");
+    }
+    // After the gathers queued so far, which may still read the amaxes.
+    return stream_
+        .Enqueue([this, runs] {
+          TITAN_RETURN_IF_ERROR(mesh_compute_->AbsMax(runs, amax_.view()));
+          TITAN_RETURN_IF_ERROR(shard_group_->AllReduce(amax_.view(), ReduceOp::kMax));
+          amax_fresh_ = true;
+          return absl::OkStatus();
+        })
+        .get();
   }
 
   std::optional<LocalParameters> local_parameters() override {
@@ -91,28 +126,31 @@ class Fsdp : public ParallelPlugin {
   }
   absl::Status BeforeBackward(size_t u) {
     TITAN_RETURN_IF_ERROR(Gather(u));
-    Unit& unit = units_[u];
-    TITAN_ASSIGN_OR_RETURN(unit.full_grad, pool_.Take(unit.flat->padded_count(), /*zeroed=*/true));
-    unit.flat->PointGrads(unit.full_grad.f32());
+    for (Part& part : units_[u].parts) {
+      TITAN_ASSIGN_OR_RETURN(part.full_grad,
+                             pool_.Take(part.flat->padded_count(), /*zeroed=*/true));
+      part.flat->PointGrads(part.full_grad.f32());
+    }
     // Backward runs the blocks last to first, after the root's head (norm and output).
     const size_t next = u == 0 ? units_.size() - 1 : u - 1;
     if (next > 0) return Prefetch(next);
     return absl::OkStatus();
   }
   absl::Status AfterBackward(size_t u) {
-    Unit& unit = units_[u];
-    unit.flat->PointGrads(nullptr);
-    // The task owns the gradient buffer and hands it back to the pool when reduced.
-    std::shared_ptr<DeviceBuffer> full_grad(new DeviceBuffer(std::move(unit.full_grad)),
-                                            [this](DeviceBuffer* buffer) {
-                                              pool_.Give(std::move(*buffer));
-                                              delete buffer;
-                                            });
-    const FlatUnit* flat = unit.flat.get();
-    reductions_.push_back(stream_.Enqueue([this, flat, full_grad] {
-      return flat->ReduceGradients(*shard_group_, replica_group_, full_grad->f32(), scratch_.f32(),
-                                   local_grad_.f32());
-    }));
+    for (Part& part : units_[u].parts) {
+      part.flat->PointGrads(nullptr);
+      // The task owns the gradient buffer and hands it back to the pool when reduced.
+      std::shared_ptr<DeviceBuffer> full_grad(new DeviceBuffer(std::move(part.full_grad)),
+                                              [this](DeviceBuffer* buffer) {
+                                                pool_.Give(std::move(*buffer));
+                                                delete buffer;
+                                              });
+      const FlatUnit* flat = part.flat.get();
+      reductions_.push_back(stream_.Enqueue([this, flat, full_grad] {
+        return flat->ReduceGradients(*shard_group_, replica_group_, full_grad->f32(),
+                                     scratch_.f32(), local_grad_.f32());
+      }));
+    }
     Reshard(u);
     return absl::OkStatus();
   }
@@ -120,12 +158,24 @@ class Fsdp : public ParallelPlugin {
  private:
   absl::Status Prefetch(size_t u) {
     Unit& unit = units_[u];
-    if (unit.full.f32() != nullptr || unit.gathering) return absl::OkStatus();
-    TITAN_ASSIGN_OR_RETURN(unit.full, pool_.Take(unit.flat->padded_count(), /*zeroed=*/false));
-    const FlatUnit* flat = unit.flat.get();
-    float* full = unit.full.f32();
-    unit.gathering = stream_.Enqueue(
-        [this, flat, full] { return flat->Gather(*shard_group_, local_.f32(), full); });
+    if (unit.gathered || unit.gathering) return absl::OkStatus();
+    const bool whole_precision = unsharded_for_good_;
+    std::vector<std::pair<FlatUnit*, void*>> gathers;
+    for (Part& part : unit.parts) {
+      TITAN_ASSIGN_OR_RETURN(
+          part.full, pool_.Take(part.flat->gathered_floats(whole_precision), /*zeroed=*/false));
+      gathers.emplace_back(part.flat.get(), part.full.f32());
+    }
+    unit.gathering = stream_.Enqueue([this, gathers, whole_precision] {
+      for (const auto& [flat, full] : gathers) {
+        // Without amaxes precomputed for the parameters as they are now, the unit's own.
+        if (flat->format() == DType::kF8E4M3 && !whole_precision && !amax_fresh_) {
+          TITAN_RETURN_IF_ERROR(flat->ReduceAmax(*shard_group_, local_.f32()));
+        }
+        TITAN_RETURN_IF_ERROR(flat->Gather(*shard_group_, local_.f32(), full, whole_precision));
+      }
+      return absl::OkStatus();
+    });
     return absl::OkStatus();
   }
 
@@ -137,19 +187,24 @@ class Fsdp : public ParallelPlugin {
       absl::Status gathered = unit.gathering->get();
       unit.gathering.reset();
       if (!gathered.ok()) return gathered;
-      unit.flat->PointValues(unit.full.f32());
+      for (Part& part : unit.parts) part.flat->PointValues(part.full.f32(), unsharded_for_good_);
+      unit.gathered = true;
     }
     return absl::OkStatus();
   }
 
   void Reshard(size_t u) {
     Unit& unit = units_[u];
-    if (unsharded_for_good_ || unit.full.f32() == nullptr) return;
-    unit.flat->PointValues(nullptr);
-    pool_.Give(std::move(unit.full));
+    if (unsharded_for_good_ || !unit.gathered) return;
+    for (Part& part : unit.parts) {
+      part.flat->PointValues(nullptr, false);
+      pool_.Give(std::move(part.full));
+    }
+    unit.gathered = false;
   }
 
   std::string policy_ = "default";
+  Compute* mesh_compute_ = nullptr;
   Communicator* shard_group_ = nullptr;
   Communicator* replica_group_ = nullptr;  // HSDP only
   std::vector<Unit> units_;
@@ -158,6 +213,10 @@ class Fsdp : public ParallelPlugin {
   std::vector<std::shared_future<absl::Status>> reductions_;
   BufferPool pool_;
   bool unsharded_for_good_ = false;
+  // The amax of each parameter gathered in e4m3, in unit order, and whether it holds those of
+  // the parameters as they are now (PrecomputeFloat8Scales; only the stream's thread reads it).
+  DeviceBuffer amax_;
+  std::atomic<bool> amax_fresh_ = false;
   parallel::CommStream stream_;  // last: its thread stops before the buffers it uses go
 };
 
@@ -180,6 +239,7 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   if (device.compute() == nullptr) {
     return absl::FailedPreconditionError("fsdp: the mesh's device has no compute kernels");
   }
+  mesh_compute_ = device.compute();
   pool_.set_device(device);
   // Over dp_shard flattened with cp (TorchTitan's dp_shard_cp): the cp ranks' gradients are
   // averaged by the same reduce-scatter, and each holds a shard of the parameters.
@@ -191,33 +251,60 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   std::vector<Module*> modules = {&model};
   for (Module* child : model.children()) modules.push_back(child);
   const size_t blocks = modules.size() - 1;
-  int64_t local_count = 0, largest = 0;
+  int64_t local_count = 0, largest = 0, float8_parameters = 0;
   for (size_t u = 0; u < modules.size(); ++u) {
-    std::vector<Parameter*> parameters = modules[u]->parameters();
-    for (const Parameter* p : parameters) {
+    std::vector<Parameter*> by_format[3];  // f32, bf16, e4m3
+    for (Parameter* p : modules[u]->parameters()) {
       if (p->value.data == nullptr || p->value.dtype != DType::kF32 || !p->value.is_contiguous()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "fsdp: parameter ", p->name, " must be an f32 contiguous tensor with values"));
       }
+      const DType format = p->compute_dtype;
+      if (format != DType::kF32 && format != DType::kBF16 && format != DType::kF8E4M3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("fsdp: parameter ", p->name, " asks to be gathered in ", DTypeName(format),
+                         ", not f32, bf16 or e4m3"));
+      }
+      by_format[format == DType::kF32 ? 0 : format == DType::kBF16 ? 1 : 2].push_back(p);
     }
     Unit unit;
     unit.module = modules[u];
-    unit.flat =
-        std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count, device);
+    for (DType format : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      std::vector<Parameter*>& parameters = by_format[format == DType::kF32    ? 0
+                                                      : format == DType::kBF16 ? 1
+                                                                               : 2];
+      if (parameters.empty()) continue;
+      Part part;
+      part.flat = std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count,
+                                             device, format);
+      local_count += part.flat->shard_count();
+      largest = std::max(largest, part.flat->shard_count());
+      if (format == DType::kF8E4M3) {
+        float8_parameters += static_cast<int64_t>(part.flat->parameter_count());
+      }
+      unit.parts.push_back(std::move(part));
+    }
     // TorchTitan's policies: "default" keeps the last block gathered (backward needs it first)
     // and the root too (FSDP2 never reshards the root after forward).
     const bool is_root = u == 0, is_last_block = u == blocks;
     unit.reshard_after_forward =
         policy_ == "always" || (policy_ == "default" && !is_root && !is_last_block);
-    local_count += unit.flat->shard_count();
-    largest = std::max(largest, unit.flat->shard_count());
     units_.push_back(std::move(unit));
   }
   TITAN_ASSIGN_OR_RETURN(local_, DeviceBuffer::Allocate(device, local_count));
   TITAN_ASSIGN_OR_RETURN(local_grad_, DeviceBuffer::Allocate(device, local_count));
   TITAN_ASSIGN_OR_RETURN(scratch_, DeviceBuffer::Allocate(device, largest));
+  TITAN_ASSIGN_OR_RETURN(amax_, DeviceBuffer::Allocate(device, float8_parameters));
+  int64_t amax_offset = 0;
   for (size_t u = 0; u < units_.size(); ++u) {
-    TITAN_RETURN_IF_ERROR(units_[u].flat->Shard(local_.f32(), local_grad_.f32(), segments_));
+    for (Part& part : units_[u].parts) {
+      if (part.flat->format() == DType::kF8E4M3) {
+        const auto count = static_cast<int64_t>(part.flat->parameter_count());
+        part.flat->set_amax(amax_.view(amax_offset, count));
+        amax_offset += count;
+      }
+      TITAN_RETURN_IF_ERROR(part.flat->Shard(local_.f32(), local_grad_.f32(), segments_));
+    }
     units_[u].module->AddHooks(std::make_unique<UnitHooks>(*this, u));
   }
   return absl::OkStatus();

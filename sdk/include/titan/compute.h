@@ -66,11 +66,15 @@ struct SgdUpdate {
 // what it writes; power_of_two rounds each scale down to a power of two (torchao's rowwise
 // recipe). With transpose, out is x transposed ([columns, rows]), so that the per-row scales of
 // out are per column of x: Float8Gemm takes both operands with the reduced dimension last.
+// A tensorwise scaling may be handed the amax to scale by (f32 [1] on the device) instead of
+// taking x's own: FSDP's float8 all-gather quantizes each rank's shard of a weight by the whole
+// weight's amax, so that the gathered codes equal the whole weight's quantization.
 enum class Float8Granularity : uint8_t { kTensor, kRow };
 struct Float8Scaling {
   Float8Granularity granularity = Float8Granularity::kTensor;
   bool power_of_two = false;
   bool transpose = false;
+  TensorView amax;  // kTensor only; data null: x's own amax
 };
 
 // An ordered queue of work on the device, and a marker in it. The CPU has one stream that runs
@@ -184,6 +188,9 @@ class Compute {
   // it in f32. A non-finite value anywhere makes the sum non-finite.
   virtual absl::Status SumOfSquares(std::span<const TensorView> tensors,
                                     std::span<const double> weights, TensorView out) = 0;
+  // out[i] (f32, one per tensor) = the largest |x| of tensors[i] (f32 or bf16), 0 for an empty
+  // one, NaN if it holds a NaN: the amaxes of Float8 scaling, many tensors in one pass.
+  virtual absl::Status AbsMax(std::span<const TensorView> tensors, TensorView out) = 0;
   // dst = src converted (f32, bf16, f16; round to nearest even), same element count.
   virtual absl::Status Cast(const TensorView& src, TensorView dst) = 0;
   virtual absl::Status Fill(TensorView x, float value) = 0;
@@ -192,6 +199,9 @@ class Compute {
   virtual absl::Status Accumulate(const TensorView& x, TensorView out) = 0;
   // dst = src, same dtype and size.
   virtual absl::Status Copy(const TensorView& src, TensorView dst) = 0;
+  // dst [columns, rows] = src [rows, columns] transposed; both contiguous, of one dtype of any
+  // element size (f32, bf16, float8 codes).
+  virtual absl::Status Transpose(const TensorView& src, TensorView dst) = 0;
   // Host bytes, only through an explicit copy.
   virtual absl::Status CopyToHost(const TensorView& src, void* host_dst) = 0;
   virtual absl::Status CopyFromHost(const void* host_src, TensorView dst) = 0;

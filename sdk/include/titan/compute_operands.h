@@ -164,8 +164,46 @@ inline absl::Status CheckFloat8QuantizeOperands(const TensorView& x, const Float
                      out.shape[1], "]"));
   }
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
+  if (scaling.amax.data != nullptr) {
+    if (per_row) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kKernel, ": a given amax needs tensorwise scaling, not rowwise"));
+    }
+    TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "amax", scaling.amax, device, DType::kF32, 1));
+  }
   return ExpectOperand(kKernel, "inverse_scales", inverse_scales, device, DType::kF32,
                        per_row ? out_rows : 1);
+}
+
+// Transpose's src [rows, columns] and dst [columns, rows], of one dtype.
+inline absl::Status CheckTransposeOperands(const TensorView& src, const TensorView& dst,
+                                           DeviceType device) {
+  constexpr const char* kKernel = "Transpose";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "src", src, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "dst", dst, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "src", src, device, src.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dst", dst, device, src.dtype));
+  if (dst.shape[0] != src.shape[1] || dst.shape[1] != src.shape[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(kKernel, ": operand 'dst' expected [",
+                                                   src.shape[1], ", ", src.shape[0], "], found [",
+                                                   dst.shape[0], ", ", dst.shape[1], "]"));
+  }
+  return absl::OkStatus();
+}
+
+// AbsMax's tensors (f32 or bf16) and out (f32, one per tensor).
+inline absl::Status CheckAbsMaxOperands(std::span<const TensorView> tensors, const TensorView& out,
+                                        DeviceType device) {
+  constexpr const char* kKernel = "AbsMax";
+  for (const TensorView& x : tensors) {
+    if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kKernel, ": operand 'tensors' expected f32 or bf16, found ", DTypeName(x.dtype)));
+    }
+    TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "tensors", x, device, x.dtype));
+  }
+  return ExpectOperand(kKernel, "out", out, device, DType::kF32,
+                       static_cast<int64_t>(tensors.size()));
 }
 
 }  // namespace titan

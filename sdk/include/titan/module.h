@@ -42,6 +42,19 @@ struct Parameter {
   TensorView shard;
   TensorView shard_grad;
   int64_t shard_offset = 0;
+  // The format the module computes with this parameter in, set by the module (f32 unless told):
+  //   kF32:    value itself;
+  //   kBF16:   value rounded to bf16 (a matmul weight under bf16 mixed precision);
+  //   kF8E4M3: value quantized to e4m3 with one scale from the amax of the whole parameter (a
+  //            Float8 linear's weight under tensorwise scaling, with float8 all-gather on).
+  // A plugin that gathers the parameter (fsdp) may hand it over already in that format, which
+  // shrinks the gathered bytes: it points `compute` at the values (f8e4m3 codes with
+  // `compute_inverse_scale`, f32 [1], for kF8E4M3) and may leave value null. The module
+  // computes from `compute` when it is set and converts value itself otherwise; both give the
+  // same numbers.
+  DType compute_dtype = DType::kF32;
+  TensorView compute;
+  TensorView compute_inverse_scale;
 };
 
 // Called around a module's forward and backward; parallel plugins use these to gather

@@ -55,6 +55,13 @@ class ParallelPlugin : public Plugin {
   // (for export and text generation after training). Collective.
   virtual absl::Status Unshard() { return absl::OkStatus(); }
 
+  // fsdp with float8 all-gather (TorchTitan's precompute_float8_dynamic_scale_for_fsdp): the
+  // amaxes of every kF8E4M3 parameter (titan/module.h) in one pass and one all-reduce, which
+  // the gathers use until the parameters change (the next WaitForGradients); without it each
+  // unit's gather reduces its own. Called after each optimizer step. Collective.
+  virtual absl::Status PrecomputeFloat8Scales() {
+    return absl::FailedPreconditionError("this parallel plugin gathers no float8 weights");
+  }
   // Plugins that keep the parameters themselves (fsdp) return this rank's part, which the
   // optimizer then updates in place; the others return nothing and the model's buffers stay.
   virtual std::optional<LocalParameters> local_parameters() { return std::nullopt; }
