@@ -321,7 +321,19 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
   TITAN_ASSIGN_OR_RETURN(std::string backend, recipe.section("comm").GetString("backend"));
   check(CheckPipelineCommunicator(backend, shape.degree(MeshDim::kPp),
                                   recipe.section("comm").Where("backend")));
-  if (UsesFloat8(recipe)) {
+  if (!UsesFloat8(recipe)) {
+    const ConfigView& float8 = recipe.section("float8");
+    for (const char* key :
+         {"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"}) {
+      TITAN_ASSIGN_OR_RETURN(bool on, float8.GetBool(key));
+      if (on) {
+        report.warnings.push_back(absl::StrCat(
+            float8.Where(key), ": float8.", key,
+            " = true has no effect: model.converters does not include \"float8\", so no layer "
+            "runs in Float8"));
+      }
+    }
+  } else {
     const ConfigView& float8 = recipe.section("float8");
     TITAN_ASSIGN_OR_RETURN(bool gather, float8.GetBool("enable_fsdp_float8_all_gather"));
     TITAN_ASSIGN_OR_RETURN(bool precompute,

@@ -163,6 +163,16 @@ TEST_F(PreflightTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
           .ok());
 }
 
+TEST_F(PreflightTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
+  auto report = CheckBeforeTraining(Make("[float8]\nenable_fsdp_float8_all_gather = true\n"),
+                                    *registry_, Mesh(2, 1));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->warnings,
+              testing::Contains(HasSubstr(
+                  "t.toml:6:33: float8.enable_fsdp_float8_all_gather = true has no effect: "
+                  "model.converters does not include \"float8\"")));
+}
+
 TEST(PreflightPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
   EXPECT_THAT(CheckPipelineCommunicator("nccl", 2, "r.toml:9:11").message(),
               AllOf(HasSubstr("r.toml:9:11: comm.backend = \"nccl\" with "
