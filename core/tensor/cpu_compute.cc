@@ -13,15 +13,13 @@
 #include "core/tensor/dtype.h"
 #include "core/tensor/embedding.h"
 #include "core/tensor/internal/gemm.h"
-#include "core/tensor/internal/operands.h"
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
+#include "titan/compute_operands.h"
 
 namespace titan {
 namespace {
-
-using internal::Expect;
 
 float* F(const TensorView& x) { return x.data_as<float>(); }
 const int32_t* I(const TensorView& x) { return x.data_as<const int32_t>(); }
@@ -30,10 +28,7 @@ AttentionShape ShapeOf(const AttentionSpec& s) {
   return {s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim, s.kv_len, s.q_offset - s.kv_offset};
 }
 
-absl::Status CheckAttention(const char* kernel, const AttentionSpec& s, const TensorView& q,
-                            const TensorView& k, const TensorView& v) {
-  return CheckAttentionOperands(kernel, s, q, k, v, DeviceType::kCpu);
-}
+constexpr DeviceType kCpu = DeviceType::kCpu;
 
 // [rows, columns] of a 2-D operand, transposed when asked.
 struct Matrix {
@@ -57,7 +52,7 @@ std::string CpuCompute::Describe() const {
 absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
                               bool transpose_b, float alpha, float beta, TensorView c) {
   ScopedSpan span("kernel", "Gemm");
-  TITAN_RETURN_IF_ERROR(CheckGemmOperands(a, transpose_a, b, transpose_b, c, DeviceType::kCpu));
+  TITAN_RETURN_IF_ERROR(CheckGemmOperands(a, transpose_a, b, transpose_b, c, kCpu));
   const Matrix opa = Op(a, transpose_a), opb = Op(b, transpose_b);
   const int64_t m = opa.rows, n = opb.columns, k = opa.columns;
   if (a.dtype == DType::kBF16) {
@@ -73,10 +68,7 @@ absl::Status CpuCompute::AttentionForward(const AttentionSpec& spec, const Tenso
                                           const TensorView& k, const TensorView& v, TensorView out,
                                           TensorView lse) {
   ScopedSpan span("kernel", "AttentionForward");
-  TITAN_RETURN_IF_ERROR(CheckAttention("AttentionForward", spec, q, k, v));
-  TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "out", out, DType::kF32, q.numel()));
-  TITAN_RETURN_IF_ERROR(
-      Expect("AttentionForward", "lse", lse, DType::kF32, spec.batch * spec.heads * spec.seq_len));
+  TITAN_RETURN_IF_ERROR(CheckAttentionForwardOperands(spec, q, k, v, out, lse, kCpu));
   titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   return absl::OkStatus();
 }
@@ -87,16 +79,8 @@ absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const Tens
                                            const TensorView& lse, TensorView dq, TensorView dk,
                                            TensorView dv) {
   ScopedSpan span("kernel", "AttentionBackward");
-  constexpr const char* kKernel = "AttentionBackward";
-  TITAN_RETURN_IF_ERROR(CheckAttention(kKernel, spec, q, k, v));
-  const std::pair<const char*, const TensorView*> like_q[] = {
-      {"dout", &dout}, {"out", &out}, {"dq", &dq}};
-  for (const auto& [name, x] : like_q)
-    TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, q.numel()));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dk", dk, DType::kF32, k.numel()));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dv", dv, DType::kF32, v.numel()));
   TITAN_RETURN_IF_ERROR(
-      Expect(kKernel, "lse", lse, DType::kF32, spec.batch * spec.heads * spec.seq_len));
+      CheckAttentionBackwardOperands(spec, dout, q, k, v, out, lse, dq, dk, dv, kCpu));
   titan::AttentionBackward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
                            ShapeOf(spec));
   return absl::OkStatus();
@@ -106,12 +90,8 @@ absl::Status CpuCompute::AttentionMerge(const AttentionSpec& spec, const TensorV
                                         const TensorView& part_lse, TensorView out,
                                         TensorView lse) {
   ScopedSpan span("kernel", "AttentionMerge");
-  constexpr const char* kKernel = "AttentionMerge";
-  const int64_t rows = spec.batch * spec.seq_len * spec.heads, hd = spec.head_dim;
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "part_out", part_out, DType::kF32, rows * hd));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "out", out, DType::kF32, rows * hd));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "part_lse", part_lse, DType::kF32, rows));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, rows));
+  TITAN_RETURN_IF_ERROR(CheckAttentionMergeOperands(spec, part_out, part_lse, out, lse, kCpu));
+  const int64_t hd = spec.head_dim;
   const float* po = F(part_out);
   const float* pl = F(part_lse);
   float* o = F(out);
@@ -146,12 +126,8 @@ absl::Status CpuCompute::AttentionMerge(const AttentionSpec& spec, const TensorV
 absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView& weight, double eps,
                                         TensorView out, TensorView rstd) {
   ScopedSpan span("kernel", "RmsNormForward");
-  TITAN_RETURN_IF_ERROR(ExpectRank("RmsNormForward", "inp", inp, 2));
+  TITAN_RETURN_IF_ERROR(CheckRmsNormForwardOperands(inp, weight, out, rstd, kCpu));
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "inp", inp, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "weight", weight, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "out", out, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "rstd", rstd, DType::kF32, n));
   titan::RmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps);
   return absl::OkStatus();
 }
@@ -160,15 +136,8 @@ absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorVie
                                          const TensorView& weight, const TensorView& rstd,
                                          TensorView dinp, TensorView dweight) {
   ScopedSpan span("kernel", "RmsNormBackward");
-  constexpr const char* kKernel = "RmsNormBackward";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
+  TITAN_RETURN_IF_ERROR(CheckRmsNormBackwardOperands(dout, inp, weight, rstd, dinp, dweight, kCpu));
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "inp", inp, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dout", dout, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dinp", dinp, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "weight", weight, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dweight", dweight, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "rstd", rstd, DType::kF32, n));
   titan::RmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c);
   return absl::OkStatus();
 }
@@ -176,78 +145,47 @@ absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorVie
 absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
                                    TensorView sin) {
   ScopedSpan span("kernel", "RopeTable");
-  TITAN_RETURN_IF_ERROR(ExpectRank("RopeTable", "cos", cos, 2));
-  TITAN_RETURN_IF_ERROR(Expect("RopeTable", "cos", cos, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("RopeTable", "sin", sin, DType::kF32, cos.numel()));
-  if (cos.shape[1] * 2 != spec.head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat("RopeTable: expected [seq_len, ",
-                                                   spec.head_dim / 2, "] tables, found [",
-                                                   cos.shape[0], ", ", cos.shape[1], "]"));
-  }
+  TITAN_RETURN_IF_ERROR(CheckRopeTableOperands(spec, cos, sin, kCpu));
   const RopeConfig config{spec.theta,           spec.scaled,           spec.scale_factor,
                           spec.low_freq_factor, spec.high_freq_factor, spec.original_context};
   titan::RopeTable(F(cos), F(sin), cos.shape[0], spec.head_dim, config, position_offset);
   return absl::OkStatus();
 }
 
-namespace {
-
-// x [b, t, heads, head_dim] against tables [t, head_dim / 2].
-absl::Status CheckRope(const char* kernel, const TensorView& cos, const TensorView& sin,
-                       const TensorView& x) {
-  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "x", x, 4));
-  TITAN_RETURN_IF_ERROR(Expect(kernel, "x", x, DType::kF32));
-  const int64_t table = x.shape[1] * (x.shape[3] / 2);
-  TITAN_RETURN_IF_ERROR(Expect(kernel, "cos", cos, DType::kF32, table));
-  return Expect(kernel, "sin", sin, DType::kF32, table);
-}
-
-}  // namespace
-
 absl::Status CpuCompute::RopeForward(const TensorView& cos, const TensorView& sin, TensorView x) {
   ScopedSpan span("kernel", "RopeForward");
-  TITAN_RETURN_IF_ERROR(CheckRope("RopeForward", cos, sin, x));
+  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeForward", cos, sin, x, kCpu));
   titan::RopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RopeBackward(const TensorView& cos, const TensorView& sin, TensorView dx) {
   ScopedSpan span("kernel", "RopeBackward");
-  TITAN_RETURN_IF_ERROR(CheckRope("RopeBackward", cos, sin, dx));
+  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeBackward", cos, sin, dx, kCpu));
   titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::SwiGluForward(const TensorView& a, const TensorView& b, TensorView out) {
   ScopedSpan span("kernel", "SwiGluForward");
-  const int64_t n = a.numel();
-  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "a", a, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "b", b, DType::kF32, n));
-  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "out", out, DType::kF32, n));
-  titan::SwiGluForward(F(out), F(a), F(b), n);
+  TITAN_RETURN_IF_ERROR(CheckSwiGluForwardOperands(a, b, out, kCpu));
+  titan::SwiGluForward(F(out), F(a), F(b), a.numel());
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::SwiGluBackward(const TensorView& dout, const TensorView& a,
                                         const TensorView& b, TensorView da, TensorView db) {
   ScopedSpan span("kernel", "SwiGluBackward");
-  const int64_t n = a.numel();
-  const std::pair<const char*, const TensorView*> operands[] = {
-      {"dout", &dout}, {"a", &a}, {"b", &b}, {"da", &da}, {"db", &db}};
-  for (const auto& [name, x] : operands)
-    TITAN_RETURN_IF_ERROR(Expect("SwiGluBackward", name, *x, DType::kF32, n));
-  titan::SwiGluBackward(F(da), F(db), F(dout), F(a), F(b), n);
+  TITAN_RETURN_IF_ERROR(CheckSwiGluBackwardOperands(dout, a, b, da, db, kCpu));
+  titan::SwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel());
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::EmbeddingForward(const TensorView& tokens, const TensorView& table,
                                           int64_t first_row, TensorView out) {
   ScopedSpan span("kernel", "EmbeddingForward");
-  TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingForward", "table", table, 2));
+  TITAN_RETURN_IF_ERROR(CheckEmbeddingForwardOperands(tokens, table, out, kCpu));
   const int64_t n = tokens.numel(), c = table.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "tokens", tokens, DType::kI32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "table", table, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "out", out, DType::kF32, n * c));
   titan::EmbeddingForward(F(out), I(tokens), F(table), n, c, first_row, table.shape[0]);
   return absl::OkStatus();
 }
@@ -255,28 +193,15 @@ absl::Status CpuCompute::EmbeddingForward(const TensorView& tokens, const Tensor
 absl::Status CpuCompute::EmbeddingBackward(const TensorView& tokens, const TensorView& dout,
                                            int64_t first_row, TensorView dtable) {
   ScopedSpan span("kernel", "EmbeddingBackward");
-  TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingBackward", "dtable", dtable, 2));
+  TITAN_RETURN_IF_ERROR(CheckEmbeddingBackwardOperands(tokens, dout, dtable, kCpu));
   const int64_t n = tokens.numel(), c = dtable.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "tokens", tokens, DType::kI32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "dtable", dtable, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "dout", dout, DType::kF32, n * c));
   titan::EmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row, dtable.shape[0]);
   return absl::OkStatus();
 }
 
-namespace {
-
-absl::Status CheckLogits(const char* kernel, const TensorView& logits) {
-  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "logits", logits, 2));
-  return Expect(kernel, "logits", logits, DType::kF32);
-}
-
-}  // namespace
-
 absl::Status CpuCompute::CrossEntropyRowMax(const TensorView& logits, TensorView max) {
   ScopedSpan span("kernel", "CrossEntropyRowMax");
-  TITAN_RETURN_IF_ERROR(CheckLogits("CrossEntropyRowMax", logits));
-  TITAN_RETURN_IF_ERROR(Expect("CrossEntropyRowMax", "max", max, DType::kF32, logits.shape[0]));
+  TITAN_RETURN_IF_ERROR(CheckCrossEntropyRowMaxOperands(logits, max, kCpu));
   titan::CrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
@@ -284,11 +209,8 @@ absl::Status CpuCompute::CrossEntropyRowMax(const TensorView& logits, TensorView
 absl::Status CpuCompute::CrossEntropySumExp(const TensorView& logits, const TensorView& max,
                                             TensorView sum) {
   ScopedSpan span("kernel", "CrossEntropySumExp");
-  TITAN_RETURN_IF_ERROR(CheckLogits("CrossEntropySumExp", logits));
-  const int64_t n = logits.shape[0];
-  TITAN_RETURN_IF_ERROR(Expect("CrossEntropySumExp", "max", max, DType::kF32, n));
-  TITAN_RETURN_IF_ERROR(Expect("CrossEntropySumExp", "sum", sum, DType::kF32, n));
-  titan::CrossEntropySumExp(F(sum), F(logits), F(max), n, logits.shape[1]);
+  TITAN_RETURN_IF_ERROR(CheckCrossEntropySumExpOperands(logits, max, sum, kCpu));
+  titan::CrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
@@ -296,12 +218,8 @@ absl::Status CpuCompute::CrossEntropyTargetLogit(const TensorView& logits,
                                                  const TensorView& targets, int64_t first_column,
                                                  TensorView target) {
   ScopedSpan span("kernel", "CrossEntropyTargetLogit");
-  constexpr const char* kKernel = "CrossEntropyTargetLogit";
-  TITAN_RETURN_IF_ERROR(CheckLogits(kKernel, logits));
-  const int64_t n = logits.shape[0];
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32, n));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "target", target, DType::kF32, n));
-  titan::CrossEntropyTargetLogit(F(target), F(logits), I(targets), n, logits.shape[1],
+  TITAN_RETURN_IF_ERROR(CheckCrossEntropyTargetLogitOperands(logits, targets, target, kCpu));
+  titan::CrossEntropyTargetLogit(F(target), F(logits), I(targets), logits.shape[0], logits.shape[1],
                                  first_column);
   return absl::OkStatus();
 }
@@ -310,15 +228,10 @@ absl::Status CpuCompute::CrossEntropyFinish(const TensorView& max, const TensorV
                                             const TensorView& targets, TensorView sum_to_lse,
                                             TensorView loss) {
   ScopedSpan span("kernel", "CrossEntropyFinish");
-  constexpr const char* kKernel = "CrossEntropyFinish";
-  const int64_t n = targets.numel();
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32));
-  const std::pair<const char*, const TensorView*> rows[] = {
-      {"max", &max}, {"target", &target}, {"sum_to_lse", &sum_to_lse}};
-  for (const auto& [name, x] : rows)
-    TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, n));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "loss", loss, DType::kF32, 1));
-  *F(loss) = titan::CrossEntropyFinish(F(sum_to_lse), F(max), F(target), I(targets), n);
+  TITAN_RETURN_IF_ERROR(
+      CheckCrossEntropyFinishOperands(max, target, targets, sum_to_lse, loss, kCpu));
+  *F(loss) =
+      titan::CrossEntropyFinish(F(sum_to_lse), F(max), F(target), I(targets), targets.numel());
   return absl::OkStatus();
 }
 
@@ -326,25 +239,17 @@ absl::Status CpuCompute::CrossEntropyBackward(const TensorView& logits, const Te
                                               const TensorView& targets, int64_t first_column,
                                               float dloss, TensorView dlogits) {
   ScopedSpan span("kernel", "CrossEntropyBackward");
-  constexpr const char* kKernel = "CrossEntropyBackward";
-  TITAN_RETURN_IF_ERROR(CheckLogits(kKernel, logits));
-  const int64_t n = logits.shape[0];
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, n));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "targets", targets, DType::kI32, n));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dlogits", dlogits, DType::kF32, logits.numel()));
-  titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), n, logits.shape[1], dloss,
-                              first_column);
+  TITAN_RETURN_IF_ERROR(CheckCrossEntropyBackwardOperands(logits, lse, targets, dlogits, kCpu));
+  titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), logits.shape[0],
+                              logits.shape[1], dloss, first_column);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const TensorView& grads,
                                   TensorView exp_avg, TensorView exp_avg_sq) {
   ScopedSpan span("kernel", "AdamStep");
+  TITAN_RETURN_IF_ERROR(CheckAdamStepOperands(params, grads, exp_avg, exp_avg_sq, kCpu));
   const int64_t n = params.numel();
-  const std::pair<const char*, const TensorView*> operands[] = {
-      {"params", &params}, {"grads", &grads}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}};
-  for (const auto& [name, x] : operands)
-    TITAN_RETURN_IF_ERROR(Expect("AdamStep", name, *x, DType::kF32, n));
   float* param = F(params);
   const float* grad = F(grads);
   float* m = F(exp_avg);
@@ -376,13 +281,9 @@ absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const 
 absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
                                  TensorView momentum_buffer) {
   ScopedSpan span("kernel", "SgdStep");
+  TITAN_RETURN_IF_ERROR(CheckSgdStepOperands(u, params, grads, momentum_buffer, kCpu));
   const int64_t n = params.numel();
-  TITAN_RETURN_IF_ERROR(Expect("SgdStep", "params", params, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("SgdStep", "grads", grads, DType::kF32, n));
   const bool momentum = u.momentum != 0.0;
-  if (momentum) {
-    TITAN_RETURN_IF_ERROR(Expect("SgdStep", "momentum_buffer", momentum_buffer, DType::kF32, n));
-  }
   float* param = F(params);
   const float* grad = F(grads);
   float* buffer = F(momentum_buffer);
@@ -404,14 +305,9 @@ absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const Te
 absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
                                       std::span<const double> weights, TensorView out) {
   ScopedSpan span("kernel", "SumOfSquares");
-  if (weights.size() != tensors.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SumOfSquares: ", tensors.size(), " tensors need as many weights, found ", weights.size()));
-  }
-  TITAN_RETURN_IF_ERROR(Expect("SumOfSquares", "out", out, DType::kF32, 2));
+  TITAN_RETURN_IF_ERROR(CheckSumOfSquaresOperands(tensors, weights, out, kCpu));
   double total = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    TITAN_RETURN_IF_ERROR(Expect("SumOfSquares", "tensors", tensors[t], DType::kF32));
     const float* x = F(tensors[t]);
     const int64_t n = tensors[t].numel();
     double sum = 0;
@@ -426,7 +322,7 @@ absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
 
 absl::Status CpuCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
   ScopedSpan span("kernel", "AbsMax");
-  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, DeviceType::kCpu));
+  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, kCpu));
   for (size_t t = 0; t < tensors.size(); ++t) {
     const TensorView& x = tensors[t];
     const int64_t n = x.numel();
@@ -445,14 +341,13 @@ absl::Status CpuCompute::AbsMax(std::span<const TensorView> tensors, TensorView 
 
 absl::Status CpuCompute::Cast(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Cast");
-  TITAN_RETURN_IF_ERROR(Expect("Cast", "src", src, src.dtype));
-  TITAN_RETURN_IF_ERROR(Expect("Cast", "dst", dst, dst.dtype, src.numel()));
+  TITAN_RETURN_IF_ERROR(CheckCastOperands(src, dst, kCpu));
   return ConvertTensor(src, dst);
 }
 
 absl::Status CpuCompute::Fill(TensorView x, float value) {
   ScopedSpan span("kernel", "Fill");
-  TITAN_RETURN_IF_ERROR(Expect("Fill", "x", x, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand("Fill", "x", x, kCpu, DType::kF32));
   float* data = F(x);
   const int64_t n = x.numel();
   if (value == 0.0f) {
@@ -466,7 +361,7 @@ absl::Status CpuCompute::Fill(TensorView x, float value) {
 
 absl::Status CpuCompute::Scale(TensorView x, float scale) {
   ScopedSpan span("kernel", "Scale");
-  TITAN_RETURN_IF_ERROR(Expect("Scale", "x", x, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand("Scale", "x", x, kCpu, DType::kF32));
   float* data = F(x);
   const int64_t n = x.numel();
 #pragma omp parallel for schedule(static)
@@ -476,8 +371,7 @@ absl::Status CpuCompute::Scale(TensorView x, float scale) {
 
 absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
   ScopedSpan span("kernel", "Accumulate");
-  TITAN_RETURN_IF_ERROR(Expect("Accumulate", "out", out, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("Accumulate", "x", x, DType::kF32, out.numel()));
+  TITAN_RETURN_IF_ERROR(CheckAccumulateOperands(x, out, kCpu));
   float* o = F(out);
   const float* in = F(x);
   const int64_t n = out.numel();
@@ -488,15 +382,14 @@ absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
 
 absl::Status CpuCompute::Copy(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Copy");
-  TITAN_RETURN_IF_ERROR(Expect("Copy", "src", src, src.dtype));
-  TITAN_RETURN_IF_ERROR(Expect("Copy", "dst", dst, src.dtype, src.numel()));
+  TITAN_RETURN_IF_ERROR(CheckCopyOperands(src, dst, kCpu));
   if (src.data != dst.data) std::memmove(dst.data, src.data, src.nbytes());
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::Transpose(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Transpose");
-  TITAN_RETURN_IF_ERROR(CheckTransposeOperands(src, dst, DeviceType::kCpu));
+  TITAN_RETURN_IF_ERROR(CheckTransposeOperands(src, dst, kCpu));
   const int64_t rows = src.shape[0], columns = src.shape[1];
   const size_t size = DTypeSize(src.dtype);
   const auto* in = static_cast<const unsigned char*>(src.data);
@@ -512,14 +405,14 @@ absl::Status CpuCompute::Transpose(const TensorView& src, TensorView dst) {
 
 absl::Status CpuCompute::CopyToHost(const TensorView& src, void* host_dst) {
   ScopedSpan span("kernel", "CopyToHost");
-  TITAN_RETURN_IF_ERROR(Expect("CopyToHost", "src", src, src.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyToHost", "src", src, kCpu, src.dtype));
   std::memcpy(host_dst, src.data, src.nbytes());
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::CopyFromHost(const void* host_src, TensorView dst) {
   ScopedSpan span("kernel", "CopyFromHost");
-  TITAN_RETURN_IF_ERROR(Expect("CopyFromHost", "dst", dst, dst.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyFromHost", "dst", dst, kCpu, dst.dtype));
   std::memcpy(dst.data, host_src, dst.nbytes());
   return absl::OkStatus();
 }

@@ -1,4 +1,5 @@
-// Attention of the CUDA compute: operand checks as the CPU's, then attention_kernels.cu.
+// Attention of the CUDA compute: the CPU's operand checks (titan/compute_operands.h) and the
+// kernels' own head_dim limit, then attention_kernels.cu.
 #include "absl/strings/str_cat.h"
 #include "attention_kernels.h"
 #include "cuda_compute.h"
@@ -12,14 +13,13 @@ AttentionDims DimsOf(const AttentionSpec& s) {
   return {s.batch, s.seq_len, s.kv_len, s.heads, s.kv_heads, s.head_dim, s.q_offset - s.kv_offset};
 }
 
-absl::Status CheckAttention(const char* kernel, const AttentionSpec& s, const TensorView& q,
-                            const TensorView& k, const TensorView& v) {
+absl::Status CheckHeadDim(const char* kernel, const AttentionSpec& s) {
   if (s.head_dim > kMaxAttentionHeadDim) {
     return absl::InvalidArgumentError(absl::StrCat(kernel, ": head_dim ", s.head_dim,
                                                    " exceeds the cuda kernel's limit of ",
                                                    kMaxAttentionHeadDim));
   }
-  return CheckAttentionOperands(kernel, s, q, k, v, DeviceType::kCuda);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -27,10 +27,8 @@ absl::Status CheckAttention(const char* kernel, const AttentionSpec& s, const Te
 absl::Status CudaCompute::AttentionForward(const AttentionSpec& spec, const TensorView& q,
                                            const TensorView& k, const TensorView& v, TensorView out,
                                            TensorView lse) {
-  TITAN_RETURN_IF_ERROR(CheckAttention("AttentionForward", spec, q, k, v));
-  TITAN_RETURN_IF_ERROR(Expect("AttentionForward", "out", out, DType::kF32, q.numel()));
-  TITAN_RETURN_IF_ERROR(
-      Expect("AttentionForward", "lse", lse, DType::kF32, spec.batch * spec.heads * spec.seq_len));
+  TITAN_RETURN_IF_ERROR(CheckHeadDim("AttentionForward", spec));
+  TITAN_RETURN_IF_ERROR(CheckAttentionForwardOperands(spec, q, k, v, out, lse, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchAttentionForward(DimsOf(spec), F(q), F(k), F(v), F(out), F(lse), stream_),
                "AttentionForward kernel launch");
@@ -41,16 +39,10 @@ absl::Status CudaCompute::AttentionBackward(const AttentionSpec& spec, const Ten
                                             const TensorView& v, const TensorView& out,
                                             const TensorView& lse, TensorView dq, TensorView dk,
                                             TensorView dv) {
-  constexpr const char* kKernel = "AttentionBackward";
-  TITAN_RETURN_IF_ERROR(CheckAttention(kKernel, spec, q, k, v));
-  const std::pair<const char*, const TensorView*> like_q[] = {
-      {"dout", &dout}, {"out", &out}, {"dq", &dq}};
-  for (const auto& [name, x] : like_q)
-    TITAN_RETURN_IF_ERROR(Expect(kKernel, name, *x, DType::kF32, q.numel()));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dk", dk, DType::kF32, k.numel()));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dv", dv, DType::kF32, v.numel()));
+  TITAN_RETURN_IF_ERROR(CheckHeadDim("AttentionBackward", spec));
+  TITAN_RETURN_IF_ERROR(
+      CheckAttentionBackwardOperands(spec, dout, q, k, v, out, lse, dq, dk, dv, kCuda));
   const int64_t rows = spec.batch * spec.heads * spec.seq_len;
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, rows));
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(StreamScratch row_dots, Scratch(static_cast<size_t>(rows) * sizeof(float),
                                                          "AttentionBackward rowsum(dout * out)"));
@@ -62,12 +54,7 @@ absl::Status CudaCompute::AttentionBackward(const AttentionSpec& spec, const Ten
 absl::Status CudaCompute::AttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
                                          const TensorView& part_lse, TensorView out,
                                          TensorView lse) {
-  constexpr const char* kKernel = "AttentionMerge";
-  const int64_t rows = spec.batch * spec.seq_len * spec.heads, hd = spec.head_dim;
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "part_out", part_out, DType::kF32, rows * hd));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "out", out, DType::kF32, rows * hd));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "part_lse", part_lse, DType::kF32, rows));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "lse", lse, DType::kF32, rows));
+  TITAN_RETURN_IF_ERROR(CheckAttentionMergeOperands(spec, part_out, part_lse, out, lse, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(
       LaunchAttentionMerge(DimsOf(spec), F(part_out), F(part_lse), F(out), F(lse), stream_),

@@ -34,8 +34,7 @@ absl::Status CudaCompute::Float8Gemm(const TensorView& a, const TensorView& inve
                                      const TensorView& b, const TensorView& inverse_scale_b,
                                      float alpha, float beta, TensorView c) {
   constexpr const char* kKernel = "Float8Gemm";
-  TITAN_RETURN_IF_ERROR(
-      CheckFloat8GemmOperands(a, inverse_scale_a, b, inverse_scale_b, c, DeviceType::kCuda));
+  TITAN_RETURN_IF_ERROR(CheckFloat8GemmOperands(a, inverse_scale_a, b, inverse_scale_b, c, kCuda));
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
   TITAN_RETURN_IF_ERROR(Ready());
   if (m == 0 || n == 0) return absl::OkStatus();
@@ -87,8 +86,7 @@ absl::Status CudaCompute::Float8Gemm(const TensorView& a, const TensorView& inve
 
 absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
                                          TensorView out, TensorView inverse_scales) {
-  TITAN_RETURN_IF_ERROR(
-      CheckFloat8QuantizeOperands(x, scaling, out, inverse_scales, DeviceType::kCuda));
+  TITAN_RETURN_IF_ERROR(CheckFloat8QuantizeOperands(x, scaling, out, inverse_scales, kCuda));
   const int64_t rows = x.shape[0], columns = x.shape[1];
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(Ready());
@@ -110,7 +108,7 @@ absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scalin
 }
 
 absl::Status CudaCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
-  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, DeviceType::kCuda));
+  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   for (size_t t = 0; t < tensors.size(); ++t) {
     TITAN_RETURN_IF_ERROR(Check(LaunchAbsMax(tensors[t].data, tensors[t].dtype == DType::kBF16,

@@ -2,35 +2,17 @@
 #include <cmath>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "cuda_compute.h"
 #include "cuda_status.h"
 #include "layer_kernels.h"
 #include "operands.h"
 
 namespace titan::cuda {
-namespace {
-
-// x [b, t, heads, head_dim] against tables [t, head_dim / 2].
-absl::Status CheckRope(const char* kernel, const TensorView& cos, const TensorView& sin,
-                       const TensorView& x) {
-  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "x", x, 4));
-  TITAN_RETURN_IF_ERROR(Expect(kernel, "x", x, DType::kF32));
-  const int64_t table = x.shape[1] * (x.shape[3] / 2);
-  TITAN_RETURN_IF_ERROR(Expect(kernel, "cos", cos, DType::kF32, table));
-  return Expect(kernel, "sin", sin, DType::kF32, table);
-}
-
-}  // namespace
 
 absl::Status CudaCompute::RmsNormForward(const TensorView& inp, const TensorView& weight,
                                          double eps, TensorView out, TensorView rstd) {
-  TITAN_RETURN_IF_ERROR(ExpectRank("RmsNormForward", "inp", inp, 2));
+  TITAN_RETURN_IF_ERROR(CheckRmsNormForwardOperands(inp, weight, out, rstd, kCuda));
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "inp", inp, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "weight", weight, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "out", out, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(Expect("RmsNormForward", "rstd", rstd, DType::kF32, n));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchRmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps, stream_),
                "RmsNormForward kernel launch");
@@ -39,15 +21,9 @@ absl::Status CudaCompute::RmsNormForward(const TensorView& inp, const TensorView
 absl::Status CudaCompute::RmsNormBackward(const TensorView& dout, const TensorView& inp,
                                           const TensorView& weight, const TensorView& rstd,
                                           TensorView dinp, TensorView dweight) {
-  constexpr const char* kKernel = "RmsNormBackward";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
+  TITAN_RETURN_IF_ERROR(
+      CheckRmsNormBackwardOperands(dout, inp, weight, rstd, dinp, dweight, kCuda));
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "inp", inp, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dout", dout, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dinp", dinp, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "weight", weight, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "dweight", dweight, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(Expect(kKernel, "rstd", rstd, DType::kF32, n));
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(
       StreamScratch partials,
@@ -59,14 +35,7 @@ absl::Status CudaCompute::RmsNormBackward(const TensorView& dout, const TensorVi
 
 absl::Status CudaCompute::RopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
                                     TensorView sin) {
-  TITAN_RETURN_IF_ERROR(ExpectRank("RopeTable", "cos", cos, 2));
-  TITAN_RETURN_IF_ERROR(Expect("RopeTable", "cos", cos, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("RopeTable", "sin", sin, DType::kF32, cos.numel()));
-  if (cos.shape[1] * 2 != spec.head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat("RopeTable: expected [seq_len, ",
-                                                   spec.head_dim / 2, "] tables, found [",
-                                                   cos.shape[0], ", ", cos.shape[1], "]"));
-  }
+  TITAN_RETURN_IF_ERROR(CheckRopeTableOperands(spec, cos, sin, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   const int64_t half = spec.head_dim / 2;
   std::vector<float> freq(static_cast<size_t>(half));
@@ -89,7 +58,7 @@ absl::Status CudaCompute::RopeTable(const RopeSpec& spec, int64_t position_offse
 }
 
 absl::Status CudaCompute::RopeForward(const TensorView& cos, const TensorView& sin, TensorView x) {
-  TITAN_RETURN_IF_ERROR(CheckRope("RopeForward", cos, sin, x));
+  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeForward", cos, sin, x, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchRope(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                           1.0f, stream_),
@@ -98,7 +67,7 @@ absl::Status CudaCompute::RopeForward(const TensorView& cos, const TensorView& s
 
 absl::Status CudaCompute::RopeBackward(const TensorView& cos, const TensorView& sin,
                                        TensorView dx) {
-  TITAN_RETURN_IF_ERROR(CheckRope("RopeBackward", cos, sin, dx));
+  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeBackward", cos, sin, dx, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchRope(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3],
                           -1.0f, stream_),
@@ -106,33 +75,24 @@ absl::Status CudaCompute::RopeBackward(const TensorView& cos, const TensorView& 
 }
 
 absl::Status CudaCompute::SwiGluForward(const TensorView& a, const TensorView& b, TensorView out) {
-  const int64_t n = a.numel();
-  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "a", a, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "b", b, DType::kF32, n));
-  TITAN_RETURN_IF_ERROR(Expect("SwiGluForward", "out", out, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(CheckSwiGluForwardOperands(a, b, out, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchSwiGluForward(F(out), F(a), F(b), n, stream_), "SwiGluForward kernel launch");
+  return Check(LaunchSwiGluForward(F(out), F(a), F(b), a.numel(), stream_),
+               "SwiGluForward kernel launch");
 }
 
 absl::Status CudaCompute::SwiGluBackward(const TensorView& dout, const TensorView& a,
                                          const TensorView& b, TensorView da, TensorView db) {
-  const int64_t n = a.numel();
-  const std::pair<const char*, const TensorView*> operands[] = {
-      {"dout", &dout}, {"a", &a}, {"b", &b}, {"da", &da}, {"db", &db}};
-  for (const auto& [name, x] : operands)
-    TITAN_RETURN_IF_ERROR(Expect("SwiGluBackward", name, *x, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(CheckSwiGluBackwardOperands(dout, a, b, da, db, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchSwiGluBackward(F(da), F(db), F(dout), F(a), F(b), n, stream_),
+  return Check(LaunchSwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel(), stream_),
                "SwiGluBackward kernel launch");
 }
 
 absl::Status CudaCompute::EmbeddingForward(const TensorView& tokens, const TensorView& table,
                                            int64_t first_row, TensorView out) {
-  TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingForward", "table", table, 2));
+  TITAN_RETURN_IF_ERROR(CheckEmbeddingForwardOperands(tokens, table, out, kCuda));
   const int64_t n = tokens.numel(), c = table.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "tokens", tokens, DType::kI32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "table", table, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingForward", "out", out, DType::kF32, n * c));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(
       LaunchEmbeddingForward(F(out), I(tokens), F(table), n, c, first_row, table.shape[0], stream_),
@@ -141,11 +101,8 @@ absl::Status CudaCompute::EmbeddingForward(const TensorView& tokens, const Tenso
 
 absl::Status CudaCompute::EmbeddingBackward(const TensorView& tokens, const TensorView& dout,
                                             int64_t first_row, TensorView dtable) {
-  TITAN_RETURN_IF_ERROR(ExpectRank("EmbeddingBackward", "dtable", dtable, 2));
+  TITAN_RETURN_IF_ERROR(CheckEmbeddingBackwardOperands(tokens, dout, dtable, kCuda));
   const int64_t n = tokens.numel(), c = dtable.shape[1];
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "tokens", tokens, DType::kI32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "dtable", dtable, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("EmbeddingBackward", "dout", dout, DType::kF32, n * c));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchEmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row,
                                        dtable.shape[0], stream_),

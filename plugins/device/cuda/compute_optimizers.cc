@@ -11,11 +11,8 @@ namespace titan::cuda {
 
 absl::Status CudaCompute::AdamStep(const AdamUpdate& u, TensorView params, const TensorView& grads,
                                    TensorView exp_avg, TensorView exp_avg_sq) {
+  TITAN_RETURN_IF_ERROR(CheckAdamStepOperands(params, grads, exp_avg, exp_avg_sq, kCuda));
   const int64_t n = params.numel();
-  const std::pair<const char*, const TensorView*> operands[] = {
-      {"params", &params}, {"grads", &grads}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}};
-  for (const auto& [name, x] : operands)
-    TITAN_RETURN_IF_ERROR(Expect("AdamStep", name, *x, DType::kF32, n));
   TITAN_RETURN_IF_ERROR(Ready());
   const double t = static_cast<double>(u.step);
   const AdamConstants constants{static_cast<float>(u.beta1),
@@ -33,13 +30,9 @@ absl::Status CudaCompute::AdamStep(const AdamUpdate& u, TensorView params, const
 
 absl::Status CudaCompute::SgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
                                   TensorView momentum_buffer) {
+  TITAN_RETURN_IF_ERROR(CheckSgdStepOperands(u, params, grads, momentum_buffer, kCuda));
   const int64_t n = params.numel();
-  TITAN_RETURN_IF_ERROR(Expect("SgdStep", "params", params, DType::kF32));
-  TITAN_RETURN_IF_ERROR(Expect("SgdStep", "grads", grads, DType::kF32, n));
   const bool momentum = u.momentum != 0.0;
-  if (momentum) {
-    TITAN_RETURN_IF_ERROR(Expect("SgdStep", "momentum_buffer", momentum_buffer, DType::kF32, n));
-  }
   TITAN_RETURN_IF_ERROR(Ready());
   const SgdConstants constants{static_cast<float>(u.lr),
                                static_cast<float>(u.weight_decay),

@@ -97,8 +97,7 @@ std::string CudaCompute::Describe() const {
 }
 
 absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {
-  TITAN_RETURN_IF_ERROR(Expect("Copy", "src", src, src.dtype));
-  TITAN_RETURN_IF_ERROR(Expect("Copy", "dst", dst, src.dtype, src.numel()));
+  TITAN_RETURN_IF_ERROR(CheckCopyOperands(src, dst, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   const size_t bytes = src.nbytes();
   if (src.data == dst.data || bytes == 0) return absl::OkStatus();
@@ -119,7 +118,7 @@ absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {
 
 // The host copies wait for the stream: the host buffer is the caller's again on return.
 absl::Status CudaCompute::CopyToHost(const TensorView& src, void* host_dst) {
-  TITAN_RETURN_IF_ERROR(Expect("CopyToHost", "src", src, src.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyToHost", "src", src, kCuda, src.dtype));
   TITAN_RETURN_IF_ERROR(Ready());
   if (src.nbytes() == 0) return absl::OkStatus();
   TITAN_RETURN_IF_ERROR(
@@ -129,7 +128,7 @@ absl::Status CudaCompute::CopyToHost(const TensorView& src, void* host_dst) {
 }
 
 absl::Status CudaCompute::CopyFromHost(const void* host_src, TensorView dst) {
-  TITAN_RETURN_IF_ERROR(Expect("CopyFromHost", "dst", dst, dst.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyFromHost", "dst", dst, kCuda, dst.dtype));
   TITAN_RETURN_IF_ERROR(Ready());
   if (dst.nbytes() == 0) return absl::OkStatus();
   TITAN_RETURN_IF_ERROR(

@@ -1,5 +1,5 @@
-// The CUDA compute's checks of its operands (titan/compute_operands.h, against cuda). Tensors
-// carry device index 0 for the process's one selected GPU, as the core tags them.
+// The CUDA compute's operands: checked by titan/compute_operands.h against kCuda (tensors carry
+// device index 0 for the process's one selected GPU, as the core tags them), read as T*.
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_OPERANDS_H_
 #define TITAN_PLUGINS_DEVICE_CUDA_OPERANDS_H_
 
@@ -10,10 +10,7 @@
 
 namespace titan::cuda {
 
-inline absl::Status Expect(const char* kernel, const char* operand, const TensorView& x,
-                           DType dtype, int64_t numel = -1) {
-  return ExpectOperand(kernel, operand, x, DeviceType::kCuda, dtype, numel);
-}
+inline constexpr DeviceType kCuda = DeviceType::kCuda;
 
 template <typename T>
 T* Data(const TensorView& x) {

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -54,10 +56,24 @@ inline absl::Status ExpectRank(const char* kernel, const char* operand, const Te
   return absl::OkStatus();
 }
 
-// The spec's sizes, and q, k and v (f32) of the sizes it gives.
-inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSpec& s,
-                                           const TensorView& q, const TensorView& k,
-                                           const TensorView& v, DeviceType device) {
+// One operand of a list that shares a dtype and a size.
+struct NamedOperand {
+  const char* name;
+  const TensorView& x;
+};
+
+// `numel` -1: any size.
+inline absl::Status ExpectOperands(const char* kernel, std::initializer_list<NamedOperand> operands,
+                                   DeviceType device, DType dtype, int64_t numel = -1) {
+  for (const NamedOperand& operand : operands) {
+    TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, operand.name, operand.x, device, dtype, numel));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's sizes: non-negative batch and lengths, a positive head_dim, heads grouped over
+// kv_heads.
+inline absl::Status CheckAttentionSpec(const char* kernel, const AttentionSpec& s) {
   if (s.batch < 0 || s.seq_len < 0 || s.kv_len < 0 || s.head_dim <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(kernel,
@@ -69,6 +85,14 @@ inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSp
     return absl::InvalidArgumentError(absl::StrCat(
         kernel, ": heads ", s.heads, " must be a positive multiple of kv_heads ", s.kv_heads));
   }
+  return absl::OkStatus();
+}
+
+// The spec, and q, k and v (f32) of the sizes it gives.
+inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSpec& s,
+                                           const TensorView& q, const TensorView& k,
+                                           const TensorView& v, DeviceType device) {
+  TITAN_RETURN_IF_ERROR(CheckAttentionSpec(kernel, s));
   const int64_t queries = s.batch * s.seq_len, keys = s.batch * s.kv_len;
   TITAN_RETURN_IF_ERROR(
       ExpectOperand(kernel, "q", q, device, DType::kF32, queries * s.heads * s.head_dim));
@@ -204,6 +228,275 @@ inline absl::Status CheckAbsMaxOperands(std::span<const TensorView> tensors, con
   }
   return ExpectOperand(kKernel, "out", out, device, DType::kF32,
                        static_cast<int64_t>(tensors.size()));
+}
+
+// AttentionForward's spec, q, k and v, out (q's size) and lse [batch, heads, seq_len], all f32.
+inline absl::Status CheckAttentionForwardOperands(const AttentionSpec& s, const TensorView& q,
+                                                  const TensorView& k, const TensorView& v,
+                                                  const TensorView& out, const TensorView& lse,
+                                                  DeviceType device) {
+  constexpr const char* kKernel = "AttentionForward";
+  TITAN_RETURN_IF_ERROR(CheckAttentionOperands(kKernel, s, q, k, v, device));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32, q.numel()));
+  return ExpectOperand(kKernel, "lse", lse, device, DType::kF32, s.batch * s.heads * s.seq_len);
+}
+
+// AttentionBackward's spec, q, k and v, the gradients and forward results of their sizes, and
+// lse [batch, heads, seq_len], all f32.
+inline absl::Status CheckAttentionBackwardOperands(const AttentionSpec& s, const TensorView& dout,
+                                                   const TensorView& q, const TensorView& k,
+                                                   const TensorView& v, const TensorView& out,
+                                                   const TensorView& lse, const TensorView& dq,
+                                                   const TensorView& dk, const TensorView& dv,
+                                                   DeviceType device) {
+  constexpr const char* kKernel = "AttentionBackward";
+  TITAN_RETURN_IF_ERROR(CheckAttentionOperands(kKernel, s, q, k, v, device));
+  TITAN_RETURN_IF_ERROR(ExpectOperands(kKernel, {{"dout", dout}, {"out", out}, {"dq", dq}}, device,
+                                       DType::kF32, q.numel()));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dk", dk, device, DType::kF32, k.numel()));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dv", dv, device, DType::kF32, v.numel()));
+  return ExpectOperand(kKernel, "lse", lse, device, DType::kF32, s.batch * s.heads * s.seq_len);
+}
+
+// AttentionMerge's spec, outputs [batch, seq_len, heads, head_dim] and log-sum-exps (one per
+// output row), all f32.
+inline absl::Status CheckAttentionMergeOperands(const AttentionSpec& s, const TensorView& part_out,
+                                                const TensorView& part_lse, const TensorView& out,
+                                                const TensorView& lse, DeviceType device) {
+  constexpr const char* kKernel = "AttentionMerge";
+  TITAN_RETURN_IF_ERROR(CheckAttentionSpec(kKernel, s));
+  const int64_t rows = s.batch * s.seq_len * s.heads;
+  TITAN_RETURN_IF_ERROR(ExpectOperands(kKernel, {{"part_out", part_out}, {"out", out}}, device,
+                                       DType::kF32, rows * s.head_dim));
+  return ExpectOperands(kKernel, {{"part_lse", part_lse}, {"lse", lse}}, device, DType::kF32, rows);
+}
+
+// RmsNormForward's inp [n, c], weight [c], out [n, c] and rstd [n], all f32.
+inline absl::Status CheckRmsNormForwardOperands(const TensorView& inp, const TensorView& weight,
+                                                const TensorView& out, const TensorView& rstd,
+                                                DeviceType device) {
+  constexpr const char* kKernel = "RmsNormForward";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
+  const int64_t n = inp.shape[0], c = inp.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "inp", inp, device, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "weight", weight, device, DType::kF32, c));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32, n * c));
+  return ExpectOperand(kKernel, "rstd", rstd, device, DType::kF32, n);
+}
+
+// RmsNormBackward's inp [n, c] with dout and dinp of its size, weight and dweight [c] and rstd
+// [n], all f32.
+inline absl::Status CheckRmsNormBackwardOperands(const TensorView& dout, const TensorView& inp,
+                                                 const TensorView& weight, const TensorView& rstd,
+                                                 const TensorView& dinp, const TensorView& dweight,
+                                                 DeviceType device) {
+  constexpr const char* kKernel = "RmsNormBackward";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
+  const int64_t n = inp.shape[0], c = inp.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "inp", inp, device, DType::kF32));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperands(kKernel, {{"dout", dout}, {"dinp", dinp}}, device, DType::kF32, n * c));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperands(kKernel, {{"weight", weight}, {"dweight", dweight}}, device, DType::kF32, c));
+  return ExpectOperand(kKernel, "rstd", rstd, device, DType::kF32, n);
+}
+
+// RopeTable's cos and sin [seq_len, head_dim / 2], f32.
+inline absl::Status CheckRopeTableOperands(const RopeSpec& spec, const TensorView& cos,
+                                           const TensorView& sin, DeviceType device) {
+  constexpr const char* kKernel = "RopeTable";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "cos", cos, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "cos", cos, device, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "sin", sin, device, DType::kF32, cos.numel()));
+  if (cos.shape[1] * 2 != spec.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(kKernel, ": expected [seq_len, ",
+                                                   spec.head_dim / 2, "] tables, found [",
+                                                   cos.shape[0], ", ", cos.shape[1], "]"));
+  }
+  return absl::OkStatus();
+}
+
+// RopeForward's or RopeBackward's x [b, t, heads, head_dim] against tables [t, head_dim / 2],
+// all f32.
+inline absl::Status CheckRopeOperands(const char* kernel, const TensorView& cos,
+                                      const TensorView& sin, const TensorView& x,
+                                      DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "x", x, 4));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "x", x, device, DType::kF32));
+  const int64_t table = x.shape[1] * (x.shape[3] / 2);
+  return ExpectOperands(kernel, {{"cos", cos}, {"sin", sin}}, device, DType::kF32, table);
+}
+
+// SwiGluForward's a, with b and out of its size, all f32.
+inline absl::Status CheckSwiGluForwardOperands(const TensorView& a, const TensorView& b,
+                                               const TensorView& out, DeviceType device) {
+  constexpr const char* kKernel = "SwiGluForward";
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "a", a, device, DType::kF32));
+  return ExpectOperands(kKernel, {{"b", b}, {"out", out}}, device, DType::kF32, a.numel());
+}
+
+// SwiGluBackward's operands, all f32 of a's size.
+inline absl::Status CheckSwiGluBackwardOperands(const TensorView& dout, const TensorView& a,
+                                                const TensorView& b, const TensorView& da,
+                                                const TensorView& db, DeviceType device) {
+  return ExpectOperands("SwiGluBackward",
+                        {{"dout", dout}, {"a", a}, {"b", b}, {"da", da}, {"db", db}}, device,
+                        DType::kF32, a.numel());
+}
+
+// n tokens (i32) against a table [rows, c] (f32) and n of its rows [n, c] (f32): the forward's
+// table and out, the backward's dtable and dout.
+inline absl::Status CheckEmbeddingOperands(const char* kernel, const TensorView& tokens,
+                                           NamedOperand table, NamedOperand rows,
+                                           DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, table.name, table.x, 2));
+  const int64_t n = tokens.numel(), c = table.x.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "tokens", tokens, device, DType::kI32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, table.name, table.x, device, DType::kF32));
+  return ExpectOperand(kernel, rows.name, rows.x, device, DType::kF32, n * c);
+}
+
+inline absl::Status CheckEmbeddingForwardOperands(const TensorView& tokens, const TensorView& table,
+                                                  const TensorView& out, DeviceType device) {
+  return CheckEmbeddingOperands("EmbeddingForward", tokens, {"table", table}, {"out", out}, device);
+}
+
+inline absl::Status CheckEmbeddingBackwardOperands(const TensorView& tokens, const TensorView& dout,
+                                                   const TensorView& dtable, DeviceType device) {
+  return CheckEmbeddingOperands("EmbeddingBackward", tokens, {"dtable", dtable}, {"dout", dout},
+                                device);
+}
+
+// Cross-entropy's logits [n, vocabulary], f32.
+inline absl::Status ExpectLogits(const char* kernel, const TensorView& logits, DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "logits", logits, 2));
+  return ExpectOperand(kernel, "logits", logits, device, DType::kF32);
+}
+
+// CrossEntropyRowMax's logits [n, vocabulary] and max [n], f32.
+inline absl::Status CheckCrossEntropyRowMaxOperands(const TensorView& logits, const TensorView& max,
+                                                    DeviceType device) {
+  constexpr const char* kKernel = "CrossEntropyRowMax";
+  TITAN_RETURN_IF_ERROR(ExpectLogits(kKernel, logits, device));
+  return ExpectOperand(kKernel, "max", max, device, DType::kF32, logits.shape[0]);
+}
+
+// CrossEntropySumExp's logits [n, vocabulary], max and sum [n], f32.
+inline absl::Status CheckCrossEntropySumExpOperands(const TensorView& logits, const TensorView& max,
+                                                    const TensorView& sum, DeviceType device) {
+  constexpr const char* kKernel = "CrossEntropySumExp";
+  TITAN_RETURN_IF_ERROR(ExpectLogits(kKernel, logits, device));
+  return ExpectOperands(kKernel, {{"max", max}, {"sum", sum}}, device, DType::kF32,
+                        logits.shape[0]);
+}
+
+// CrossEntropyTargetLogit's logits [n, vocabulary], targets [n] (i32) and target [n] (f32).
+inline absl::Status CheckCrossEntropyTargetLogitOperands(const TensorView& logits,
+                                                         const TensorView& targets,
+                                                         const TensorView& target,
+                                                         DeviceType device) {
+  constexpr const char* kKernel = "CrossEntropyTargetLogit";
+  TITAN_RETURN_IF_ERROR(ExpectLogits(kKernel, logits, device));
+  const int64_t n = logits.shape[0];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "targets", targets, device, DType::kI32, n));
+  return ExpectOperand(kKernel, "target", target, device, DType::kF32, n);
+}
+
+// CrossEntropyFinish's targets [n] (i32), max, target and sum_to_lse [n] and loss [1] (f32).
+inline absl::Status CheckCrossEntropyFinishOperands(const TensorView& max, const TensorView& target,
+                                                    const TensorView& targets,
+                                                    const TensorView& sum_to_lse,
+                                                    const TensorView& loss, DeviceType device) {
+  constexpr const char* kKernel = "CrossEntropyFinish";
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "targets", targets, device, DType::kI32));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperands(kKernel, {{"max", max}, {"target", target}, {"sum_to_lse", sum_to_lse}},
+                     device, DType::kF32, targets.numel()));
+  return ExpectOperand(kKernel, "loss", loss, device, DType::kF32, 1);
+}
+
+// CrossEntropyBackward's logits [n, vocabulary], lse [n], targets [n] (i32) and dlogits of
+// logits' size.
+inline absl::Status CheckCrossEntropyBackwardOperands(const TensorView& logits,
+                                                      const TensorView& lse,
+                                                      const TensorView& targets,
+                                                      const TensorView& dlogits,
+                                                      DeviceType device) {
+  constexpr const char* kKernel = "CrossEntropyBackward";
+  TITAN_RETURN_IF_ERROR(ExpectLogits(kKernel, logits, device));
+  const int64_t n = logits.shape[0];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "lse", lse, device, DType::kF32, n));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "targets", targets, device, DType::kI32, n));
+  return ExpectOperand(kKernel, "dlogits", dlogits, device, DType::kF32, logits.numel());
+}
+
+// AdamStep's params, grads, exp_avg and exp_avg_sq, f32 of params' size.
+inline absl::Status CheckAdamStepOperands(const TensorView& params, const TensorView& grads,
+                                          const TensorView& exp_avg, const TensorView& exp_avg_sq,
+                                          DeviceType device) {
+  return ExpectOperands(
+      "AdamStep",
+      {{"params", params}, {"grads", grads}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}},
+      device, DType::kF32, params.numel());
+}
+
+// SgdStep's params, grads and, with momentum, momentum_buffer: f32 of params' size.
+inline absl::Status CheckSgdStepOperands(const SgdUpdate& u, const TensorView& params,
+                                         const TensorView& grads, const TensorView& momentum_buffer,
+                                         DeviceType device) {
+  constexpr const char* kKernel = "SgdStep";
+  const int64_t n = params.numel();
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperands(kKernel, {{"params", params}, {"grads", grads}}, device, DType::kF32, n));
+  if (u.momentum == 0.0) return absl::OkStatus();
+  return ExpectOperand(kKernel, "momentum_buffer", momentum_buffer, device, DType::kF32, n);
+}
+
+// SumOfSquares' tensors (f32), one weight each, and out [2] (f32).
+inline absl::Status CheckSumOfSquaresOperands(std::span<const TensorView> tensors,
+                                              std::span<const double> weights,
+                                              const TensorView& out, DeviceType device) {
+  constexpr const char* kKernel = "SumOfSquares";
+  if (weights.size() != tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kKernel, ": ", tensors.size(), " tensors need as many weights, found ", weights.size()));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32, 2));
+  for (const TensorView& x : tensors) {
+    TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "tensors", x, device, DType::kF32));
+  }
+  return absl::OkStatus();
+}
+
+// Cast's src and dst of one size, each f32, bf16 or f16.
+inline absl::Status CheckCastOperands(const TensorView& src, const TensorView& dst,
+                                      DeviceType device) {
+  constexpr const char* kKernel = "Cast";
+  const auto is_float = [](DType t) {
+    return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
+  };
+  if (!is_float(src.dtype) || !is_float(dst.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(kKernel, ": expected f32, bf16 or f16, found ",
+                                                   DTypeName(src.dtype), " -> ",
+                                                   DTypeName(dst.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "src", src, device, src.dtype));
+  return ExpectOperand(kKernel, "dst", dst, device, dst.dtype, src.numel());
+}
+
+// Accumulate's out and x of its size, f32.
+inline absl::Status CheckAccumulateOperands(const TensorView& x, const TensorView& out,
+                                            DeviceType device) {
+  constexpr const char* kKernel = "Accumulate";
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32));
+  return ExpectOperand(kKernel, "x", x, device, DType::kF32, out.numel());
+}
+
+// Copy's src and dst of its dtype and size.
+inline absl::Status CheckCopyOperands(const TensorView& src, const TensorView& dst,
+                                      DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectOperand("Copy", "src", src, device, src.dtype));
+  return ExpectOperand("Copy", "dst", dst, device, src.dtype, src.numel());
 }
 
 }  // namespace titan
