@@ -265,23 +265,22 @@ TEST(ComputeOperands, AnOperandOnAnotherDeviceIsNamed) {
   }
 }
 
-TEST(ComputeOperands, AWrongDtypeIsNamed) {
+TEST(ComputeOperands, AWrongDtypeOrSizeIsNamed) {
   for (const Case& c : Cases()) {
-    Views views = Build(c, DeviceType::kCuda);
-    views[c.wrong_dtype.operand].dtype = c.wrong_dtype.dtype;
-    const absl::Status status = c.check(views, DeviceType::kCuda);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.kernel;
-    EXPECT_EQ(status.message(), c.wrong_dtype.message);
-  }
-}
-
-TEST(ComputeOperands, AWrongSizeIsNamed) {
-  for (const Case& c : Cases()) {
-    Views views = Build(c, DeviceType::kCpu);
-    views[c.wrong_size.operand].shape = c.wrong_size.shape;
-    const absl::Status status = c.check(views, DeviceType::kCpu);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.kernel;
-    EXPECT_EQ(status.message(), c.wrong_size.message);
+    for (const Probe& probe : {c.wrong_dtype, c.wrong_size}) {
+      for (DeviceType device : {DeviceType::kCpu, DeviceType::kCuda}) {
+        Views views = Build(c, device);
+        TensorView& x = views[probe.operand];
+        if (probe.shape.empty()) {
+          x.dtype = probe.dtype;
+        } else {
+          x.shape = probe.shape;
+        }
+        const absl::Status status = c.check(views, device);
+        EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.kernel;
+        EXPECT_EQ(status.message(), probe.message);
+      }
+    }
   }
 }
 

@@ -271,34 +271,34 @@ inline absl::Status CheckAttentionMergeOperands(const AttentionSpec& s, const Te
   return ExpectOperands(kKernel, {{"part_lse", part_lse}, {"lse", lse}}, device, DType::kF32, rows);
 }
 
-// RmsNormForward's inp [n, c], weight [c], out [n, c] and rstd [n], all f32.
+// RMSNorm's inp [n, c] with `like_inp` of its size, `like_weight` [c] and rstd [n], all f32.
+inline absl::Status ExpectRmsNormOperands(const char* kernel, const TensorView& inp,
+                                          std::initializer_list<NamedOperand> like_inp,
+                                          std::initializer_list<NamedOperand> like_weight,
+                                          const TensorView& rstd, DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "inp", inp, 2));
+  const int64_t n = inp.shape[0], c = inp.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "inp", inp, device, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectOperands(kernel, like_inp, device, DType::kF32, n * c));
+  TITAN_RETURN_IF_ERROR(ExpectOperands(kernel, like_weight, device, DType::kF32, c));
+  return ExpectOperand(kernel, "rstd", rstd, device, DType::kF32, n);
+}
+
+// RmsNormForward's inp and out [n, c], weight [c] and rstd [n].
 inline absl::Status CheckRmsNormForwardOperands(const TensorView& inp, const TensorView& weight,
                                                 const TensorView& out, const TensorView& rstd,
                                                 DeviceType device) {
-  constexpr const char* kKernel = "RmsNormForward";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
-  const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "inp", inp, device, DType::kF32));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "weight", weight, device, DType::kF32, c));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32, n * c));
-  return ExpectOperand(kKernel, "rstd", rstd, device, DType::kF32, n);
+  return ExpectRmsNormOperands("RmsNormForward", inp, {{"out", out}}, {{"weight", weight}}, rstd,
+                               device);
 }
 
-// RmsNormBackward's inp [n, c] with dout and dinp of its size, weight and dweight [c] and rstd
-// [n], all f32.
+// RmsNormBackward's inp, dout and dinp [n, c], weight and dweight [c] and rstd [n].
 inline absl::Status CheckRmsNormBackwardOperands(const TensorView& dout, const TensorView& inp,
                                                  const TensorView& weight, const TensorView& rstd,
                                                  const TensorView& dinp, const TensorView& dweight,
                                                  DeviceType device) {
-  constexpr const char* kKernel = "RmsNormBackward";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "inp", inp, 2));
-  const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "inp", inp, device, DType::kF32));
-  TITAN_RETURN_IF_ERROR(
-      ExpectOperands(kKernel, {{"dout", dout}, {"dinp", dinp}}, device, DType::kF32, n * c));
-  TITAN_RETURN_IF_ERROR(
-      ExpectOperands(kKernel, {{"weight", weight}, {"dweight", dweight}}, device, DType::kF32, c));
-  return ExpectOperand(kKernel, "rstd", rstd, device, DType::kF32, n);
+  return ExpectRmsNormOperands("RmsNormBackward", inp, {{"dout", dout}, {"dinp", dinp}},
+                               {{"weight", weight}, {"dweight", dweight}}, rstd, device);
 }
 
 // RopeTable's cos and sin [seq_len, head_dim / 2], f32.
@@ -373,6 +373,13 @@ inline absl::Status ExpectLogits(const char* kernel, const TensorView& logits, D
   return ExpectOperand(kernel, "logits", logits, device, DType::kF32);
 }
 
+// Logits [n, vocabulary] (f32) and their targets [n] (i32).
+inline absl::Status ExpectLogitsAndTargets(const char* kernel, const TensorView& logits,
+                                           const TensorView& targets, DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectLogits(kernel, logits, device));
+  return ExpectOperand(kernel, "targets", targets, device, DType::kI32, logits.shape[0]);
+}
+
 // CrossEntropyRowMax's logits [n, vocabulary] and max [n], f32.
 inline absl::Status CheckCrossEntropyRowMaxOperands(const TensorView& logits, const TensorView& max,
                                                     DeviceType device) {
@@ -396,10 +403,8 @@ inline absl::Status CheckCrossEntropyTargetLogitOperands(const TensorView& logit
                                                          const TensorView& target,
                                                          DeviceType device) {
   constexpr const char* kKernel = "CrossEntropyTargetLogit";
-  TITAN_RETURN_IF_ERROR(ExpectLogits(kKernel, logits, device));
-  const int64_t n = logits.shape[0];
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "targets", targets, device, DType::kI32, n));
-  return ExpectOperand(kKernel, "target", target, device, DType::kF32, n);
+  TITAN_RETURN_IF_ERROR(ExpectLogitsAndTargets(kKernel, logits, targets, device));
+  return ExpectOperand(kKernel, "target", target, device, DType::kF32, logits.shape[0]);
 }
 
 // CrossEntropyFinish's targets [n] (i32), max, target and sum_to_lse [n] and loss [1] (f32).
@@ -423,10 +428,8 @@ inline absl::Status CheckCrossEntropyBackwardOperands(const TensorView& logits,
                                                       const TensorView& dlogits,
                                                       DeviceType device) {
   constexpr const char* kKernel = "CrossEntropyBackward";
-  TITAN_RETURN_IF_ERROR(ExpectLogits(kKernel, logits, device));
-  const int64_t n = logits.shape[0];
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "lse", lse, device, DType::kF32, n));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "targets", targets, device, DType::kI32, n));
+  TITAN_RETURN_IF_ERROR(ExpectLogitsAndTargets(kKernel, logits, targets, device));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "lse", lse, device, DType::kF32, logits.shape[0]));
   return ExpectOperand(kKernel, "dlogits", dlogits, device, DType::kF32, logits.numel());
 }
 
