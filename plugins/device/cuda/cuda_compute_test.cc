@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/tensor/cpu_compute.h"
@@ -184,6 +187,119 @@ TEST(CudaComputeWithoutGpu, TheTf32KeyAllowsTf32GemmsAndDefaultsToOff) {
   EXPECT_NE(device.compute()->Describe().find("TF32 allowed"), std::string::npos);
   ASSERT_TRUE(device.Configure(ConfigView("job", {{"tf32", {false, "default"}}})).ok());
   EXPECT_NE(device.compute()->Describe().find("TF32 off"), std::string::npos);
+}
+
+// Both computes check their operands through titan/compute_operands.h before they need a device,
+// so each kernel refuses a wrong operand with the CPU's message, with or without a GPU.
+TEST(CudaComputeOperands, EveryKernelRefusesAWrongOperandAsTheCpuDoes) {
+  using Call = std::function<absl::Status(Compute&, DeviceType)>;
+  // Nothing is read: every check below fails before a kernel would run.
+  const auto v = [](DeviceType d, std::vector<int64_t> shape, DType dtype = DType::kF32) {
+    static float bytes[64];
+    return TensorView{bytes, dtype, Device{d, 0}, std::move(shape), {}};
+  };
+  constexpr DType kI32 = DType::kI32;
+  const AttentionSpec spec{1, 2, 3, 2, 1, 4, 0, 0}, no_batch{-1, 2, 3, 2, 1, 4, 0, 0};
+  const std::vector<std::pair<std::string, Call>> calls = {
+      {"AttentionForward",
+       [&](Compute& c, DeviceType d) {
+         return c.AttentionForward(spec, v(d, {16}), v(d, {12}), v(d, {12}), v(d, {16}), v(d, {5}));
+       }},
+      {"AttentionBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.AttentionBackward(spec, v(d, {16}), v(d, {16}), v(d, {12}), v(d, {12}),
+                                    v(d, {16}), v(d, {4}), v(d, {16}), v(d, {12}), v(d, {11}));
+       }},
+      {"AttentionMerge",
+       [&](Compute& c, DeviceType d) {
+         return c.AttentionMerge(spec, v(d, {16}), v(d, {4}), v(d, {16}), v(d, {5}));
+       }},
+      {"AttentionMerge",
+       [&](Compute& c, DeviceType d) {
+         return c.AttentionMerge(no_batch, v(d, {16}), v(d, {4}), v(d, {16}), v(d, {4}));
+       }},
+      {"RmsNormForward",
+       [&](Compute& c, DeviceType d) {
+         return c.RmsNormForward(v(d, {3, 4}), v(d, {4}), 1e-5, v(d, {3, 4}), v(d, {4}));
+       }},
+      {"RmsNormBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.RmsNormBackward(v(d, {3, 4}), v(d, {3, 4}), v(d, {4}), v(d, {3}), v(d, {3, 4}),
+                                  v(d, {5}));
+       }},
+      {"RopeTable",
+       [&](Compute& c, DeviceType d) {
+         return c.RopeTable(RopeSpec{.head_dim = 6}, 0, v(d, {3, 2}), v(d, {3, 2}));
+       }},
+      {"RopeForward",
+       [&](Compute& c, DeviceType d) {
+         return c.RopeForward(v(d, {2, 2}), v(d, {3}), v(d, {1, 2, 3, 4}));
+       }},
+      {"RopeBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.RopeBackward(v(d, {2, 2}), v(d, {2, 2}), v(d, {1, 2, 3, 4}, kI32));
+       }},
+      {"SwiGluForward",
+       [&](Compute& c, DeviceType d) { return c.SwiGluForward(v(d, {6}), v(d, {6}), v(d, {5})); }},
+      {"SwiGluBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.SwiGluBackward(v(d, {6}), v(d, {6}), v(d, {6}), v(d, {6}), v(d, {5}));
+       }},
+      {"EmbeddingForward",
+       [&](Compute& c, DeviceType d) {
+         return c.EmbeddingForward(v(d, {3}, kI32), v(d, {5, 4}), 0, v(d, {11}));
+       }},
+      {"EmbeddingBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.EmbeddingBackward(v(d, {3}), v(d, {12}), 0, v(d, {5, 4}));
+       }},
+      {"CrossEntropyRowMax",
+       [&](Compute& c, DeviceType d) {
+         return c.CrossEntropyRowMax(v(d, {3, 5}), v(d, {2}));
+       }},
+      {"CrossEntropySumExp",
+       [&](Compute& c, DeviceType d) {
+         return c.CrossEntropySumExp(v(d, {3, 5}), v(d, {3}), v(d, {2}));
+       }},
+      {"CrossEntropyTargetLogit",
+       [&](Compute& c, DeviceType d) {
+         return c.CrossEntropyTargetLogit(v(d, {3, 5}), v(d, {3}, kI32), 0, v(d, {2}));
+       }},
+      {"CrossEntropyFinish",
+       [&](Compute& c, DeviceType d) {
+         return c.CrossEntropyFinish(v(d, {3}), v(d, {3}), v(d, {3}, kI32), v(d, {3}), v(d, {2}));
+       }},
+      {"CrossEntropyBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.CrossEntropyBackward(v(d, {3, 5}), v(d, {3}), v(d, {3}, kI32), 0, 1.0f,
+                                       v(d, {14}));
+       }},
+      {"AdamStep",
+       [&](Compute& c, DeviceType d) {
+         return c.AdamStep(AdamUpdate{}, v(d, {6}), v(d, {6}), v(d, {6}), v(d, {5}));
+       }},
+      {"SgdStep",
+       [&](Compute& c, DeviceType d) {
+         return c.SgdStep(SgdUpdate{.momentum = 0.9}, v(d, {6}), v(d, {6}), v(d, {5}));
+       }},
+      {"SumOfSquares",
+       [&](Compute& c, DeviceType d) {
+         const TensorView tensors[] = {v(d, {3}), v(d, {2}, DType::kBF16)};
+         const double weights[] = {1.0, 1.0};
+         return c.SumOfSquares(tensors, weights, v(d, {2}));
+       }},
+      {"Cast", [&](Compute& c, DeviceType d) { return c.Cast(v(d, {4}), v(d, {4}, kI32)); }},
+      {"Accumulate", [&](Compute& c, DeviceType d) { return c.Accumulate(v(d, {3}), v(d, {4})); }},
+      {"Copy", [&](Compute& c, DeviceType d) { return c.Copy(v(d, {4}), v(d, {5})); }},
+  };
+  Compute& gpu = *CudaDevicePlugin().compute();
+  for (const auto& [kernel, call] : calls) {
+    const absl::Status cpu = call(CpuCompute::Get(), DeviceType::kCpu);
+    const absl::Status cuda = call(gpu, DeviceType::kCuda);
+    EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument) << kernel << ": " << cpu;
+    EXPECT_TRUE(absl::StartsWith(cpu.message(), kernel + ": ")) << cpu;
+    EXPECT_EQ(std::string(cuda.message()), std::string(cpu.message())) << kernel;
+  }
 }
 
 // f32 GEMMs: sums of k = 93 products of N(0, 1) values in another order than OpenBLAS's; 1e-5
