@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Where a pipeline step's time goes, from the profiler's traces of one step on every pp rank.
+
+  pp_actions.py TRACE_DIR [TRACE_DIR...]
+
+TRACE_DIR is a profiled step's folder (<dump>/profile_trace/iteration_<step>) holding
+rank<R>_trace.json. Several folders (steps) are averaged. Prints, per stage and action type
+(F, B, I, W), the mean time of one action and of the GEMMs and copies inside it; then, per rank,
+the schedule's idle time (from the rank's first action to its last, the time outside F, B, I
+and W) and the actions it waited before, largest first.
+"""
+import collections
+import json
+import os
+import re
+import sys
+
+ACTION = re.compile(r"^stage(\d+)\.(forward|backward|backward_input|backward_weight) mb(\d+)$")
+SHORT = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def inside(span, events, category):
+    """The time of `category` spans nested directly or deeper in `span` on its track."""
+    start, end = span["ts"], span["ts"] + span["dur"]
+    by_name = collections.Counter()
+    for e in events:
+        if e.get("cat") == category and e["tid"] == span["tid"] and start <= e["ts"] < end:
+            by_name[e["name"]] += e["dur"]
+    return by_name
+
+
+def main(folders):
+    per_action = collections.defaultdict(list)  # (stage, type) -> [(us, gemm us, copy us)]
+    idle = collections.defaultdict(collections.Counter)  # rank -> action name -> us
+    schedule = collections.defaultdict(float)  # rank -> us from the first action to the last
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            m = re.match(r"rank(\d+)_trace\.json$", name)
+            if not m:
+                continue
+            rank = int(m.group(1))
+            events = load(os.path.join(folder, name))
+            actions = []
+            for e in events:
+                a = ACTION.match(e["name"])
+                if a and e.get("cat") == "module":
+                    actions.append((e, int(a.group(1)), SHORT[a.group(2)], int(a.group(3))))
+            actions.sort(key=lambda x: x[0]["ts"])
+            if not actions:
+                continue
+            kernels = [e for e in events if e.get("cat") == "kernel"]
+            for e, stage, kind, _ in actions:
+                k = inside(e, kernels, "kernel")
+                copies = sum(v for n, v in k.items() if n.startswith("Copy"))
+                per_action[(stage, kind)].append((e["dur"], k.get("Gemm", 0), copies))
+            first, last = actions[0][0], actions[-1][0]
+            schedule[rank] += last["ts"] + last["dur"] - first["ts"]
+            for (prev, *_), (cur, stage, kind, mb) in zip(actions, actions[1:]):
+                gap = cur["ts"] - (prev["ts"] + prev["dur"])
+                idle[rank][f"{stage}{kind}{mb}"] += max(gap, 0)
+    steps = len(folders)
+    print("| stage | action | count/step | mean (ms) | GEMMs (ms) | copies (ms) | other (ms) |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for (stage, kind), rows in sorted(per_action.items(), key=lambda x: (x[0][0], "FBIW".index(
+            x[0][1]))):
+        n = len(rows)
+        t, g, c = (sum(r[i] for r in rows) / n / 1000 for i in range(3))
+        print(f"| {stage} | {kind} | {n // steps} | {t:.2f} | {g:.2f} | {c:.2f} | "
+              f"{t - g - c:.2f} |")
+    print()
+    print("| rank | schedule (ms) | idle (ms) | idle share | largest waits: before action (ms) |")
+    print("|---:|---:|---:|---:|---|")
+    for rank in sorted(idle):
+        total = sum(idle[rank].values()) / steps / 1000
+        span = schedule[rank] / steps / 1000
+        top = ", ".join(f"{a} {us / steps / 1000:.1f}" for a, us in idle[rank].most_common(6)
+                        if us > 0)
+        print(f"| {rank} | {span:.1f} | {total:.1f} | {100 * total / span:.1f}% | {top} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])
