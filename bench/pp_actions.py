@@ -6,8 +6,8 @@
 TRACE_DIR is a profiled step's folder (<dump>/profile_trace/iteration_<step>) holding
 rank<R>_trace.json. Several folders (steps) are averaged. Prints, per stage and action type
 (F, B, I, W), the mean time of one action and of the GEMMs and copies inside it; then, per rank,
-the schedule's idle time (from the rank's first action to its last, the time outside F, B, I
-and W) and the actions it waited before, largest first.
+the schedule's idle time (from the end of the step's data loading to the rank's last action, the
+time outside F, B, I and W) and the actions it waited before, largest first.
 """
 import collections
 import json
@@ -61,7 +61,13 @@ def main(folders):
                 copies = sum(v for n, v in k.items() if n.startswith("Copy"))
                 per_action[(stage, kind)].append((e["dur"], k.get("Gemm", 0), copies))
             first, last = actions[0][0], actions[-1][0]
-            schedule[rank] += last["ts"] + last["dur"] - first["ts"]
+            # The schedule starts after the step's data loading; a rank may first wait to receive.
+            loaded = max((e["ts"] + e["dur"] for e in events
+                          if e.get("cat") == "data" and e["ts"] + e["dur"] <= first["ts"]),
+                         default=first["ts"])
+            lead = first["ts"] - loaded
+            idle[rank][f"{actions[0][1]}{actions[0][2]}{actions[0][3]}"] += lead
+            schedule[rank] += last["ts"] + last["dur"] - loaded
             for (prev, *_), (cur, stage, kind, mb) in zip(actions, actions[1:]):
                 gap = cur["ts"] - (prev["ts"] + prev["dur"])
                 idle[rank][f"{stage}{kind}{mb}"] += max(gap, 0)

@@ -5,14 +5,19 @@
 # checkpointing, one OpenMP thread per rank. The measured bubble is the pp ranks' idle share of
 # the schedule's wall time (from metrics.jsonl, steps 2..6), next to the schedule's theoretical
 # one (F = 1, B = 2, I = W = 1, communication free). With more ranks than cores the ranks also
-# wait for a core, which the measured figure counts as idle.
-# Usage: bench/pp_bubble.sh [build-dir] [PP]
+# wait for a core, which the measured figure counts as idle. Further arguments go to titan-run
+# (e.g. the stage split's --parallelism.pipeline_parallel_first_stage_less_layers=0).
+# Usage: bench/pp_bubble.sh [build-dir] [PP] [titan-run flags...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
 pp=${2:-4}
+shift $(($# < 2 ? $# : 2))
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+grep -m1 'model name' /proc/cpuinfo
+grep -m1 '^flags' /proc/cpuinfo
+echo "pp $pp, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)${*:+, flags: $*}"
 echo "| schedule | step time (s) | measured bubble | theoretical bubble |"
 echo "|---|---:|---:|---:|"
 for schedule in GPipe 1F1B Interleaved1F1B LoopedBFS InterleavedZeroBubble ZBVZeroBubble \
@@ -22,7 +27,7 @@ for schedule in GPipe 1F1B Interleaved1F1B LoopedBFS InterleavedZeroBubble ZBVZe
     --training.local_batch_size=8 --training.global_batch_size=8 \
     --parallelism.pipeline_parallel_degree="$pp" --parallelism.pipeline_parallel_schedule="$schedule" \
     --activation_checkpoint.mode=none --generate.max_new_tokens=0 --validation.freq=0 \
-    --job.dump_folder="$out/$schedule" >"$out/$schedule.log" 2>&1 ||
+    --job.dump_folder="$out/$schedule" "$@" >"$out/$schedule.log" 2>&1 ||
     { cat "$out/$schedule.log"; exit 1; }
   /usr/bin/python3 - "$out/$schedule/metrics.jsonl" "$schedule" <<'PY'
 import json, sys
