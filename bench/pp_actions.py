@@ -7,7 +7,9 @@ TRACE_DIR is a profiled step's folder (<dump>/profile_trace/iteration_<step>) ho
 rank<R>_trace.json. Several folders (steps) are averaged. Prints, per stage and action type
 (F, B, I, W), the mean time of one action and of the GEMMs and copies inside it; then, per rank,
 the schedule's idle time (from the end of the step's data loading to the rank's last action, the
-time outside F, B, I and W) and the actions it waited before, largest first.
+time outside F, B, I and W) and the actions it waited before, largest first; last, the bubble these action orders would
+have with these mean times if communication were free (what the stages' costs alone explain),
+and with balanced stages (each action type's time averaged over the stages).
 """
 import collections
 import json
@@ -36,10 +38,43 @@ def inside(span, events, category):
     return by_name
 
 
+def simulate(orders, cost):
+    """The bubble of the ranks' action orders with these action times and free communication:
+    1 - work / (ranks x makespan), as the theoretical bubble counts it; None on a deadlock."""
+    last_stage = max(stage for order in orders.values() for stage, _, _ in order)
+    done, clock, next_action = {}, {r: 0.0 for r in orders}, {r: 0 for r in orders}
+    progress = True
+    while progress:
+        progress = False
+        for rank, order in orders.items():
+            while next_action[rank] < len(order):
+                stage, kind, mb = order[next_action[rank]]
+                if kind == "F":
+                    deps = [(stage - 1, "F", mb)] if stage > 0 else []
+                elif kind == "W":
+                    deps = [(stage, "I", mb)]
+                else:
+                    deps = [(stage, "F", mb)]
+                    if stage < last_stage:
+                        later = (stage + 1, "B", mb)
+                        deps.append(later if later in done else (stage + 1, "I", mb))
+                if any(d not in done for d in deps):
+                    break
+                start = max([clock[rank]] + [done[d] for d in deps])
+                clock[rank] = done[(stage, kind, mb)] = start + cost[(stage, kind)]
+                next_action[rank] += 1
+                progress = True
+    if any(next_action[r] < len(o) for r, o in orders.items()):
+        return None
+    work = sum(cost[(s, k)] for o in orders.values() for s, k, _ in o)
+    return 1 - work / (len(orders) * max(clock.values()))
+
+
 def main(folders):
     per_action = collections.defaultdict(list)  # (stage, type) -> [(us, gemm us, copy us)]
     idle = collections.defaultdict(collections.Counter)  # rank -> action name -> us
     schedule = collections.defaultdict(float)  # rank -> us from the first action to the last
+    orders = {}  # rank -> its (stage, type, microbatch) in the order it ran them
     for folder in folders:
         for name in sorted(os.listdir(folder)):
             m = re.match(r"rank(\d+)_trace\.json$", name)
@@ -55,6 +90,7 @@ def main(folders):
             actions.sort(key=lambda x: x[0]["ts"])
             if not actions:
                 continue
+            orders.setdefault(rank, [(s, k, mb) for _, s, k, mb in actions])
             kernels = [e for e in events if e.get("cat") == "kernel"]
             for e, stage, kind, _ in actions:
                 k = inside(e, kernels, "kernel")
@@ -89,6 +125,19 @@ def main(folders):
         top = ", ".join(f"{a} {us / steps / 1000:.1f}" for a, us in idle[rank].most_common(6)
                         if us > 0)
         print(f"| {rank} | {span:.1f} | {total:.1f} | {100 * total / span:.1f}% | {top} |")
+    cost = {key: sum(r[0] for r in rows) / len(rows) for key, rows in per_action.items()}
+    bubble = simulate(orders, cost)
+    if bubble is not None:
+        print(f"\nThese action orders with these mean times and free communication: "
+              f"{100 * bubble:.1f}% bubble")
+    # The same with every stage's F (B, I, W) taking the stages' mean: balanced stages.
+    kinds = {k for _, k in cost}
+    mean = {k: sum(v for (_, kk), v in cost.items() if kk == k) /
+            sum(1 for _, kk in cost if kk == k) for k in kinds}
+    balanced = simulate(orders, {key: mean[key[1]] for key in cost})
+    if balanced is not None:
+        print(f"... with balanced stages (each type's time averaged over the stages): "
+              f"{100 * balanced:.1f}% bubble")
 
 
 if __name__ == "__main__":
