@@ -70,7 +70,9 @@ def simulate(orders, cost):
     return 1 - work / (len(orders) * max(clock.values()))
 
 
-def main(folders):
+def analyze(folders):
+    """Per (stage, type) the actions' (us, GEMM us, copy us); per rank the idle us before each
+    action and the schedule's us (summed over the folders); per rank its action order."""
     per_action = collections.defaultdict(list)  # (stage, type) -> [(us, gemm us, copy us)]
     idle = collections.defaultdict(collections.Counter)  # rank -> action name -> us
     schedule = collections.defaultdict(float)  # rank -> us from the first action to the last
@@ -107,6 +109,11 @@ def main(folders):
             for (prev, *_), (cur, stage, kind, mb) in zip(actions, actions[1:]):
                 gap = cur["ts"] - (prev["ts"] + prev["dur"])
                 idle[rank][f"{stage}{kind}{mb}"] += max(gap, 0)
+    return per_action, idle, schedule, orders
+
+
+def main(folders):
+    per_action, idle, schedule, orders = analyze(folders)
     steps = len(folders)
     print("| stage | action | count/step | mean (ms) | GEMMs (ms) | copies (ms) | other (ms) |")
     print("|---:|---|---:|---:|---:|---:|---:|")
