@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -314,18 +315,10 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const TensorView& in
     }
   }
   if (deferring_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(dout_view));
-    // An input activation checkpointing recomputed sits in shared scratch that the next
-    // layer's recompute overwrites: W gets a copy.
-    TensorView kept_in = in;
-    Arena saved_in;
-    if (!deferring_->arena.Contains(in.data)) {
-      TITAN_ASSIGN_OR_RETURN(saved_in, SaveForLater(in));
-      kept_in = saved_in.at(0).view();
-    }
-    deferring_->deferred[deferring_stage_].push_back({DeferredGrad::kProjection, deferring_layer_,
-                                                      weight, rows, std::move(saved), kept_in,
-                                                      std::move(saved_in)});
+    TITAN_ASSIGN_OR_RETURN(TensorView saved, KeepForWeightPass(dout_view, weight, false));
+    TITAN_ASSIGN_OR_RETURN(TensorView kept_in, KeepForWeightPass(in, weight, true));
+    deferring_->deferred[deferring_stage_].push_back(
+        {DeferredGrad::kProjection, deferring_layer_, weight, rows, saved, kept_in});
     return absl::OkStatus();
   }
   TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, kInputScratch));
@@ -371,12 +364,22 @@ absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
   return linears;
 }
 
-absl::StatusOr<Arena> LlamaModel::SaveForLater(const TensorView& values) {
-  ArenaPlan plan;
-  TITAN_RETURN_IF_ERROR(plan.Add("saved", values.shape, values.dtype).status());
-  TITAN_ASSIGN_OR_RETURN(Arena saved, Arena::Allocate(plan, device_));
-  if (values.data != nullptr) TITAN_RETURN_IF_ERROR(compute_->Copy(values, saved.at(0).view()));
-  return saved;
+absl::StatusOr<TensorView> LlamaModel::KeepForWeightPass(const TensorView& values, int weight,
+                                                         bool input) {
+  MicrobatchActs& set = *deferring_;
+  if (values.data != nullptr && set.arena.Contains(values.data)) return values;
+  const int entry = (input ? deferred_input_entry_ : deferred_grad_entry_)[weight];
+  if (entry < 0 || entry >= set.deferred_arena.size()) {
+    return absl::InternalError(absl::StrCat("model: no memory planned to keep the ",
+                                            input ? "input" : "output gradient", " of ",
+                                            parameters_[weight].name, " for its weight pass"));
+  }
+  const TensorView kept = set.deferred_arena.at(entry).view();
+  // wq, wk and wv (w1 and w3) read one input, copied once.
+  const std::vector<DeferredGrad>& work = set.deferred[deferring_stage_];
+  if (input && !work.empty() && work.back().in.data == kept.data) return kept;
+  if (values.data != nullptr) TITAN_RETURN_IF_ERROR(compute_->Copy(values, kept));
+  return kept;
 }
 
 absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
@@ -455,6 +458,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   }
   TITAN_RETURN_IF_ERROR(set_plan.Add("tokens", {n}, DType::kI32).status());
   TITAN_RETURN_IF_ERROR(set_plan.Add("targets", {n}, DType::kI32).status());
+  TITAN_ASSIGN_OR_RETURN(ArenaPlan deferred_plan, PlanDeferredGrads(n, qd, kvd, f));
 
   const int64_t half = c.head_dim() / 2;
   struct Single {
@@ -543,6 +547,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   set_of_.assign(set_of_.size(), -1);
   TITAN_ASSIGN_OR_RETURN(shared_arena_, Arena::Allocate(shared_plan, device_, "activations"));
   set_plan_ = std::move(set_plan);
+  deferred_plan_ = std::move(deferred_plan);
   for (const auto& single : singles) *single.slot = shared_arena_.Find(single.name)->data<float>();
   for (int i = 0; i < kScratches; ++i) {
     bf16_scratch_[i] =
@@ -570,6 +575,58 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   free_sets_ = {0};
   Use(*first);
   return absl::OkStatus();
+}
+
+absl::StatusOr<ArenaPlan> LlamaModel::PlanDeferredGrads(int64_t n, int64_t qd, int64_t kvd,
+                                                        int64_t f) {
+  const int64_t d = config_.dim;
+  // Each projection's output gradient [n, out] and its input [n, in], which the set keeps unless
+  // the block's policy recomputes it into shared scratch (only the attention's output is f32).
+  const struct {
+    Weight weight;
+    int64_t out, in;
+    const char* input;
+    BlockStage stage;
+  } projections[] = {
+      {kWq, qd, d, "ln1", BlockStage::kAttentionNorm},
+      {kWk, kvd, d, "ln1", BlockStage::kAttentionNorm},
+      {kWv, kvd, d, "ln1", BlockStage::kAttentionNorm},
+      {kWo, d, qd, "att", BlockStage::kAttention},
+      {kW1, f, d, "ln2", BlockStage::kFfnNorm},
+      {kW3, f, d, "ln2", BlockStage::kFfnNorm},
+      {kW2, d, f, "h", BlockStage::kSwiGlu},
+  };
+  ArenaPlan plan;
+  deferred_grad_entry_.assign(parameters_.size(), -1);
+  deferred_input_entry_.assign(parameters_.size(), -1);
+  auto add_grad = [&](int weight, std::vector<int64_t> shape) -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(deferred_grad_entry_[weight],
+                           plan.Add(parameters_[weight].name, std::move(shape)));
+    return absl::OkStatus();
+  };
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    if (!OwnsLayer(l)) continue;
+    const Block& block = blocks_[l];
+    absl::flat_hash_map<std::string, int> inputs;
+    for (const auto& p : projections) {
+      const int w = block.weights[p.weight];
+      TITAN_RETURN_IF_ERROR(add_grad(w, {n, p.out}));
+      if (KeepsStage(block.policy, p.stage)) continue;
+      const std::string name = absl::StrCat("layers.", l, ".", p.input);
+      if (!inputs.contains(name)) {
+        const DType dtype = p.weight == kWo ? DType::kF32 : matmul_dtype_;
+        TITAN_ASSIGN_OR_RETURN(inputs[name], plan.Add(name, {n, p.in}, dtype));
+      }
+      deferred_input_entry_[w] = inputs[name];
+    }
+    for (const Weight norm : {kAttentionNorm, kFfnNorm}) {
+      TITAN_RETURN_IF_ERROR(add_grad(block.weights[norm], {d}));
+    }
+  }
+  // The output's gradient is the logits' memory, in the set already.
+  if (holds_last_stage()) TITAN_RETURN_IF_ERROR(add_grad(norm_, {d}));
+  if (holds_first_stage()) TITAN_RETURN_IF_ERROR(add_grad(tok_embeddings_, {n * d}));
+  return plan;
 }
 
 absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
@@ -623,7 +680,7 @@ void LlamaModel::Use(MicrobatchActs& set) {
 
 size_t LlamaModel::activation_bytes() const {
   size_t floats = shared_arena_.flat_size();
-  for (const auto& set : sets_) floats += set->arena.flat_size();
+  for (const auto& set : sets_) floats += set->arena.flat_size() + set->deferred_arena.flat_size();
   return floats * sizeof(float);
 }
 
@@ -681,11 +738,11 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   // Accumulated apart (and summed over the tensor-parallel ranks) first: the gradient may
   // already hold earlier microbatches' sums, which must not be summed again. The zero-bubble
   // split keeps it for BackwardWeight.
-  Arena part;
+  TensorView part;
   float* sum = norm_grad_;
   if (deferring_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(part, SaveForLater(View(nullptr, {d})));
-    sum = part.flat_data();
+    TITAN_ASSIGN_OR_RETURN(part, KeepForWeightPass(View(nullptr, {d}), weight, false));
+    sum = part.data_as<float>();
   }
   TITAN_RETURN_IF_ERROR(Zero(sum, d));
   const TensorView grad = View(sum, {d});
@@ -693,7 +750,7 @@ absl::Status LlamaModel::NormBackward(float* d_residual, float* d_out_full, cons
   TITAN_RETURN_IF_ERROR(tp_.AllReduceSum(sum, d));
   if (deferring_ != nullptr) {
     deferring_->deferred[deferring_stage_].push_back(
-        {DeferredGrad::kNorm, deferring_layer_, weight, 1, std::move(part), TensorView{}, Arena()});
+        {DeferredGrad::kNorm, deferring_layer_, weight, 1, part, TensorView{}});
     return absl::OkStatus();
   }
   return compute_->Accumulate(grad, p.grad);
@@ -953,9 +1010,10 @@ absl::Status LlamaModel::EmbeddingBackward(bool root_hooks) {
   TITAN_ASSIGN_OR_RETURN(const float* d_embedded,
                          tp_.GatherTokens(d_residual_, tokens_full_, n_local_, d));
   if (deferring_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(Arena saved, SaveForLater(View(d_embedded, {n * d})));
-    deferring_->deferred[deferring_stage_].push_back({DeferredGrad::kEmbedding, -1, tok_embeddings_,
-                                                      n, std::move(saved), TensorView{}, Arena()});
+    TITAN_ASSIGN_OR_RETURN(TensorView saved,
+                           KeepForWeightPass(View(d_embedded, {n * d}), tok_embeddings_, false));
+    deferring_->deferred[deferring_stage_].push_back(
+        {DeferredGrad::kEmbedding, -1, tok_embeddings_, n, saved, TensorView{}});
     return absl::OkStatus();
   }
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeBackward());

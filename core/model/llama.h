@@ -174,9 +174,10 @@ class LlamaModel : public TensorParallelTarget,
     int layer;  // whose module's hooks surround it; -1: the root's
     int weight;
     int64_t rows;
-    Arena saved;     // the output's gradient (a projection, the embedding) or the norm's sum
-    TensorView in;   // a projection's input: the forward's activation, kept until W has run,
-    Arena saved_in;  // or its copy here when activation checkpointing recomputed it
+    // The output's gradient (a projection, the embedding) or the norm's sum, and a projection's
+    // input; each in the microbatch's activation set (the forward's, or a copy in its `deferred`
+    // arena when it sat in scratch the next layer overwrites).
+    TensorView saved, in;
   };
 
   // The activations one microbatch keeps from its forward to its backward; the pipeline holds
@@ -190,8 +191,10 @@ class LlamaModel : public TensorParallelTarget,
     float *loss_lse = nullptr, *loss_max = nullptr, *loss_target = nullptr, *loss = nullptr;
     int32_t *tokens = nullptr, *targets = nullptr;
     int backwards_left = 0;  // local stages yet to finish this microbatch's backward
-    // Zero-bubble: what BackwardWeight does, per local stage, in the order BackwardInput left it.
+    // Zero-bubble: what BackwardWeight does, per local stage, in the order BackwardInput left it,
+    // and the memory it reads (deferred_plan_), allocated at the set's first BackwardInput.
     std::vector<std::vector<DeferredGrad>> deferred;
+    Arena deferred_arena;
   };
 
   LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
@@ -219,6 +222,8 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status NormBackward(float* d_residual, float* d_out_full, const float* inp,
                             const float* rstd, int weight);
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
+  // deferred_plan_ (and its entries per parameter) for n tokens of this rank's local sizes.
+  absl::StatusOr<ArenaPlan> PlanDeferredGrads(int64_t n, int64_t qd, int64_t kvd, int64_t f);
   // Context parallelism (core/model/llama_context_parallel.cc). This rank's tokens of whole
   // [batch, seq_len] sequences: chunks r and 2 cp - 1 - r of each, back to back.
   absl::StatusOr<std::vector<int32_t>> LocalChunks(const int32_t* whole, int64_t batch,
@@ -305,9 +310,10 @@ class LlamaModel : public TensorParallelTarget,
   // and weight's grad += dout^T . in (deferred under the zero-bubble split); f32 dout, `in` as
   // the forward stored it (f32 or bf16).
   absl::Status ProjectBackward(const float* dout, const TensorView& in, int weight, float* dinp);
-  // A copy of `values` (its shape and dtype; zeros when its data is null) in an arena of its own
-  // on the device.
-  absl::StatusOr<Arena> SaveForLater(const TensorView& values);
+  // Where the zero-bubble split keeps `values` (a weight's output gradient, or with `input` its
+  // input) for BackwardWeight: `values` itself when it lies in the microbatch's activation set,
+  // else its copy in the set's deferred arena (zeros there when `values` has no data).
+  absl::StatusOr<TensorView> KeepForWeightPass(const TensorView& values, int weight, bool input);
   absl::Status Zero(float* x, int64_t n) const;
   absl::Status CopyF32(const float* src, float* dst, int64_t n) const;
   // The forward pass runs every stage and writes the residual into layer + 1; the recompute
@@ -356,6 +362,10 @@ class LlamaModel : public TensorParallelTarget,
   int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
   Arena shared_arena_;                             // scratch every microbatch uses in turn
   ArenaPlan set_plan_;                             // one microbatch's activations
+  // What one microbatch's split backward keeps for its weight pass, and per parameter the entry
+  // of its output gradient and of its recomputed input there (-1: none needed).
+  ArenaPlan deferred_plan_;
+  std::vector<int> deferred_grad_entry_, deferred_input_entry_;
   // Per layer: each activation's field and its slot (in a set, or "recompute.*" shared).
   std::vector<std::vector<ActSlot>> set_slots_;
   std::vector<std::unique_ptr<MicrobatchActs>> sets_;

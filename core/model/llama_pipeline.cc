@@ -141,6 +141,10 @@ absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
   Use(set);
   const int64_t d = config_.dim;
   if (split) {
+    if (set.deferred_arena.size() != static_cast<int>(deferred_plan_.entries().size())) {
+      TITAN_ASSIGN_OR_RETURN(set.deferred_arena,
+                             Arena::Allocate(deferred_plan_, device_, "deferred_gradients"));
+    }
     deferring_ = &set;
     deferring_stage_ = static_cast<int>(s - stages_.data());
     set.deferred[deferring_stage_].clear();
@@ -196,7 +200,7 @@ absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) 
     for (; k < work.size() && work[k].layer == layer; ++k) {
       const DeferredGrad& g = work[k];
       const Parameter& p = parameters_[g.weight];
-      const float* saved = g.saved.flat_data();
+      const float* saved = g.saved.data_as<const float>();
       switch (g.kind) {
         case DeferredGrad::kProjection: {
           TITAN_ASSIGN_OR_RETURN(TensorView dout,

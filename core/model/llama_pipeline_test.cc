@@ -12,6 +12,7 @@
 
 #include "core/model/float8_test_plugin.h"
 #include "core/model/llama.h"
+#include "core/runtime/memory_snapshot.h"
 
 namespace titan {
 namespace {
@@ -123,6 +124,64 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
 INSTANTIATE_TEST_SUITE_P(WholeAndSplitBackward, PipelineStagesTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
                                             ::testing::Bool()));
+
+// The split's weight pass reads memory planned with the activations (counted in
+// activation_bytes), allocated at a set's first BackwardInput and reused in every later step.
+TEST(PipelineStagesTest, SplitBackwardKeepsItsWeightPassInPlannedMemory) {
+  const LlamaConfig config = TinyConfig();
+  const int64_t batch = 2, seq_len = 8, n = batch * seq_len, microbatches = 2;
+  std::vector<std::vector<int32_t>> tokens, targets;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    tokens.push_back(Ids(n, 7 + m, 3, config.vocab_size));
+    targets.push_back(Ids(n, 11, 5 + m, config.vocab_size));
+  }
+  for (const char* mode : {"none", "full"}) {
+    SCOPED_TRACE(mode);
+    absl::StatusOr<ActivationCheckpoint> ac = ParseActivationCheckpoint(mode, "2");
+    ASSERT_TRUE(ac.ok()) << ac.status();
+    // Both stages on one rank (as a V places them), handing over in memory.
+    auto model = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}, {1, 2, 4}}});
+    ASSERT_TRUE(model.ok()) << model.status();
+    (*model)->Initialize(7);
+    (*model)->ZeroGrad();
+    auto step = [&] {
+      ASSERT_TRUE((*model)->SetMicrobatches(tokens, targets, batch, seq_len).ok());
+      for (int m = 0; m < microbatches; ++m) {
+        ASSERT_TRUE((*model)->Forward(0, m).ok());
+        ASSERT_TRUE((*model)->Forward(1, m).ok());
+      }
+      for (int m = 0; m < microbatches; ++m) {
+        ASSERT_TRUE((*model)->BackwardInput(1, m).ok());
+        ASSERT_TRUE((*model)->BackwardInput(0, m).ok());
+      }
+      for (int m = 0; m < microbatches; ++m) {
+        ASSERT_TRUE((*model)->BackwardWeight(1, m).ok());
+        ASSERT_TRUE((*model)->BackwardWeight(0, m).ok());
+      }
+    };
+    ASSERT_TRUE((*model)->SetMicrobatches(tokens, targets, batch, seq_len).ok());
+    const size_t before = (*model)->activation_bytes();
+    step();
+    // Per set: every projection's output gradient but the output's (the logits hold it), the
+    // norms' sums, the embedding's gradient and, when recomputed, the blocks' matmul inputs.
+    const int64_t d = config.dim, qd = config.n_heads * config.head_dim();
+    const int64_t kvd = config.n_kv_heads * config.head_dim();
+    int64_t f = 0;
+    for (const Parameter& p : (*model)->Parameters()) {
+      if (p.name == "layers.0.feed_forward.w1.weight") f = p.value.shape[0];
+    }
+    ASSERT_GT(f, 0);
+    int64_t floats = config.n_layers * (n * (qd + 2 * kvd + d + 2 * f + d) + 2 * d) + d + n * d;
+    if (std::string(mode) == "full") floats += config.n_layers * n * (d + qd + d + f);
+    EXPECT_GE((*model)->activation_bytes() - before,
+              static_cast<size_t>(microbatches * floats) * sizeof(float));
+    // The second step allocates nothing.
+    MemoryTracker::Get().Enable(::testing::TempDir(), 0);
+    step();
+    EXPECT_EQ(MemoryTracker::Get().peak_bytes(), 0u);
+    MemoryTracker::Get().Reset();
+  }
+}
 
 TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {
   auto middle = LlamaModel::Create(TinyConfig(), {}, {}, PipelinePlan{3, {{1, 1, 3}}});
