@@ -7,7 +7,9 @@
 // shard. Parameters the model computes with in bf16 or Float8 (Parameter::compute_dtype) are
 // gathered so, in flat buffers of their own (TorchTitan's mixed_precision_param and float8
 // all-gather): half or a quarter of the f32 bytes.
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -253,26 +255,27 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   const size_t blocks = modules.size() - 1;
   int64_t local_count = 0, largest = 0, float8_parameters = 0;
   for (size_t u = 0; u < modules.size(); ++u) {
-    std::vector<Parameter*> by_format[3];  // f32, bf16, e4m3
+    // The formats a unit gathers in, in its parts' order, and each one's parameters.
+    constexpr DType kFormats[] = {DType::kF32, DType::kBF16, DType::kF8E4M3};
+    std::vector<Parameter*> by_format[std::size(kFormats)];
     for (Parameter* p : modules[u]->parameters()) {
       if (p->value.data == nullptr || p->value.dtype != DType::kF32 || !p->value.is_contiguous()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "fsdp: parameter ", p->name, " must be an f32 contiguous tensor with values"));
       }
-      const DType format = p->compute_dtype;
-      if (format != DType::kF32 && format != DType::kBF16 && format != DType::kF8E4M3) {
+      const auto* format = std::find(std::begin(kFormats), std::end(kFormats), p->compute_dtype);
+      if (format == std::end(kFormats)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("fsdp: parameter ", p->name, " asks to be gathered in ", DTypeName(format),
-                         ", not f32, bf16 or e4m3"));
+            absl::StrCat("fsdp: parameter ", p->name, " asks to be gathered in ",
+                         DTypeName(p->compute_dtype), ", not f32, bf16 or e4m3"));
       }
-      by_format[format == DType::kF32 ? 0 : format == DType::kBF16 ? 1 : 2].push_back(p);
+      by_format[format - std::begin(kFormats)].push_back(p);
     }
     Unit unit;
     unit.module = modules[u];
-    for (DType format : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
-      std::vector<Parameter*>& parameters = by_format[format == DType::kF32    ? 0
-                                                      : format == DType::kBF16 ? 1
-                                                                               : 2];
+    for (size_t f = 0; f < std::size(kFormats); ++f) {
+      const DType format = kFormats[f];
+      std::vector<Parameter*>& parameters = by_format[f];
       if (parameters.empty()) continue;
       Part part;
       part.flat = std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count,
