@@ -311,8 +311,7 @@ TEST(ComputeOperands, SgdWithoutMomentumAndSumOfSquaresWeights) {
             "SumOfSquares: 2 tensors need as many weights, found 1");
 }
 
-// AttentionMerge validates its spec as the other attention kernels do: a negative batch would
-// otherwise make every expected size negative, which ExpectOperand reads as "any size".
+// AttentionMerge validates its spec as the other attention kernels do.
 TEST(ComputeOperands, AttentionMergeRefusesAnInvalidSpec) {
   float data[16];
   const TensorView any{data, DType::kF32, Device{}, {16}, {}};
@@ -325,6 +324,21 @@ TEST(ComputeOperands, AttentionMergeRefusesAnInvalidSpec) {
   spec.heads = 0;
   EXPECT_EQ(CheckAttentionMergeOperands(spec, any, any, any, any, DeviceType::kCpu).message(),
             "AttentionMerge: heads 0 must be a positive multiple of kv_heads 1");
+}
+
+// A size computed from bad inputs may be negative: it matches no operand, and neither does a
+// shape with a negative extent (whose element count could be anything).
+TEST(ComputeOperands, NegativeSizesMatchNothing) {
+  float data[4];
+  const TensorView empty{data, DType::kF32, Device{}, {0}, {}};
+  EXPECT_EQ(ExpectOperand("K", "x", empty, DeviceType::kCpu, DType::kF32, -4).message(),
+            "K: operand 'x' expected -4 elements, found 0");
+  const TensorView negative{data, DType::kF32, Device{}, {-2, 2}, {}};
+  EXPECT_EQ(ExpectOperand("K", "x", negative, DeviceType::kCpu, DType::kF32, -4).message(),
+            "K: operand 'x' has a negative extent -2");
+  EXPECT_EQ(ExpectOperand("K", "x", negative, DeviceType::kCpu, DType::kF32).message(),
+            "K: operand 'x' has a negative extent -2");
+  EXPECT_TRUE(ExpectOperand("K", "x", empty, DeviceType::kCpu, DType::kF32).ok());
 }
 
 }  // namespace

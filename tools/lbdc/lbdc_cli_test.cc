@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,8 +25,16 @@ Result Lbdc(const std::string& args) {
   return titan::testing::RunShell(std::string("timeout 60 ") + TITAN_LBDC + " --quiet " + args);
 }
 
+// A file of this test process's own, since ctest runs the tests of one binary side by side.
+std::string TestFile(const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("lbdc_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = TestFile(name);
   std::ofstream(path) << text;
   return path;
 }
@@ -67,7 +77,7 @@ TEST(LbdcCli, LoadsWhoseSumOverflowsAreRefusedAndNoJsonIsWritten) {
   const std::string topology =
       WriteFile("lbdc_cli_pair.json", R"({"switches": ["a", "b"], "links": [["a", "b"]]})");
   const std::string trace = WriteFile("lbdc_cli_huge.csv", "1e308,1e308\n");
-  const std::string json = ::testing::TempDir() + "lbdc_cli_huge_out.json";
+  const std::string json = TestFile("lbdc_cli_huge_out.json");
   std::remove(json.c_str());
   const Result result = Lbdc("--topology=" + topology + " --controllers=1 --loads=trace:" + trace +
                              " --policies=greedy,ilp --json=" + json);
@@ -78,7 +88,7 @@ TEST(LbdcCli, LoadsWhoseSumOverflowsAreRefusedAndNoJsonIsWritten) {
 }
 
 TEST(LbdcCli, JsonHoldsEveryPolicysAssignmentAtEveryStep) {
-  const std::string json = ::testing::TempDir() + "lbdc_cli_assignments.json";
+  const std::string json = TestFile("lbdc_cli_assignments.json");
   const Result result = Lbdc(
       "--topology=fat-tree:4 --controllers=3 --hops=4 --changes=2 "
       "--policies=regions,greedy,lst --json=" +

@@ -8,6 +8,8 @@
 #include <limits>
 #include <thread>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "core/runtime/control_plane/balancer.h"
 #include "core/runtime/control_plane/rank_topology.h"
@@ -65,7 +67,8 @@ class TopologyFile : public testing::Test {
     std::ofstream(path) << text;
     return path;
   }
-  std::filesystem::path dir_ = std::filesystem::path(testing::TempDir()) / "control_plane_topology";
+  std::filesystem::path dir_ = std::filesystem::path(testing::TempDir()) /
+                                 absl::StrCat("control_plane_topology_", getpid());
 };
 
 TEST_F(TopologyFile, RanksByNameOrHostAndTheFilesControllers) {
@@ -217,7 +220,7 @@ std::vector<std::string> Lines(const std::string& path) {
 }
 
 TEST(ControlPlane, OneRankLogsItsAssignmentAndAFailureStopsOnlyTheControlPlane) {
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "control_one";
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / absl::StrCat("control_one_", getpid());
   std::filesystem::create_directories(dir);
   for (int fail_from : {0, 2}) {
     auto instance = BuildControlInstance({"h"}, {"", 1, {}, 2});

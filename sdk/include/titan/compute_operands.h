@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -23,9 +24,10 @@ inline std::string DeviceName(const Device& device) {
   return absl::StrCat(device.type == DeviceType::kCpu ? "cpu" : "cuda", ":", device.index);
 }
 
-// `numel` -1: any size.
+// `numel` unset: any size. A size computed from bad inputs may be negative; it matches nothing.
 inline absl::Status ExpectOperand(const char* kernel, const char* operand, const TensorView& x,
-                                  DeviceType device, DType dtype, int64_t numel = -1) {
+                                  DeviceType device, DType dtype,
+                                  std::optional<int64_t> numel = std::nullopt) {
   if (x.device.type != device) {
     return absl::InvalidArgumentError(
         absl::StrCat(kernel, ": operand '", operand, "' is on ", DeviceName(x.device),
@@ -36,9 +38,15 @@ inline absl::Status ExpectOperand(const char* kernel, const char* operand, const
                                                    DTypeName(dtype), ", found ",
                                                    DTypeName(x.dtype)));
   }
-  if (numel >= 0 && x.numel() != numel) {
+  for (int64_t extent : x.shape) {
+    if (extent < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand,
+                                                     "' has a negative extent ", extent));
+    }
+  }
+  if (numel.has_value() && x.numel() != *numel) {
     return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand, "' expected ",
-                                                   numel, " elements, found ", x.numel()));
+                                                   *numel, " elements, found ", x.numel()));
   }
   if (!x.is_contiguous() || (x.data == nullptr && x.numel() > 0)) {
     return absl::InvalidArgumentError(
@@ -62,9 +70,10 @@ struct NamedOperand {
   const TensorView& x;
 };
 
-// `numel` -1: any size.
+// `numel` unset: any size.
 inline absl::Status ExpectOperands(const char* kernel, std::initializer_list<NamedOperand> operands,
-                                   DeviceType device, DType dtype, int64_t numel = -1) {
+                                   DeviceType device, DType dtype,
+                                   std::optional<int64_t> numel = std::nullopt) {
   for (const NamedOperand& operand : operands) {
     TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, operand.name, operand.x, device, dtype, numel));
   }
