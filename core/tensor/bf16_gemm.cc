@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor/internal/gemm.h"
 #include "titan/float16.h"
 
 namespace titan {
@@ -116,8 +117,8 @@ void Emulate(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
   for (int64_t i = 0; i < m * k; ++i) wide_a[i] = Bf16ToF32(a[i]);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < k * n; ++i) wide_b[i] = Bf16ToF32(b[i]);
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, wide_a, ta ? m : k, wide_b, tb ? k : n, beta, c, n);
+  internal::Gemm(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                 wide_a, ta ? m : k, wide_b, tb ? k : n, beta, c, n);
 }
 
 }  // namespace

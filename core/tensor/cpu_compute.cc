@@ -9,6 +9,7 @@
 #include "core/runtime/profiler.h"
 #include "core/tensor/attention.h"
 #include "core/tensor/bf16_gemm.h"
+#include "core/tensor/blas_kernels.h"
 #include "core/tensor/cross_entropy.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/embedding.h"
@@ -46,7 +47,7 @@ CpuCompute& CpuCompute::Get() {
 }
 
 std::string CpuCompute::Describe() const {
-  return absl::StrCat("cpu: f32 GEMM by OpenBLAS; bf16 GEMM ", Bf16GemmPath());
+  return absl::StrCat("cpu: f32 GEMM by ", SelectBlasKernels(), "; bf16 GEMM ", Bf16GemmPath());
 }
 
 absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
