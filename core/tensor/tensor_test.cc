@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "core/tensor/arena.h"
 #include "core/tensor/dtype.h"
@@ -80,6 +82,39 @@ TEST(DTypeTest, ConvertTensorChecksTypesAndSizes) {
   EXPECT_EQ(back, src);
   EXPECT_FALSE(ConvertTensor(FlatF32(src.data(), 3), FlatF32(back.data(), 2)).ok());
   EXPECT_FALSE(ConvertTensor(FlatF32(src.data(), 3), {half.data(), DType::kI32, {}, {3}, {}}).ok());
+}
+
+// The vectorized casts against a rounding written another way (the dropped half-word compared
+// with a half unit), over a stride through every f32 bit pattern and the edge cases: ties both
+// ways, the largest finite values rounding to infinity, infinities, signalling and quiet NaNs.
+TEST(DTypeTest, Bf16CastsOfWholeTensorsRoundEveryBitPatternToNearestEven) {
+  std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u,
+                                    0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f800000u,
+                                    0xff800000u, 0x7f800001u, 0xff800001u, 0x7fc00000u,
+                                    0x00008000u, 0x00018000u, 0x0000ffffu};
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 65521) patterns.push_back(bits);
+  const int64_t n = static_cast<int64_t>(patterns.size());
+  std::vector<float> src(n);
+  std::memcpy(src.data(), patterns.data(), n * sizeof(float));
+  std::vector<uint16_t> bf16(n);
+  std::vector<float> back(n);
+  ASSERT_TRUE(ConvertTensor(FlatF32(src.data(), n), {bf16.data(), DType::kBF16, {}, {n}, {}}).ok());
+  ASSERT_TRUE(ConvertTensor({bf16.data(), DType::kBF16, {}, {n}, {}}, FlatF32(back.data(), n)).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = patterns[i];
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    uint32_t expected = bits >> 16;
+    const uint32_t dropped = bits & 0xffffu;
+    if (nan) {
+      expected |= 0x40u;  // quieted, sign and payload's top kept
+    } else if (dropped > 0x8000u || (dropped == 0x8000u && (expected & 1u) != 0)) {
+      ++expected;  // carries into the exponent, up to infinity
+    }
+    ASSERT_EQ(bf16[i], expected) << std::hex << "f32 bits 0x" << bits;
+    uint32_t widened;
+    std::memcpy(&widened, &back[i], sizeof(widened));
+    ASSERT_EQ(widened, expected << 16) << std::hex << "bf16 0x" << expected;
+  }
 }
 
 }  // namespace

@@ -23,9 +23,10 @@ inline float Bf16ToF32(uint16_t bits) {
 inline uint16_t F32ToBf16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
+  // Both results, then a select: no branch, so loops over arrays vectorize.
+  const uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 inline float F16ToF32(uint16_t bits) {
