@@ -619,7 +619,8 @@ TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
   EXPECT_THAT(bf16.output,
               testing::ContainsRegex(
-                  "\\[device\\] cpu: f32 GEMM by OpenBLAS; bf16 GEMM (by oneDNN|emulated)"));
+                  "\\[device\\] cpu: f32 GEMM by OpenBLAS [0-9.]+ [A-Za-z0-9_]+ kernels \\([^)]*\\); "
+                  "bf16 GEMM (by oneDNN|emulated)"));
   EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
   Result f32 = Titan(tiny);
   ASSERT_EQ(f32.exit_code, 0) << f32.output;

@@ -2,21 +2,22 @@
 
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
-
-// OpenBLAS's own start and stop (driver/others/memory.c): the library's load constructor and
-// unload destructor, exported by every build. Weak, so a BLAS without them still links; titan then
-// leaves the kernels as they are.
-extern "C" __attribute__((weak)) void gotoblas_init(void);
-extern "C" __attribute__((weak)) void gotoblas_quit(void);
 
 namespace titan {
 namespace {
@@ -53,31 +54,76 @@ std::string Version() {
   return config.substr(0, first == std::string::npos ? first : config.find(' ', first + 1));
 }
 
-std::string Choose() {
-  const std::string version = Version();
-  const std::string picked = openblas_get_corename();
+// Set, with OPENBLAS_CORETYPE, by the restart below: what OpenBLAS picked on its own.
+constexpr char kPickedVariable[] = "TITAN_OPENBLAS_PICKED";
+
+// Why the restart did not happen, when it was wanted but failed; empty otherwise.
+std::string& RestartFailure() {
+  static std::string failure;
+  return failure;
+}
+
+std::string WhyNot(const Cpu& cpu, const std::string& picked) {
+  return absl::StrCat("OpenBLAS picked ", picked, " for this CPU, family ", cpu.family, " model ",
+                      cpu.model);
+}
+
+const char* IsaName(const Cpu& cpu) {
+  return cpu.avx512 ? "AVX-512" : cpu.avx2_fma ? "AVX2" : "AVX";
+}
+
+// OpenBLAS reads OPENBLAS_CORETYPE only when it loads, and it has loaded before any of titan's
+// code runs, so wider kernels need a fresh start: the same program, arguments and process (exec
+// keeps the pid, so mpirun's ranks stay its ranks) with the variable set. Runs before main, while
+// the process has one thread and has opened nothing of its own.
+bool RestartOnWiderKernels() {
   const char* user = std::getenv("OPENBLAS_CORETYPE");
-  if (user != nullptr && *user != '\0') {
-    return absl::StrCat(version, " ", picked, " kernels (OPENBLAS_CORETYPE=", user, ")");
-  }
-  const Cpu cpu = ThisCpu();
+  if (user != nullptr && *user != '\0') return false;
   const std::string wanted = BlasCoreForThisCpu();
+  const std::string picked = openblas_get_corename();
   const int picked_level = BlasCoreLevel(picked);
-  if (wanted.empty() || picked_level < 0 || picked_level >= BlasCoreLevel(wanted)) {
-    return absl::StrCat(version, " ", picked, " kernels (OpenBLAS's choice)");
+  if (wanted.empty() || picked_level < 0 || picked_level >= BlasCoreLevel(wanted)) return false;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char*> argv;
+  for (size_t at = 0; at < cmdline.size(); at = cmdline.find('\0', at) + 1) {
+    argv.push_back(const_cast<char*>(cmdline.data() + at));
   }
-  const std::string why = absl::StrCat("OpenBLAS picked ", picked, " for this CPU, family ",
-                                       cpu.family, " model ", cpu.model);
-  if (gotoblas_init == nullptr || gotoblas_quit == nullptr) {
-    return absl::StrCat(version, " ", picked, " kernels (", why,
-                        "; this OpenBLAS cannot be restarted: set OPENBLAS_CORETYPE=", wanted, ")");
+  if (argv.empty()) {
+    RestartFailure() = "/proc/self/cmdline could not be read";
+    return false;
   }
-  // Read by the restart, exactly as if the user had set it before OpenBLAS loaded.
-  setenv("OPENBLAS_CORETYPE", wanted.c_str(), /*overwrite=*/0);
-  gotoblas_quit();
-  gotoblas_init();
-  return absl::StrCat(version, " ", openblas_get_corename(), " kernels (chosen by titan for ",
-                      cpu.avx512 ? "AVX-512" : cpu.avx2_fma ? "AVX2" : "AVX", ": ", why, ")");
+  argv.push_back(nullptr);
+  setenv("OPENBLAS_CORETYPE", wanted.c_str(), 1);
+  setenv(kPickedVariable, picked.c_str(), 1);
+  execv("/proc/self/exe", argv.data());
+  RestartFailure() = absl::StrCat("exec /proc/self/exe: ", std::strerror(errno));
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv(kPickedVariable);
+  return false;
+}
+
+[[maybe_unused]] const bool kRestarted = RestartOnWiderKernels();
+
+std::string Describe() {
+  const std::string version = Version();
+  const std::string running = openblas_get_corename();
+  const Cpu cpu = ThisCpu();
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  const char* picked = std::getenv(kPickedVariable);
+  if (user != nullptr && *user != '\0') {
+    if (picked != nullptr) {
+      return absl::StrCat(version, " ", running, " kernels (OPENBLAS_CORETYPE=", user,
+                          ", set by titan for ", IsaName(cpu), ": ", WhyNot(cpu, picked), ")");
+    }
+    return absl::StrCat(version, " ", running, " kernels (OPENBLAS_CORETYPE=", user, ")");
+  }
+  if (!RestartFailure().empty()) {
+    return absl::StrCat(version, " ", running, " kernels (", WhyNot(cpu, running),
+                        "; titan could not restart with OPENBLAS_CORETYPE=", BlasCoreForThisCpu(),
+                        ": ", RestartFailure(), ")");
+  }
+  return absl::StrCat(version, " ", running, " kernels (OpenBLAS's choice)");
 }
 
 }  // namespace
@@ -114,9 +160,9 @@ int BlasCoreLevel(const std::string& core) {
   return -1;
 }
 
-const std::string& SelectBlasKernels() {
-  static const std::string chosen = Choose();
-  return chosen;
+const std::string& BlasKernels() {
+  static const std::string described = Describe();
+  return described;
 }
 
 }  // namespace titan

@@ -30,7 +30,7 @@ TEST(BlasKernels, LevelsOrderTheKernelsByInstructionSet) {
 // The GEMMs run kernels as wide as the CPU allows, whatever OpenBLAS picked when it loaded (on an
 // Emerald Rapids, Debian's OpenBLAS picks Prescott), unless the user named the kernels.
 TEST(BlasKernels, TheGemmsRunKernelsForThisCpusInstructionSets) {
-  const std::string& chosen = SelectBlasKernels();
+  const std::string& chosen = BlasKernels();
   std::cout << "f32 GEMM by " << chosen << "\n";
   RecordProperty("blas_kernels", chosen);
   const std::string running = openblas_get_corename();

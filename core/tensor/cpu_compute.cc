@@ -47,7 +47,7 @@ CpuCompute& CpuCompute::Get() {
 }
 
 std::string CpuCompute::Describe() const {
-  return absl::StrCat("cpu: f32 GEMM by ", SelectBlasKernels(), "; bf16 GEMM ", Bf16GemmPath());
+  return absl::StrCat("cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath());
 }
 
 absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,

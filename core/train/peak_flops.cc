@@ -15,7 +15,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/tensor/blas_kernels.h"
 
 namespace titan {
 namespace {
@@ -30,7 +29,6 @@ std::string ReadFile(const char* path) {
 double MeasurePeakTflops(int n) {
   const int64_t kN = n;
   std::vector<float> a(kN * kN, 1.0f), b(kN * kN, 0.5f), c(kN * kN);
-  SelectBlasKernels();
   auto product = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(),
                 kN, 0.0f, c.data(), kN);
