@@ -74,19 +74,32 @@ Float8Linears::Float8Linears(const Float8Recipe& recipe, Compute& compute, Devic
   }
 }
 
+// The operands' dimensions, as Float8Gemm takes them ([rows, k]), and who splits each:
+//   output:      a = x [tokens, in],      b = W [out, in]
+//   grad_input:  a = dy [tokens, out],    b = W^T [in, out]
+//   grad_weight: a = dy^T [out, tokens],  b = x^T [in, tokens]
 absl::Status Float8Linears::Forward(const TensorView& in, const Float8Operand& w, TensorView out,
-                                    bool accumulate) {
-  return Gemm(recipe_.output, {in, {}, {}}, false, w, false, accumulate ? 1.0f : 0.0f, out);
+                                    bool accumulate, const Float8Split& split) {
+  Communicator* in_split = split.row_parallel ? split.tp : nullptr;
+  Communicator* out_split = split.row_parallel ? nullptr : split.tp;
+  return Gemm(recipe_.output, {{in, {}, {}}, false, split.cp, in_split},
+              {w, false, out_split, in_split}, accumulate ? 1.0f : 0.0f, out);
 }
 
 absl::Status Float8Linears::InputGrad(const TensorView& dout, const Float8Operand& w,
-                                      TensorView dinp) {
-  return Gemm(recipe_.grad_input, {dout, {}, {}}, false, w, true, 1.0f, dinp);
+                                      TensorView dinp, const Float8Split& split) {
+  Communicator* in_split = split.row_parallel ? split.tp : nullptr;
+  Communicator* out_split = split.row_parallel ? nullptr : split.tp;
+  return Gemm(recipe_.grad_input, {{dout, {}, {}}, false, split.cp, out_split},
+              {w, true, in_split, out_split}, 1.0f, dinp);
 }
 
-absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView& in,
-                                       TensorView dw) {
-  return Gemm(recipe_.grad_weight, {dout, {}, {}}, true, {in, {}, {}}, true, 1.0f, dw);
+absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw,
+                                       const Float8Split& split) {
+  Communicator* in_split = split.row_parallel ? split.tp : nullptr;
+  Communicator* out_split = split.row_parallel ? nullptr : split.tp;
+  return Gemm(recipe_.grad_weight, {{dout, {}, {}}, true, out_split, split.cp},
+              {{in, {}, {}}, true, in_split, split.cp}, 1.0f, dw);
 }
 
 absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales,
@@ -101,14 +114,16 @@ absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_
   TITAN_RETURN_IF_ERROR(plan.Add("b", {reserved_[1]}, DType::kF8E4M3).status());
   TITAN_RETURN_IF_ERROR(plan.Add("a_scales", {reserved_[2]}).status());
   TITAN_RETURN_IF_ERROR(plan.Add("b_scales", {reserved_[3]}).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("a_amax", {reserved_[2]}).status());
+  TITAN_RETURN_IF_ERROR(plan.Add("b_amax", {reserved_[3]}).status());
   TITAN_ASSIGN_OR_RETURN(scratch_, Arena::Allocate(plan, device_, "float8 scratch"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<Float8Linears::Operand> Float8Linears::Quantize(int index, const Float8Cast& cast,
-                                                               const Float8Operand& x,
-                                                               bool transpose, int64_t rows,
+                                                               const Input& input, int64_t rows,
                                                                int64_t k) {
+  const Float8Operand& x = input.x;
   const bool per_row = cast.granularity == Float8Granularity::kRow;
   auto view = [&](int entry, DType dtype, std::vector<int64_t> shape) {
     TensorView v = scratch_.at(entry).view();
@@ -117,11 +132,24 @@ absl::StatusOr<Float8Linears::Operand> Float8Linears::Quantize(int index, const 
     v.strides.clear();
     return v;
   };
-  Operand q{view(index, cast.dtype, {rows, k}), view(2 + index, DType::kF32, {per_row ? rows : 1})};
+  const std::vector<int64_t> scales = {per_row ? rows : 1};
+  Operand q{view(index, cast.dtype, {rows, k}), view(2 + index, DType::kF32, scales)};
   if (x.codes.data == nullptr) {
-    TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(
-        x.high, {cast.granularity, recipe_.power_of_two_scales, transpose, {}}, q.codes,
-        q.inverse_scales));
+    Float8Scaling scaling{cast.granularity, recipe_.power_of_two_scales, input.transpose, {}};
+    // The ranks whose pieces share this operand's scales: a tensor's, every split of it; a
+    // row's, those of its k.
+    std::vector<Communicator*> sharing = {input.k_split};
+    if (!per_row) sharing.push_back(input.rows_split);
+    std::erase_if(sharing,
+                  [](Communicator* group) { return group == nullptr || group->size() == 1; });
+    if (!sharing.empty()) {
+      scaling.amax = view(4 + index, DType::kF32, scales);
+      TITAN_RETURN_IF_ERROR(compute_->Float8Amax(x.high, scaling, scaling.amax));
+      for (Communicator* group : sharing) {
+        TITAN_RETURN_IF_ERROR(group->AllReduce(scaling.amax, ReduceOp::kMax));
+      }
+    }
+    TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(x.high, scaling, q.codes, q.inverse_scales));
     return q;
   }
   if (per_row || cast.dtype != x.codes.dtype || recipe_.power_of_two_scales) {
@@ -132,7 +160,7 @@ absl::StatusOr<Float8Linears::Operand> Float8Linears::Quantize(int index, const 
         FormatName(cast.dtype), per_row ? " rowwise" : " tensorwise"));
   }
   q.inverse_scales = x.inverse_scale;
-  if (!transpose) {
+  if (!input.transpose) {
     q.codes = x.codes;
     return q;
   }
@@ -140,26 +168,27 @@ absl::StatusOr<Float8Linears::Operand> Float8Linears::Quantize(int index, const 
   return q;
 }
 
-absl::Status Float8Linears::Gemm(const Float8GemmRecipe& gemm, const Float8Operand& a,
-                                 bool transpose_a, const Float8Operand& b, bool transpose_b,
+absl::Status Float8Linears::Gemm(const Float8GemmRecipe& gemm, const Input& a, const Input& b,
                                  float beta, TensorView c) {
   if (gemm.high_precision) {
-    if (a.high.data == nullptr || b.high.data == nullptr) {
+    if (a.x.high.data == nullptr || b.x.high.data == nullptr) {
       return absl::InvalidArgumentError(
           "float8: a high-precision GEMM cannot take a weight gathered in float8");
     }
     // Gemm's c = op(a) . op(b) with op(b) [k, n]: Float8Gemm's b^T.
-    return compute_->Gemm(a.high, transpose_a, b.high, !transpose_b, 1.0f, beta, c);
+    return compute_->Gemm(a.x.high, a.transpose, b.x.high, !b.transpose, 1.0f, beta, c);
   }
-  const auto& shape_a = a.codes.data != nullptr ? a.codes.shape : a.high.shape;
-  const auto& shape_b = b.codes.data != nullptr ? b.codes.shape : b.high.shape;
-  const int64_t m = shape_a[transpose_a ? 1 : 0], k = shape_a[transpose_a ? 0 : 1];
-  const int64_t n = shape_b[transpose_b ? 1 : 0];
+  auto shape_of = [](const Float8Operand& x) {
+    return x.codes.data != nullptr ? x.codes.shape : x.high.shape;
+  };
+  const std::vector<int64_t> shape_a = shape_of(a.x), shape_b = shape_of(b.x);
+  const int64_t m = shape_a[a.transpose ? 1 : 0], k = shape_a[a.transpose ? 0 : 1];
+  const int64_t n = shape_b[b.transpose ? 1 : 0];
   const bool row_a = gemm.a.granularity == Float8Granularity::kRow;
   const bool row_b = gemm.b.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(Reserve(m * k, n * k, row_a ? m : 1, row_b ? n : 1));
-  TITAN_ASSIGN_OR_RETURN(last_[0], Quantize(0, gemm.a, a, transpose_a, m, k));
-  TITAN_ASSIGN_OR_RETURN(last_[1], Quantize(1, gemm.b, b, transpose_b, n, k));
+  TITAN_ASSIGN_OR_RETURN(last_[0], Quantize(0, gemm.a, a, m, k));
+  TITAN_ASSIGN_OR_RETURN(last_[1], Quantize(1, gemm.b, b, n, k));
   return compute_->Float8Gemm(last_[0].codes, last_[0].inverse_scales, last_[1].codes,
                               last_[1].inverse_scales, 1.0f, beta, c);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor/arena.h"
+#include "titan/communicator.h"
 #include "titan/compute.h"
 #include "titan/float8.h"
 
@@ -44,6 +45,18 @@ struct Float8Operand {
   TensorView codes, inverse_scale;  // codes.data null: quantize `high`
 };
 
+// How tensor and context parallelism split a linear layer's GEMM operands across ranks: tp the
+// weight [out, in] along out (column-parallel: wq, wk, wv, w1, w3, output) or along in
+// (row-parallel: wo, w2), cp the tokens. Where one scale covers values that other ranks hold, the
+// amaxes are max-reduced over those ranks first (a tensor's over every split of it, a row's over
+// a split of the reduced dimension), so that every rank quantizes its piece as one rank holding
+// the whole would (as torchao's scaling of DTensors under TorchTitan's tensor parallelism).
+struct Float8Split {
+  bool row_parallel = false;
+  Communicator* tp = nullptr;  // null: the weight is whole
+  Communicator* cp = nullptr;  // null: the tokens are whole sequences
+};
+
 class Float8Linears {
  public:
   Float8Linears(const Float8Recipe& recipe, Compute& compute, DevicePlugin* device,
@@ -55,14 +68,17 @@ class Float8Linears {
   }
   const Float8Recipe& recipe() const { return recipe_; }
 
-  // out [n, out] = in [n, in] . w [out, in]^T, or += with accumulate.
+  // out [n, out] = in [n, in] . w [out, in]^T, or += with accumulate. A weight handed over
+  // quantized is taken as it is: its scale covers the whole weight already (fsdp's gather).
   absl::Status Forward(const TensorView& in, const Float8Operand& w, TensorView out,
-                       bool accumulate);
+                       bool accumulate, const Float8Split& split = {});
   // dinp [n, in] += dout [n, out] . w [out, in].
-  absl::Status InputGrad(const TensorView& dout, const Float8Operand& w, TensorView dinp);
+  absl::Status InputGrad(const TensorView& dout, const Float8Operand& w, TensorView dinp,
+                         const Float8Split& split = {});
   // dw [out, in] += dout [n, out]^T . in [n, in]; in high precision (the operands' dtype) if the
   // recipe says so.
-  absl::Status WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw);
+  absl::Status WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw,
+                          const Float8Split& split = {});
 
   // The last Float8 GEMM's operands as Float8Gemm took them (a: 0, b: 1): their codes and
   // inverse scales, in the device scratch the next GEMM overwrites. For tests and debugging.
@@ -72,15 +88,23 @@ class Float8Linears {
   const Operand& last_operand(int index) const { return last_[index]; }
 
  private:
-  // c [m, n] = op(a) . op(b)^T (+ c with beta 1), op transposing when asked, each operand cast as
-  // `gemm` says: Float8Gemm takes both with the reduced dimension last.
-  absl::Status Gemm(const Float8GemmRecipe& gemm, const Float8Operand& a, bool transpose_a,
-                    const Float8Operand& b, bool transpose_b, float beta, TensorView c);
+  // A GEMM operand as Float8Gemm takes it, [rows, k]: the operand, whether to transpose it
+  // there, and the ranks that hold the other pieces of its rows and of its k (null: none).
+  struct Input {
+    Float8Operand x;
+    bool transpose;
+    Communicator* rows_split;
+    Communicator* k_split;
+  };
+  // c [m, n] = a . b^T (+ c with beta 1), each operand cast as `gemm` says.
+  absl::Status Gemm(const Float8GemmRecipe& gemm, const Input& a, const Input& b, float beta,
+                    TensorView c);
   // Operand `index` (a: 0, b: 1) cast as `cast` says into the scratch's codes and scales (or
   // its pre-quantized codes, transposed there if asked): Float8Gemm's view of it.
-  absl::StatusOr<Operand> Quantize(int index, const Float8Cast& cast, const Float8Operand& x,
-                                   bool transpose, int64_t rows, int64_t k);
-  // Device scratch for the two operands' codes and scales, grown to the largest GEMM seen.
+  absl::StatusOr<Operand> Quantize(int index, const Float8Cast& cast, const Input& x, int64_t rows,
+                                   int64_t k);
+  // Device scratch for the two operands' codes and scales (and their amaxes, the same sizes),
+  // grown to the largest GEMM seen.
   absl::Status Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales, int64_t b_scales);
 
   Float8Recipe recipe_;

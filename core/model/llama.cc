@@ -287,12 +287,18 @@ absl::StatusOr<Float8Operand> LlamaModel::Float8WeightOperand(int weight) {
   return Float8Operand{high, {}, {}};
 }
 
+Float8Split LlamaModel::Float8SplitOf(int weight) const {
+  const bool row_parallel =
+      weight < static_cast<int>(row_parallel_.size()) && row_parallel_[weight];
+  return {row_parallel, tp_.communicator(), cp_};
+}
+
 absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, bool accumulate) {
   const Parameter& p = parameters_[weight];
   const TensorView out_view = View(out, {in.shape[0], p.value.shape[0]});
   if (Float8(weight)) {
     TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand(weight));
-    return float8_->Forward(in, w, out_view, accumulate);
+    return float8_->Forward(in, w, out_view, accumulate, Float8SplitOf(weight));
   }
   TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand(weight));
   return compute_->Gemm(in, false, w, true, 1.0f, accumulate ? 1.0f : 0.0f, out_view);
@@ -308,7 +314,7 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const TensorView& in
     const TensorView dinp_view = View(dinp, {rows, in_features});
     if (Float8(weight)) {
       TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand(weight));
-      TITAN_RETURN_IF_ERROR(float8_->InputGrad(g, w, dinp_view));
+      TITAN_RETURN_IF_ERROR(float8_->InputGrad(g, w, dinp_view, Float8SplitOf(weight)));
     } else {
       TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand(weight));
       TITAN_RETURN_IF_ERROR(compute_->Gemm(g, false, w, false, 1.0f, 1.0f, dinp_view));
@@ -323,7 +329,7 @@ absl::Status LlamaModel::ProjectBackward(const float* dout, const TensorView& in
   }
   TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(in, kInputScratch));
   const TensorView dw = View(Grad(weight), p.grad.shape);
-  if (Float8(weight)) return float8_->WeightGrad(g, x, dw);
+  if (Float8(weight)) return float8_->WeightGrad(g, x, dw, Float8SplitOf(weight));
   return compute_->Gemm(g, true, x, false, 1.0f, 1.0f, dw);
 }
 
@@ -333,11 +339,13 @@ absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
   auto add = [&](int weight, std::string fqn) {
     linears.push_back({weight, std::move(fqn), parameters_[weight].full_shape});
   };
+  row_parallel_.assign(parameters_.size(), false);
   for (const Block& block : blocks_) {
     for (const int w : {kWq, kWk, kWv, kWo, kW1, kW2, kW3}) {
       if (block.weights[w] < 0) continue;  // a layer of another pipeline stage
       const std::string& name = parameters_[block.weights[w]].name;
       add(block.weights[w], name.substr(0, name.size() - std::string(".weight").size()));
+      row_parallel_[block.weights[w]] = w == kWo || w == kW2;
     }
   }
   if (output_ >= 0) add(output_, "output");  // tied or not, the output projection's name

@@ -304,6 +304,8 @@ class LlamaModel : public TensorParallelTarget,
   // else its value as an Operand.
   absl::StatusOr<TensorView> WeightOperand(int weight);
   absl::StatusOr<Float8Operand> Float8WeightOperand(int weight);
+  // How tensor and context parallelism split a Float8 linear's operands now.
+  Float8Split Float8SplitOf(int weight) const;
   // out[n, oc] (+)= in . weight^T; `in` is an Operand.
   absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
   // The backward of Project over in's rows: dinp[rows, c] += dout . weight (skipped when null)
@@ -392,6 +394,7 @@ class LlamaModel : public TensorParallelTarget,
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   bool tokens_valid_ = false;              // a Forward's activations await their Backward
   std::unique_ptr<Float8Linears> float8_;  // null: no linear layer in Float8
+  std::vector<bool> row_parallel_;         // per parameter: tp splits its in_features (wo, w2)
 };
 
 }  // namespace titan

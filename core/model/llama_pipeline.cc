@@ -208,7 +208,7 @@ absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) 
           TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(g.in, kInputScratch));
           const TensorView dw = View(Grad(g.weight), p.grad.shape);
           TITAN_RETURN_IF_ERROR(Float8(g.weight)
-                                    ? float8_->WeightGrad(dout, x, dw)
+                                    ? float8_->WeightGrad(dout, x, dw, Float8SplitOf(g.weight))
                                     : compute_->Gemm(dout, true, x, false, 1.0f, 1.0f, dw));
           break;
         }

@@ -22,6 +22,8 @@ class TensorParallelGroup {
 
   int size() const { return group_ == nullptr ? 1 : group_->size(); }
   int rank() const { return group_ == nullptr ? 0 : group_->rank(); }
+  // The group's communicator; null on one rank.
+  Communicator* communicator() const { return size() > 1 ? group_ : nullptr; }
 
   // Into full [n_local * size, width]: every rank's local [n_local, width], in rank order.
   // Returns full; on one rank returns `local` and copies nothing.

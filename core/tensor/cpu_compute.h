@@ -25,6 +25,8 @@ class CpuCompute : public Compute {
                           float beta, TensorView c) override;
   absl::Status Float8Quantize(const TensorView& x, const Float8Scaling& scaling, TensorView out,
                               TensorView inverse_scales) override;
+  absl::Status Float8Amax(const TensorView& x, const Float8Scaling& scaling,
+                          TensorView amax) override;
 
   absl::Status AttentionForward(const AttentionSpec& spec, const TensorView& q, const TensorView& k,
                                 const TensorView& v, TensorView out, TensorView lse) override;

@@ -105,20 +105,56 @@ absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling
   };
   uint8_t* codes = out.data_as<uint8_t>();
   float* inverse = inverse_scales.data_as<float>();
-  const double tensor_amax = per_row                        ? 0.0
-                             : scaling.amax.data != nullptr ? F32Of(scaling.amax)[0]
-                                                            : amax_of(0, out_rows);
+  const float* given = scaling.amax.data != nullptr ? F32Of(scaling.amax) : nullptr;
+  const double tensor_amax = per_row ? 0.0 : given != nullptr ? given[0] : amax_of(0, out_rows);
   const float tensor_scale = per_row ? 0.0f : ScaleFor(tensor_amax, format, scaling.power_of_two);
   if (!per_row) inverse[0] = 1.0f / tensor_scale;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < out_rows; ++r) {
-    const float scale =
-        per_row ? ScaleFor(amax_of(r, r + 1), format, scaling.power_of_two) : tensor_scale;
+    const double row_amax = !per_row ? 0.0 : given != nullptr ? given[r] : amax_of(r, r + 1);
+    const float scale = per_row ? ScaleFor(row_amax, format, scaling.power_of_two) : tensor_scale;
     if (per_row) inverse[r] = 1.0f / scale;
     const float* row = values.data() + r * out_columns;
     for (int64_t c = 0; c < out_columns; ++c) {
       codes[r * out_columns + c] = float8::EncodeFloat8(row[c] * scale, format);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuCompute::Float8Amax(const TensorView& x, const Float8Scaling& scaling,
+                                    TensorView amax) {
+  ScopedSpan span("kernel", "Float8Amax");
+  TITAN_RETURN_IF_ERROR(CheckFloat8AmaxOperands(x, scaling, amax, DeviceType::kCpu));
+  const int64_t rows = x.shape[0], columns = x.shape[1];
+  auto abs_at = [&](int64_t i) { return std::fabs(LoadAsF32(x.data, x.dtype, i)); };
+  float* out = amax.data_as<float>();
+  if (scaling.granularity == Float8Granularity::kTensor) {
+    float top = 0.0f;
+    bool nan = false;
+#pragma omp parallel for reduction(max : top) reduction(|| : nan)
+    for (int64_t i = 0; i < rows * columns; ++i) {
+      const float v = abs_at(i);
+      nan = nan || std::isnan(v);
+      top = std::max(top, v);
+    }
+    out[0] = nan ? std::numeric_limits<float>::quiet_NaN() : top;
+    return absl::OkStatus();
+  }
+  // Row r of out: row r of x, or column r of x when transposed.
+  const int64_t out_rows = scaling.transpose ? columns : rows;
+  const int64_t length = scaling.transpose ? rows : columns;
+  const int64_t row_step = scaling.transpose ? 1 : columns, step = scaling.transpose ? columns : 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < out_rows; ++r) {
+    float top = 0.0f;
+    bool nan = false;
+    for (int64_t i = 0; i < length; ++i) {
+      const float v = abs_at(r * row_step + i * step);
+      nan = nan || std::isnan(v);
+      top = std::max(top, v);
+    }
+    out[r] = nan ? std::numeric_limits<float>::quiet_NaN() : top;
   }
   return absl::OkStatus();
 }

@@ -421,12 +421,69 @@ TEST(CpuCompute, Float8QuantizeScalesByAGivenAmax) {
                   .Float8Quantize(View(whole.data(), {1, 3}), {}, run_out, View(&run_inverse, {1}))
                   .ok());
   EXPECT_NE(run_inverse, whole_inverse);
+}
+
+// Float8Amax gives the amaxes Float8Quantize scales by, for the tensor or each row of out
+// (transposed or not); quantizing the left half of each row by the whole rows' amaxes gives the
+// whole rows' codes and scales: tensor parallelism's pieces of a rowwise operand.
+TEST(CpuCompute, Float8AmaxGivesTheAmaxesThatQuantizeScalesBy) {
+  std::vector<float> x = {0.1f,   -3.0f, 0.7f,   12.0f,  //
+                          -0.02f, 5.5f,  -40.0f, 1.0f};
+  std::vector<float> amax(4);
+  auto amax_of = [&](Float8Granularity granularity, bool transpose, int64_t count) {
+    EXPECT_TRUE(CpuCompute::Get()
+                    .Float8Amax(View(x.data(), {2, 4}), {granularity, false, transpose, {}},
+                                View(amax.data(), {count}))
+                    .ok());
+    return std::vector<float>(amax.begin(), amax.begin() + count);
+  };
+  EXPECT_EQ(amax_of(Float8Granularity::kTensor, false, 1), std::vector<float>{40.0f});
+  EXPECT_EQ(amax_of(Float8Granularity::kRow, false, 2), (std::vector<float>{12.0f, 40.0f}));
+  EXPECT_EQ(amax_of(Float8Granularity::kRow, true, 4),
+            (std::vector<float>{0.1f, 5.5f, 40.0f, 12.0f}));
+  std::vector<float> with_nan = x;
+  with_nan[5] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(CpuCompute::Get()
+                  .Float8Amax(View(with_nan.data(), {2, 4}),
+                              {Float8Granularity::kRow, false, true, {}}, View(amax.data(), {4}))
+                  .ok());
+  EXPECT_EQ(amax[0], 0.1f);
+  EXPECT_TRUE(std::isnan(amax[1]));
   EXPECT_THAT(CpuCompute::Get()
-                  .Float8Quantize(View(whole.data(), {1, 3}),
-                                  {Float8Granularity::kRow, false, false, View(&amax, {1})},
-                                  run_out, View(&run_inverse, {1}))
+                  .Float8Amax(View(x.data(), {2, 4}), {Float8Granularity::kRow, false, false, {}},
+                              View(amax.data(), {4}))
                   .message(),
-              ::testing::HasSubstr("a given amax needs tensorwise scaling"));
+              ::testing::HasSubstr("Float8Amax: operand 'amax' expected 2 elements, found 4"));
+
+  // Rowwise, power-of-two scales: the halves [2, 2] quantized by the whole rows' amaxes.
+  const Float8Scaling rowwise{Float8Granularity::kRow, true, false, {}};
+  std::vector<uint8_t> whole_codes(8), half_codes(4);
+  std::vector<float> whole_inverse(2), half_inverse(2),
+      row_amax = amax_of(Float8Granularity::kRow, false, 2);
+  ASSERT_TRUE(CpuCompute::Get()
+                  .Float8Quantize(View(x.data(), {2, 4}), rowwise,
+                                  {whole_codes.data(), DType::kF8E4M3, Device{}, {2, 4}, {}},
+                                  View(whole_inverse.data(), {2}))
+                  .ok());
+  std::vector<float> left = {x[0], x[1], x[4], x[5]};
+  Float8Scaling given = rowwise;
+  given.amax = View(row_amax.data(), {2});
+  ASSERT_TRUE(CpuCompute::Get()
+                  .Float8Quantize(View(left.data(), {2, 2}), given,
+                                  {half_codes.data(), DType::kF8E4M3, Device{}, {2, 2}, {}},
+                                  View(half_inverse.data(), {2}))
+                  .ok());
+  EXPECT_EQ(half_inverse, whole_inverse);
+  EXPECT_EQ(half_codes,
+            (std::vector<uint8_t>{whole_codes[0], whole_codes[1], whole_codes[4], whole_codes[5]}));
+  EXPECT_THAT(
+      CpuCompute::Get()
+          .Float8Quantize(View(left.data(), {2, 2}),
+                          {Float8Granularity::kRow, false, false, View(row_amax.data(), {1})},
+                          {half_codes.data(), DType::kF8E4M3, Device{}, {2, 2}, {}},
+                          View(half_inverse.data(), {2}))
+          .message(),
+      ::testing::HasSubstr("Float8Quantize: operand 'amax' expected 2 elements, found 1"));
 }
 
 TEST(CpuCompute, CastRoundsToNearestEven) {

@@ -107,6 +107,25 @@ absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scalin
   return Check(LaunchFloat8Quantize(args, stream_), "Float8Quantize kernel launch");
 }
 
+absl::Status CudaCompute::Float8Amax(const TensorView& x, const Float8Scaling& scaling,
+                                     TensorView amax) {
+  TITAN_RETURN_IF_ERROR(CheckFloat8AmaxOperands(x, scaling, amax, kCuda));
+  TITAN_RETURN_IF_ERROR(Ready());
+  const Float8QuantizeArgs args{x.data,
+                                x.dtype == DType::kBF16,
+                                x.shape[0],
+                                x.shape[1],
+                                scaling.transpose,
+                                scaling.granularity == Float8Granularity::kRow,
+                                scaling.power_of_two,
+                                Float8Format::kE4M3,
+                                nullptr,
+                                nullptr,
+                                F(amax),
+                                false};
+  return Check(LaunchFloat8Amax(args, stream_), "Float8Amax kernel launch");
+}
+
 absl::Status CudaCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
   TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());

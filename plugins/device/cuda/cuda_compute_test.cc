@@ -761,6 +761,43 @@ TEST_F(CudaComputeTest, AbsMaxGivenAmaxQuantizeAndTransposeMatchTheCpu) {
   EXPECT_EQ(wide.Gpu(), wide.Cpu());
 }
 
+// Tensor parallelism's pieces of a Float8 operand: Float8Amax of the tensor and of each row of
+// out (transposed or not), and a rowwise quantization by given amaxes, each the CPU's bytes.
+TEST_F(CudaComputeTest, Float8AmaxAndRowwiseGivenAmaxMatchTheCpu) {
+  const int64_t rows = 24, columns = 40;
+  const std::vector<float> values = Random(rows * columns, 192, 7.0f);
+  for (bool bf16 : {false, true}) {
+    Twin x = bf16 ? Bf16(values, {rows, columns}) : F32(values, {rows, columns});
+    for (Float8Granularity granularity : {Float8Granularity::kTensor, Float8Granularity::kRow}) {
+      for (bool transpose : {false, true}) {
+        const bool per_row = granularity == Float8Granularity::kRow;
+        const int64_t out_rows = transpose ? columns : rows, count = per_row ? out_rows : 1;
+        const std::string what = absl::StrCat(bf16 ? "bf16" : "f32", per_row ? " row" : " tensor",
+                                              transpose ? " transposed" : "");
+        Twin amax = Zeros(DType::kF32, {count});
+        Float8Scaling scaling{granularity, per_row, transpose, {}};
+        BOTH(cpu_.Float8Amax(x.cpu(), scaling, amax.cpu()),
+             gpu_->Float8Amax(x.gpu(), scaling, amax.gpu()));
+        EXPECT_EQ(amax.Gpu(), amax.Cpu()) << what;
+        // Twice the amaxes: other codes than x's own would give, the same on both.
+        std::vector<float> doubled = amax.Cpu();
+        for (float& v : doubled) v *= 2.0f;
+        Twin given = F32(doubled, {count});
+        Twin codes = Zeros(DType::kF8E4M3, transpose ? std::vector<int64_t>{columns, rows}
+                                                     : std::vector<int64_t>{rows, columns});
+        Twin scales = Zeros(DType::kF32, {count});
+        Float8Scaling cpu_scaling = scaling, gpu_scaling = scaling;
+        cpu_scaling.amax = given.cpu();
+        gpu_scaling.amax = given.gpu();
+        BOTH(cpu_.Float8Quantize(x.cpu(), cpu_scaling, codes.cpu(), scales.cpu()),
+             gpu_->Float8Quantize(x.gpu(), gpu_scaling, codes.gpu(), scales.gpu()));
+        EXPECT_EQ(codes.GpuBytes(), codes.CpuBytes()) << what;
+        EXPECT_EQ(scales.Gpu(), scales.Cpu()) << what;
+      }
+    }
+  }
+}
+
 // FP8 codes decode exactly and their products are exact in f32, but Hopper's FP8 tensor cores
 // keep fewer bits while they accumulate (about 14 in a block of k, DeepSeek-V3 measured): 1e-5
 // relative plus 5e-4 of the largest |c| absolute. A wrong scale or layout is off by O(|c|).

@@ -101,7 +101,9 @@ __global__ void QuantizeRowsKernel(Float8QuantizeArgs a, int64_t out_columns) {
   const Format f = FormatOf(a.format);
   const int64_t r = blockIdx.x;
   float scale;
-  if (a.per_row) {
+  if (a.per_row && a.amax_given) {
+    scale = ScaleFor(a.amax[r], f, a.power_of_two);
+  } else if (a.per_row) {
     unsigned top = 0;
     for (int64_t c = threadIdx.x; c < out_columns; c += kThreads) {
       top = max(top, AbsBits(Value(a, r, c)));
@@ -114,6 +116,17 @@ __global__ void QuantizeRowsKernel(Float8QuantizeArgs a, int64_t out_columns) {
   for (int64_t c = threadIdx.x; c < out_columns; c += kThreads) {
     a.codes[r * out_columns + c] = Encode(Value(a, r, c) * scale, f);
   }
+}
+
+// One block per row of out: amax[r] = the row's largest |x|.
+__global__ void RowAmaxKernel(Float8QuantizeArgs a, int64_t out_columns) {
+  const int64_t r = blockIdx.x;
+  unsigned top = 0;
+  for (int64_t c = threadIdx.x; c < out_columns; c += kThreads) {
+    top = max(top, AbsBits(Value(a, r, c)));
+  }
+  top = BlockMaxBits(top);
+  if (threadIdx.x == 0) a.amax[r] = __uint_as_float(top);
 }
 
 __global__ void AbsMaxKernel(const void* x, bool x_is_bf16, int64_t n, float* out) {
@@ -162,6 +175,21 @@ cudaError_t LaunchFloat8Quantize(const Float8QuantizeArgs& args, cudaStream_t st
                                                                                  out_columns);
   }
   QuantizeRowsKernel<<<static_cast<unsigned>(out_rows), kThreads, 0, stream>>>(args, out_columns);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFloat8Amax(const Float8QuantizeArgs& args, cudaStream_t stream) {
+  const int64_t out_rows = args.transpose ? args.columns : args.rows;
+  const int64_t out_columns = args.transpose ? args.rows : args.columns;
+  if (args.per_row) {
+    if (out_rows == 0) return cudaSuccess;
+    RowAmaxKernel<<<static_cast<unsigned>(out_rows), kThreads, 0, stream>>>(args, out_columns);
+    return cudaGetLastError();
+  }
+  cudaError_t error = cudaMemsetAsync(args.amax, 0, sizeof(float), stream);
+  if (error != cudaSuccess || out_rows == 0) return error;
+  TensorAmaxKernel<<<BlocksFor(out_rows * out_columns), kThreads, 0, stream>>>(args, out_rows,
+                                                                               out_columns);
   return cudaGetLastError();
 }
 

@@ -13,8 +13,8 @@ enum class Float8Format : int { kE4M3 = 0, kE5M2 = 1 };
 
 // x [rows, columns] (f32, or bf16 when x_is_bf16) into codes [out_rows, out_columns] (x
 // transposed when `transpose`); one scale per row of out when `per_row`, else one for all.
-// `amax` is one float of scratch for the tensor-wise amax, or the amax to scale by when
-// `amax_given`.
+// `amax` is one float of scratch for the tensor-wise amax, or the amaxes to scale by when
+// `amax_given` ([1], or one per row of out when `per_row`).
 struct Float8QuantizeArgs {
   const void* x;
   bool x_is_bf16;
@@ -27,6 +27,9 @@ struct Float8QuantizeArgs {
   bool amax_given;
 };
 cudaError_t LaunchFloat8Quantize(const Float8QuantizeArgs& args, cudaStream_t stream);
+// Only the amaxes that LaunchFloat8Quantize would scale by, into args.amax ([1], or one per row
+// of out when per_row); codes and inverse_scales are not touched.
+cudaError_t LaunchFloat8Amax(const Float8QuantizeArgs& args, cudaStream_t stream);
 
 // out[0] = the largest |x| of x [n] (f32, or bf16 when x_is_bf16); 0 when empty, NaN if any is.
 cudaError_t LaunchAbsMax(const void* x, bool x_is_bf16, int64_t n, float* out, cudaStream_t stream);

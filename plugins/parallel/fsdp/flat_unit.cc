@@ -95,10 +95,13 @@ std::vector<TensorView> FlatUnit::LocalRuns(const float* local) const {
   return runs;
 }
 
-absl::Status FlatUnit::ReduceAmax(Communicator& shard_group, const float* local) {
+absl::Status FlatUnit::ReduceAmax(const std::vector<Communicator*>& groups, const float* local) {
   const std::vector<TensorView> runs = LocalRuns(local);
   TITAN_RETURN_IF_ERROR(compute_.AbsMax(runs, amax_));
-  return shard_group.AllReduce(amax_, ReduceOp::kMax);
+  for (Communicator* group : groups) {
+    TITAN_RETURN_IF_ERROR(group->AllReduce(amax_, ReduceOp::kMax));
+  }
+  return absl::OkStatus();
 }
 
 int64_t FlatUnit::gathered_floats(bool whole_precision) const {

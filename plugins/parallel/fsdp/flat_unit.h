@@ -60,8 +60,10 @@ class FlatUnit {
   // where the whole parameters' amaxes are kept (f32, one per parameter, on the device).
   std::vector<TensorView> LocalRuns(const float* local) const;
   void set_amax(TensorView amax) { amax_ = std::move(amax); }
-  // The amax of each whole parameter: its runs' amaxes, max-reduced over the shard group.
-  absl::Status ReduceAmax(Communicator& shard_group, const float* local);
+  // The amax of each whole parameter: its runs' amaxes, max-reduced over each of `groups` (the
+  // shard group, and under tensor parallelism a copy of the tp group, whose ranks hold the
+  // parameter's other pieces).
+  absl::Status ReduceAmax(const std::vector<Communicator*>& groups, const float* local);
 
   // The floats a gathered buffer takes: the format's bytes (f32 with `whole_precision`).
   int64_t gathered_floats(bool whole_precision) const;

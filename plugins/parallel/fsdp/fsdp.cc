@@ -104,7 +104,9 @@ class Fsdp : public ParallelPlugin {
     return stream_
         .Enqueue([this, runs] {
           TITAN_RETURN_IF_ERROR(mesh_compute_->AbsMax(runs, amax_.view()));
-          TITAN_RETURN_IF_ERROR(shard_group_->AllReduce(amax_.view(), ReduceOp::kMax));
+          for (Communicator* group : AmaxGroups()) {
+            TITAN_RETURN_IF_ERROR(group->AllReduce(amax_.view(), ReduceOp::kMax));
+          }
           amax_fresh_ = true;
           return absl::OkStatus();
         })
@@ -172,7 +174,7 @@ class Fsdp : public ParallelPlugin {
       for (const auto& [flat, full] : gathers) {
         // Without amaxes precomputed for the parameters as they are now, the unit's own.
         if (flat->format() == DType::kF8E4M3 && !whole_precision && !amax_fresh_) {
-          TITAN_RETURN_IF_ERROR(flat->ReduceAmax(*shard_group_, local_.f32()));
+          TITAN_RETURN_IF_ERROR(flat->ReduceAmax(AmaxGroups(), local_.f32()));
         }
         TITAN_RETURN_IF_ERROR(flat->Gather(*shard_group_, local_.f32(), full, whole_precision));
       }
@@ -205,10 +207,20 @@ class Fsdp : public ParallelPlugin {
     unit.gathered = false;
   }
 
+  // The groups a float8-gathered weight's amax is max-reduced over: the shard group, and under
+  // tensor parallelism (every Float8 weight split over tp) the tp group's copy.
+  std::vector<Communicator*> AmaxGroups() const {
+    if (tp_amax_group_ == nullptr) return {shard_group_};
+    return {shard_group_, tp_amax_group_.get()};
+  }
+
   std::string policy_ = "default";
   Compute* mesh_compute_ = nullptr;
   Communicator* shard_group_ = nullptr;
   Communicator* replica_group_ = nullptr;  // HSDP only
+  // A copy of the tp group for the amaxes (tp > 1 with float8 gathers only): the stream's thread
+  // reduces over it while the model's thread runs tp's own collectives on the original.
+  std::unique_ptr<Communicator> tp_amax_group_;
   std::vector<Unit> units_;
   DeviceBuffer local_, local_grad_, scratch_;  // on the mesh's device
   std::vector<ParamSegment> segments_;
@@ -298,6 +310,10 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   TITAN_ASSIGN_OR_RETURN(local_grad_, DeviceBuffer::Allocate(device, local_count));
   TITAN_ASSIGN_OR_RETURN(scratch_, DeviceBuffer::Allocate(device, largest));
   TITAN_ASSIGN_OR_RETURN(amax_, DeviceBuffer::Allocate(device, float8_parameters));
+  if (float8_parameters > 0 && mesh.shape().degree(MeshDim::kTp) > 1) {
+    Communicator& tp = mesh.group(MeshDim::kTp);
+    TITAN_ASSIGN_OR_RETURN(tp_amax_group_, tp.Split(0, tp.rank()));
+  }
   int64_t amax_offset = 0;
   for (size_t u = 0; u < units_.size(); ++u) {
     for (Part& part : units_[u].parts) {

@@ -66,15 +66,17 @@ struct SgdUpdate {
 // what it writes; power_of_two rounds each scale down to a power of two (torchao's rowwise
 // recipe). With transpose, out is x transposed ([columns, rows]), so that the per-row scales of
 // out are per column of x: Float8Gemm takes both operands with the reduced dimension last.
-// A tensorwise scaling may be handed the amax to scale by (f32 [1] on the device) instead of
-// taking x's own: FSDP's float8 all-gather quantizes each rank's shard of a weight by the whole
-// weight's amax, so that the gathered codes equal the whole weight's quantization.
+// A scaling may be handed the amaxes to scale by (f32 on the device: [1] for the tensor, or one
+// per row of out) instead of taking x's own, as Float8Amax computes them: ranks that each hold a
+// piece of a tensor (fsdp's shards of a weight, tensor and context parallelism's pieces of a GEMM
+// operand) max-reduce their pieces' amaxes and quantize by the whole's, so that each piece's
+// codes and scales are those of the whole tensor's quantization.
 enum class Float8Granularity : uint8_t { kTensor, kRow };
 struct Float8Scaling {
   Float8Granularity granularity = Float8Granularity::kTensor;
   bool power_of_two = false;
   bool transpose = false;
-  TensorView amax;  // kTensor only; data null: x's own amax
+  TensorView amax;  // data null: x's own amaxes
 };
 
 // An ordered queue of work on the device, and a marker in it. The CPU has one stream that runs
@@ -112,6 +114,11 @@ class Compute {
   // rounded to nearest even; inverse_scales (f32, [1] or one per row of out) = 1 / scale.
   virtual absl::Status Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
                                       TensorView out, TensorView inverse_scales) = 0;
+  // amax (f32, [1] or one per row of out) = the amaxes Float8Quantize scales x by under
+  // `scaling` (whose own amax is ignored): the largest |x| over the tensor or each row of out, not
+  // floored, NaN where a NaN is.
+  virtual absl::Status Float8Amax(const TensorView& x, const Float8Scaling& scaling,
+                                  TensorView amax) = 0;
 
   // --- The model's layers (f32 activations) -----------------------------------------------
   // out [b, t, heads, hd]; lse [b, heads, t] saves each softmax row's log-sum-exp; a query that

@@ -40,8 +40,8 @@ inline absl::Status ExpectOperand(const char* kernel, const char* operand, const
   }
   for (int64_t extent : x.shape) {
     if (extent < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(kernel, ": operand '", operand,
-                                                     "' has a negative extent ", extent));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kernel, ": operand '", operand, "' has a negative extent ", extent));
     }
   }
   if (numel.has_value() && x.numel() != *numel) {
@@ -196,16 +196,27 @@ inline absl::Status CheckFloat8QuantizeOperands(const TensorView& x, const Float
                      scaling.transpose ? " (x transposed)" : "", ", found [", out.shape[0], ", ",
                      out.shape[1], "]"));
   }
-  const bool per_row = scaling.granularity == Float8Granularity::kRow;
+  const int64_t scales = scaling.granularity == Float8Granularity::kRow ? out_rows : 1;
   if (scaling.amax.data != nullptr) {
-    if (per_row) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kKernel, ": a given amax needs tensorwise scaling, not rowwise"));
-    }
-    TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "amax", scaling.amax, device, DType::kF32, 1));
+    TITAN_RETURN_IF_ERROR(
+        ExpectOperand(kKernel, "amax", scaling.amax, device, DType::kF32, scales));
   }
-  return ExpectOperand(kKernel, "inverse_scales", inverse_scales, device, DType::kF32,
-                       per_row ? out_rows : 1);
+  return ExpectOperand(kKernel, "inverse_scales", inverse_scales, device, DType::kF32, scales);
+}
+
+// Float8Amax's x (f32 or bf16, 2-D) and amax (f32, [1] or one per row of x as scaling lays it).
+inline absl::Status CheckFloat8AmaxOperands(const TensorView& x, const Float8Scaling& scaling,
+                                            const TensorView& amax, DeviceType device) {
+  constexpr const char* kKernel = "Float8Amax";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
+  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "x", x, device, x.dtype));
+  const int64_t out_rows = x.shape[scaling.transpose ? 1 : 0];
+  return ExpectOperand(kKernel, "amax", amax, device, DType::kF32,
+                       scaling.granularity == Float8Granularity::kRow ? out_rows : 1);
 }
 
 // Transpose's src [rows, columns] and dst [columns, rows], of one dtype.
