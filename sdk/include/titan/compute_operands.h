@@ -174,6 +174,16 @@ inline absl::Status CheckFloat8GemmOperands(const TensorView& a, const TensorVie
   return absl::OkStatus();
 }
 
+// The high-precision x [rows, columns] (f32 or bf16) of Float8Quantize and Float8Amax.
+inline absl::Status ExpectFloat8Source(const char* kernel, const TensorView& x, DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "x", x, 2));
+  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
+  }
+  return ExpectOperand(kernel, "x", x, device, x.dtype);
+}
+
 // Float8Quantize's x [rows, columns] (f32 or bf16), out (float8, x's shape or its transpose)
 // and inverse_scales (f32, [1] or one per row of out).
 inline absl::Status CheckFloat8QuantizeOperands(const TensorView& x, const Float8Scaling& scaling,
@@ -181,12 +191,7 @@ inline absl::Status CheckFloat8QuantizeOperands(const TensorView& x, const Float
                                                 const TensorView& inverse_scales,
                                                 DeviceType device) {
   constexpr const char* kKernel = "Float8Quantize";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
-  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "x", x, device, x.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectFloat8Source(kKernel, x, device));
   TITAN_RETURN_IF_ERROR(ExpectFloat8(kKernel, "out", out, device));
   const int64_t out_rows = x.shape[scaling.transpose ? 1 : 0];
   const int64_t out_columns = x.shape[scaling.transpose ? 0 : 1];
@@ -208,12 +213,7 @@ inline absl::Status CheckFloat8QuantizeOperands(const TensorView& x, const Float
 inline absl::Status CheckFloat8AmaxOperands(const TensorView& x, const Float8Scaling& scaling,
                                             const TensorView& amax, DeviceType device) {
   constexpr const char* kKernel = "Float8Amax";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
-  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "x", x, device, x.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectFloat8Source(kKernel, x, device));
   const int64_t out_rows = x.shape[scaling.transpose ? 1 : 0];
   return ExpectOperand(kKernel, "amax", amax, device, DType::kF32,
                        scaling.granularity == Float8Granularity::kRow ? out_rows : 1);
