@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/runtime/plugin_registry.h"
+#include "tests/support/plugin_dir.h"
 #include "plugins/comm/nccl/nccl_library.h"
 #include "titan/comm.h"
 #include "titan/device.h"
@@ -20,11 +21,11 @@ namespace titan {
 namespace {
 
 PluginRegistry& Registry() {
-  static PluginRegistry* registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})->release();
+  static PluginRegistry* registry = PluginRegistry::Discover({testing::TestPluginDir()})->release();
   return *registry;
 }
 
-std::string TraceFolder() { return testing::TempDir() + "titan_nccl_trace"; }
+std::string TraceFolder() { return ::testing::TempDir() + "titan_nccl_trace"; }
 
 std::unique_ptr<CommPlugin> Nccl(int64_t train_timeout) {
   auto plugin = Registry().Create<CommPlugin>("nccl");
@@ -77,7 +78,7 @@ TEST(NcclLibraryTest, LoadsLibncclAndBindsEveryFunction) {
 }
 
 // The cuda device, selected, with its compute; skips without a GPU.
-class NcclOnGpu : public testing::Test {
+class NcclOnGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (CudaDevices() == 0) GTEST_SKIP() << "no CUDA device: the nccl plugin's GPU tests need one";

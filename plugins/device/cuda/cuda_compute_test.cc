@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
+#include "tests/support/plugin_dir.h"
 #include "core/tensor/cpu_compute.h"
 #include "titan/device.h"
 #include "titan/float16.h"
@@ -25,7 +26,7 @@ namespace titan {
 namespace {
 
 DevicePlugin& CudaDevicePlugin() {
-  static auto registry = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
+  static auto registry = std::move(PluginRegistry::Discover({testing::TestPluginDir()})).value();
   static std::unique_ptr<DevicePlugin> device =
       std::move(registry->Create<DevicePlugin>("cuda")).value();
   return *device;

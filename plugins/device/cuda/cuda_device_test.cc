@@ -3,13 +3,14 @@
 #include <vector>
 
 #include "core/runtime/plugin_registry.h"
+#include "tests/support/plugin_dir.h"
 #include "titan/device.h"
 
 namespace titan {
 namespace {
 
 std::unique_ptr<DevicePlugin> LoadCudaDevice() {
-  static auto registry = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
+  static auto registry = std::move(PluginRegistry::Discover({testing::TestPluginDir()})).value();
   return std::move(registry->Create<DevicePlugin>("cuda")).value();
 }
 
