@@ -7,9 +7,7 @@
 # (TITAN_DEBOOTSTRAP_CACHE, default /var/cache/titan/debootstrap), one per package list.
 set -euo pipefail
 deb_dir=$1 version=$2 work=$3
-suite=bookworm
-mirror=${TITAN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-cache=${TITAN_DEBOOTSTRAP_CACHE:-/var/cache/titan/debootstrap}
+source "$(dirname "${BASH_SOURCE[0]}")/support/debian_root.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root for debootstrap and chroot (run the test as root)"
 
@@ -17,44 +15,13 @@ arch=$(dpkg --print-architecture)
 debs=("$deb_dir/titan_${version}_$arch.deb" "$deb_dir/titan-dev_${version}_$arch.deb")
 for deb in "${debs[@]}"; do [ -f "$deb" ] || fail "no $deb (the packaging.deb test builds it)"; done
 
-# In a private mount namespace, so /proc and /dev vanish with the command, whatever happens.
-in_root() {  # in_root ROOT COMMAND...
-  local root=$1
-  shift
-  unshare --mount --propagation private -- bash -c '
-    root=$1; shift
-    mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" &&
-      exec chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-        DEBIAN_FRONTEND=noninteractive "$@"' in_root "$root" "$@"
-}
-
 # The root holds what the packages depend on (first alternatives), and what building a plugin
 # needs beyond titan-dev's dependencies, so installing titan downloads nothing.
 mapfile -t packages < <(
   { for deb in "${debs[@]}"; do dpkg-deb -f "$deb" Depends; done | tr ',' '\n' |
       sed -e 's/|.*//' -e 's/(.*)//' -e 's/[[:space:]]//g' | grep -v '^titan' | grep -v '^$'
     printf '%s\n' g++ make; } | sort -u)
-key=$(printf '%s\n' "$suite" "$mirror" "${packages[@]}" | sha256sum | cut -c1-16)
-base=$cache/$suite-$key
-if [ ! -d "$base" ]; then
-  echo "building the cached root $base: ${packages[*]}"
-  mkdir -p "$cache"
-  exec 9>"$cache/.lock"
-  flock 9
-  if [ ! -d "$base" ]; then
-    rm -rf "$base.new"
-    debootstrap --variant=minbase "$suite" "$base.new" "$mirror" >"$work.debootstrap.log" 2>&1 ||
-      { tail -20 "$work.debootstrap.log"; fail "debootstrap $suite"; }
-    in_root "$base.new" sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends \
-      ${packages[*]} && apt-get clean" >"$work.deps.log" 2>&1 ||
-      { tail -20 "$work.deps.log"; fail "installing the dependencies into the root"; }
-    mv "$base.new" "$base"
-  fi
-  flock -u 9
-fi
-# Roots of other package lists stay for other checkouts, until a week unused.
-touch "$base"
-find "$cache" -mindepth 1 -maxdepth 1 -name "$suite-*" ! -name "*.new" -mtime +7 -exec rm -rf {} +
+base=$(cached_debian_root "$work.root.log" "${packages[@]}")
 
 rm -rf "$work"
 mkdir -p "$work"

@@ -3,7 +3,8 @@
 # Builds the plugin library titan_<kind>_<name>.so against the SDK. In-tree plugins and
 # third-party plugins use this same function. Output goes to TITAN_PLUGIN_OUTPUT_DIRECTORY
 # when set (the titan build tree), else to the caller's binary directory; the library is
-# installed to TITAN_PLUGIN_INSTALL_DIR (default lib/titan/plugins) unless NO_INSTALL.
+# installed to TITAN_PLUGIN_INSTALL_DIR (default lib/titan/plugins) unless NO_INSTALL. Where the
+# caller has a target `titan_plugins` (the titan build tree does), every installed plugin joins it.
 function(titan_add_plugin kind name)
   cmake_parse_arguments(PLUGIN "NO_INSTALL" "" "SOURCES;LIBRARIES" ${ARGN})
   set(TITAN_PLUGIN_KINDS parallel optimizer float8 checkpoint comm device balance)
@@ -33,5 +34,8 @@ function(titan_add_plugin kind name)
       set(TITAN_PLUGIN_INSTALL_DIR lib/titan/plugins)
     endif()
     install(TARGETS ${target} LIBRARY DESTINATION ${TITAN_PLUGIN_INSTALL_DIR})
+    if(TARGET titan_plugins)
+      add_dependencies(titan_plugins ${target})
+    endif()
   endif()
 endfunction()
