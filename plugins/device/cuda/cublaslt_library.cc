@@ -1,6 +1,9 @@
 #include "cublaslt_library.h"
 
 #include <dlfcn.h>
+#include <link.h>
+
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 
@@ -33,6 +36,9 @@ absl::StatusOr<CublasLt> Load() {
                      "); install the CUDA toolkit's cuBLAS or put its folder on LD_LIBRARY_PATH"));
   }
   CublasLt lt;
+  struct link_map* map = nullptr;
+  lt.file = dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr ? map->l_name : file;
+  std::fprintf(stderr, "cuda: cuBLASLt from %s\n", lt.file.c_str());
 #define TITAN_CUBLASLT_BIND(name) TITAN_RETURN_IF_ERROR(Bind(library, "cublasLt" #name, &lt.name));
   TITAN_CUBLASLT_FUNCTIONS(TITAN_CUBLASLT_BIND)
 #undef TITAN_CUBLASLT_BIND

@@ -26,10 +26,12 @@ struct CublasLt {
 #define TITAN_CUBLASLT_FIELD(name) decltype(&cublasLt##name) name = nullptr;
   TITAN_CUBLASLT_FUNCTIONS(TITAN_CUBLASLT_FIELD)
 #undef TITAN_CUBLASLT_FIELD
+  std::string file;  // the library loaded, as the dynamic loader found it
 };
 
 // Loads libcublasLt.so.<major of the headers built against> once, from the loader's path or
-// /usr/local/cuda/lib64; the error names what was tried and why it failed.
+// /usr/local/cuda/lib64, and says on stderr which file it loaded (a machine may hold several);
+// the error names what was tried and why it failed.
 absl::StatusOr<const CublasLt*> LoadCublasLt();
 
 // "CUBLAS_STATUS_...: message" for a status cuBLASLt returned.

@@ -13,6 +13,8 @@ TEST(CublasLtLibrary, LoadsEveryFunctionTitanCalls) {
 #define TITAN_EXPECT_BOUND(name) EXPECT_NE((*lt)->name, nullptr) << #name;
   TITAN_CUBLASLT_FUNCTIONS(TITAN_EXPECT_BOUND)
 #undef TITAN_EXPECT_BOUND
+  EXPECT_EQ((*lt)->file.front(), '/') << (*lt)->file;
+  EXPECT_NE((*lt)->file.find("libcublasLt.so."), std::string::npos) << (*lt)->file;
   EXPECT_EQ(CublasStatusText(CUBLAS_STATUS_NOT_SUPPORTED).rfind("CUBLAS_STATUS_NOT_SUPPORTED: ", 0),
             0u)
       << CublasStatusText(CUBLAS_STATUS_NOT_SUPPORTED);
