@@ -180,10 +180,10 @@ class NcclCommunicator : public Communicator {
     TITAN_RETURN_IF_ERROR(Check("all-reduce", buffer, buffer, 1));
     TITAN_ASSIGN_OR_RETURN(ncclDataType_t type, Type("all-reduce", buffer.dtype, op));
     return Enqueue("all-reduce", buffer.nbytes(), members_,
-                   [&](cudaStream_t s) {
+                   [&](ncclComm_t c, cudaStream_t s) {
                      return Nccl().AllReduce(buffer.data, buffer.data,
                                              static_cast<size_t>(buffer.numel()), type,
-                                             ReductionOp(op), state_->comm(), s);
+                                             ReductionOp(op), c, s);
                    })
         .status();
   }
@@ -192,10 +192,10 @@ class NcclCommunicator : public Communicator {
     TITAN_RETURN_IF_ERROR(Check("reduce-scatter", input, output, size_));
     TITAN_ASSIGN_OR_RETURN(ncclDataType_t type, Type("reduce-scatter", input.dtype, op));
     return Enqueue("reduce-scatter", input.nbytes(), members_,
-                   [&](cudaStream_t s) {
+                   [&](ncclComm_t c, cudaStream_t s) {
                      return Nccl().ReduceScatter(input.data, output.data,
                                                  static_cast<size_t>(output.numel()), type,
-                                                 ReductionOp(op), state_->comm(), s);
+                                                 ReductionOp(op), c, s);
                    })
         .status();
   }
@@ -203,9 +203,9 @@ class NcclCommunicator : public Communicator {
   absl::Status AllGather(const TensorView& input, TensorView output) override {
     TITAN_RETURN_IF_ERROR(Check("all-gather", output, input, size_));
     return Enqueue("all-gather", output.nbytes(), members_,
-                   [&](cudaStream_t s) {
-                     return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8,
-                                             state_->comm(), s);
+                   [&](ncclComm_t c, cudaStream_t s) {
+                     return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8, c,
+                                             s);
                    })
         .status();
   }
@@ -214,9 +214,9 @@ class NcclCommunicator : public Communicator {
     TITAN_RETURN_IF_ERROR(Check("broadcast", buffer, buffer, 1));
     TITAN_RETURN_IF_ERROR(CheckPeer("broadcast", root, true));
     return Enqueue("broadcast", buffer.nbytes(), members_,
-                   [&](cudaStream_t s) {
+                   [&](ncclComm_t c, cudaStream_t s) {
                      return Nccl().Broadcast(buffer.data, buffer.data, buffer.nbytes(), ncclUint8,
-                                             root, state_->comm(), s);
+                                             root, c, s);
                    })
         .status();
   }
@@ -253,10 +253,10 @@ class NcclCommunicator : public Communicator {
   // An all-reduce of one float the host waits for: every rank has queued everything before it.
   absl::Status Barrier() override {
     TensorView one{barrier_.get(), DType::kF32, Device{DeviceType::kCuda, job_->device}, {1}, {}};
-    TITAN_ASSIGN_OR_RETURN(auto completion, Enqueue("barrier", 0, members_, [&](cudaStream_t s) {
-                             return Nccl().AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum,
-                                                     state_->comm(), s);
-                           }));
+    TITAN_ASSIGN_OR_RETURN(
+        auto completion, Enqueue("barrier", 0, members_, [&](ncclComm_t c, cudaStream_t s) {
+          return Nccl().AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, c, s);
+        }));
     return completion->Wait();
   }
 
@@ -309,9 +309,9 @@ class NcclCommunicator : public Communicator {
     const bool send = op == "send";
     auto peers = std::make_shared<const std::vector<int>>(
         std::vector<int>{(*members_)[static_cast<size_t>(peer)]});
-    return Enqueue(op, buffer.nbytes(), std::move(peers), [&](cudaStream_t s) {
-      return send ? Nccl().Send(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s)
-                  : Nccl().Recv(buffer.data, buffer.nbytes(), ncclUint8, peer, state_->comm(), s);
+    return Enqueue(op, buffer.nbytes(), std::move(peers), [&](ncclComm_t c, cudaStream_t s) {
+      return send ? Nccl().Send(buffer.data, buffer.nbytes(), ncclUint8, peer, c, s)
+                  : Nccl().Recv(buffer.data, buffer.nbytes(), ncclUint8, peer, c, s);
     });
   }
 
@@ -356,14 +356,15 @@ class NcclCommunicator : public Communicator {
   // records it and hands its completion to the watchdog.
   absl::StatusOr<std::shared_ptr<Completion>> Enqueue(
       absl::string_view op, size_t bytes, std::shared_ptr<const std::vector<int>> peers,
-      const std::function<ncclResult_t(cudaStream_t)>& launch) {
+      const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& launch) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
                                           " on ", name_, " (", size_, " ranks)");
-    if (std::string broken = state_->broken(); !broken.empty()) {
+    auto unusable = [&] {
       return absl::AbortedError(
-          absl::StrCat(what, ": the communicator is unusable after an earlier ", broken));
-    }
+          absl::StrCat(what, ": the communicator is unusable after an earlier ", state_->broken()));
+    };
+    if (!state_->broken().empty()) return unusable();
     TITAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(job_->device), "cudaSetDevice"));
     auto compute = static_cast<cudaStream_t>(compute_.current_stream());
     const cudaStream_t stream = state_->stream();
@@ -373,7 +374,14 @@ class NcclCommunicator : public Communicator {
     const int64_t sequence = ++sequence_;
     const int64_t handle = job_->recorder.Start(
         {sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
-    absl::Status launched = WaitNccl(state_->comm(), launch(stream), NcclCall(op), job_->Timeout());
+    // Under the communicator's lock, so the watchdog cannot abort it halfway through the call.
+    absl::Status launched;
+    if (!state_->WithComm([&](ncclComm_t comm) {
+          launched = WaitNccl(comm, launch(comm, stream), NcclCall(op), job_->Timeout());
+        })) {
+      job_->recorder.Finish(handle, "aborted");  // by the watchdog since the check above
+      return unusable();
+    }
     cudaEvent_t done = nullptr;
     if (launched.ok()) {
       launched = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -12,8 +13,8 @@
 #include <vector>
 
 #include "core/runtime/plugin_registry.h"
-#include "tests/support/plugin_dir.h"
 #include "plugins/comm/nccl/nccl_library.h"
+#include "tests/support/plugin_dir.h"
 #include "titan/comm.h"
 #include "titan/device.h"
 
@@ -144,11 +145,28 @@ TEST_F(NcclOnGpu, CollectivesOnOneRank) {
   EXPECT_EQ(Download(w), std::vector<float>{7.0f});
 }
 
-void CUDART_CB SleepThreeSeconds(void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); }
+// Set by the host function when its sleep ends.
+std::atomic<bool> sleep_ended{false};
+void CUDART_CB SleepThreeSeconds(void*) {
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  sleep_ended.store(true);
+}
 
 // The compute stream is held up longer than the train timeout: the watchdog aborts the
 // communicator, the flight record says what timed out, and later calls are refused. The held
 // operation reduces nothing, so NCCL queues no kernel that the abort could leave stuck.
+//
+// For the all-reduce to be queued behind the sleep, while it sleeps:
+// - Every buffer is uploaded before the sleep. Upload is a pageable cudaMemcpy on CUDA's legacy
+//   default stream, which waits for the work queued on every blocking stream (the compute
+//   stream is one, so that it orders after the device's own copies and fills); an upload after
+//   the sleep would hold the host until the sleep had ended, and the all-reduce queued then
+//   would wait for nothing.
+// - The sleep goes on the compute's own stream, the one the all-reduce waits for. The compute
+//   creates it at its first call; until then current_stream() is null, the legacy stream, so a
+//   Synchronize makes it first.
+// The sleep must still be running when the timeout is recorded: otherwise the all-reduce was
+// queued after it and the record came from something else.
 TEST_F(NcclOnGpu, WatchdogAbortsAnOperationPastTheTimeout) {
   auto nccl = Nccl(1);
   JoinOptions options;
@@ -158,22 +176,29 @@ TEST_F(NcclOnGpu, WatchdogAbortsAnOperationPastTheTimeout) {
   (*world)->UseTrainTimeout();
   const std::string record_path = TraceFolder() + "/flight_recorder_rank0.json";
   std::filesystem::remove(record_path);
-  auto stream = static_cast<cudaStream_t>(device_->compute()->current_stream());
-  ASSERT_EQ(cudaLaunchHostFunc(stream, SleepThreeSeconds, nullptr), cudaSuccess);
   TensorView empty = Upload({0.0f});
   empty.shape = {0};
+  TensorView v = Upload({1.0f});
+  ASSERT_TRUE(device_->compute()->Synchronize().ok());
+  auto stream = static_cast<cudaStream_t>(device_->compute()->current_stream());
+  ASSERT_NE(stream, nullptr) << "the cuda compute made no stream of its own";
+  sleep_ended.store(false);
+  ASSERT_EQ(cudaLaunchHostFunc(stream, SleepThreeSeconds, nullptr), cudaSuccess);
   ASSERT_TRUE((*world)->AllReduce(empty, ReduceOp::kSum).ok());  // queued behind the sleep
   for (int i = 0; i < 200 && !std::filesystem::exists(record_path); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  const bool ended_before_the_record = sleep_ended.load();
+  EXPECT_FALSE(ended_before_the_record)
+      << "the sleep had ended before the timeout was recorded: the all-reduce was not held";
   std::ifstream record(record_path);
   std::string text((std::istreambuf_iterator<char>(record)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("timed out"), std::string::npos) << text;
-  TensorView v = Upload({1.0f});
   absl::Status after = (*world)->AllReduce(v, ReduceOp::kSum);
   EXPECT_EQ(after.code(), absl::StatusCode::kAborted) << after;
   EXPECT_NE(after.message().find("did not complete within 1s"), std::string::npos) << after;
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the sleep ends; nothing is stuck
+  EXPECT_TRUE(sleep_ended.load());
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ absl::Status CudaStatus(cudaError_t error, const char* call) {
 }
 
 CommState::~CommState() {
-  if (!aborted_.load()) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!aborted_) {
     // Flush what is queued, then release; a communicator that will not finish is aborted.
     cudaStreamSynchronize(stream_);
     ncclResult_t state = Nccl().CommFinalize(comm_);
@@ -41,11 +42,11 @@ CommState::~CommState() {
 }
 
 void CommState::Abort(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (broken_.empty()) broken_ = why;
-  }
-  if (!aborted_.exchange(true)) Nccl().CommAbort(comm_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_.empty()) broken_ = why;
+  if (aborted_) return;
+  aborted_ = true;
+  Nccl().CommAbort(comm_);
 }
 
 std::string CommState::broken() const {
@@ -97,9 +98,11 @@ bool Watchdog::Settle(Entry& entry) {
     if (entry.completion) entry.completion->Set(absl::OkStatus());
     return true;
   }
-  const std::string broken = entry.comm->broken();
+  // Asked before `broken`, so an abort in between still reads as one; not asked at all once
+  // the communicator is aborted (ncclCommAbort freed it).
   ncclResult_t async = ncclSuccess;
-  Nccl().CommGetAsyncError(entry.comm->comm(), &async);
+  entry.comm->WithComm([&](ncclComm_t comm) { Nccl().CommGetAsyncError(comm, &async); });
+  const std::string broken = entry.comm->broken();
   if (!broken.empty()) {
     state = "aborted";
     failure = absl::AbortedError(

@@ -31,23 +31,32 @@ absl::Status CudaStatus(cudaError_t error, const char* call);
 
 // One NCCL communicator and its stream, shared by the communicator object and the watchdog
 // entries of its operations; destroyed (or left aborted) when the last of them goes.
+// Every use of the handle holds one lock: the watchdog thread may abort the communicator while
+// the training thread launches on it, and ncclCommAbort frees it, so the two must not overlap
+// and nothing may touch the handle after the abort.
 class CommState {
  public:
   CommState(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {}
   ~CommState();
-  ncclComm_t comm() const { return comm_; }
   cudaStream_t stream() const { return stream_; }
+  // Runs f(comm) under that lock; false, without running it, once the communicator is aborted.
+  template <class F>
+  bool WithComm(F f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_) return false;
+    f(comm_);
+    return true;
+  }
   // Aborts the communicator once; `why` says what broke it.
   void Abort(const std::string& why);
   // Empty while the communicator works.
   std::string broken() const;
-  bool aborted() const { return aborted_.load(); }
 
  private:
-  ncclComm_t comm_;
-  cudaStream_t stream_;
-  std::atomic<bool> aborted_{false};
+  const ncclComm_t comm_;
+  const cudaStream_t stream_;
   mutable std::mutex mutex_;
+  bool aborted_ = false;
   std::string broken_;
 };
 
