@@ -75,6 +75,8 @@ TEST(NcclLibraryTest, LoadsLibncclAndBindsEveryFunction) {
     EXPECT_NE(function, nullptr);
   }
   EXPECT_EQ(std::string(nccl.GetErrorString(ncclInvalidArgument)).rfind("invalid argument", 0), 0u);
+  EXPECT_EQ(nccl.file.front(), '/') << nccl.file;
+  EXPECT_NE(nccl.file.find("libnccl.so.2"), std::string::npos) << nccl.file;
   ASSERT_NE(nccl.AllReduce, nullptr);
 }
 

@@ -1,7 +1,9 @@
 #include "plugins/comm/nccl/nccl_library.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +50,10 @@ absl::StatusOr<const NcclLibrary*> Load() {
         absl::StrCat("comm.backend = \"nccl\": the libnccl.so.2 found lacks ", missing,
                      "; titan needs NCCL 2.18 or later"));
   }
+  struct link_map* map = nullptr;
+  library.file =
+      dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr ? map->l_name : "libnccl.so.2";
+  std::fprintf(stderr, "nccl: NCCL from %s\n", library.file.c_str());
   return &library;
 }
 

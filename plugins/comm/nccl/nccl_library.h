@@ -6,6 +6,8 @@
 
 #include <nccl.h>
 
+#include <string>
+
 #include "titan/status.h"
 
 namespace titan::nccl {
@@ -26,10 +28,11 @@ struct NcclLibrary {
   decltype(&::ncclBroadcast) Broadcast = nullptr;
   decltype(&::ncclSend) Send = nullptr;
   decltype(&::ncclRecv) Recv = nullptr;
+  std::string file;  // the library loaded, as the dynamic loader found it
 };
 
-// Loads libnccl.so.2 (the loader's search path, then /usr/local/cuda/lib64) once; later calls
-// return the same result.
+// Loads libnccl.so.2 (the loader's search path, then /usr/local/cuda/lib64) once, saying on
+// stderr which file it loaded; later calls return the same result.
 absl::StatusOr<const NcclLibrary*> LoadNccl();
 // The loaded library; only after LoadNccl succeeded.
 const NcclLibrary& Nccl();
