@@ -1,0 +1,123 @@
+#include "tools/gpu_proof/throughput.h"
+
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tools/gpu_proof/budget.h"
+#include "tools/gpu_proof/parts.h"
+
+namespace titan::gpu_proof {
+namespace {
+
+// Dense bf16 peaks by a part of the device's name, the first match winning.
+const std::vector<std::pair<std::string, double>> kPeaks = {
+    {"H200", 989.0}, {"H100", 989.0}, {"A100", 312.0}};
+
+// A number of the table with `decimals` decimals, "n/a" when absent.
+std::string Figure(const Json& row, const char* key, int decimals) {
+  if (!row.is_object() || !row.contains(key) || !row[key].is_number()) return "n/a";
+  return absl::StrFormat("%.*f", decimals, row[key].get<double>());
+}
+
+}  // namespace
+
+std::optional<double> PeakTflops(const std::string& device_name) {
+  for (const auto& [key, peak] : kPeaks) {
+    if (device_name.find(key) != std::string::npos) return peak;
+  }
+  return std::nullopt;
+}
+
+std::vector<ThroughputRun> ThroughputRuns(const Bundle& bundle, std::optional<double> peak) {
+  const std::vector<std::string> debugmodel = {"--training.steps=20", "--metrics.log_freq=10"};
+  const std::vector<std::string> one_b = {
+      "--model.flavor=1B",
+      absl::StrCat("--model.tokenizer_path=", bundle.Tokenizer128k()),
+      "--training.seq_len=2048",
+      "--training.local_batch_size=4",
+      "--activation_checkpoint.mode=none",
+      "--training.steps=8",
+      "--metrics.log_freq=4",
+      "--lr_scheduler.warmup_steps=2"};
+  const std::vector<std::string> float8 = {"--model.converters=float8",
+                                           "--float8.recipe_name=tensorwise",
+                                           "--float8.filter_fqns=[\"output\"]"};
+  std::vector<ThroughputRun> runs;
+  for (const auto& [flavor, extra, weight] :
+       {std::tuple("debugmodel", debugmodel, 1.0), std::tuple("1B", one_b, 2.0)}) {
+    for (bool with_float8 : {false, true}) {
+      ThroughputRun run{flavor,
+                        with_float8 ? "bf16 + float8" : "bf16",
+                        absl::StrCat("throughput_", flavor, with_float8 ? "_float8" : ""),
+                        weight,
+                        {"--job.device=cuda", "--training.mixed_precision_param=bfloat16"}};
+      run.overrides.insert(run.overrides.end(), extra.begin(), extra.end());
+      if (with_float8) run.overrides.insert(run.overrides.end(), float8.begin(), float8.end());
+      if (peak) run.overrides.push_back(absl::StrCat("--metrics.peak_tflops=", *peak));
+      runs.push_back(run);
+    }
+  }
+  return runs;
+}
+
+Json ThroughputRow(const ThroughputRun& run, const std::string& status, const Metrics& metrics,
+                   bool peak_known) {
+  Json last = metrics.training.empty() ? Json::object() : metrics.training.rbegin()->second;
+  auto field = [&last](const char* name) { return last.contains(name) ? last[name] : Json(); };
+  return {{"flavor", run.flavor},
+          {"precision", run.precision},
+          {"status", status},
+          {"tokens_per_s", field("tps")},
+          {"tflops", field("tflops")},
+          {"mfu_percent", peak_known ? field("mfu") : Json()},
+          {"mem_gib", field("mem_gib")},
+          {"step", field("step")}};
+}
+
+std::string FormatThroughputTable(const Json& rows) {
+  std::string table = absl::StrFormat("%-12s %-14s %-10s %12s %9s %7s %9s\n", "flavor", "precision",
+                                      "status", "tokens/s", "TFLOP/s", "MFU %", "mem GiB");
+  for (const Json& row : rows) {
+    table += absl::StrFormat("%-12s %-14s %-10s %12s %9s %7s %9s\n", row.value("flavor", "?"),
+                             row.value("precision", "?"), row.value("status", "?"),
+                             Figure(row, "tokens_per_s", 0), Figure(row, "tflops", 1),
+                             Figure(row, "mfu_percent", 1), Figure(row, "mem_gib", 1));
+  }
+  return table;
+}
+
+PartOutcome ThroughputPart(const Context& context) {
+  const std::optional<double> peak = PeakTflops(context.device_name);
+  Findings findings;
+  findings.details["peak_tflops"] = peak ? Json(*peak) : Json();
+  findings.details["peak_source"] =
+      peak ? absl::StrCat("dense bf16 peak of ", context.device_name)
+           : absl::StrCat("unknown for ", context.device_name, ": MFU not reported");
+  const std::vector<ThroughputRun> runs = ThroughputRuns(context.bundle, peak);
+  double weights_left = 0;
+  for (const ThroughputRun& run : runs) weights_left += run.weight;
+  Json rows = Json::array();
+  for (const ThroughputRun& run : runs) {
+    const double limit_s = ShareS(context.LeftS(), run.weight, weights_left);
+    weights_left -= run.weight;
+    TitanRun done =
+        RunDebugRecipe(context, absl::StrCat("the ", run.flavor, " ", run.precision, " run"),
+                       run.folder, run.overrides, 1, limit_s);
+    std::string status = "pass";
+    if (!done.ok()) {
+      status = done.run.timed_out ? "timed out" : "fail";
+      findings.RunWentWrong(run.folder, done);
+    } else if (done.metrics->training.empty()) {
+      status = "fail";
+      findings.Problem(done.what + " logged no training step");
+    }
+    rows.push_back(
+        ThroughputRow(run, status, done.ok() ? *done.metrics : Metrics(), peak.has_value()));
+  }
+  findings.details["rows"] = rows;
+  return findings.Outcome();
+}
+
+}  // namespace titan::gpu_proof

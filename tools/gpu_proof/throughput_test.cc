@@ -1,0 +1,82 @@
+#include "tools/gpu_proof/throughput.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace titan::gpu_proof {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+bool Has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+TEST(PeakTflops, ByTheDevicesName) {
+  EXPECT_EQ(PeakTflops("NVIDIA H200"), 989.0);
+  EXPECT_EQ(PeakTflops("NVIDIA H100 80GB HBM3"), 989.0);
+  EXPECT_EQ(PeakTflops("NVIDIA A100-SXM4-80GB"), 312.0);
+  EXPECT_FALSE(PeakTflops("Tesla T4").has_value());
+}
+
+TEST(ThroughputRuns, TwoFlavorsEachInBf16AndWithFloat8) {
+  Bundle bundle{"/b"};
+  std::vector<ThroughputRun> runs = ThroughputRuns(bundle, 989.0);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].flavor, "debugmodel");
+  EXPECT_EQ(runs[0].precision, "bf16");
+  EXPECT_FALSE(Has(runs[0].overrides, "--model.converters=float8"));
+  EXPECT_EQ(runs[1].precision, "bf16 + float8");
+  EXPECT_TRUE(Has(runs[1].overrides, "--model.converters=float8"));
+  EXPECT_EQ(runs[3].flavor, "1B");
+  EXPECT_EQ(runs[3].folder, "throughput_1B_float8");
+  EXPECT_TRUE(Has(runs[3].overrides, "--model.tokenizer_path=/b/data/tokenizer128k.model"));
+  for (const ThroughputRun& run : runs) {
+    EXPECT_THAT(run.overrides, Contains("--job.device=cuda"));
+    EXPECT_THAT(run.overrides, Contains("--metrics.peak_tflops=989"));
+  }
+  EXPECT_THAT(ThroughputRuns(bundle, std::nullopt)[0].overrides,
+              Not(Contains(HasSubstr("peak_tflops"))));
+}
+
+TEST(ThroughputRow, TheLastLoggedWindowsFigures) {
+  absl::StatusOr<Metrics> metrics = ParseMetrics(
+      "{\"step\": 10, \"loss\": 5, \"tps\": 100.0, \"tflops\": 1.0, \"mfu\": 0.1, \"mem_gib\": 1}\n"
+      "{\"step\": 20, \"loss\": 4, \"tps\": 900.0, \"tflops\": 9.0, \"mfu\": 0.9, \"mem_gib\": "
+      "2}\n",
+      "m");
+  ASSERT_TRUE(metrics.ok());
+  ThroughputRun run{"debugmodel", "bf16", "throughput_debugmodel", 1, {}};
+  Json row = ThroughputRow(run, "pass", *metrics, true);
+  EXPECT_EQ(row["tokens_per_s"].get<double>(), 900.0);
+  EXPECT_EQ(row["mfu_percent"].get<double>(), 0.9);
+  EXPECT_EQ(row["step"].get<int>(), 20);
+  EXPECT_TRUE(ThroughputRow(run, "pass", *metrics, false)["mfu_percent"].is_null());
+  Json failed = ThroughputRow(run, "timed out", Metrics(), true);
+  EXPECT_EQ(failed["status"], "timed out");
+  EXPECT_TRUE(failed["tokens_per_s"].is_null());
+}
+
+TEST(FormatThroughputTable, FiguresOrNotAvailable) {
+  Json rows = {{{"flavor", "1B"},
+                {"precision", "bf16"},
+                {"status", "pass"},
+                {"tokens_per_s", 41234.4},
+                {"tflops", 380.24},
+                {"mfu_percent", nullptr},
+                {"mem_gib", 61.04}},
+               {{"flavor", "1B"}, {"precision", "bf16 + float8"}, {"status", "fail"}}};
+  const std::string table = FormatThroughputTable(rows);
+  EXPECT_THAT(
+      table,
+      HasSubstr("1B           bf16           pass              41234     380.2     n/a      61.0"));
+  EXPECT_THAT(table,
+              HasSubstr("bf16 + float8  fail                n/a       n/a     n/a       n/a"));
+}
+
+}  // namespace
+}  // namespace titan::gpu_proof
