@@ -153,7 +153,8 @@ std::string CommandLine(const std::vector<std::string>& argv) {
     const bool plain = !arg.empty() && arg.find_first_not_of(
                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                            "0123456789_./=:,+-@%") == std::string::npos;
-    quoted.push_back(plain ? arg : "'" + absl::StrJoin(absl::StrSplit(arg, '\''), "'\\''") + "'");
+    quoted.push_back(
+        plain ? arg : absl::StrCat("'", absl::StrJoin(absl::StrSplit(arg, '\''), "'\\''"), "'"));
   }
   return absl::StrJoin(quoted, " ");
 }
