@@ -4,12 +4,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/topology/switch_graph.h"
 #include "fuzz/fuzz_support.h"
-#include "tools/lbdc/topology.h"
 
 namespace {
 
-void Check(const titan::lbdc::Topology& t) {
+void Check(const titan::topology::Topology& t) {
   TITAN_FUZZ_CHECK(t.size() > 0 && static_cast<int>(t.links.size()) == t.size(), "switches");
   for (int a = 0; a < t.size(); ++a) {
     for (int32_t b : t.links[static_cast<size_t>(a)]) {
@@ -21,11 +21,11 @@ void Check(const titan::lbdc::Topology& t) {
   }
   if (t.controllers_at.empty()) return;
   std::mt19937_64 random(1);
-  auto sites = titan::lbdc::PlaceControllers(t, "given", static_cast<int>(t.controllers_at.size()),
-                                             {}, random);
+  auto sites = titan::topology::PlaceControllers(
+      t, "given", static_cast<int>(t.controllers_at.size()), {}, random);
   if (!sites.ok()) return;
   for (int32_t site : *sites) TITAN_FUZZ_CHECK(site >= 0 && site < t.size(), absl::StrCat(site));
-  titan::lbdc::PotentialControllers(t, *sites, 3, 0).IgnoreError();
+  titan::topology::PotentialControllers(t, *sites, 3, 0).IgnoreError();
 }
 
 }  // namespace
@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes = titan::fuzz::Bytes(data, size);
   for (const char* name : {"topology.json", "topology.toml"}) {
     std::mt19937_64 random(1);
-    auto topology = titan::lbdc::MakeTopology(titan::fuzz::WriteInput(name, bytes), random);
+    auto topology = titan::topology::MakeTopology(titan::fuzz::WriteInput(name, bytes), random);
     if (topology.ok()) Check(*topology);
   }
   return 0;

@@ -7,7 +7,7 @@
 
 namespace titan::lbdc {
 
-absl::Status ApplyMoves(const std::vector<Migration>& moves, const Topology& topology,
+absl::Status ApplyMoves(const std::vector<Migration>& moves, const topology::Topology& topology,
                         std::vector<int32_t>& assignment) {
   const int n = topology.size();
   for (size_t i = 0; i < moves.size(); ++i) {
@@ -28,7 +28,8 @@ absl::Status ApplyMoves(const std::vector<Migration>& moves, const Topology& top
 }
 
 absl::Status CheckAssignment(const BalanceProblem& problem, const std::vector<int32_t>& assignment,
-                             const Topology& topology, const std::vector<int32_t>& sites) {
+                             const topology::Topology& topology,
+                             const std::vector<int32_t>& sites) {
   if (static_cast<int>(assignment.size()) != problem.num_switches()) {
     return absl::InternalError(absl::StrCat("the assignment has ", assignment.size(),
                                             " entries; expected one per switch (",

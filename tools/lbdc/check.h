@@ -6,22 +6,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/topology/switch_graph.h"
 #include "titan/balance.h"
 #include "titan/status.h"
-#include "tools/lbdc/topology.h"
 
 namespace titan::lbdc {
 
 // Makes `moves` on `assignment`, in order: each must name a switch of the topology and the
 // controller the switch is on at that point. The controllers moved to are checked later, by
 // CheckAssignment.
-absl::Status ApplyMoves(const std::vector<Migration>& moves, const Topology& topology,
+absl::Status ApplyMoves(const std::vector<Migration>& moves, const topology::Topology& topology,
                         std::vector<int32_t>& assignment);
 
 // One controller per switch, each one of the switch's potential controllers P(s). `sites` are
 // the controllers' switch indices.
 absl::Status CheckAssignment(const BalanceProblem& problem, const std::vector<int32_t>& assignment,
-                             const Topology& topology, const std::vector<int32_t>& sites);
+                             const topology::Topology& topology, const std::vector<int32_t>& sites);
 
 }  // namespace titan::lbdc
 

@@ -14,7 +14,7 @@ using ::testing::HasSubstr;
 
 // Switches a, b, c; controllers at a (0) and c (1); b may use either, a only 0, c only 1.
 struct Instance {
-  Topology topology;
+  topology::Topology topology;
   BalanceProblem problem;
   std::vector<int32_t> sites = {0, 2};
   Instance() {

@@ -9,8 +9,8 @@
 #include <random>
 #include <string>
 
+#include "core/topology/switch_graph.h"
 #include "tools/lbdc/loads.h"
-#include "tools/lbdc/topology.h"
 
 namespace titan::lbdc {
 namespace {
@@ -33,9 +33,9 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   return path;
 }
 
-absl::StatusOr<Topology> Read(const std::string& name, const std::string& text) {
+absl::StatusOr<topology::Topology> Read(const std::string& name, const std::string& text) {
   std::mt19937_64 random(1);
-  return MakeTopology(WriteFile(name, text), random);
+  return topology::MakeTopology(WriteFile(name, text), random);
 }
 
 // A path a - b - c with the controller at a, as both formats write it.
@@ -52,17 +52,18 @@ controllers = ["a"]
 TEST(LbdcTopologyFile, JsonAndTomlDescribeTheSameInstance) {
   for (const auto& [name, text] : {std::pair{"path.json", kJson}, std::pair{"path.toml", kToml}}) {
     SCOPED_TRACE(name);
-    absl::StatusOr<Topology> topology = Read(name, text);
+    absl::StatusOr<topology::Topology> topology = Read(name, text);
     ASSERT_TRUE(topology.ok()) << topology.status();
     EXPECT_THAT(topology->name, ElementsAre("a", "b", "c"));
     EXPECT_THAT(topology->links, ElementsAre(ElementsAre(1), ElementsAre(0, 2), ElementsAre(1)));
     EXPECT_THAT(topology->controllers_at, ElementsAre("a"));
     std::mt19937_64 random(1);
     absl::StatusOr<std::vector<int32_t>> sites =
-        PlaceControllers(*topology, "given", 1, {}, random);
+        topology::PlaceControllers(*topology, "given", 1, {}, random);
     ASSERT_TRUE(sites.ok()) << sites.status();
     EXPECT_THAT(*sites, ElementsAre(0));
-    absl::StatusOr<BalanceProblem> problem = PotentialControllers(*topology, *sites, 2, 0);
+    absl::StatusOr<BalanceProblem> problem =
+        topology::PotentialControllers(*topology, *sites, 2, 0);
     ASSERT_TRUE(problem.ok()) << problem.status();
     EXPECT_THAT(problem->potential, ElementsAre(ElementsAre(0), ElementsAre(0), ElementsAre(0)));
     EXPECT_THAT(problem->distance, ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2)));
@@ -115,7 +116,7 @@ TEST(LbdcTopologyFile, BadFilesNameTheFileAndThePlace) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    absl::StatusOr<Topology> topology = Read(c.name, c.text);
+    absl::StatusOr<topology::Topology> topology = Read(c.name, c.text);
     ASSERT_FALSE(topology.ok());
     EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument);
     for (const std::string& part : c.expected) {
@@ -123,7 +124,8 @@ TEST(LbdcTopologyFile, BadFilesNameTheFileAndThePlace) {
     }
   }
   std::mt19937_64 random(1);
-  absl::StatusOr<Topology> missing = MakeTopology("/nonexistent/net.json", random);
+  absl::StatusOr<topology::Topology> missing =
+      topology::MakeTopology("/nonexistent/net.json", random);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/net.json"));
 }

@@ -17,11 +17,11 @@
 #include "absl/strings/str_split.h"
 #include "core/runtime/closest_name.h"
 #include "core/runtime/plugin_registry.h"
+#include "core/topology/switch_graph.h"
 #include "titan/balance.h"
 #include "tools/lbdc/check.h"
 #include "tools/lbdc/loads.h"
 #include "tools/lbdc/report.h"
-#include "tools/lbdc/topology.h"
 
 namespace titan::lbdc {
 namespace {
@@ -296,12 +296,12 @@ absl::Status Prefixed(const std::string& policy, const absl::Status& status) {
 
 absl::Status Run(const Options& o) {
   std::mt19937_64 random(o.seed);
-  TITAN_ASSIGN_OR_RETURN(Topology topology, MakeTopology(o.topology, random));
+  TITAN_ASSIGN_OR_RETURN(topology::Topology topology, topology::MakeTopology(o.topology, random));
   TITAN_ASSIGN_OR_RETURN(
       std::vector<int32_t> sites,
-      PlaceControllers(topology, o.placement, o.controllers, o.controllers_at, random));
+      topology::PlaceControllers(topology, o.placement, o.controllers, o.controllers_at, random));
   TITAN_ASSIGN_OR_RETURN(BalanceProblem problem,
-                         PotentialControllers(topology, sites, o.hops, o.max_potential));
+                         topology::PotentialControllers(topology, sites, o.hops, o.max_potential));
   TITAN_ASSIGN_OR_RETURN(std::vector<std::vector<double>> snapshots,
                          MakeLoads(o.loads, topology.size(), o.changes, o.drift, random));
   size_t f = 0;

@@ -8,25 +8,25 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "tools/lbdc/topology.h"
+#include "core/topology/switch_graph.h"
 
 namespace titan {
 namespace {
 
-int AddSwitch(lbdc::Topology& topology, std::string name) {
+int AddSwitch(topology::Topology& topology, std::string name) {
   topology.name.push_back(std::move(name));
   topology.links.emplace_back();
   return topology.size() - 1;
 }
 
-void Link(lbdc::Topology& topology, int a, int b) {
+void Link(topology::Topology& topology, int a, int b) {
   topology.links[a].push_back(b);
   topology.links[b].push_back(a);
 }
 
 // The switch of each rank, adding `rank<R>` leaves under their hosts where the topology lacks
 // them (all of them for the hostname topology).
-absl::StatusOr<std::vector<int>> PlaceRanks(lbdc::Topology& topology,
+absl::StatusOr<std::vector<int>> PlaceRanks(topology::Topology& topology,
                                             const std::vector<std::string>& hostnames,
                                             const std::string& file) {
   std::map<std::string, int> index;
@@ -60,7 +60,7 @@ absl::StatusOr<std::vector<int>> PlaceRanks(lbdc::Topology& topology,
 
 // The listed ranks, else the file's controllers (rank switches), else `count` ranks one per
 // node first.
-absl::StatusOr<std::vector<int>> ControllerRanks(const lbdc::Topology& topology,
+absl::StatusOr<std::vector<int>> ControllerRanks(const topology::Topology& topology,
                                                  const std::vector<int>& at, int count,
                                                  const std::vector<int>& listed,
                                                  const std::string& file) {
@@ -119,12 +119,12 @@ absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::stri
                                                      const ControlPlacement& placement) {
   const std::string& topology_file = placement.topology_file;
   const int hops = placement.hops;
-  lbdc::Topology topology;
+  topology::Topology topology;
   if (topology_file.empty()) {
     AddSwitch(topology, "cluster");
   } else {
     std::mt19937_64 unused;
-    absl::StatusOr<lbdc::Topology> read = lbdc::MakeTopology(topology_file, unused);
+    absl::StatusOr<topology::Topology> read = topology::MakeTopology(topology_file, unused);
     if (!read.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("control_plane.topology: ", read.status().message()));
@@ -143,7 +143,8 @@ absl::StatusOr<ControlInstance> BuildControlInstance(const std::vector<std::stri
   for (int rank : instance.controller_rank) sites.push_back(at[rank]);
   const int placed = static_cast<int>(sites.size());
   for (int s = 0; s < topology.size(); ++s) sites.push_back(s);
-  TITAN_ASSIGN_OR_RETURN(BalanceProblem all, lbdc::PotentialControllers(topology, sites, hops, 0));
+  TITAN_ASSIGN_OR_RETURN(BalanceProblem all,
+                         topology::PotentialControllers(topology, sites, hops, 0));
   BalanceProblem& problem = instance.problem;
   problem.controller_capacity.assign(placed, std::numeric_limits<double>::infinity());
   for (size_t r = 0; r < at.size(); ++r) {

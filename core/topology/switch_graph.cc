@@ -1,4 +1,4 @@
-#include "tools/lbdc/topology.h"
+#include "core/topology/switch_graph.h"
 
 #include <toml++/toml.h>
 
@@ -18,7 +18,7 @@
 #include "core/data/input_file.h"
 #include "core/runtime/closest_name.h"
 
-namespace titan::lbdc {
+namespace titan::topology {
 namespace {
 
 constexpr double kMaxSwitches = 1e7;
@@ -458,4 +458,4 @@ absl::StatusOr<BalanceProblem> PotentialControllers(const Topology& topology,
   return problem;
 }
 
-}  // namespace titan::lbdc
+}  // namespace titan::topology

@@ -1,8 +1,8 @@
-// Switch graphs for titan-lbdc: generated fat-trees, leaf-spine fabrics and Waxman graphs, or
-// read from a JSON or TOML file; controller placement; and each switch's potential controllers
-// (those within a hop limit).
-#ifndef TITAN_TOOLS_LBDC_TOPOLOGY_H_
-#define TITAN_TOOLS_LBDC_TOPOLOGY_H_
+// Switch graphs, shared by the control plane and titan-lbdc: generated fat-trees, leaf-spine
+// fabrics and Waxman graphs, or read from a JSON or TOML file; controller placement; and each
+// switch's potential controllers (those within a hop limit).
+#ifndef TITAN_CORE_TOPOLOGY_SWITCH_GRAPH_H_
+#define TITAN_CORE_TOPOLOGY_SWITCH_GRAPH_H_
 
 #include <cstdint>
 #include <random>
@@ -12,7 +12,7 @@
 #include "titan/balance.h"
 #include "titan/status.h"
 
-namespace titan::lbdc {
+namespace titan::topology {
 
 struct Topology {
   std::vector<std::string> name;            // per switch
@@ -39,6 +39,6 @@ absl::StatusOr<BalanceProblem> PotentialControllers(const Topology& topology,
                                                     const std::vector<int32_t>& sites, int hops,
                                                     int max_potential);
 
-}  // namespace titan::lbdc
+}  // namespace titan::topology
 
-#endif  // TITAN_TOOLS_LBDC_TOPOLOGY_H_
+#endif  // TITAN_CORE_TOPOLOGY_SWITCH_GRAPH_H_
