@@ -17,8 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
-#include "tests/support/plugin_dir.h"
 #include "core/tensor/cpu_compute.h"
+#include "tests/support/plugin_dir.h"
 #include "titan/device.h"
 #include "titan/float16.h"
 
@@ -414,6 +414,40 @@ TEST_F(CudaComputeTest, AttentionAtTheLargestHeadDimMatchesTheCpu) {
   CompareAttention(
       cpu_, *gpu_,
       {.batch = 1, .seq_len = 9, .kv_len = 9, .heads = 2, .kv_heads = 1, .head_dim = 256}, 30);
+}
+
+// The tiled kernels at each head-dim bucket (64, 128, 256) over several tiles of queries and keys,
+// at odd lengths, GQA ratios 1, 2 and 4, and chunks at offsets (context parallelism's).
+TEST_F(CudaComputeTest, AttentionAcrossTilesAndHeadDimsMatchesTheCpu) {
+  const AttentionSpec specs[] = {
+      {.batch = 1, .seq_len = 130, .kv_len = 130, .heads = 2, .kv_heads = 2, .head_dim = 64},
+      {.batch = 2, .seq_len = 75, .kv_len = 75, .heads = 4, .kv_heads = 2, .head_dim = 128},
+      {.batch = 1, .seq_len = 97, .kv_len = 97, .heads = 8, .kv_heads = 2, .head_dim = 128},
+      {.batch = 1, .seq_len = 33, .kv_len = 33, .heads = 4, .kv_heads = 1, .head_dim = 200},
+      {.batch = 1,
+       .seq_len = 50,
+       .kv_len = 150,
+       .heads = 4,
+       .kv_heads = 1,
+       .head_dim = 128,
+       .q_offset = 100,
+       .kv_offset = 0},
+      {.batch = 1,
+       .seq_len = 40,
+       .kv_len = 24,
+       .heads = 2,
+       .kv_heads = 1,
+       .head_dim = 64,
+       .q_offset = 0,
+       .kv_offset = 30},
+  };
+  uint32_t seed = 300;
+  for (const AttentionSpec& spec : specs) {
+    SCOPED_TRACE(absl::StrCat("t ", spec.seq_len, " kv ", spec.kv_len, " heads ", spec.heads, "/",
+                              spec.kv_heads, " head_dim ", spec.head_dim));
+    CompareAttention(cpu_, *gpu_, spec, seed);
+    seed += 10;
+  }
 }
 
 TEST_F(CudaComputeTest, AttentionChunkThatSeesNoKeyGetsZerosAndMinusInfinity) {

@@ -52,6 +52,15 @@ __device__ inline float BlockMax(float value) {
   return top;
 }
 
+// The block's dynamic shared memory (the launch's third parameter) as floats, 16-byte aligned.
+// The CPU emulation of the tests (cuda_emulation.h) gives its own.
+#if !defined(TITAN_CUDA_EMULATION)
+__device__ inline float* DynamicSharedFloats() {
+  extern __shared__ float4 titan_dynamic_shared[];
+  return reinterpret_cast<float*>(titan_dynamic_shared);
+}
+#endif
+
 // The sum over a warp in a fixed butterfly; every lane gets it.
 __device__ inline float WarpSum(float value) {
   for (int offset = 16; offset > 0; offset /= 2)
