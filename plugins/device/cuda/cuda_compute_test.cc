@@ -766,6 +766,31 @@ TEST_F(CudaComputeTest, Float8QuantizeWritesTheCpusBytes) {
   }
 }
 
+// The tiled transposed quantization over several 32 x 32 tiles and 256-row amax chunks, ending
+// inside both: the CPU's bytes.
+TEST_F(CudaComputeTest, Float8TransposedQuantizeAcrossTilesMatchesTheCpu) {
+  const int64_t rows = 600, columns = 97;
+  const std::vector<float> values = Random(rows * columns, 175, 12.0f);
+  for (bool bf16 : {false, true}) {
+    Twin x = bf16 ? Bf16(values, {rows, columns}) : F32(values, {rows, columns});
+    for (Float8Granularity granularity : {Float8Granularity::kTensor, Float8Granularity::kRow}) {
+      const bool per_row = granularity == Float8Granularity::kRow;
+      const Float8Scaling scaling{granularity, false, true, {}};
+      Twin out = Zeros(DType::kF8E4M3, {columns, rows});
+      Twin scales = Zeros(DType::kF32, {per_row ? columns : 1});
+      BOTH(cpu_.Float8Quantize(x.cpu(), scaling, out.cpu(), scales.cpu()),
+           gpu_->Float8Quantize(x.gpu(), scaling, out.gpu(), scales.gpu()));
+      const std::string what = absl::StrCat(bf16 ? "bf16" : "f32", per_row ? " row" : " tensor");
+      EXPECT_EQ(out.GpuBytes(), out.CpuBytes()) << what;
+      EXPECT_EQ(scales.Gpu(), scales.Cpu()) << what;
+      Twin amax = Zeros(DType::kF32, {per_row ? columns : 1});
+      BOTH(cpu_.Float8Amax(x.cpu(), scaling, amax.cpu()),
+           gpu_->Float8Amax(x.gpu(), scaling, amax.gpu()));
+      EXPECT_EQ(amax.Gpu(), amax.Cpu()) << what;
+    }
+  }
+}
+
 // fsdp's float8 all-gather: AbsMax over many tensors, quantization by a given amax, and the
 // transposed codes of the gathered weight, each byte for byte the CPU's.
 TEST_F(CudaComputeTest, AbsMaxGivenAmaxQuantizeAndTransposeMatchTheCpu) {

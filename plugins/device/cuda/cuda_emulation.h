@@ -219,6 +219,11 @@ inline unsigned atomicMax(unsigned* address, unsigned value) {  // one OS thread
   return old;
 }
 
+// CUDA's classification functions, which the kernels call unqualified.
+using std::isfinite;
+using std::isnan;
+using std::signbit;
+
 // CUDA's min and max of integers of one type.
 template <typename T>
 T min(T a, T b) {

@@ -70,4 +70,26 @@ __device__ inline float WarpSum(float value) {
 
 }  // namespace titan::cuda
 
+#if defined(__CUDACC__)
+// Launches kernel<<<blocks, threads, shared_bytes, stream>>>, allowing it the shared memory it
+// asks for past the default 48 KiB: the launcher the kernels' Run* functions take on the GPU
+// (the CPU emulation of the tests passes its own).
+struct StreamLaunch {
+  cudaStream_t stream;
+  template <typename... Parameters, typename... Arguments>
+  cudaError_t operator()(void (*kernel)(Parameters...), int64_t blocks, int threads,
+                         size_t shared_bytes, Arguments... arguments) const {
+    if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    if (blocks == 0) return cudaSuccess;
+    if (shared_bytes > 0) {
+      const cudaError_t allowed = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+      if (allowed != cudaSuccess) return allowed;
+    }
+    kernel<<<static_cast<unsigned>(blocks), threads, shared_bytes, stream>>>(arguments...);
+    return cudaGetLastError();
+  }
+};
+#endif
+
 #endif  // TITAN_PLUGINS_DEVICE_CUDA_KERNEL_UTIL_CUH_
