@@ -199,6 +199,22 @@ T __shfl_xor_sync(unsigned /*mask*/, T value, int lane_mask, int /*width*/ = 32)
   return other;
 }
 
+// Every lane of the warp sets its bit, as for a shuffle.
+inline unsigned __ballot_sync(unsigned /*mask*/, int predicate) {
+  using ::titan::emulation::Wait;
+  ::titan::emulation::State& s = ::titan::emulation::state();
+  const int t = s.current, first = t & ~31;
+  s.exchange[t] = predicate ? 1.0f : 0.0f;
+  ::titan::emulation::Yield(Wait::kWarpBarrier);
+  unsigned bits = 0;
+  for (int lane = 0; lane < 32 && first + lane < static_cast<int>(s.exchange.size()); ++lane) {
+    if (s.exchange[first + lane] != 0.0f) bits |= 1u << lane;
+  }
+  ::titan::emulation::Yield(Wait::kWarpBarrier);
+  return bits;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+
 inline float* DynamicSharedFloats() {
   return reinterpret_cast<float*>(::titan::emulation::state().shared.data());
 }
