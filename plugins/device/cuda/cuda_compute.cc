@@ -94,11 +94,12 @@ absl::Status CudaCompute::Ready() {
 }
 
 std::string CudaCompute::Describe() const {
-  return absl::StrCat("cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
-                      allow_tf32_ ? "allowed" : "off",
-                      "; bf16 GEMM by cuBLASLt with f32 accumulation; attention by titan's "
-                      "flash-style kernels; Float8 GEMM by cuBLASLt FP8 where the GPU has it "
-                      "(sm_89+), else titan's kernel");
+  return absl::StrCat(
+      "cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
+      allow_tf32_ ? "allowed" : "off",
+      "; bf16 GEMM by cuBLASLt with f32 accumulation; attention by titan's "
+      "tiled flash-attention kernels (f32); Float8 GEMM by cuBLASLt FP8 where the GPU has it "
+      "(sm_89+), else titan's kernel");
 }
 
 absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {
