@@ -128,6 +128,22 @@ TEST(AttentionKernelsOnTheCpu, HeadDim64And128OverSeveralTiles) {
       {.batch = 1, .seq_len = 75, .kv_len = 75, .heads = 4, .kv_heads = 2, .head_dim = 128}, 21);
 }
 
+// The shapes of cuda_compute_test.cc's AttentionAcrossTilesAndHeadDimsMatchesTheCpu that the
+// tests above do not cover: GQA 4 at head_dim 128, a late chunk over many keys.
+TEST(AttentionKernelsOnTheCpu, TheGpuTestsShapes) {
+  CompareWithCpu(
+      {.batch = 1, .seq_len = 97, .kv_len = 97, .heads = 8, .kv_heads = 2, .head_dim = 128}, 320);
+  CompareWithCpu({.batch = 1,
+                  .seq_len = 50,
+                  .kv_len = 150,
+                  .heads = 4,
+                  .kv_heads = 1,
+                  .head_dim = 128,
+                  .q_offset = 100,
+                  .kv_offset = 0},
+                 340);
+}
+
 TEST(AttentionKernelsOnTheCpu, TheLargestHeadDim) {
   CompareWithCpu(
       {.batch = 1, .seq_len = 33, .kv_len = 33, .heads = 2, .kv_heads = 1, .head_dim = 256}, 30);
