@@ -1,8 +1,7 @@
-// Causal attention with grouped-query heads on raw device pointers, flash-attention style: a
-// warp walks one query's keys with an online softmax, so no [t, t] score matrix exists. The
-// backward recomputes the probabilities from the saved log-sum-exp; dq is summed by warps that
-// own a query, dk and dv by warps that own a key, so nothing is added atomically and results
-// repeat bit for bit.
+// Causal attention with grouped-query heads on raw device pointers, in f32, by titan's tiled
+// flash-attention kernels (attention_kernels.cuh): no [t, t] score matrix, the log-sum-exp of
+// each row saved for the backward and for context parallelism's merge, and a backward whose sums
+// each have one owner, so results repeat bit for bit.
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_ATTENTION_KERNELS_H_
 #define TITAN_PLUGINS_DEVICE_CUDA_ATTENTION_KERNELS_H_
 
@@ -10,15 +9,11 @@
 
 #include <cstdint>
 
+#include "attention_tiles.h"
+
 namespace titan::cuda {
 
 constexpr int64_t kMaxAttentionHeadDim = 256;
-
-// q, out [batch, seq_len, heads, head_dim]; k, v [batch, kv_len, kv_heads, head_dim]; lse
-// [batch, heads, seq_len]. Query i sees the keys j <= i + shift (shift = q_offset - kv_offset).
-struct AttentionDims {
-  int64_t batch, seq_len, kv_len, heads, kv_heads, head_dim, shift;
-};
 
 // Queries that see no key get zeros and an lse of -inf.
 cudaError_t LaunchAttentionForward(const AttentionDims& dims, const float* q, const float* k,

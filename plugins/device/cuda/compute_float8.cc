@@ -90,8 +90,11 @@ absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scalin
   const int64_t rows = x.shape[0], columns = x.shape[1];
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(Ready());
-  TITAN_ASSIGN_OR_RETURN(StreamScratch amax, Scratch(sizeof(float), "Float8Quantize amax"));
   const bool given = scaling.amax.data != nullptr;
+  // A transposed row-wise quantization gathers its rows' amaxes (columns of x) in a pass first.
+  const int64_t amaxes = per_row && scaling.transpose && !given ? columns : 1;
+  TITAN_ASSIGN_OR_RETURN(StreamScratch amax, Scratch(static_cast<size_t>(amaxes) * sizeof(float),
+                                                     "Float8Quantize amax"));
   const Float8QuantizeArgs args{x.data,
                                 x.dtype == DType::kBF16,
                                 rows,

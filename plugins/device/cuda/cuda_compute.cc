@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cuda_status.h"
+#include "gemm_plan.h"
 #include "operands.h"
 
 namespace titan::cuda {
@@ -40,8 +41,11 @@ StreamScratch::~StreamScratch() {
   if (data_ != nullptr) cudaFreeAsync(data_, stream_);  // nothing to report a failure to
 }
 
+CudaCompute::CudaCompute() = default;
+
 CudaCompute::~CudaCompute() {
   // At process exit the runtime may be gone already; its errors then are of no consequence.
+  gemm_plans_.reset();
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (lt_ != nullptr) cublas_->Destroy(lt_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -79,6 +83,7 @@ absl::Status CudaCompute::Ready() {
             "cudaMemPoolSetAttribute"));
   TITAN_ASSIGN_OR_RETURN(cublas_, LoadCublasLt());
   TITAN_RETURN_IF_ERROR(CheckCublas(cublas_->Create(&lt_), "cublasLtCreate"));
+  gemm_plans_ = std::make_unique<GemmPlans>();
   TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&workspace_, kWorkspaceBytes),
                                         "the cuBLASLt workspace", kWorkspaceBytes));
   ordinal_ = ordinal;
@@ -89,11 +94,12 @@ absl::Status CudaCompute::Ready() {
 }
 
 std::string CudaCompute::Describe() const {
-  return absl::StrCat("cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
-                      allow_tf32_ ? "allowed" : "off",
-                      "; bf16 GEMM by cuBLASLt with f32 accumulation; attention by titan's "
-                      "flash-style kernels; Float8 GEMM by cuBLASLt FP8 where the GPU has it "
-                      "(sm_89+), else titan's kernel");
+  return absl::StrCat(
+      "cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
+      allow_tf32_ ? "allowed" : "off",
+      "; bf16 GEMM by cuBLASLt with f32 accumulation; attention by titan's "
+      "tiled flash-attention kernels (f32); Float8 GEMM by cuBLASLt FP8 where the GPU has it "
+      "(sm_89+), else titan's kernel");
 }
 
 absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {

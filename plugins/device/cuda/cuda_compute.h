@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "cublaslt_library.h"
@@ -57,9 +58,11 @@ struct LtMatmul {
   bool outer_vector_scales = false;
 };
 
+struct GemmPlans;  // gemm_plan.h
+
 class CudaCompute : public Compute {
  public:
-  CudaCompute() = default;
+  CudaCompute();  // out of line: gemm_plans_ is of a type complete in cuda_compute.cc
   ~CudaCompute() override;
   CudaCompute(const CudaCompute&) = delete;
   CudaCompute& operator=(const CudaCompute&) = delete;
@@ -158,6 +161,7 @@ class CudaCompute : public Compute {
   cudaStream_t stream_ = nullptr;
   const CublasLt* cublas_ = nullptr;  // loaded by Ready()
   cublasLtHandle_t lt_ = nullptr;
+  std::unique_ptr<GemmPlans> gemm_plans_;  // cuBLASLt plans by problem, kept across calls
   void* workspace_ = nullptr;
   int ordinal_ = 0;     // the device the first call found selected
   int capability_ = 0;  // major * 10 + minor

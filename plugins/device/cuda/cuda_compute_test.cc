@@ -17,8 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
-#include "tests/support/plugin_dir.h"
 #include "core/tensor/cpu_compute.h"
+#include "tests/support/plugin_dir.h"
 #include "titan/device.h"
 #include "titan/float16.h"
 
@@ -416,6 +416,40 @@ TEST_F(CudaComputeTest, AttentionAtTheLargestHeadDimMatchesTheCpu) {
       {.batch = 1, .seq_len = 9, .kv_len = 9, .heads = 2, .kv_heads = 1, .head_dim = 256}, 30);
 }
 
+// The tiled kernels at each head-dim bucket (64, 128, 256) over several tiles of queries and keys,
+// at odd lengths, GQA ratios 1, 2 and 4, and chunks at offsets (context parallelism's).
+TEST_F(CudaComputeTest, AttentionAcrossTilesAndHeadDimsMatchesTheCpu) {
+  const AttentionSpec specs[] = {
+      {.batch = 1, .seq_len = 130, .kv_len = 130, .heads = 2, .kv_heads = 2, .head_dim = 64},
+      {.batch = 2, .seq_len = 75, .kv_len = 75, .heads = 4, .kv_heads = 2, .head_dim = 128},
+      {.batch = 1, .seq_len = 97, .kv_len = 97, .heads = 8, .kv_heads = 2, .head_dim = 128},
+      {.batch = 1, .seq_len = 33, .kv_len = 33, .heads = 4, .kv_heads = 1, .head_dim = 200},
+      {.batch = 1,
+       .seq_len = 50,
+       .kv_len = 150,
+       .heads = 4,
+       .kv_heads = 1,
+       .head_dim = 128,
+       .q_offset = 100,
+       .kv_offset = 0},
+      {.batch = 1,
+       .seq_len = 40,
+       .kv_len = 24,
+       .heads = 2,
+       .kv_heads = 1,
+       .head_dim = 64,
+       .q_offset = 0,
+       .kv_offset = 30},
+  };
+  uint32_t seed = 300;
+  for (const AttentionSpec& spec : specs) {
+    SCOPED_TRACE(absl::StrCat("t ", spec.seq_len, " kv ", spec.kv_len, " heads ", spec.heads, "/",
+                              spec.kv_heads, " head_dim ", spec.head_dim));
+    CompareAttention(cpu_, *gpu_, spec, seed);
+    seed += 10;
+  }
+}
+
 TEST_F(CudaComputeTest, AttentionChunkThatSeesNoKeyGetsZerosAndMinusInfinity) {
   // Queries at 0..7, keys at 8..15: no query sees a key; queries 8.. of a later chunk see some.
   const AttentionSpec none{.batch = 1,
@@ -549,6 +583,20 @@ TEST_F(CudaComputeTest, EmbeddingForwardAndBackwardMatchTheCpuExactly) {
        gpu_->EmbeddingForward(tokens.gpu(), table.gpu(), first_row, out.gpu()));
   EXPECT_EQ(out.Gpu(), out.Cpu());
   Twin dout = F32(Random(n * c, 102), {n * c}), dtable = F32(Random(rows * c, 103), {rows, c});
+  BOTH(cpu_.EmbeddingBackward(tokens.cpu(), dout.cpu(), first_row, dtable.cpu()),
+       gpu_->EmbeddingBackward(tokens.gpu(), dout.gpu(), first_row, dtable.gpu()));
+  EXPECT_EQ(dtable.Gpu(), dtable.Cpu());
+}
+
+// Many tokens of few rows over several chunks and column blocks, as the device's bucket count
+// splits them: still the CPU's sums, bit for bit.
+TEST_F(CudaComputeTest, EmbeddingBackwardOfManyRepeatsMatchesTheCpuExactly) {
+  const int64_t n = 3000, c = 700, rows = 64, first_row = 1000;
+  std::mt19937 rng(104);
+  std::vector<int32_t> token_values(n);
+  for (int32_t& t : token_values) t = static_cast<int32_t>(first_row - 4 + rng() % (rows + 8));
+  Twin tokens = I32(token_values), dout = F32(Random(n * c, 105), {n * c});
+  Twin dtable = F32(Random(rows * c, 106), {rows, c});
   BOTH(cpu_.EmbeddingBackward(tokens.cpu(), dout.cpu(), first_row, dtable.cpu()),
        gpu_->EmbeddingBackward(tokens.gpu(), dout.gpu(), first_row, dtable.gpu()));
   EXPECT_EQ(dtable.Gpu(), dtable.Cpu());
@@ -728,6 +776,31 @@ TEST_F(CudaComputeTest, Float8QuantizeWritesTheCpusBytes) {
           }
         }
       }
+    }
+  }
+}
+
+// The tiled transposed quantization over several 32 x 32 tiles and 256-row amax chunks, ending
+// inside both: the CPU's bytes.
+TEST_F(CudaComputeTest, Float8TransposedQuantizeAcrossTilesMatchesTheCpu) {
+  const int64_t rows = 600, columns = 97;
+  const std::vector<float> values = Random(rows * columns, 175, 12.0f);
+  for (bool bf16 : {false, true}) {
+    Twin x = bf16 ? Bf16(values, {rows, columns}) : F32(values, {rows, columns});
+    for (Float8Granularity granularity : {Float8Granularity::kTensor, Float8Granularity::kRow}) {
+      const bool per_row = granularity == Float8Granularity::kRow;
+      const Float8Scaling scaling{granularity, false, true, {}};
+      Twin out = Zeros(DType::kF8E4M3, {columns, rows});
+      Twin scales = Zeros(DType::kF32, {per_row ? columns : 1});
+      BOTH(cpu_.Float8Quantize(x.cpu(), scaling, out.cpu(), scales.cpu()),
+           gpu_->Float8Quantize(x.gpu(), scaling, out.gpu(), scales.gpu()));
+      const std::string what = absl::StrCat(bf16 ? "bf16" : "f32", per_row ? " row" : " tensor");
+      EXPECT_EQ(out.GpuBytes(), out.CpuBytes()) << what;
+      EXPECT_EQ(scales.Gpu(), scales.Cpu()) << what;
+      Twin amax = Zeros(DType::kF32, {per_row ? columns : 1});
+      BOTH(cpu_.Float8Amax(x.cpu(), scaling, amax.cpu()),
+           gpu_->Float8Amax(x.gpu(), scaling, amax.gpu()));
+      EXPECT_EQ(amax.Gpu(), amax.Cpu()) << what;
     }
   }
 }

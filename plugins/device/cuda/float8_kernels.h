@@ -13,8 +13,9 @@ enum class Float8Format : int { kE4M3 = 0, kE5M2 = 1 };
 
 // x [rows, columns] (f32, or bf16 when x_is_bf16) into codes [out_rows, out_columns] (x
 // transposed when `transpose`); one scale per row of out when `per_row`, else one for all.
-// `amax` is one float of scratch for the tensor-wise amax, or the amaxes to scale by when
-// `amax_given` ([1], or one per row of out when `per_row`).
+// `amax` is scratch for the amaxes (one float, or out_rows floats when `per_row` and
+// `transpose`), or the amaxes to scale by when `amax_given` ([1], or one per row of out when
+// `per_row`).
 struct Float8QuantizeArgs {
   const void* x;
   bool x_is_bf16;

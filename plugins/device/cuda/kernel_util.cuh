@@ -52,6 +52,15 @@ __device__ inline float BlockMax(float value) {
   return top;
 }
 
+// The block's dynamic shared memory (the launch's third parameter) as floats, 16-byte aligned.
+// The CPU emulation of the tests (cuda_emulation.h) gives its own.
+#if !defined(TITAN_CUDA_EMULATION)
+__device__ inline float* DynamicSharedFloats() {
+  extern __shared__ float4 titan_dynamic_shared[];
+  return reinterpret_cast<float*>(titan_dynamic_shared);
+}
+#endif
+
 // The sum over a warp in a fixed butterfly; every lane gets it.
 __device__ inline float WarpSum(float value) {
   for (int offset = 16; offset > 0; offset /= 2)
@@ -60,5 +69,27 @@ __device__ inline float WarpSum(float value) {
 }
 
 }  // namespace titan::cuda
+
+#if defined(__CUDACC__)
+// Launches kernel<<<blocks, threads, shared_bytes, stream>>>, allowing it the shared memory it
+// asks for past the default 48 KiB: the launcher the kernels' Run* functions take on the GPU
+// (the CPU emulation of the tests passes its own).
+struct StreamLaunch {
+  cudaStream_t stream;
+  template <typename... Parameters, typename... Arguments>
+  cudaError_t operator()(void (*kernel)(Parameters...), int64_t blocks, int threads,
+                         size_t shared_bytes, Arguments... arguments) const {
+    if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    if (blocks == 0) return cudaSuccess;
+    if (shared_bytes > 0) {
+      const cudaError_t allowed = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+      if (allowed != cudaSuccess) return allowed;
+    }
+    kernel<<<static_cast<unsigned>(blocks), threads, shared_bytes, stream>>>(arguments...);
+    return cudaGetLastError();
+  }
+};
+#endif
 
 #endif  // TITAN_PLUGINS_DEVICE_CUDA_KERNEL_UTIL_CUH_

@@ -1,3 +1,4 @@
+#include "embedding_kernels.cuh"
 #include "kernel_util.cuh"
 #include "layer_kernels.h"
 
@@ -101,16 +102,6 @@ __global__ void EmbeddingForwardKernel(float* out, const int32_t* tokens, const 
   }
 }
 
-__global__ void EmbeddingBackwardKernel(float* dtable, const float* dout, const int32_t* tokens,
-                                        int64_t n, int64_t c, int64_t first_row, int64_t rows) {
-  TITAN_GRID_STRIDE(j, c) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = tokens[i] - first_row;
-      if (row >= 0 && row < rows) dtable[row * c + j] += dout[i * c + j];
-    }
-  }
-}
-
 }  // namespace
 
 cudaError_t LaunchRmsNormForward(float* out, float* rstd, const float* inp, const float* weight,
@@ -176,10 +167,14 @@ cudaError_t LaunchEmbeddingForward(float* out, const int32_t* tokens, const floa
 cudaError_t LaunchEmbeddingBackward(float* dtable, const float* dout, const int32_t* tokens,
                                     int64_t n, int64_t c, int64_t first_row, int64_t rows,
                                     cudaStream_t stream) {
-  if (n * c == 0) return cudaSuccess;
-  EmbeddingBackwardKernel<<<BlocksFor(c), kThreads, 0, stream>>>(dtable, dout, tokens, n, c,
-                                                                 first_row, rows);
-  return cudaGetLastError();
+  int device = 0, sms = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  }
+  if (error != cudaSuccess) return error;
+  return embedding::RunBackward(StreamLaunch{stream}, dtable, dout, tokens, n, c, first_row, rows,
+                                embedding::BackwardBuckets(c, rows, sms));
 }
 
 }  // namespace titan::cuda

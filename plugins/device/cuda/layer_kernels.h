@@ -35,8 +35,8 @@ cudaError_t LaunchSwiGluBackward(float* da, float* db, const float* dout, const 
 // Table rows [first_row, first_row + rows); other tokens read zeros and add no gradient.
 cudaError_t LaunchEmbeddingForward(float* out, const int32_t* tokens, const float* table, int64_t n,
                                    int64_t c, int64_t first_row, int64_t rows, cudaStream_t stream);
-// Each thread owns one column of the table and adds the tokens in order: no atomics, and the
-// sums are the CPU's, bit for bit.
+// Each (row, column) of the table has one owner that adds the tokens in order: no atomics, and
+// the sums are the CPU's, bit for bit; the work is split to fill the GPU (embedding_kernels.cuh).
 cudaError_t LaunchEmbeddingBackward(float* dtable, const float* dout, const int32_t* tokens,
                                     int64_t n, int64_t c, int64_t first_row, int64_t rows,
                                     cudaStream_t stream);
