@@ -290,7 +290,8 @@ TEST(TitanRun, ValidateAndTheRunRefuseTheSame) {
   const std::string nccl = "--comm.backend=nccl --job.device=cpu";
   std::vector<std::string> cases = {split};
   // The nccl plugin is built where the CUDA toolkit and libnccl are (no GPU needed to load it).
-  if (absl::StrContains(Titan("--list-plugins").output, "titan_comm_nccl.so")) cases.push_back(nccl);
+  if (absl::StrContains(Titan("--list-plugins").output, "titan_comm_nccl.so"))
+    cases.push_back(nccl);
   for (const std::string& bad : cases) {
     Result validated = Titan(debug + "--validate " + bad);
     Result run = Titan(debug + bad, "OMPI_COMM_WORLD_SIZE=2");
@@ -647,10 +648,11 @@ TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
       dump;
   Result bf16 = Titan(tiny + " --training.mixed_precision_param=bfloat16");
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
-  EXPECT_THAT(bf16.output,
-              testing::ContainsRegex(
-                  "\\[device\\] cpu: f32 GEMM by OpenBLAS [0-9.]+ [A-Za-z0-9_]+ kernels \\([^)]*\\); "
-                  "bf16 GEMM (by oneDNN|emulated)"));
+  EXPECT_THAT(
+      bf16.output,
+      testing::ContainsRegex(
+          "\\[device\\] cpu: f32 GEMM by OpenBLAS [0-9.]+ [A-Za-z0-9_]+ kernels \\([^)]*\\); "
+          "bf16 GEMM (by oneDNN|emulated)"));
   EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
   Result f32 = Titan(tiny);
   ASSERT_EQ(f32.exit_code, 0) << f32.output;

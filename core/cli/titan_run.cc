@@ -257,8 +257,7 @@ int Run(const std::vector<std::string>& args) {
     }
     device_mesh = std::move(*single);
   } else {
-    absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
-        JoinJob(*plan, **device, *trace);
+    absl::StatusOr<std::unique_ptr<DeviceMesh>> joined = JoinJob(*plan, **device, *trace);
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));

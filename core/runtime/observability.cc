@@ -37,8 +37,8 @@ absl::StatusOr<TraceSink*> StartProfiling(const ProfilingOptions& options) {
   s.traces_folder = options.traces_folder;
   s.memory_folder = options.memory_folder;
   s.memory_snapshot = options.memory_snapshots;
-  s.profiler = options.traces ? std::make_unique<Profiler>(options.freq, s.traces_folder, 0)
-                              : nullptr;
+  s.profiler =
+      options.traces ? std::make_unique<Profiler>(options.freq, s.traces_folder, 0) : nullptr;
   return s.profiler.get();
 }
 

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <memory>
-
 #include <string>
 
 #include "core/runtime/tensorboard.h"
@@ -18,11 +17,11 @@ namespace titan {
 
 // [profiling], with its folders under job.dump_folder.
 struct ProfilingOptions {
-  bool traces = false;           // enable_profiling
+  bool traces = false;            // enable_profiling
   bool memory_snapshots = false;  // enable_memory_snapshot
-  int64_t freq = 10;             // profile_freq
-  std::string traces_folder;     // <dump_folder>/<save_traces_folder>
-  std::string memory_folder;     // <dump_folder>/<save_memory_snapshot_folder>
+  int64_t freq = 10;              // profile_freq
+  std::string traces_folder;      // <dump_folder>/<save_traces_folder>
+  std::string memory_folder;      // <dump_folder>/<save_memory_snapshot_folder>
 };
 
 // [metrics]' TensorBoard keys, with the folder under job.dump_folder.

@@ -96,9 +96,8 @@ absl::Status BuildModel(TrainingJob& job) {
   job.where.device = &job.mesh.device();
   job.where.matmul_dtype = job.plan.training.matmul_dtype;
   TITAN_ASSIGN_OR_RETURN(PipelinePlan stages, PlaceStages(job));
-  TITAN_ASSIGN_OR_RETURN(
-      job.model,
-      LlamaModel::Create(model.config, job.plan.activation_checkpoint, job.where, stages));
+  TITAN_ASSIGN_OR_RETURN(job.model, LlamaModel::Create(model.config, job.plan.activation_checkpoint,
+                                                       job.where, stages));
   spdlog::info("[device] {}; matmuls in {}", job.model->compute().Describe(),
                job.where.matmul_dtype == DType::kBF16
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
@@ -120,9 +119,8 @@ absl::Status ApplyParallelism(TrainingJob& job) {
   DeviceMesh& mesh = job.mesh;
   // TorchTitan's order: the pp split (made by BuildModel), tp, cp, then fsdp or ddp over the
   // tp-local tensors.
-  for (ParallelPlugin* plugin :
-       {parallel.pipeline.get(), parallel.tensor_parallel.get(), parallel.context_parallel.get(),
-        parallel.data_parallel.get()}) {
+  for (ParallelPlugin* plugin : {parallel.pipeline.get(), parallel.tensor_parallel.get(),
+                                 parallel.context_parallel.get(), parallel.data_parallel.get()}) {
     if (plugin == nullptr) continue;
     TITAN_RETURN_IF_ERROR(plugin->Apply(job.model->root(), mesh));
     job.model->ReleaseUnusedStorage();
@@ -137,13 +135,12 @@ absl::Status ApplyParallelism(TrainingJob& job) {
       TrainStep::Create(
           *job.model, *training.optimizer, training.local_batch_size, training.seq_len,
           parallel.accumulation, training.max_norm,
-          DataParallelContext{data_parallel, &mesh.world(), parallel.tensor_parallel.get(),
-                              parallel.pipeline.get(), &mesh.group(MeshDim::kPp),
-                              parallel.pipeline_microbatches,
-                              // fsdp and ddp average over their dimension flattened with cp.
-                              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp),
-                              job.plan.float8.plugin != nullptr &&
-                                  job.plan.float8.precompute_scales}));
+          DataParallelContext{
+              data_parallel, &mesh.world(), parallel.tensor_parallel.get(), parallel.pipeline.get(),
+              &mesh.group(MeshDim::kPp), parallel.pipeline_microbatches,
+              // fsdp and ddp average over their dimension flattened with cp.
+              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp),
+              job.plan.float8.plugin != nullptr && job.plan.float8.precompute_scales}));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(job.train_step->state_bytes()) / (1 << 20));
   return absl::OkStatus();

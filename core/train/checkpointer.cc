@@ -158,8 +158,8 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   for (const auto& [step, reason] : steps.incomplete) {
     const std::string folder = StepFolder(settings_.root, step);
     if (step < latest) {
-      spdlog::warn("[checkpoint] ignoring {}, older than {}: {}", folder, StepFolder(settings_.root, latest),
-                   reason);
+      spdlog::warn("[checkpoint] ignoring {}, older than {}: {}", folder,
+                   StepFolder(settings_.root, latest), reason);
       continue;
     }
     // Resuming from an older step would overwrite it when the run gets there: say so instead.
@@ -301,7 +301,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);
   metadata[kModelOnly] = model_only ? "true" : "false";
   const std::string folder = StepFolder(settings_.root, step);
-  if (model_only || settings_.async) CopyPieces(pieces, model_only ? settings_.export_dtype : DType::kF32);
+  if (model_only || settings_.async)
+    CopyPieces(pieces, model_only ? settings_.export_dtype : DType::kF32);
   if (!settings_.async) {
     TITAN_RETURN_IF_ERROR(Save(folder, std::move(pieces.pieces), std::move(metadata)));
     return absl::OkStatus();

@@ -41,15 +41,15 @@ struct CheckpointSettings {
   CheckpointPlugin* plugin = nullptr;  // checkpoint.format's, owned by the recipe; null: off
   // The other checkpoint plugins, tried on an initial_load_path the format's cannot read.
   const PluginRegistry* registry = nullptr;
-  std::string format;                  // checkpoint.format, for messages
-  std::string root;                    // <job.dump_folder>/<checkpoint.folder>
+  std::string format;  // checkpoint.format, for messages
+  std::string root;    // <job.dump_folder>/<checkpoint.folder>
   int64_t interval = 0;
   int64_t keep_latest_k = 0;
   int64_t load_step = -1;
-  bool async = false;                  // async_mode = "async"
-  bool last_model_only = true;         // last_save_model_only
+  bool async = false;           // async_mode = "async"
+  bool last_model_only = true;  // last_save_model_only
   DType export_dtype = DType::kF32;
-  std::vector<std::string> exclude;    // exclude_from_loading
+  std::vector<std::string> exclude;  // exclude_from_loading
   std::string initial_load_path;
 };
 
@@ -104,8 +104,8 @@ class Checkpointer {
 
   CheckpointSettings settings_;
   std::unique_ptr<CheckpointPlugin> initial_plugin_;  // reads initial_load_path in another format
-  std::unique_ptr<Communicator> comm_;  // the checkpoint's own, so a background save never
-                                        // interleaves with training's collectives
+  std::unique_ptr<Communicator> comm_;           // the checkpoint's own, so a background save never
+                                                 // interleaves with training's collectives
   std::optional<std::optional<Source>> source_;  // found once, by MatchModel or Load
   std::thread background_;
   absl::Status background_status_;

@@ -113,8 +113,7 @@ absl::Status ReadFloat8(const Recipe& recipe, Float8Settings& float8) {
   float8.plugin = Selected<Float8Plugin>(recipe, "float8");
   const ConfigView& section = recipe.section("float8");
   TITAN_ASSIGN_OR_RETURN(float8.recipe_name, section.GetString("recipe_name"));
-  TITAN_ASSIGN_OR_RETURN(float8.gather_in_float8,
-                         section.GetBool("enable_fsdp_float8_all_gather"));
+  TITAN_ASSIGN_OR_RETURN(float8.gather_in_float8, section.GetBool("enable_fsdp_float8_all_gather"));
   TITAN_ASSIGN_OR_RETURN(float8.precompute_scales,
                          section.GetBool("precompute_float8_dynamic_scale_for_fsdp"));
   return absl::OkStatus();
@@ -207,8 +206,8 @@ absl::Status ReadActivationCheckpoint(const Recipe& recipe, JobPlan& plan) {
   plan.activation_checkpoint = *parsed;
   if (mode != "selective" && ac.Where("selective_ac_option") != "default") {
     plan.warnings.push_back(absl::StrCat(
-        ac.Where("selective_ac_option"), ": activation_checkpoint.selective_ac_option = \"",
-        option, "\" has no effect with activation_checkpoint.mode = \"", mode, "\""));
+        ac.Where("selective_ac_option"), ": activation_checkpoint.selective_ac_option = \"", option,
+        "\" has no effect with activation_checkpoint.mode = \"", mode, "\""));
   }
   return absl::OkStatus();
 }

@@ -34,8 +34,8 @@ namespace titan {
 struct JobSettings {
   std::string dump_folder;
   std::string description;
-  std::string device_name;          // job.device
-  DevicePlugin* device = nullptr;   // its plugin, owned by the recipe
+  std::string device_name;         // job.device
+  DevicePlugin* device = nullptr;  // its plugin, owned by the recipe
 };
 
 // [model]
@@ -52,15 +52,15 @@ struct TrainingSettings {
   int64_t seq_len = 0;
   int64_t steps = 0;
   double max_norm = 0;
-  std::string dataset;                     // a name for the log
-  DType matmul_dtype = DType::kF32;        // mixed_precision_param
-  OptimizerPlugin* optimizer = nullptr;    // optimizer.name's plugin, owned by the recipe
-  double peak_lr = 0;                      // optimizer.lr
-  int64_t warmup_steps = 0;                // [lr_scheduler]
+  std::string dataset;                   // a name for the log
+  DType matmul_dtype = DType::kF32;      // mixed_precision_param
+  OptimizerPlugin* optimizer = nullptr;  // optimizer.name's plugin, owned by the recipe
+  double peak_lr = 0;                    // optimizer.lr
+  int64_t warmup_steps = 0;              // [lr_scheduler]
   double decay_ratio = 1;
   std::string decay_type;
   double min_lr_factor = 0;
-  int64_t seed = 0;                        // debug.seed
+  int64_t seed = 0;  // debug.seed
 };
 
 // [validation]
@@ -75,9 +75,9 @@ struct ParallelismPlan {
   MeshShape shape;
   int64_t shard_degree_setting = -1;  // data_parallel_shard_degree as written (-1: what is left)
   int64_t pipeline_microbatch_size = 1;
-  int data_parallel_degree = 1;  // dp_replicate x dp_shard
-  int64_t accumulation = 1;      // microbatches per optimizer step
-  int64_t pipeline_microbatches = 1;  // per local batch, under pp
+  int data_parallel_degree = 1;                      // dp_replicate x dp_shard
+  int64_t accumulation = 1;                          // microbatches per optimizer step
+  int64_t pipeline_microbatches = 1;                 // per local batch, under pp
   std::unique_ptr<ParallelPlugin> pipeline;          // pp, when its degree is above 1
   std::unique_ptr<ParallelPlugin> context_parallel;  // cp, when its degree is above 1
   std::unique_ptr<ParallelPlugin> tensor_parallel;   // tp, when its degree is above 1
@@ -90,8 +90,8 @@ struct ParallelismPlan {
 struct Float8Settings {
   const Float8Plugin* plugin = nullptr;  // null: no Float8 layers; owned by the recipe
   std::string recipe_name;
-  bool gather_in_float8 = false;         // enable_fsdp_float8_all_gather
-  bool precompute_scales = false;        // precompute_float8_dynamic_scale_for_fsdp
+  bool gather_in_float8 = false;   // enable_fsdp_float8_all_gather
+  bool precompute_scales = false;  // precompute_float8_dynamic_scale_for_fsdp
 };
 
 // [metrics]

@@ -137,8 +137,9 @@ TEST_F(JobPlanTest, ParallelPluginsAreChosenByTheDimensionTheyServe) {
 TEST_F(JobPlanTest, ThePipelinePluginPlansItsStagesInThePlan) {
   MeshShape pp;
   pp.degrees[static_cast<int>(MeshDim::kPp)] = 2;
-  const std::vector<std::string> layout = {"parallelism.pipeline_parallel_degree=2",
-                                           "parallelism.pipeline_parallel_schedule=Interleaved1F1B"};
+  const std::vector<std::string> layout = {
+      "parallelism.pipeline_parallel_degree=2",
+      "parallelism.pipeline_parallel_schedule=Interleaved1F1B"};
   std::vector<std::string> split = layout;
   split.push_back("parallelism.pipeline_parallel_layers_per_stage=3");
   EXPECT_THAT(ErrorOf(Make("", split), pp),
@@ -153,10 +154,10 @@ TEST_F(JobPlanTest, ThePipelinePluginPlansItsStagesInThePlan) {
 // model alone: refused in the plan, not at the first save (issue #39).
 TEST_F(JobPlanTest, AModelOnlyFormatIsRefusedForTrainingState) {
   const std::string safetensors = "[checkpoint]\nenable = true\nformat = \"safetensors\"\n";
-  EXPECT_THAT(ErrorOf(Make(safetensors, {"training.steps=10", "checkpoint.interval=5"}),
-                      Mesh(1, 1)),
-              HasSubstr("checkpoint.format = \"safetensors\" holds the model only, but "
-                        "checkpoint.interval = 5 saves the training state at step 5 of 10"));
+  EXPECT_THAT(
+      ErrorOf(Make(safetensors, {"training.steps=10", "checkpoint.interval=5"}), Mesh(1, 1)),
+      HasSubstr("checkpoint.format = \"safetensors\" holds the model only, but "
+                "checkpoint.interval = 5 saves the training state at step 5 of 10"));
   EXPECT_THAT(ErrorOf(Make(safetensors, {"training.steps=10", "checkpoint.interval=10",
                                          "checkpoint.last_save_model_only=false"}),
                       Mesh(1, 1)),
@@ -164,8 +165,8 @@ TEST_F(JobPlanTest, AModelOnlyFormatIsRefusedForTrainingState) {
   EXPECT_TRUE(BuildJobPlan(Make(safetensors, {"training.steps=10", "checkpoint.interval=10"}),
                            *registry_, Mesh(1, 1))
                   .ok());
-  EXPECT_TRUE(BuildJobPlan(Make("[checkpoint]\nenable = true\n", {"training.steps=10",
-                                                                     "checkpoint.interval=5"}),
+  EXPECT_TRUE(BuildJobPlan(Make("[checkpoint]\nenable = true\n",
+                                {"training.steps=10", "checkpoint.interval=5"}),
                            *registry_, Mesh(1, 1))
                   .ok());
 }
@@ -229,9 +230,9 @@ TEST_F(JobPlanTest, AKnownVocabularyMustDivideToo) {
 TEST_F(JobPlanTest, ParallelPluginsCheckTheirKeys) {
   EXPECT_THAT(ErrorOf(Make("[parallelism]\ndisable_loss_parallel = true"), Mesh(1, 2)),
               HasSubstr("parallelism.disable_loss_parallel: expected false"));
-  EXPECT_TRUE(BuildJobPlan(Make("[parallelism]\ndisable_loss_parallel = true"), *registry_,
-                                  Mesh(1, 1))
-                  .ok());
+  EXPECT_TRUE(
+      BuildJobPlan(Make("[parallelism]\ndisable_loss_parallel = true"), *registry_, Mesh(1, 1))
+          .ok());
 }
 
 // fsdp's float8 all-gather (issue #18) needs fsdp and the tensorwise recipe's one e4m3 scale per
@@ -261,15 +262,14 @@ TEST_F(JobPlanTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
                       Mesh(2, 1)),
               HasSubstr("float8.precompute_float8_dynamic_scale_for_fsdp = true needs "
                         "float8.enable_fsdp_float8_all_gather = true"));
-  EXPECT_TRUE(
-      BuildJobPlan(Make(gather + "precompute_float8_dynamic_scale_for_fsdp = true\n"),
-                          *registry_, Mesh(2, 1))
-          .ok());
+  EXPECT_TRUE(BuildJobPlan(Make(gather + "precompute_float8_dynamic_scale_for_fsdp = true\n"),
+                           *registry_, Mesh(2, 1))
+                  .ok());
 }
 
 TEST_F(JobPlanTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
-  auto report = BuildJobPlan(Make("[float8]\nenable_fsdp_float8_all_gather = true\n"),
-                                    *registry_, Mesh(2, 1));
+  auto report = BuildJobPlan(Make("[float8]\nenable_fsdp_float8_all_gather = true\n"), *registry_,
+                             Mesh(2, 1));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_THAT(report->warnings,
               testing::Contains(HasSubstr(
@@ -308,9 +308,9 @@ TEST_F(JobPlanTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
   EXPECT_THAT(ErrorOf(Make("[activation_checkpoint]\nselective_ac_option = \"every\""), Mesh(1, 1)),
               HasSubstr("t.toml:6:23: activation_checkpoint.selective_ac_option: expected a "
                         "positive integer or \"op\", found 'every'"));
-  auto full = BuildJobPlan(
-      Make("[activation_checkpoint]\nmode = \"full\"\nselective_ac_option = \"op\""), *registry_,
-      Mesh(1, 1));
+  auto full =
+      BuildJobPlan(Make("[activation_checkpoint]\nmode = \"full\"\nselective_ac_option = \"op\""),
+                   *registry_, Mesh(1, 1));
   ASSERT_TRUE(full.ok()) << full.status();
   ASSERT_EQ(full->warnings.size(), 1u);
   EXPECT_EQ(full->warnings[0],
@@ -319,8 +319,8 @@ TEST_F(JobPlanTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
 }
 
 TEST_F(JobPlanTest, WarmupLongerThanTrainingIsAWarningNamingBoth) {
-  auto report = BuildJobPlan(
-      Make("[lr_scheduler]\nwarmup_steps = 200", {"training.steps=10"}), *registry_, Mesh(1, 1));
+  auto report = BuildJobPlan(Make("[lr_scheduler]\nwarmup_steps = 200", {"training.steps=10"}),
+                             *registry_, Mesh(1, 1));
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->warnings.size(), 1u);
   EXPECT_THAT(report->warnings[0],
@@ -356,8 +356,8 @@ TEST_F(JobPlanTest, SizesAreBoundedWithoutOverflow) {
 }
 
 TEST_F(JobPlanTest, AccumulationAndTheDataBound) {
-  auto accumulating = BuildJobPlan(Make("", {"training.global_batch_size=8"}), *registry_,
-                                   Mesh(2, 1));
+  auto accumulating =
+      BuildJobPlan(Make("", {"training.global_batch_size=8"}), *registry_, Mesh(2, 1));
   ASSERT_TRUE(accumulating.ok()) << accumulating.status();
   EXPECT_EQ(accumulating->parallelism.accumulation, 2);  // 8 / (2 x 2 ranks)
   auto resolved = BuildJobPlan(Make(""), *registry_, Mesh(2, 1));

@@ -43,15 +43,17 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPluginFor(
   }
   if (serving.empty()) {
     return absl::NotFoundError(absl::StrCat(
-        "the mesh's ", MeshDimName(dim), " dimension needs a parallel plugin that serves it, and "
-        "none on the plugin path does (", others.empty() ? "no parallel plugins found" : "found: ",
-        absl::StrJoin(others, "; "), ")"));
+        "the mesh's ", MeshDimName(dim),
+        " dimension needs a parallel plugin that serves it, and "
+        "none on the plugin path does (",
+        others.empty() ? "no parallel plugins found" : "found: ", absl::StrJoin(others, "; "),
+        ")"));
   }
   if (serving.size() > 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the mesh's ", MeshDimName(dim), " dimension is served by ", serving.size(),
-        " parallel plugins: ", absl::StrJoin(serving, " and "),
-        "; keep one of them on the plugin path"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the mesh's ", MeshDimName(dim), " dimension is served by ", serving.size(),
+                     " parallel plugins: ", absl::StrJoin(serving, " and "),
+                     "; keep one of them on the plugin path"));
   }
   TITAN_RETURN_IF_ERROR(
       CallPlugin(*chosen_info, "Configure", [&] { return chosen->Configure(parallelism); }));

@@ -248,10 +248,12 @@ absl::Status ChooseAutoComm(const PluginRegistry& registry, const ConfigView& se
     if (!instance.ok()) continue;
     std::unique_ptr<CommPlugin> plugin(static_cast<CommPlugin*>(instance->release()));
     CommTraits traits;
-    if (!CallPlugin(info, "traits", [&] {
-           traits = plugin->traits();
-           return absl::OkStatus();
-         }).ok() ||
+    if (!CallPlugin(info, "traits",
+                    [&] {
+                      traits = plugin->traits();
+                      return absl::OkStatus();
+                    })
+             .ok() ||
         !traits.joins_many_ranks || !traits.stages_through_host) {
       continue;
     }
@@ -268,9 +270,9 @@ absl::Status ChooseAutoComm(const PluginRegistry& registry, const ConfigView& se
     return absl::FailedPreconditionError(absl::StrCat(
         "comm.backend = \"auto\" on more than one rank needs one comm plugin that joins many "
         "ranks and moves host and device buffers alike; ",
-        fitting.empty() ? "none is on the plugin path (the mpi plugin is one)"
-                        : absl::StrCat("found ", absl::StrJoin(names, " and "),
-                                       ": name one in comm.backend")));
+        fitting.empty()
+            ? "none is on the plugin path (the mpi plugin is one)"
+            : absl::StrCat("found ", absl::StrJoin(names, " and "), ": name one in comm.backend")));
   }
   comm.auto_plugin = std::move(chosen);
   comm.plugin = comm.auto_plugin.get();
@@ -304,9 +306,9 @@ absl::Status CheckModelOnlyFormat(const JobPlan& plan) {
   const int64_t steps = plan.training.steps;
   std::string full_save;
   if (checkpoint.interval < steps) {
-    full_save = absl::StrCat("checkpoint.interval = ", checkpoint.interval,
-                             " saves the training state at step ", checkpoint.interval, " of ",
-                             steps);
+    full_save =
+        absl::StrCat("checkpoint.interval = ", checkpoint.interval,
+                     " saves the training state at step ", checkpoint.interval, " of ", steps);
   } else if (!checkpoint.last_model_only) {
     full_save = "checkpoint.last_save_model_only = false saves the training state at the end";
   }

@@ -18,7 +18,7 @@
 namespace titan {
 
 // Fills the plan's derived values (resolved global batch, accumulation, pipeline microbatches,
-// the model's shape, activation checkpointing, the parallel plugins and "auto"'s comm plugin)
+// the model's shape, the parallel plugins and "auto"'s comm plugin)
 // from its typed settings, and adds what is wrong to `problems` and the plan's warnings and
 // notes; `recipe` only names where a value was set. An error return is a failure to check at all.
 absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,

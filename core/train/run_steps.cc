@@ -57,7 +57,8 @@ absl::StatusOr<double> EvalLoss(TrainingJob& job, int64_t batches) {
   }
   float mean = static_cast<float>(total / static_cast<double>(batches));
   if (pipeline != nullptr) {
-    TITAN_RETURN_IF_ERROR(job.mesh.group(MeshDim::kPp).AllReduce(FlatF32(&mean, 1), ReduceOp::kSum));
+    TITAN_RETURN_IF_ERROR(
+        job.mesh.group(MeshDim::kPp).AllReduce(FlatF32(&mean, 1), ReduceOp::kSum));
   }
   TITAN_RETURN_IF_ERROR(job.mesh.world().AllReduce(FlatF32(&mean, 1), ReduceOp::kAvg));
   return mean;
@@ -72,10 +73,9 @@ absl::StatusOr<std::optional<MetricsLog>> OpenMetrics(const TrainingJob& job) {
   if (!job.lead() && tensorboard == nullptr) return std::nullopt;
   PeakFlops peak = ThisMachinePeak(metrics.peak_tflops);
   spdlog::info("[metrics] peak {:.3f} TFLOP/s per rank, for MFU: {}", peak.tflops, peak.source);
-  TITAN_ASSIGN_OR_RETURN(MetricsLog log,
-                         MetricsLog::Open(job.plan.job.dump_folder, std::move(peak),
-                                          job.resume.step, std::move(tensorboard),
-                                          /*jsonl=*/job.lead()));
+  TITAN_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(job.plan.job.dump_folder, std::move(peak),
+                                                          job.resume.step, std::move(tensorboard),
+                                                          /*jsonl=*/job.lead()));
   return std::optional<MetricsLog>(std::move(log));
 }
 
@@ -89,8 +89,8 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
   const int64_t steps = training.steps, batch = training.local_batch_size;
   const int64_t seq_len = training.seq_len, accumulation = parallel.accumulation;
   const bool pipelined = parallel.pipeline != nullptr;
-  const LrSchedule schedule(steps, training.warmup_steps, training.decay_ratio,
-                            training.decay_type, training.min_lr_factor);
+  const LrSchedule schedule(steps, training.warmup_steps, training.decay_ratio, training.decay_type,
+                            training.min_lr_factor);
   if (!BlasSharesOpenMpThreads()) {
     spdlog::warn(
         "[device] OpenBLAS runs its own threads beside titan's OpenMP ones, which slows training "

@@ -49,8 +49,7 @@ absl::Status Sample(TrainingJob& job) {
   std::vector<int32_t> encoded = tokenizer.Encode(generate.prompt);
   text.insert(text.end(), encoded.begin(), encoded.end());
   TITAN_RETURN_IF_ERROR(Generate(*job.model, text, generate.max_new_tokens,
-                                 job.plan.training.seq_len, tokenizer.eos_id(),
-                                 generate.sampling,
+                                 job.plan.training.seq_len, tokenizer.eos_id(), generate.sampling,
                                  static_cast<uint64_t>(job.plan.training.seed)));
   spdlog::info("[generate] sample:\n{}",
                tokenizer.Decode(std::span<const int32_t>(text).subspan(1)));

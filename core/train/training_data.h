@@ -26,7 +26,7 @@ struct TrainingDataOptions {
   bool validation = false;      // validation.freq > 0: hold out windows and build their loader
   int64_t local_batch_size = 0;
   int64_t seq_len = 0;
-  uint64_t seed = 0;            // the training loader's shuffle
+  uint64_t seed = 0;  // the training loader's shuffle
 };
 
 struct TrainingData {

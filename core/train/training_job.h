@@ -27,8 +27,8 @@ struct TrainingJob {
   bool lead() const { return mesh.world().rank() == 0; }  // logs metrics, saves and samples
   int data_parallel_rank() const;
 
-  std::optional<TrainingData> data;  // set by LoadData
-  ModelCompute where;  // the mesh's device, the plan's matmul dtype
+  std::optional<TrainingData> data;            // set by LoadData
+  ModelCompute where;                          // the mesh's device, the plan's matmul dtype
   std::unique_ptr<Checkpointer> checkpointer;  // null when checkpoint.enable is off
   std::unique_ptr<LlamaModel> model;
   std::optional<TrainStep> train_step;

@@ -44,8 +44,7 @@ absl::Status CheckControlPlane(const ControlPlaneOptions& options, int world) {
       CheckDebugRank("debug_lose_controller", options.settings.lose_controller, world));
   // The hosts are not known yet: ranks a file places by host (or no file) wait for the start.
   const std::vector<std::string> unknown_hosts(static_cast<size_t>(world));
-  absl::StatusOr<ControlInstance> instance =
-      BuildControlInstance(unknown_hosts, options.placement);
+  absl::StatusOr<ControlInstance> instance = BuildControlInstance(unknown_hosts, options.placement);
   return instance.ok() || absl::IsUnavailable(instance.status()) ? absl::OkStatus()
                                                                  : instance.status();
 }
@@ -84,10 +83,9 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
   }
   auto rounds =
       std::make_unique<ControlRounds>(std::move(control), std::move(instance), std::move(settings));
-  return std::make_unique<ControlPlane>(std::move(rounds), CommunicationClockOf(mesh.world()),
-                                        options.debug_slow_rank == mesh.world().rank()
-                                            ? options.debug_slow_seconds
-                                            : 0.0);
+  return std::make_unique<ControlPlane>(
+      std::move(rounds), CommunicationClockOf(mesh.world()),
+      options.debug_slow_rank == mesh.world().rank() ? options.debug_slow_seconds : 0.0);
 }
 
 ControlPlane::ControlPlane(std::unique_ptr<ControlRounds> rounds, const CommunicationClock* clock,
