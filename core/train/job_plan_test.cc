@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/data/bpe_tokenizer.h"
+#include "core/train/plan_plugins.h"
 #include "core/train/preflight.h"
 
 namespace titan {

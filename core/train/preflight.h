@@ -29,12 +29,6 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
 // precompute_float8_dynamic_scale_for_fsdp needs the float8 all-gather. `where` names the key.
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
                                   absl::string_view where);
-// Pipeline stages over a comm plugin whose point-to-point calls block in issue order (nccl) are
-// refused: a schedule's sends and receives in both directions (1F1B: a forward going down while
-// a backward comes up) would wait on each other for ever. `where` names the recipe line of
-// comm.backend.
-absl::Status CheckPipelineCommunicator(const CommTraits& traits, absl::string_view backend,
-                                       int pipeline_degree, absl::string_view where);
 // One optimizer step may not use more sequences than the training data holds (more would
 // repeat sequences within a step, and an absurd global batch would never finish a step). Checked
 // once the data is loaded: the data's size is not known before.
