@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tests/support/shell.h"
 #include "titan/abi.h"
@@ -276,6 +277,36 @@ TEST(TitanRun, ValidateChecksWhatTheRunChecks) {
                                     "vocabulary (at most data.bpe_vocab_size = 1792 + 256 special "
                                     "tokens) is learned from the data at start-up"));
   EXPECT_THAT(tp2.output, HasSubstr("recipe is valid for 2 rank(s)"));
+}
+
+// Issue #39's examples of what --validate let pass and the run refused: both now refuse them,
+// with the same message, since both build the same job plan.
+TEST(TitanRun, ValidateAndTheRunRefuseTheSame) {
+  const std::string debug =
+      "--recipe recipes/llama3_debug.toml --training.steps=1 --generate.max_new_tokens=0 ";
+  const std::string split =
+      "--parallelism.pipeline_parallel_degree=2 --parallelism.pipeline_parallel_layers_per_stage=3 "
+      "--parallelism.pipeline_parallel_schedule=Interleaved1F1B";
+  const std::string nccl = "--comm.backend=nccl --job.device=cpu";
+  std::vector<std::string> cases = {split};
+  // The nccl plugin is built where the CUDA toolkit and libnccl are (no GPU needed to load it).
+  if (absl::StrContains(Titan("--list-plugins").output, "titan_comm_nccl.so"))
+    cases.push_back(nccl);
+  for (const std::string& bad : cases) {
+    Result validated = Titan(debug + "--validate " + bad);
+    Result run = Titan(debug + bad, "OMPI_COMM_WORLD_SIZE=2");
+    EXPECT_EQ(validated.exit_code, 2) << validated.output;
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    const std::string reason = bad == split
+                                   ? "parallelism.pipeline_parallel_layers_per_stage = 3 makes 3 "
+                                     "stages of 6 layers (+ 1 + 1 for the embedding and output), "
+                                     "which 2 pp ranks cannot share evenly"
+                                   : "comm.backend = \"nccl\" moves buffers in accelerator "
+                                     "memory only, but job.device = \"cpu\" keeps them in host "
+                                     "memory";
+    EXPECT_THAT(validated.output, HasSubstr(reason));
+    EXPECT_THAT(run.output, HasSubstr(reason));
+  }
 }
 
 TEST(TitanRun, DescriptionAndDatasetAreLogged) {
@@ -617,10 +648,11 @@ TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
       dump;
   Result bf16 = Titan(tiny + " --training.mixed_precision_param=bfloat16");
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
-  EXPECT_THAT(bf16.output,
-              testing::ContainsRegex(
-                  "\\[device\\] cpu: f32 GEMM by OpenBLAS [0-9.]+ [A-Za-z0-9_]+ kernels \\([^)]*\\); "
-                  "bf16 GEMM (by oneDNN|emulated)"));
+  EXPECT_THAT(
+      bf16.output,
+      testing::ContainsRegex(
+          "\\[device\\] cpu: f32 GEMM by OpenBLAS [0-9.]+ [A-Za-z0-9_]+ kernels \\([^)]*\\); "
+          "bf16 GEMM (by oneDNN|emulated)"));
   EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
   Result f32 = Titan(tiny);
   ASSERT_EQ(f32.exit_code, 0) << f32.output;

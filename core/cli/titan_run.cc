@@ -23,7 +23,7 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
-#include "core/train/preflight.h"
+#include "core/train/job_plan.h"
 #include "core/train/run_control.h"
 #include "core/train/trainer.h"
 #include "titan/comm.h"
@@ -76,18 +76,12 @@ int LocalRank() {
   return 0;
 }
 
-// The device plugin `job.device` names, with this rank's device selected: the CPU is one device
-// all local ranks share; an accelerator is chosen by local rank, one each.
-absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
-  DevicePlugin* device = nullptr;
-  std::string name;
-  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
-    if (plugin.section == "job") {
-      device = static_cast<DevicePlugin*>(plugin.instance.get());
-      name = plugin.info->descriptor->name;
-    }
-  }
-  if (device == nullptr) return absl::InternalError("job.device selected no device plugin");
+// The plan's device plugin (job.device), with this rank's device selected: the CPU is one
+// device all local ranks share; an accelerator is chosen by local rank, one each unless the comm
+// plugin stages device buffers through the host.
+absl::StatusOr<DevicePlugin*> SelectDevice(const JobPlan& plan) {
+  DevicePlugin* device = plan.job.device;
+  const std::string& name = plan.job.device_name;
   if (device->compute() == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job.device = \"", name, "\": the ", name,
@@ -96,10 +90,10 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
   }
   const int count = device->DeviceCount(), local_rank = LocalRank();
   if (device->type() == DeviceType::kCpu) return device;
-  TITAN_ASSIGN_OR_RETURN(std::string backend, recipe.section("comm").GetString("backend"));
-  // The mpi communicator stages device buffers through host memory, so ranks may share a
-  // device (round robin); NCCL refuses two ranks of one communicator on one device.
-  const bool shared = backend == "auto" || backend == "mpi";
+  const std::string& backend = plan.comm.backend;
+  // A communicator that stages device buffers through host memory lets ranks share a device
+  // (round robin); NCCL refuses two ranks of one communicator on one device.
+  const bool shared = plan.comm.plugin == nullptr || plan.comm.plugin->traits().stages_through_host;
   if (count == 0 || (local_rank >= count && !shared)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job.device = \"", name, "\": local rank ", local_rank, " needs device ", local_rank,
@@ -118,35 +112,19 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const Recipe& recipe) {
   return device;
 }
 
-// Connects this rank to the job through the comm plugin the recipe selects ("auto": mpi,
-// created and configured here since the recipe then selects none) and builds the mesh.
-absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const Recipe& recipe,
-                                                    const PluginRegistry& registry,
-                                                    const MeshShape& shape, DevicePlugin& device,
-                                                    std::unique_ptr<CommPlugin>& auto_comm,
+// Connects this rank to the job through the plan's comm plugin (the recipe's, or the one
+// "auto" stands for) and builds the mesh.
+absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DevicePlugin& device,
                                                     TraceSink* trace) {
-  CommPlugin* comm = nullptr;
-  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
-    if (plugin.section == "comm") comm = static_cast<CommPlugin*>(plugin.instance.get());
+  if (plan.comm.plugin == nullptr) {
+    return absl::InternalError("the job plan chose no comm plugin for a job of several ranks");
   }
-  if (comm == nullptr) {
-    absl::StatusOr<std::unique_ptr<CommPlugin>> created =
-        registry.CreateConfigured<CommPlugin>("mpi", recipe.section("comm"));
-    if (!created.ok()) {
-      return absl::Status(created.status().code(),
-                          absl::StrCat("comm.backend = \"auto\" needs the mpi comm plugin: ",
-                                       created.status().message()));
-    }
-    auto_comm = std::move(*created);
-    comm = auto_comm.get();
-  }
-  TITAN_ASSIGN_OR_RETURN(std::string dump_folder, recipe.section("job").GetString("dump_folder"));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world,
-                         comm->ConnectWorld(JoinOptions{dump_folder, trace, &device}));
+  TITAN_ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> world,
+      plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device}));
   // The control plane tells a rank's own work from its waits for the others.
-  TITAN_ASSIGN_OR_RETURN(bool control_plane, recipe.section("control_plane").GetBool("enable"));
-  if (control_plane) world = TimeCommunication(std::move(world));
-  return BuildDeviceMesh(std::move(world), shape, &device);
+  if (plan.control_plane.enable) world = TimeCommunication(std::move(world));
+  return BuildDeviceMesh(std::move(world), plan.parallelism.shape, &device);
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -228,14 +206,6 @@ int Run(const std::vector<std::string>& args) {
     spdlog::info("[{}] uses {} plugin '{}' {} ({})", plugin.section, d.kind, d.name, d.version,
                  plugin.info->location());
   }
-  absl::StatusOr<DevicePlugin*> device = SelectDevice(*recipe);
-  if (!device.ok()) {
-    spdlog::error("{}: {}", options->recipe, std::string(device.status().message()));
-    return kExitUsage;
-  }
-  spdlog::info("[job] \"{}\" on dataset \"{}\"", *recipe->section("job").GetString("description"),
-               *recipe->section("training").GetString("dataset"));
-
   absl::StatusOr<int> world =
       options->validate ? ValidationWorldSize(*recipe) : LaunchedWorldSize().value_or(1);
   absl::StatusOr<MeshShape> mesh =
@@ -245,17 +215,24 @@ int Run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   const int world_size = *world;
-  PreflightOptions preflight_options;
-  preflight_options.check_files = options->validate;
-  absl::StatusOr<PreflightReport> preflight =
-      CheckBeforeTraining(*recipe, **registry, *mesh, preflight_options);
-  if (!preflight.ok()) {
-    spdlog::error("{}", std::string(preflight.status().message()));
+  // Every check the run makes before it starts is made here, with --validate or without.
+  PlanOptions plan_options;
+  plan_options.check_files = options->validate;
+  plan_options.launched_world = LaunchedWorldSize().has_value() || !options->validate;
+  absl::StatusOr<JobPlan> plan = BuildJobPlan(*recipe, **registry, *mesh, plan_options);
+  if (!plan.ok()) {
+    spdlog::error("{}", std::string(plan.status().message()));
     return kExitUsage;
   }
-  for (const std::string& warning : preflight->warnings) spdlog::warn("{}", warning);
+  absl::StatusOr<DevicePlugin*> device = SelectDevice(*plan);
+  if (!device.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(device.status().message()));
+    return kExitUsage;
+  }
+  spdlog::info("[job] \"{}\" on dataset \"{}\"", plan->job.description, plan->training.dataset);
+  for (const std::string& warning : plan->warnings) spdlog::warn("{}", warning);
   if (options->validate) {
-    for (const std::string& note : preflight->unchecked) spdlog::info("not checked yet: {}", note);
+    for (const std::string& note : plan->unchecked) spdlog::info("not checked yet: {}", note);
     spdlog::info("{}: recipe is valid for {} rank(s)", options->recipe, world_size);
     return kExitOk;
   }
@@ -265,9 +242,8 @@ int Run(const std::vector<std::string>& args) {
                mesh->degree(MeshDim::kTp));
   // From here a signal stops the run after a clean save instead of losing its steps.
   InstallStopSignalHandlers();
-  std::unique_ptr<CommPlugin> auto_comm;  // outlives the mesh made through it
   std::unique_ptr<DeviceMesh> device_mesh;
-  absl::StatusOr<TraceSink*> trace = StartProfiling(*recipe);
+  absl::StatusOr<TraceSink*> trace = StartProfiling(plan->profiling);
   if (!trace.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(trace.status().message()));
     return kExitUsage;
@@ -281,8 +257,7 @@ int Run(const std::vector<std::string>& args) {
     }
     device_mesh = std::move(*single);
   } else {
-    absl::StatusOr<std::unique_ptr<DeviceMesh>> joined =
-        JoinJob(*recipe, **registry, *mesh, **device, auto_comm, *trace);
+    absl::StatusOr<std::unique_ptr<DeviceMesh>> joined = JoinJob(*plan, **device, *trace);
     if (!joined.ok()) {
       spdlog::error("{} ranks were launched: {}", world_size,
                     std::string(joined.status().message()));
@@ -298,14 +273,8 @@ int Run(const std::vector<std::string>& args) {
         device_mesh->coordinate(MeshDim::kDpShard), device_mesh->coordinate(MeshDim::kCp),
         device_mesh->coordinate(MeshDim::kTp));
   }
-  OptimizerPlugin* optimizer = nullptr;
-  for (const Recipe::SelectedPlugin& plugin : recipe->plugins()) {
-    // The optimizer section selects plugins of kind "optimizer" only.
-    if (plugin.section == "optimizer")
-      optimizer = static_cast<OptimizerPlugin*>(plugin.instance.get());
-  }
   SetProfilingRank(device_mesh->world().rank());
-  absl::Status trained = Train(*recipe, *optimizer, *device_mesh, **registry);
+  absl::Status trained = Train(*plan, *device_mesh);
   if (absl::IsCancelled(trained)) {
     spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));
     return kExitStopped;

@@ -29,26 +29,16 @@ ProfilingSettings& Settings() {
   return *settings;
 }
 
-std::string Under(const std::string& dump_folder, const std::string& folder) {
-  return (std::filesystem::path(dump_folder) / folder).string();
-}
-
 }  // namespace
 
-absl::StatusOr<TraceSink*> StartProfiling(const Recipe& recipe) {
-  const ConfigView& profiling = recipe.section("profiling");
-  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  TITAN_ASSIGN_OR_RETURN(bool enable, profiling.GetBool("enable_profiling"));
-  TITAN_ASSIGN_OR_RETURN(bool memory, profiling.GetBool("enable_memory_snapshot"));
-  TITAN_ASSIGN_OR_RETURN(int64_t freq, profiling.GetInt("profile_freq"));
-  TITAN_ASSIGN_OR_RETURN(std::string traces, profiling.GetString("save_traces_folder"));
-  TITAN_ASSIGN_OR_RETURN(std::string snapshots, profiling.GetString("save_memory_snapshot_folder"));
+absl::StatusOr<TraceSink*> StartProfiling(const ProfilingOptions& options) {
   ProfilingSettings& s = Settings();
-  s.freq = freq;
-  s.traces_folder = Under(dump, traces);
-  s.memory_folder = Under(dump, snapshots);
-  s.memory_snapshot = memory;
-  s.profiler = enable ? std::make_unique<Profiler>(freq, s.traces_folder, 0) : nullptr;
+  s.freq = options.freq;
+  s.traces_folder = options.traces_folder;
+  s.memory_folder = options.memory_folder;
+  s.memory_snapshot = options.memory_snapshots;
+  s.profiler =
+      options.traces ? std::make_unique<Profiler>(options.freq, s.traces_folder, 0) : nullptr;
   return s.profiler.get();
 }
 
@@ -87,17 +77,13 @@ absl::Status EndProfiledStep(int64_t step, Communicator& world) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(const Recipe& recipe, int rank) {
-  const ConfigView& metrics = recipe.section("metrics");
-  TITAN_ASSIGN_OR_RETURN(bool enable, metrics.GetBool("enable_tensorboard"));
-  TITAN_ASSIGN_OR_RETURN(bool all_ranks, metrics.GetBool("save_for_all_ranks"));
-  if (!enable || (rank != 0 && !all_ranks)) return nullptr;
-  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  TITAN_ASSIGN_OR_RETURN(std::string folder, metrics.GetString("save_tb_folder"));
+absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(
+    const TensorBoardOptions& options, int rank) {
+  if (!options.enable || (rank != 0 && !options.all_ranks)) return nullptr;
   // TorchTitan's layout: one folder per run, named by the minute it started.
-  std::filesystem::path path = std::filesystem::path(dump) / folder /
+  std::filesystem::path path = std::filesystem::path(options.folder) /
                                absl::FormatTime("%Y%m%d-%H%M", absl::Now(), absl::LocalTimeZone());
-  if (all_ranks) path /= absl::StrCat("rank_", rank);
+  if (options.all_ranks) path /= absl::StrCat("rank_", rank);
   return TensorBoardWriter::Open(path.string());
 }
 

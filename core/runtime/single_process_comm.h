@@ -25,6 +25,7 @@ class SingleProcessCommunicator : public Communicator {
 
 class SingleProcessComm : public CommPlugin {
  public:
+  CommTraits traits() const override { return {.joins_many_ranks = false}; }
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override;
 };
 

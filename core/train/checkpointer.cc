@@ -104,12 +104,12 @@ std::string StepFolder(const std::string& root, int64_t step) {
 Checkpointer::StepFolders Checkpointer::ScanSteps() const {
   StepFolders steps;
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root_, error)) {
+  for (const fs::directory_entry& entry : fs::directory_iterator(settings_.root, error)) {
     const std::string name = entry.path().filename().string();
     int64_t step = 0;
     // An interrupted save is still step-<N>.tmp, which is no step folder.
     if (name.rfind("step-", 0) != 0 || !absl::SimpleAtoi(name.substr(5), &step)) continue;
-    absl::StatusOr<CheckpointContents> contents = plugin_->Read(entry.path().string());
+    absl::StatusOr<CheckpointContents> contents = settings_.plugin->Read(entry.path().string());
     if (contents.ok()) {
       steps.complete.push_back(step);
     } else {
@@ -120,60 +120,13 @@ Checkpointer::StepFolders Checkpointer::ScanSteps() const {
   return steps;
 }
 
-absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const Recipe& recipe,
-                                                                   const PluginRegistry& registry,
-                                                                   DeviceMesh& mesh) {
-  const ConfigView& c = recipe.section("checkpoint");
-  TITAN_ASSIGN_OR_RETURN(bool enable, c.GetBool("enable"));
-  if (!enable) return nullptr;
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(
+    const CheckpointSettings& settings, DeviceMesh& mesh) {
+  if (settings.plugin == nullptr) return nullptr;
   std::unique_ptr<Checkpointer> checkpointer(new Checkpointer());
-  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
-    if (plugin.section == "checkpoint") {
-      checkpointer->plugin_ = static_cast<CheckpointPlugin*>(plugin.instance.get());
-    }
-  }
-  if (checkpointer->plugin_ == nullptr) {
-    return absl::InternalError("checkpoint.enable is set but no checkpoint plugin was loaded");
-  }
-  checkpointer->registry_ = &registry;
-  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  TITAN_ASSIGN_OR_RETURN(std::string folder, c.GetString("folder"));
-  TITAN_ASSIGN_OR_RETURN(checkpointer->format_, c.GetString("format"));
-  checkpointer->root_ = (fs::path(dump) / folder).string();
-  TITAN_ASSIGN_OR_RETURN(checkpointer->interval_, c.GetInt("interval"));
-  TITAN_ASSIGN_OR_RETURN(checkpointer->keep_latest_k_, c.GetInt("keep_latest_k"));
-  TITAN_ASSIGN_OR_RETURN(checkpointer->load_step_, c.GetInt("load_step"));
-  TITAN_ASSIGN_OR_RETURN(std::string async_mode, c.GetString("async_mode"));
-  checkpointer->async_ = async_mode == "async";
-  TITAN_ASSIGN_OR_RETURN(checkpointer->last_model_only_, c.GetBool("last_save_model_only"));
-  TITAN_ASSIGN_OR_RETURN(std::string dtype, c.GetString("export_dtype"));
-  checkpointer->export_dtype_ = dtype == "bfloat16"  ? DType::kBF16
-                                : dtype == "float16" ? DType::kF16
-                                                     : DType::kF32;
-  TITAN_ASSIGN_OR_RETURN(checkpointer->exclude_, c.GetStringList("exclude_from_loading"));
-  TITAN_ASSIGN_OR_RETURN(checkpointer->initial_load_path_, c.GetString("initial_load_path"));
-  TITAN_RETURN_IF_ERROR(checkpointer->CheckModelOnlyFormat(recipe));
+  checkpointer->settings_ = settings;
   TITAN_ASSIGN_OR_RETURN(checkpointer->comm_, mesh.world().Split(0, mesh.world().rank()));
   return checkpointer;
-}
-
-absl::Status Checkpointer::CheckModelOnlyFormat(const Recipe& recipe) const {
-  // Its Save refuses anything outside model/: say so before training, not at the first save.
-  if (format_ != "safetensors") return absl::OkStatus();
-  TITAN_ASSIGN_OR_RETURN(int64_t steps, recipe.section("training").GetInt("steps"));
-  std::string full_save;
-  if (interval_ < steps) {
-    full_save = absl::StrCat("checkpoint.interval = ", interval_,
-                             " saves the training state at step ", interval_, " of ", steps);
-  } else if (!last_model_only_) {
-    full_save = "checkpoint.last_save_model_only = false saves the training state at the end";
-  }
-  if (full_save.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "checkpoint.format = \"safetensors\" holds the model only, but ", full_save,
-      ": use format = \"dcp\" for checkpoints to resume from, or export the final model with "
-      "interval >= training.steps and last_save_model_only = true (titan-checkpoint convert "
-      "also exports any dcp checkpoint)"));
 }
 
 Checkpointer::~Checkpointer() {
@@ -190,46 +143,51 @@ absl::Status Checkpointer::ChooseSource() {
 absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   const StepFolders steps = ScanSteps();
   const std::vector<int64_t>& saved = steps.complete;
-  if (load_step_ >= 0) {
-    if (std::find(saved.begin(), saved.end(), load_step_) == saved.end()) {
-      auto broken = steps.incomplete.find(load_step_);
+  if (settings_.load_step >= 0) {
+    if (std::find(saved.begin(), saved.end(), settings_.load_step) == saved.end()) {
+      auto broken = steps.incomplete.find(settings_.load_step);
       return absl::NotFoundError(
-          absl::StrCat("checkpoint.load_step = ", load_step_, ": ", root_,
+          absl::StrCat("checkpoint.load_step = ", settings_.load_step, ": ", settings_.root,
                        " holds no complete checkpoint of that step (it has: ",
                        saved.empty() ? "none" : absl::StrJoin(saved, ", "), ")",
                        broken == steps.incomplete.end() ? "" : absl::StrCat("; ", broken->second)));
     }
-    return Source{StepFolder(root_, load_step_), plugin_, false};
+    return Source{StepFolder(settings_.root, settings_.load_step), settings_.plugin, false};
   }
   const int64_t latest = saved.empty() ? -1 : saved.back();
   for (const auto& [step, reason] : steps.incomplete) {
-    const std::string folder = StepFolder(root_, step);
+    const std::string folder = StepFolder(settings_.root, step);
     if (step < latest) {
-      spdlog::warn("[checkpoint] ignoring {}, older than {}: {}", folder, StepFolder(root_, latest),
-                   reason);
+      spdlog::warn("[checkpoint] ignoring {}, older than {}: {}", folder,
+                   StepFolder(settings_.root, latest), reason);
       continue;
     }
     // Resuming from an older step would overwrite it when the run gets there: say so instead.
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint: ", folder, " is not a complete checkpoint (", reason,
         "), and it is newer than ",
-        latest < 0 ? absl::StrCat("any complete checkpoint in ", root_)
-                   : absl::StrCat("the latest complete one, ", StepFolder(root_, latest)),
+        latest < 0 ? absl::StrCat("any complete checkpoint in ", settings_.root)
+                   : absl::StrCat("the latest complete one, ", StepFolder(settings_.root, latest)),
         ": titan neither resumes from an older step nor overwrites it. Move or remove ", folder,
         latest < 0 ? " to start afresh" : absl::StrCat(" to resume from step ", latest),
         ", or set checkpoint.load_step"));
   }
-  if (latest >= 0) return Source{StepFolder(root_, latest), plugin_, false};
-  if (initial_load_path_.empty()) return std::nullopt;
+  if (latest >= 0) return Source{StepFolder(settings_.root, latest), settings_.plugin, false};
+  if (settings_.initial_load_path.empty()) return std::nullopt;
   // Weights to start from: the model only, in whichever format the folder is.
-  Source source{initial_load_path_, plugin_, true};
-  absl::Status read = plugin_->Read(source.folder).status();
+  Source source{settings_.initial_load_path, settings_.plugin, true};
+  absl::Status read = settings_.plugin->Read(source.folder).status();
   if (read.ok()) return source;
-  std::vector<std::string> refusals = {absl::StrCat(format_, ": ", read.message())};
-  for (const char* name : {"safetensors", "dcp"}) {
-    if (name == format_) continue;
+  std::vector<std::string> refusals = {absl::StrCat(settings_.format, ": ", read.message())};
+  // Every other checkpoint plugin on the plugin path, whatever its name.
+  for (const PluginInfo& info : settings_.registry->plugins()) {
+    const PluginDescriptor& d = *info.descriptor;
+    if (absl::string_view(d.kind) != PluginKind<CheckpointPlugin>::kName ||
+        d.name == settings_.format) {
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<CheckpointPlugin>> other =
-        registry_->Create<CheckpointPlugin>(name);
+        settings_.registry->Create<CheckpointPlugin>(d.name);
     if (!other.ok() || !(*other)->Configure(ConfigView("checkpoint", {})).ok()) continue;
     absl::Status other_read = (*other)->Read(source.folder).status();
     if (other_read.ok()) {
@@ -237,11 +195,11 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
       source.plugin = initial_plugin_.get();
       return source;
     }
-    refusals.push_back(absl::StrCat(name, ": ", other_read.message()));
+    refusals.push_back(absl::StrCat(d.name, ": ", other_read.message()));
   }
   // Each format's reason: a corrupt Hugging Face folder must not read as "not a dcp folder".
   return absl::InvalidArgumentError(
-      absl::StrCat("checkpoint.initial_load_path = ", initial_load_path_,
+      absl::StrCat("checkpoint.initial_load_path = ", settings_.initial_load_path,
                    ": no checkpoint plugin reads it (", absl::StrJoin(refusals, "; "), ")"));
 }
 
@@ -267,7 +225,7 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   const Source& source = **source_;
   const std::string& folder = source.folder;
   CheckpointPlugin* plugin = source.plugin;
-  std::vector<std::string> exclude = exclude_;
+  std::vector<std::string> exclude = settings_.exclude;
   if (source.import) exclude = {"optimizer", "lr_scheduler", "dataloader", "rng"};
   TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, plugin->Read(folder));
   auto model_only = contents.metadata.find(kModelOnly);
@@ -324,10 +282,10 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
 absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
                                      const TrainState& state, bool stopping) {
   const bool last = step == steps;
-  if (step % interval_ != 0 && !last && !stopping) return absl::OkStatus();
+  if (step % settings_.interval != 0 && !last && !stopping) return absl::OkStatus();
   const auto start = std::chrono::steady_clock::now();
   TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
-  const bool model_only = last && last_model_only_;
+  const bool model_only = last && settings_.last_model_only;
   StatePieces pieces;
   pieces.step[0] = step;
   pieces.lr_steps[0] = step - resume.lr_offset;
@@ -342,9 +300,10 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);
   if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);
   metadata[kModelOnly] = model_only ? "true" : "false";
-  const std::string folder = StepFolder(root_, step);
-  if (model_only || async_) CopyPieces(pieces, model_only ? export_dtype_ : DType::kF32);
-  if (!async_) {
+  const std::string folder = StepFolder(settings_.root, step);
+  if (model_only || settings_.async)
+    CopyPieces(pieces, model_only ? settings_.export_dtype : DType::kF32);
+  if (!settings_.async) {
     TITAN_RETURN_IF_ERROR(Save(folder, std::move(pieces.pieces), std::move(metadata)));
     return absl::OkStatus();
   }
@@ -364,23 +323,23 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
 absl::Status Checkpointer::Save(const std::string& folder, std::vector<CheckpointPiece> pieces,
                                 CheckpointMetadata metadata) {
   const auto start = std::chrono::steady_clock::now();
-  absl::Status saved = plugin_->Save(folder, pieces, metadata, *comm_);
+  absl::Status saved = settings_.plugin->Save(folder, pieces, metadata, *comm_);
   if (!saved.ok()) return absl::Status(saved.code(), absl::StrCat("checkpoint: ", saved.message()));
   spdlog::info("[checkpoint] saved {} in {:.2f}s{}", folder,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-               async_ ? " (in the background)" : " (training paused meanwhile)");
+               settings_.async ? " (in the background)" : " (training paused meanwhile)");
   if (comm_->rank() == 0) RemoveOld();
   return absl::OkStatus();
 }
 
 void Checkpointer::RemoveOld() {
-  if (keep_latest_k_ <= 0) return;
+  if (settings_.keep_latest_k <= 0) return;
   std::vector<int64_t> saved = ScanSteps().complete;
-  for (size_t i = 0; i + static_cast<size_t>(keep_latest_k_) < saved.size(); ++i) {
+  for (size_t i = 0; i + static_cast<size_t>(settings_.keep_latest_k) < saved.size(); ++i) {
     std::error_code error;
-    fs::remove_all(StepFolder(root_, saved[i]), error);
+    fs::remove_all(StepFolder(settings_.root, saved[i]), error);
     if (error)
-      spdlog::warn("[checkpoint] could not remove {}: {}", StepFolder(root_, saved[i]),
+      spdlog::warn("[checkpoint] could not remove {}: {}", StepFolder(settings_.root, saved[i]),
                    error.message());
   }
 }

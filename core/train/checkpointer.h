@@ -19,7 +19,6 @@
 #include "core/data/packed_loader.h"
 #include "core/model/llama.h"
 #include "core/runtime/plugin_registry.h"
-#include "core/runtime/recipe.h"
 #include "core/train/train_step.h"
 #include "titan/checkpoint.h"
 #include "titan/device_mesh.h"
@@ -37,6 +36,23 @@ struct TrainState {
   int64_t bos_id = -1, eos_id = -1;  // the tokenizer's, for exports' config.json; -1: none
 };
 
+// [checkpoint], read by the job plan.
+struct CheckpointSettings {
+  CheckpointPlugin* plugin = nullptr;  // checkpoint.format's, owned by the recipe; null: off
+  // The other checkpoint plugins, tried on an initial_load_path the format's cannot read.
+  const PluginRegistry* registry = nullptr;
+  std::string format;  // checkpoint.format, for messages
+  std::string root;    // <job.dump_folder>/<checkpoint.folder>
+  int64_t interval = 0;
+  int64_t keep_latest_k = 0;
+  int64_t load_step = -1;
+  bool async = false;           // async_mode = "async"
+  bool last_model_only = true;  // last_save_model_only
+  DType export_dtype = DType::kF32;
+  std::vector<std::string> exclude;  // exclude_from_loading
+  std::string initial_load_path;
+};
+
 // Where a resumed run continues.
 struct ResumePoint {
   int64_t step = 0;       // the last step done; 0 for a fresh run
@@ -45,9 +61,8 @@ struct ResumePoint {
 
 class Checkpointer {
  public:
-  // Null when checkpoint.enable is false. Collective: every rank creates it.
-  static absl::StatusOr<std::unique_ptr<Checkpointer>> Create(const Recipe& recipe,
-                                                              const PluginRegistry& registry,
+  // Null when checkpoint.enable is false (no plugin). Collective: every rank creates it.
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Create(const CheckpointSettings& settings,
                                                               DeviceMesh& mesh);
   ~Checkpointer();
 
@@ -83,22 +98,14 @@ class Checkpointer {
   Checkpointer() = default;
   absl::StatusOr<std::optional<Source>> FindSource();
   absl::Status ChooseSource();  // FindSource once, into source_
-  absl::Status CheckModelOnlyFormat(const Recipe& recipe) const;
   absl::Status Save(const std::string& folder, std::vector<CheckpointPiece> pieces,
                     CheckpointMetadata metadata);
   void RemoveOld();
 
-  CheckpointPlugin* plugin_ = nullptr;
-  const PluginRegistry* registry_ = nullptr;
+  CheckpointSettings settings_;
   std::unique_ptr<CheckpointPlugin> initial_plugin_;  // reads initial_load_path in another format
-  std::unique_ptr<Communicator> comm_;  // the checkpoint's own, so a background save never
-                                        // interleaves with training's collectives
-  std::string root_, format_;
-  int64_t interval_ = 0, keep_latest_k_ = 0, load_step_ = -1;
-  bool async_ = false, last_model_only_ = true;
-  DType export_dtype_ = DType::kF32;
-  std::vector<std::string> exclude_;
-  std::string initial_load_path_;
+  std::unique_ptr<Communicator> comm_;           // the checkpoint's own, so a background save never
+                                                 // interleaves with training's collectives
   std::optional<std::optional<Source>> source_;  // found once, by MatchModel or Load
   std::thread background_;
   absl::Status background_status_;

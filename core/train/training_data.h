@@ -8,11 +8,26 @@
 #include <memory>
 #include <optional>
 
+#include "core/data/documents.h"
 #include "core/data/packed_loader.h"
 #include "core/data/tokenizer.h"
-#include "core/runtime/recipe.h"
 
 namespace titan {
+
+// Where the data comes from and how it is cut ([training], [data], [validation], [model]).
+struct TrainingDataOptions {
+  std::string dataset_path;     // training.dataset_path
+  std::string tokenizer_path;   // model.tokenizer_path; empty: learn a BPE vocabulary
+  bool pretokenized = false;    // data.format = "tokens": shards made by titan-tokenize
+  DocumentOptions documents;    // how text files are read (data.text_field, ...)
+  int64_t bpe_vocab_size = 0;   // ordinary tokens of a learned vocabulary
+  std::string dump_folder;      // where rank 0 writes a learned vocabulary
+  double validation_split = 0;  // fraction of the windows held out
+  bool validation = false;      // validation.freq > 0: hold out windows and build their loader
+  int64_t local_batch_size = 0;
+  int64_t seq_len = 0;
+  uint64_t seed = 0;  // the training loader's shuffle
+};
 
 struct TrainingData {
   std::unique_ptr<Tokenizer> tokenizer;
@@ -24,8 +39,8 @@ struct TrainingData {
 // validation windows and builds this data-parallel rank's loaders. A learned vocabulary is the
 // same on every rank (BpeTrainer is a function of the text); only rank 0 writes it to
 // <job.dump_folder>/tokenizer.tiktoken.
-absl::StatusOr<TrainingData> LoadTrainingData(const Recipe& recipe, int64_t local_batch,
-                                              int64_t seq_len, int dp_rank, int dp_degree);
+absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& options, int dp_rank,
+                                              int dp_degree);
 
 }  // namespace titan
 

@@ -10,44 +10,50 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/data/token_shard.h"
-#include "core/runtime/plugin_registry.h"
 
 namespace titan {
 namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int64_t kSeqLen = 7;
+
 class TrainingDataTest : public testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(dir_);
-    registry_ = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
     std::ofstream corpus(Path("corpus.txt"));
     for (int i = 0; i < 40; ++i) corpus << "fortune number " << i << " says hello\n%\n";
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(absl::string_view name) const { return (dir_ / std::string(name)).string(); }
 
-  // A recipe training on corpus.txt, plus `extra`.
-  Recipe Make(absl::string_view extra) {
-    return MakeRaw(
-        absl::StrCat("[training]\ndataset_path = \"", Path("corpus.txt"), "\"\n", extra));
+  // Training on corpus.txt, fortunes separated by "%" lines, with the byte tokenizer.
+  TrainingDataOptions Fortunes() const {
+    TrainingDataOptions options;
+    options.dataset_path = Path("corpus.txt");
+    options.documents.text_separator = "%";
+    options.tokenizer_path = "byte";
+    options.dump_folder = Path("dump");
+    options.bpe_vocab_size = 1792;
+    options.validation_split = 0.05;
+    options.seq_len = kSeqLen;
+    return options;
   }
-  Recipe MakeRaw(absl::string_view sections) {
-    const std::string text =
-        absl::StrCat("[job]\ndump_folder = \"", Path("dump"), "\"\n", sections);
-    auto raw = ParseRecipeText(text, "test.toml");
-    EXPECT_TRUE(raw.ok()) << raw.status();
-    auto recipe = ValidateRecipe(*raw, *registry_);
-    EXPECT_TRUE(recipe.ok()) << recipe.status();
-    return *std::move(recipe);
+  // Pre-tokenized shards at `path`, made with the byte tokenizer.
+  TrainingDataOptions Shards(const std::string& path) const {
+    TrainingDataOptions options = Fortunes();
+    options.pretokenized = true;
+    options.dataset_path = path;
+    return options;
+  }
+  static TrainingDataOptions Batch(TrainingDataOptions options, int64_t batch) {
+    options.local_batch_size = batch;
+    return options;
   }
 
   fs::path dir_ = fs::path(testing::TempDir()) / absl::StrCat("titan_training_data_", getpid());
-  std::unique_ptr<PluginRegistry> registry_;
 };
-
-constexpr int64_t kSeqLen = 7;
 
 // The first token of each row of the next microbatch: in one stream, a window's identity.
 std::vector<int32_t> Firsts(PackedLoader& loader, int64_t batch) {
@@ -63,11 +69,11 @@ TEST_F(TrainingDataTest, HeldOutWindowsNeverAppearInTraining) {
   std::vector<int32_t> tokens(400);
   std::iota(tokens.begin(), tokens.end(), 0);
   ASSERT_TRUE(WriteTokenShard(Path("positions.tok"), tokens).ok());
-  const std::string shards = absl::StrCat(
-      "[data]\nformat = \"tokens\"\n[model]\n",
-      "tokenizer_path = \"byte\"\n[training]\ndataset_path = \"", Path("positions.tok"), "\"\n");
-  Recipe recipe = MakeRaw(absl::StrCat(shards, "[validation]\nsplit = 0.2\nfreq = 5\n"));
-  auto data = LoadTrainingData(recipe, 2, kSeqLen, 0, 1);
+  TrainingDataOptions shards = Batch(Shards(Path("positions.tok")), 2);
+  TrainingDataOptions validated = shards;
+  validated.validation_split = 0.2;
+  validated.validation = true;
+  auto data = LoadTrainingData(validated, 0, 1);
   ASSERT_TRUE(data.ok()) << data.status();
   ASSERT_TRUE(data->eval.has_value());
   EXPECT_EQ(data->train.num_windows(), 40);
@@ -83,17 +89,16 @@ TEST_F(TrainingDataTest, HeldOutWindowsNeverAppearInTraining) {
   EXPECT_EQ(evaluated.size(), 10u);
   EXPECT_LT(*trained.rbegin(), *evaluated.begin()) << "validation is the tail, never trained on";
 
-  auto without = LoadTrainingData(MakeRaw(shards), 2, kSeqLen, 0, 1);
+  auto without = LoadTrainingData(shards, 0, 1);
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_FALSE(without->eval.has_value());
   EXPECT_EQ(without->train.num_windows(), 50);
 }
 
 TEST_F(TrainingDataTest, RanksGetSlicesOfTheGlobalBatch) {
-  Recipe recipe = Make("[data]\ntext_separator = \"%\"\n[model]\ntokenizer_path = \"byte\"\n");
-  auto single = LoadTrainingData(recipe, 4, kSeqLen, 0, 1);
-  auto rank0 = LoadTrainingData(recipe, 2, kSeqLen, 0, 2);
-  auto rank1 = LoadTrainingData(recipe, 2, kSeqLen, 1, 2);
+  auto single = LoadTrainingData(Batch(Fortunes(), 4), 0, 1);
+  auto rank0 = LoadTrainingData(Batch(Fortunes(), 2), 0, 2);
+  auto rank1 = LoadTrainingData(Batch(Fortunes(), 2), 1, 2);
   ASSERT_TRUE(single.ok() && rank0.ok() && rank1.ok());
   for (int step = 0; step < 5; ++step) {
     const std::vector<int32_t> global = Firsts(single->train, 4);
@@ -103,11 +108,13 @@ TEST_F(TrainingDataTest, RanksGetSlicesOfTheGlobalBatch) {
 }
 
 TEST_F(TrainingDataTest, OnlyRankZeroWritesTheLearnedVocabulary) {
-  Recipe recipe = Make("[data]\ntext_separator = \"%\"\nbpe_vocab_size = 280\n");
-  auto rank1 = LoadTrainingData(recipe, 2, kSeqLen, 1, 2);
+  TrainingDataOptions learned = Batch(Fortunes(), 2);
+  learned.tokenizer_path = "";
+  learned.bpe_vocab_size = 280;
+  auto rank1 = LoadTrainingData(learned, 1, 2);
   ASSERT_TRUE(rank1.ok()) << rank1.status();
   EXPECT_FALSE(fs::exists(Path("dump/tokenizer.tiktoken")));
-  auto rank0 = LoadTrainingData(recipe, 2, kSeqLen, 0, 2);
+  auto rank0 = LoadTrainingData(learned, 0, 2);
   ASSERT_TRUE(rank0.ok()) << rank0.status();
   EXPECT_TRUE(fs::exists(Path("dump/tokenizer.tiktoken")));
   // Both learned the same vocabulary.
@@ -122,17 +129,14 @@ TEST_F(TrainingDataTest, ShardsAreCheckedAgainstTheTokenizer) {
   ASSERT_TRUE(WriteTokenShard(Path("shards/a.tok"), tokens).ok());
   tokens[50] = 600;  // the byte tokenizer has 512 ids
   ASSERT_TRUE(WriteTokenShard(Path("shards/b.tok"), tokens).ok());
-  Recipe recipe = MakeRaw(
-      absl::StrCat("[data]\nformat = \"tokens\"\n[model]\ntokenizer_path = \"byte\"\n[training]\n"
-                   "dataset_path = \"",
-                   Path("shards"), "\"\n"));
-  auto data = LoadTrainingData(recipe, 2, kSeqLen, 0, 1);
+  const TrainingDataOptions shards = Batch(Shards(Path("shards")), 2);
+  auto data = LoadTrainingData(shards, 0, 1);
   ASSERT_FALSE(data.ok());
   EXPECT_NE(data.status().message().find(Path("shards/b.tok") + ": token 600 at position 50"),
             std::string::npos)
       << data.status();
   fs::remove(Path("shards/b.tok"));
-  data = LoadTrainingData(recipe, 2, kSeqLen, 0, 1);
+  data = LoadTrainingData(shards, 0, 1);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->train.num_windows(), 100 / (kSeqLen + 1));
 }

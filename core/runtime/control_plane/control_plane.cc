@@ -35,72 +35,29 @@ absl::Status CheckDebugRank(const char* key, int64_t rank, int world) {
                                                  ": expected -1 (none) or a rank below ", world));
 }
 
-// The placement keys; listed ranks must be whole numbers.
-absl::StatusOr<ControlPlacement> PlacementOf(const ConfigView& section) {
-  ControlPlacement placement;
-  TITAN_ASSIGN_OR_RETURN(placement.topology_file, section.GetString("topology"));
-  TITAN_ASSIGN_OR_RETURN(int64_t controllers, section.GetInt("controllers"));
-  TITAN_ASSIGN_OR_RETURN(int64_t hops, section.GetInt("hops"));
-  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> listed,
-                         section.GetStringList("controller_ranks"));
-  placement.controllers = static_cast<int>(controllers);
-  placement.hops = static_cast<int>(hops);
-  for (const std::string& item : listed) {
-    int rank = 0;
-    if (!absl::SimpleAtoi(item, &rank)) {
-      return absl::InvalidArgumentError(absl::StrCat(section.Where("controller_ranks"),
-                                                     ": control_plane.controller_ranks: \"", item,
-                                                     "\" is not a rank number"));
-    }
-    placement.listed_ranks.push_back(rank);
-  }
-  return placement;
-}
-
 }  // namespace
 
-absl::Status CheckControlPlane(const Recipe& recipe, int world) {
-  const ConfigView& section = recipe.section("control_plane");
-  TITAN_ASSIGN_OR_RETURN(bool enable, section.GetBool("enable"));
-  if (!enable) return absl::OkStatus();
-  TITAN_ASSIGN_OR_RETURN(int64_t slow_rank, section.GetInt("debug_slow_rank"));
-  TITAN_ASSIGN_OR_RETURN(int64_t lose, section.GetInt("debug_lose_controller"));
-  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_slow_rank", slow_rank, world));
-  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_lose_controller", lose, world));
-  TITAN_ASSIGN_OR_RETURN(ControlPlacement placement, PlacementOf(section));
+absl::Status CheckControlPlane(const ControlPlaneOptions& options, int world) {
+  if (!options.enable) return absl::OkStatus();
+  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_slow_rank", options.debug_slow_rank, world));
+  TITAN_RETURN_IF_ERROR(
+      CheckDebugRank("debug_lose_controller", options.settings.lose_controller, world));
   // The hosts are not known yet: ranks a file places by host (or no file) wait for the start.
   const std::vector<std::string> unknown_hosts(static_cast<size_t>(world));
-  absl::StatusOr<ControlInstance> instance = BuildControlInstance(unknown_hosts, placement);
+  absl::StatusOr<ControlInstance> instance = BuildControlInstance(unknown_hosts, options.placement);
   return instance.ok() || absl::IsUnavailable(instance.status()) ? absl::OkStatus()
                                                                  : instance.status();
 }
 
-absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& recipe,
-                                                                  DeviceMesh& mesh) {
-  const ConfigView& section = recipe.section("control_plane");
-  TITAN_ASSIGN_OR_RETURN(bool enable, section.GetBool("enable"));
-  if (!enable) return std::unique_ptr<ControlPlane>();
-  ControlSettings settings;
-  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
-    if (plugin.section != "control_plane") continue;
-    settings.policy = static_cast<BalancePlugin*>(plugin.instance.get());
-    settings.policy_name = plugin.info->descriptor->name;
-  }
+absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
+    const ControlPlaneOptions& options, DeviceMesh& mesh) {
+  if (!options.enable) return std::unique_ptr<ControlPlane>();
+  ControlSettings settings = options.settings;
   if (settings.policy == nullptr) return absl::InternalError("control_plane.policy selected none");
-  TITAN_ASSIGN_OR_RETURN(ControlPlacement placement, PlacementOf(section));
-  TITAN_ASSIGN_OR_RETURN(settings.rebalance_threshold, section.GetFloat("rebalance_threshold"));
-  TITAN_ASSIGN_OR_RETURN(settings.heartbeat_timeout_s,
-                         section.GetFloat("heartbeat_timeout_seconds"));
-  TITAN_ASSIGN_OR_RETURN(settings.straggler_factor, section.GetFloat("straggler_factor"));
-  TITAN_ASSIGN_OR_RETURN(int64_t slow_rank, section.GetInt("debug_slow_rank"));
-  TITAN_ASSIGN_OR_RETURN(double slow_seconds, section.GetFloat("debug_slow_seconds"));
-  TITAN_ASSIGN_OR_RETURN(int64_t lose, section.GetInt("debug_lose_controller"));
-  TITAN_ASSIGN_OR_RETURN(settings.lose_at_step, section.GetInt("debug_lose_at_step"));
-  TITAN_ASSIGN_OR_RETURN(settings.log_freq, recipe.section("metrics").GetInt("log_freq"));
-  TITAN_ASSIGN_OR_RETURN(std::string dump, recipe.section("job").GetString("dump_folder"));
-  settings.jsonl_path = (std::filesystem::path(dump) / "control_plane.jsonl").string();
+  const ControlPlacement& placement = options.placement;
+  const int64_t lose = settings.lose_controller;
   const int world = mesh.world().size();
-  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_slow_rank", slow_rank, world));
+  TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_slow_rank", options.debug_slow_rank, world));
   TITAN_RETURN_IF_ERROR(CheckDebugRank("debug_lose_controller", lose, world));
 
   // Reports travel on a communicator of their own, so they never queue behind training.
@@ -115,7 +72,6 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& 
                      " is not a controller; the controllers are ranks ",
                      absl::StrJoin(instance.controller_rank, ", ")));
   }
-  settings.lose_controller = static_cast<int>(lose);
   if (mesh.world().rank() == 0) {
     spdlog::info(
         "[control] {} controller(s) at rank(s) {} watch {} rank(s) within {} hops ({}); policy "
@@ -127,8 +83,9 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(const Recipe& 
   }
   auto rounds =
       std::make_unique<ControlRounds>(std::move(control), std::move(instance), std::move(settings));
-  return std::make_unique<ControlPlane>(std::move(rounds), CommunicationClockOf(mesh.world()),
-                                        slow_rank == mesh.world().rank() ? slow_seconds : 0.0);
+  return std::make_unique<ControlPlane>(
+      std::move(rounds), CommunicationClockOf(mesh.world()),
+      options.debug_slow_rank == mesh.world().rank() ? options.debug_slow_seconds : 0.0);
 }
 
 ControlPlane::ControlPlane(std::unique_ptr<ControlRounds> rounds, const CommunicationClock* clock,

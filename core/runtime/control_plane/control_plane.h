@@ -17,20 +17,31 @@
 #include <thread>
 
 #include "core/runtime/control_plane/control_round.h"
-#include "core/runtime/recipe.h"
 #include "titan/device_mesh.h"
 
 namespace titan {
 
+// [control_plane], read by the job plan.
+struct ControlPlaneOptions {
+  bool enable = false;
+  ControlPlacement placement;
+  // The balance plugin, the thresholds, the debug controller loss and where rank 0 writes the
+  // events (<job.dump_folder>/control_plane.jsonl); lose_controller is checked against the
+  // controllers once they are placed.
+  ControlSettings settings;
+  int64_t debug_slow_rank = -1;  // this rank sleeps debug_slow_seconds after each step
+  double debug_slow_seconds = 0;
+};
+
 // What can be checked before the job starts (titan-run --validate too): the debug ranks
 // against `world`, and a topology file that places every rank by name (one that places ranks by
 // host waits for the hostnames, at the start).
-absl::Status CheckControlPlane(const Recipe& recipe, int world);
+absl::Status CheckControlPlane(const ControlPlaneOptions& options, int world);
 
 class ControlPlane {
  public:
-  // Null when control_plane.enable is false. Collective over mesh.world(): every rank calls it.
-  static absl::StatusOr<std::unique_ptr<ControlPlane>> Start(const Recipe& recipe,
+  // Null when options.enable is false. Collective over mesh.world(): every rank calls it.
+  static absl::StatusOr<std::unique_ptr<ControlPlane>> Start(const ControlPlaneOptions& options,
                                                              DeviceMesh& mesh);
   ControlPlane(std::unique_ptr<ControlRounds> rounds, const CommunicationClock* clock,
                double slow_seconds);

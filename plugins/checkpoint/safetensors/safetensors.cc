@@ -31,6 +31,9 @@ class SafetensorsCheckpoint : public CheckpointPlugin {
     TITAN_ASSIGN_OR_RETURN(std::unique_ptr<HfFolder> opened, HfFolder::Open(folder));
     return opened->Contents();
   }
+
+  // A Hugging Face folder holds a model and nothing of its training.
+  bool holds_training_state() const override { return false; }
 };
 
 }  // namespace titan::safetensors

@@ -439,6 +439,10 @@ class NcclComm : public CommPlugin {
  public:
   std::vector<ConfigKey> ConfigKeys() const override { return comm::CommSettings::Keys(); }
   absl::Status Configure(const ConfigView& config) override { return settings_.Configure(config); }
+  // GPU buffers only, and point-to-point calls block in issue order on the plugin's one stream.
+  CommTraits traits() const override {
+    return {.stages_through_host = false, .unordered_point_to_point = false};
+  }
 
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override {
     int devices = 0;

@@ -62,6 +62,9 @@ class CheckpointPlugin : public Plugin {
   // Reads what `folder` holds without loading the tensors (for listing, and for checks before
   // Load); a folder that is not a checkpoint of this format is an error naming it.
   virtual absl::StatusOr<CheckpointContents> Read(const std::string& folder) = 0;
+  // Whether Save keeps the training state (optimizer/, train/) besides the model: false for a
+  // format that holds models only (safetensors), which the core then uses for model-only saves.
+  virtual bool holds_training_state() const { return true; }
 };
 
 template <>

@@ -23,8 +23,24 @@ struct JoinOptions {
   DevicePlugin* device = nullptr;
 };
 
+// What the core asks of a comm plugin to choose it and to check a job against it; the defaults
+// describe a host communicator (mpi).
+struct CommTraits {
+  // Joins a job of many ranks; false for a communicator of one process alone.
+  bool joins_many_ranks = true;
+  // Moves buffers of any device, staging device memory through the host, so ranks may share a
+  // device and the CPU device works; false: device memory only, one device per rank.
+  bool stages_through_host = true;
+  // Point-to-point sends and receives progress whatever their issue order, so a pipeline
+  // schedule's sends and receives in both directions never wait on each other (NCCL's block in
+  // issue order on one stream).
+  bool unordered_point_to_point = true;
+};
+
 class CommPlugin : public Plugin {
  public:
+  virtual CommTraits traits() const { return {}; }
+
   // Joins the job: every launched rank calls this once.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(
       const JoinOptions& options) = 0;

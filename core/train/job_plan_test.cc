@@ -1,4 +1,4 @@
-#include "core/train/preflight.h"
+#include "core/train/job_plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/data/bpe_tokenizer.h"
+#include "core/train/plan_plugins.h"
+#include "core/train/preflight.h"
 
 namespace titan {
 namespace {
@@ -19,7 +21,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class PreflightTest : public testing::Test {
+class JobPlanTest : public testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(dir_);
@@ -48,8 +50,8 @@ class PreflightTest : public testing::Test {
     shape.degrees[static_cast<int>(MeshDim::kTp)] = tp;
     return shape;
   }
-  std::string ErrorOf(const Recipe& recipe, const MeshShape& shape, PreflightOptions options = {}) {
-    auto report = CheckBeforeTraining(recipe, *registry_, shape, options);
+  std::string ErrorOf(const Recipe& recipe, const MeshShape& shape, PlanOptions options = {}) {
+    auto report = BuildJobPlan(recipe, *registry_, shape, options);
     EXPECT_FALSE(report.ok());
     return report.ok() ? "" : std::string(report.status().message());
   }
@@ -59,14 +61,14 @@ class PreflightTest : public testing::Test {
 };
 
 // The control plane's keys against the world, and a topology file that names every rank.
-TEST_F(PreflightTest, ControlPlaneDebugRanksAndTopologyFile) {
+TEST_F(JobPlanTest, ControlPlaneDebugRanksAndTopologyFile) {
   EXPECT_THAT(ErrorOf(Make("[control_plane]\nenable = true\ndebug_slow_rank = 2\n"), Mesh(2, 1)),
               HasSubstr("control_plane.debug_slow_rank = 2: expected -1 (none) or a rank below 2"));
   std::ofstream(Path("net.toml")) << "switches = [\"rank0\", \"rank1\", \"x\"]\n"
                                   << "links = [[\"rank0\", \"x\"], [\"rank1\", \"x\"]]\n";
   const std::string topology = absl::StrCat("topology = \"", Path("net.toml"), "\"\n");
   const std::string enabled = absl::StrCat("[control_plane]\nenable = true\n", topology);
-  EXPECT_TRUE(CheckBeforeTraining(Make(enabled + "hops = 2\n"), *registry_, Mesh(2, 1)).ok());
+  EXPECT_TRUE(BuildJobPlan(Make(enabled + "hops = 2\n"), *registry_, Mesh(2, 1)).ok());
   EXPECT_THAT(ErrorOf(Make(enabled + "hops = 0\ncontrollers = 1\n"), Mesh(2, 1)),
               HasSubstr("control_plane.hops = 0: rank 1 (switch 'rank1') has no controller"));
   EXPECT_THAT(ErrorOf(Make(enabled + "controller_ranks = [\"1\", \"one\"]\n"), Mesh(2, 1)),
@@ -74,7 +76,7 @@ TEST_F(PreflightTest, ControlPlaneDebugRanksAndTopologyFile) {
   EXPECT_THAT(ErrorOf(Make(enabled + "controller_ranks = [\"2\"]\n"), Mesh(2, 1)),
               HasSubstr("control_plane.controller_ranks: rank 2 is not a rank of this job"));
   // Ranks the file places by host wait for the hostnames.
-  EXPECT_TRUE(CheckBeforeTraining(Make(enabled), *registry_, Mesh(3, 1)).ok());
+  EXPECT_TRUE(BuildJobPlan(Make(enabled), *registry_, Mesh(3, 1)).ok());
   std::ofstream(Path("bad.toml")) << "switches = [\"a\"]\nlinks = [[\"a\", \"b\"]]\n";
   EXPECT_THAT(ErrorOf(Make(absl::StrCat("[control_plane]\nenable = true\ntopology = \"",
                                         Path("bad.toml"), "\"\n")),
@@ -82,20 +84,119 @@ TEST_F(PreflightTest, ControlPlaneDebugRanksAndTopologyFile) {
               HasSubstr("control_plane.topology: "));
 }
 
-TEST_F(PreflightTest, AGoodRecipePasses) {
-  auto report = CheckBeforeTraining(Make(""), *registry_, Mesh(1, 2));
+// The plan reads every key once into typed settings and derives the sizes.
+TEST_F(JobPlanTest, ReadsTypedSettingsAndDerivesSizes) {
+  // The plan uses the plugins the recipe selected: the recipe outlives it.
+  const Recipe recipe =
+      Make("[validation]\nfreq = 5\n[generate]\nmax_new_tokens = 7\nprompt = \"The \"\n",
+           {"training.mixed_precision_param=bfloat16", "training.global_batch_size=8",
+            "checkpoint.folder=ck", "job.dump_folder=/tmp/d"});
+  auto plan = BuildJobPlan(recipe, *registry_, Mesh(2, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->training.seq_len, 16);
+  EXPECT_EQ(plan->training.global_batch_size, 8);
+  EXPECT_EQ(plan->parallelism.accumulation, 2);  // 8 / (2 x 2 ranks)
+  EXPECT_EQ(plan->parallelism.data_parallel_degree, 2);
+  EXPECT_EQ(plan->training.matmul_dtype, DType::kBF16);
+  EXPECT_EQ(plan->model.config.n_layers, LlamaFlavor("debugmodel")->n_layers);
+  EXPECT_EQ(plan->validation.freq, 5);
+  EXPECT_TRUE(plan->data.validation);
+  EXPECT_EQ(plan->generate.max_new_tokens, 7);
+  EXPECT_EQ(plan->generate.prompt, "The ");
+  EXPECT_EQ(plan->checkpoint.root, "/tmp/d/ck");
+  EXPECT_EQ(plan->checkpoint.plugin, nullptr);  // checkpoint.enable is off
+  ASSERT_NE(plan->training.optimizer, nullptr);
+  EXPECT_EQ(plan->job.device->type(), DeviceType::kCpu);
+}
+
+// Each parallel plugin is the one that serves its mesh dimension, created once by the plan.
+TEST_F(JobPlanTest, ParallelPluginsAreChosenByTheDimensionTheyServe) {
+  auto fsdp_tp = BuildJobPlan(Make(""), *registry_, Mesh(2, 2));
+  ASSERT_TRUE(fsdp_tp.ok()) << fsdp_tp.status();
+  ASSERT_NE(fsdp_tp->parallelism.data_parallel, nullptr);
+  EXPECT_EQ(fsdp_tp->parallelism.data_parallel->dimension(), MeshDim::kDpShard);
+  ASSERT_NE(fsdp_tp->parallelism.tensor_parallel, nullptr);
+  EXPECT_EQ(fsdp_tp->parallelism.tensor_parallel->dimension(), MeshDim::kTp);
+  EXPECT_EQ(fsdp_tp->parallelism.pipeline, nullptr);
+  MeshShape replicas;
+  replicas.degrees[static_cast<int>(MeshDim::kDpReplicate)] = 2;
+  auto ddp = BuildJobPlan(Make(""), *registry_, replicas);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  EXPECT_EQ(ddp->parallelism.data_parallel->dimension(), MeshDim::kDpReplicate);
+  auto single = BuildJobPlan(Make(""), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->parallelism.data_parallel, nullptr);
+  // "auto" is no communicator on one rank, and a host-staging one that joins many ranks else.
+  EXPECT_EQ(single->comm.plugin, nullptr);
+  ASSERT_NE(fsdp_tp->comm.plugin, nullptr);
+  EXPECT_TRUE(fsdp_tp->comm.plugin->traits().joins_many_ranks);
+  EXPECT_TRUE(fsdp_tp->comm.plugin->traits().stages_through_host);
+}
+
+// The pp plugin's own start-up checks run while the plan is built (issue #39: --validate let a
+// layer split through that the run refused).
+TEST_F(JobPlanTest, ThePipelinePluginPlansItsStagesInThePlan) {
+  MeshShape pp;
+  pp.degrees[static_cast<int>(MeshDim::kPp)] = 2;
+  const std::vector<std::string> layout = {
+      "parallelism.pipeline_parallel_degree=2",
+      "parallelism.pipeline_parallel_schedule=Interleaved1F1B"};
+  std::vector<std::string> split = layout;
+  split.push_back("parallelism.pipeline_parallel_layers_per_stage=3");
+  EXPECT_THAT(ErrorOf(Make("", split), pp),
+              HasSubstr("pipeline_parallel_layers_per_stage = 3 makes 3 stages"));
+  auto plan = BuildJobPlan(Make("", layout), *registry_, pp);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->parallelism.pipeline->dimension(), MeshDim::kPp);
+  EXPECT_EQ(plan->parallelism.pipeline_microbatches, 2);  // local batch 2, microbatches of 1
+}
+
+// A format that keeps models only (CheckpointPlugin::holds_training_state) may save the final
+// model alone: refused in the plan, not at the first save (issue #39).
+TEST_F(JobPlanTest, AModelOnlyFormatIsRefusedForTrainingState) {
+  const std::string safetensors = "[checkpoint]\nenable = true\nformat = \"safetensors\"\n";
+  EXPECT_THAT(
+      ErrorOf(Make(safetensors, {"training.steps=10", "checkpoint.interval=5"}), Mesh(1, 1)),
+      HasSubstr("checkpoint.format = \"safetensors\" holds the model only, but "
+                "checkpoint.interval = 5 saves the training state at step 5 of 10"));
+  EXPECT_THAT(ErrorOf(Make(safetensors, {"training.steps=10", "checkpoint.interval=10",
+                                         "checkpoint.last_save_model_only=false"}),
+                      Mesh(1, 1)),
+              HasSubstr("last_save_model_only = false saves the training state at the end"));
+  EXPECT_TRUE(BuildJobPlan(Make(safetensors, {"training.steps=10", "checkpoint.interval=10"}),
+                           *registry_, Mesh(1, 1))
+                  .ok());
+  EXPECT_TRUE(BuildJobPlan(Make("[checkpoint]\nenable = true\n",
+                                {"training.steps=10", "checkpoint.interval=5"}),
+                           *registry_, Mesh(1, 1))
+                  .ok());
+}
+
+// A comm plugin that moves accelerator memory only cannot serve the CPU device (issue #39).
+TEST_F(JobPlanTest, ADeviceOnlyCommunicatorNeedsAnAcceleratorDevice) {
+  if (!registry_->Find("comm", "nccl").ok()) {
+    GTEST_SKIP() << "this build has no nccl comm plugin (configured without CUDA or libnccl)";
+  }
+  EXPECT_THAT(ErrorOf(Make("[comm]\nbackend = \"nccl\"\n"), Mesh(2, 1)),
+              HasSubstr("comm.backend = \"nccl\" moves buffers in accelerator memory only, but "
+                        "job.device = \"cpu\" keeps them in host memory"));
+  EXPECT_TRUE(BuildJobPlan(Make("[comm]\nbackend = \"mpi\"\n"), *registry_, Mesh(2, 1)).ok());
+}
+
+TEST_F(JobPlanTest, AGoodRecipePasses) {
+  auto report = BuildJobPlan(Make(""), *registry_, Mesh(1, 2));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->warnings.empty());
   // The learned vocabulary is known only at start-up, and the report says so under tp.
   ASSERT_EQ(report->unchecked.size(), 1u);
   EXPECT_THAT(report->unchecked[0], HasSubstr("learned from the data at start-up"));
-  auto single = CheckBeforeTraining(Make(""), *registry_, Mesh(1, 1));
+  auto single = BuildJobPlan(Make(""), *registry_, Mesh(1, 1));
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_TRUE(single->unchecked.empty());
 }
 
 // debugmodel has 16 heads, 16 kv heads and a hidden dim of 768.
-TEST_F(PreflightTest, TensorParallelDegreeMustDivideHeadsFeaturesAndSequence) {
+TEST_F(JobPlanTest, TensorParallelDegreeMustDivideHeadsFeaturesAndSequence) {
   const Recipe recipe = Make("[parallelism]\ntensor_parallel_degree = 3", {"training.seq_len=20"});
   std::string message = ErrorOf(recipe, Mesh(1, 3));
   EXPECT_THAT(message, HasSubstr("2 problems in the recipe:"));
@@ -108,7 +209,7 @@ TEST_F(PreflightTest, TensorParallelDegreeMustDivideHeadsFeaturesAndSequence) {
               HasSubstr("tensor parallel degree 32: expected it to divide the model's n_heads"));
 }
 
-TEST_F(PreflightTest, AKnownVocabularyMustDivideToo) {
+TEST_F(JobPlanTest, AKnownVocabularyMustDivideToo) {
   // 256 byte tokens and one merge, plus Llama 3's 256 special tokens: 513.
   std::vector<std::string> ranks;
   for (int byte = 0; byte < 256; ++byte) ranks.emplace_back(1, static_cast<char>(byte));
@@ -116,36 +217,41 @@ TEST_F(PreflightTest, AKnownVocabularyMustDivideToo) {
   ASSERT_TRUE(WriteTiktoken(ranks, Path("v.tiktoken")).ok());
   const Recipe recipe = Make(absl::StrCat("[model]\ntokenizer_path = \"", Path("v.tiktoken"),
                                           "\"\n[parallelism]\ntensor_parallel_degree = 2"));
-  PreflightOptions read;
+  PlanOptions read;
   read.check_files = true;
   EXPECT_THAT(ErrorOf(recipe, Mesh(1, 2), read),
               HasSubstr("with model.flavor = \"debugmodel\" and a vocabulary of 513: tensor "
                         "parallel degree 2: expected it to divide the model's vocab_size"));
   // Without reading the file (a run: the model checks once it is loaded) it passes.
-  EXPECT_TRUE(CheckBeforeTraining(recipe, *registry_, Mesh(1, 2)).ok());
+  EXPECT_TRUE(BuildJobPlan(recipe, *registry_, Mesh(1, 2)).ok());
   EXPECT_THAT(ErrorOf(Make("[model]\ntokenizer_path = \"/no/such.tiktoken\""), Mesh(1, 1), read),
               HasSubstr("t.toml:6:18: model.tokenizer_path: \"/no/such.tiktoken\": no such file"));
 }
 
-TEST_F(PreflightTest, ParallelPluginsCheckTheirKeys) {
+TEST_F(JobPlanTest, ParallelPluginsCheckTheirKeys) {
   EXPECT_THAT(ErrorOf(Make("[parallelism]\ndisable_loss_parallel = true"), Mesh(1, 2)),
               HasSubstr("parallelism.disable_loss_parallel: expected false"));
-  EXPECT_TRUE(CheckBeforeTraining(Make("[parallelism]\ndisable_loss_parallel = true"), *registry_,
-                                  Mesh(1, 1))
-                  .ok());
+  EXPECT_TRUE(
+      BuildJobPlan(Make("[parallelism]\ndisable_loss_parallel = true"), *registry_, Mesh(1, 1))
+          .ok());
 }
 
 // fsdp's float8 all-gather (issue #18) needs fsdp and the tensorwise recipe's one e4m3 scale per
 // weight; its precomputed scales need the all-gather.
-TEST_F(PreflightTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
+TEST_F(JobPlanTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
   const std::string gather =
       "[model]\nconverters = [\"float8\"]\n[float8]\nenable_fsdp_float8_all_gather = true\n";
-  EXPECT_TRUE(CheckBeforeTraining(Make(gather), *registry_, Mesh(2, 1)).ok());
-  // data_parallel_shard_degree = -1 (the default) leaves it to the launched ranks: the run checks.
-  auto report = CheckBeforeTraining(Make(gather), *registry_, Mesh(1, 1));
+  EXPECT_TRUE(BuildJobPlan(Make(gather), *registry_, Mesh(2, 1)).ok());
+  // data_parallel_shard_degree = -1 (the default) leaves it to the launched ranks: --validate
+  // without a launcher notes it, a launched run refuses it.
+  PlanOptions counted;
+  counted.launched_world = false;
+  auto report = BuildJobPlan(Make(gather), *registry_, Mesh(1, 1), counted);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_THAT(report->unchecked,
               testing::Contains(HasSubstr("data_parallel_shard_degree = -1 leaves it 1 rank")));
+  EXPECT_THAT(ErrorOf(Make(gather), Mesh(1, 1)),
+              HasSubstr("gathers weights under fsdp, which this run does not shard"));
   EXPECT_THAT(ErrorOf(Make(gather + "[parallelism]\ndata_parallel_shard_degree = 1\n"), Mesh(1, 1)),
               HasSubstr("t.toml:8:33: float8.enable_fsdp_float8_all_gather = true gathers weights "
                         "under fsdp, which this run does not shard "
@@ -157,15 +263,14 @@ TEST_F(PreflightTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
                       Mesh(2, 1)),
               HasSubstr("float8.precompute_float8_dynamic_scale_for_fsdp = true needs "
                         "float8.enable_fsdp_float8_all_gather = true"));
-  EXPECT_TRUE(
-      CheckBeforeTraining(Make(gather + "precompute_float8_dynamic_scale_for_fsdp = true\n"),
-                          *registry_, Mesh(2, 1))
-          .ok());
+  EXPECT_TRUE(BuildJobPlan(Make(gather + "precompute_float8_dynamic_scale_for_fsdp = true\n"),
+                           *registry_, Mesh(2, 1))
+                  .ok());
 }
 
-TEST_F(PreflightTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
-  auto report = CheckBeforeTraining(Make("[float8]\nenable_fsdp_float8_all_gather = true\n"),
-                                    *registry_, Mesh(2, 1));
+TEST_F(JobPlanTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
+  auto report = BuildJobPlan(Make("[float8]\nenable_fsdp_float8_all_gather = true\n"), *registry_,
+                             Mesh(2, 1));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_THAT(report->warnings,
               testing::Contains(HasSubstr(
@@ -173,38 +278,40 @@ TEST_F(PreflightTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
                   "model.converters does not include \"float8\"")));
 }
 
-TEST(PreflightPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
-  EXPECT_THAT(CheckPipelineCommunicator("nccl", 2, "r.toml:9:11").message(),
+TEST(JobPlanPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
+  // Decided by what the comm plugin says of itself, whatever its name.
+  const CommTraits ordered{.unordered_point_to_point = false};
+  EXPECT_THAT(CheckPipelineCommunicator(ordered, "nccl", 2, "r.toml:9:11").message(),
               AllOf(HasSubstr("r.toml:9:11: comm.backend = \"nccl\" with "
                               "parallelism.pipeline_parallel_degree = 2"),
                     HasSubstr("use comm.backend = \"mpi\"")));
-  EXPECT_TRUE(CheckPipelineCommunicator("nccl", 1, "default").ok());
-  EXPECT_TRUE(CheckPipelineCommunicator("mpi", 4, "default").ok());
-  EXPECT_TRUE(CheckPipelineCommunicator("auto", 2, "default").ok());
+  EXPECT_FALSE(CheckPipelineCommunicator(ordered, "mycomm", 2, "default").ok());
+  EXPECT_TRUE(CheckPipelineCommunicator(ordered, "nccl", 1, "default").ok());
+  EXPECT_TRUE(CheckPipelineCommunicator(CommTraits{}, "nccl", 4, "default").ok());
 }
 
-TEST_F(PreflightTest, EmptyDumpFolderAndMissingDataAreRefused) {
+TEST_F(JobPlanTest, EmptyDumpFolderAndMissingDataAreRefused) {
   EXPECT_THAT(ErrorOf(Make("[job]\ndump_folder = \"\""), Mesh(1, 1)),
               HasSubstr("t.toml:6:15: job.dump_folder: expected a folder for the run's logs, "
                         "metrics and checkpoints, found an empty path"));
   auto raw = ParseRecipeText("[training]\ndataset_path = \"/no/such/corpus\"\n", "t.toml");
   auto recipe = ValidateRecipe(*raw, *registry_);
   ASSERT_TRUE(recipe.ok()) << recipe.status();
-  PreflightOptions files;
+  PlanOptions files;
   files.check_files = true;
   EXPECT_THAT(ErrorOf(*recipe, Mesh(1, 1), files),
               HasSubstr("t.toml:2:16: training.dataset_path: \"/no/such/corpus\": no such file"));
   // A run leaves the data to its loader.
-  EXPECT_TRUE(CheckBeforeTraining(*recipe, *registry_, Mesh(1, 1)).ok());
+  EXPECT_TRUE(BuildJobPlan(*recipe, *registry_, Mesh(1, 1)).ok());
 }
 
-TEST_F(PreflightTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
+TEST_F(JobPlanTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
   EXPECT_THAT(ErrorOf(Make("[activation_checkpoint]\nselective_ac_option = \"every\""), Mesh(1, 1)),
               HasSubstr("t.toml:6:23: activation_checkpoint.selective_ac_option: expected a "
                         "positive integer or \"op\", found 'every'"));
-  auto full = CheckBeforeTraining(
-      Make("[activation_checkpoint]\nmode = \"full\"\nselective_ac_option = \"op\""), *registry_,
-      Mesh(1, 1));
+  auto full =
+      BuildJobPlan(Make("[activation_checkpoint]\nmode = \"full\"\nselective_ac_option = \"op\""),
+                   *registry_, Mesh(1, 1));
   ASSERT_TRUE(full.ok()) << full.status();
   ASSERT_EQ(full->warnings.size(), 1u);
   EXPECT_EQ(full->warnings[0],
@@ -212,16 +319,16 @@ TEST_F(PreflightTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
             "activation_checkpoint.mode = \"full\"");
 }
 
-TEST_F(PreflightTest, WarmupLongerThanTrainingIsAWarningNamingBoth) {
-  auto report = CheckBeforeTraining(
-      Make("[lr_scheduler]\nwarmup_steps = 200", {"training.steps=10"}), *registry_, Mesh(1, 1));
+TEST_F(JobPlanTest, WarmupLongerThanTrainingIsAWarningNamingBoth) {
+  auto report = BuildJobPlan(Make("[lr_scheduler]\nwarmup_steps = 200", {"training.steps=10"}),
+                             *registry_, Mesh(1, 1));
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->warnings.size(), 1u);
   EXPECT_THAT(report->warnings[0],
               HasSubstr("lr_scheduler.warmup_steps = 200 is more than training.steps = 10"));
 }
 
-TEST_F(PreflightTest, SizesAreBoundedWithoutOverflow) {
+TEST_F(JobPlanTest, SizesAreBoundedWithoutOverflow) {
   // 2^63 - 2 sequences: a multiple of local_batch_size 2, and more tokens than an int64 counts.
   EXPECT_THAT(ErrorOf(Make("", {"training.global_batch_size=9223372036854775806"}), Mesh(1, 1)),
               HasSubstr("training.global_batch_size = 9223372036854775806 x seq_len 16 tokens "
@@ -231,14 +338,14 @@ TEST_F(PreflightTest, SizesAreBoundedWithoutOverflow) {
   EXPECT_THAT(ErrorOf(Make("", {"training.steps=4611686018427387904"}), Mesh(1, 1)),
               HasSubstr("x steps 4611686018427387904 tokens overflow int64"));
   // One microbatch's logits against the memory limit.
-  PreflightOptions small;
+  PlanOptions small;
   small.memory_bytes = 2 * 16 * 2048 * 4 - 1;  // batch x seq_len x vocabulary x f32, less one
   EXPECT_THAT(ErrorOf(Make(""), Mesh(1, 1), small),
               HasSubstr("the logits of one microbatch (tokens x 2048 vocabulary / 1 "
                         "tensor-parallel rank(s) x 4 bytes) take 262144 bytes, more than the "
                         "limit of 262143 bytes"));
   small.memory_bytes += 1;
-  EXPECT_TRUE(CheckBeforeTraining(Make(""), *registry_, Mesh(1, 1), small).ok());
+  EXPECT_TRUE(BuildJobPlan(Make(""), *registry_, Mesh(1, 1), small).ok());
   EXPECT_THAT(ErrorOf(Make("", {"training.global_batch_size=4",
                                 "validation.steps="
                                 "4611686018427387904"}),
@@ -249,11 +356,15 @@ TEST_F(PreflightTest, SizesAreBoundedWithoutOverflow) {
               HasSubstr("overflow int64"));
 }
 
-TEST_F(PreflightTest, AccumulationAndTheDataBound) {
-  auto accumulation = GradientAccumulation(Make("", {"training.global_batch_size=8"}), Mesh(2, 1));
-  ASSERT_TRUE(accumulation.ok()) << accumulation.status();
-  EXPECT_EQ(*accumulation, 2);  // 8 / (2 x 2 ranks)
-  EXPECT_EQ(*GradientAccumulation(Make(""), Mesh(2, 1)), 1);
+TEST_F(JobPlanTest, AccumulationAndTheDataBound) {
+  auto accumulating =
+      BuildJobPlan(Make("", {"training.global_batch_size=8"}), *registry_, Mesh(2, 1));
+  ASSERT_TRUE(accumulating.ok()) << accumulating.status();
+  EXPECT_EQ(accumulating->parallelism.accumulation, 2);  // 8 / (2 x 2 ranks)
+  auto resolved = BuildJobPlan(Make(""), *registry_, Mesh(2, 1));
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->parallelism.accumulation, 1);
+  EXPECT_EQ(resolved->training.global_batch_size, 4);  // -1: 2 x 2 ranks
   EXPECT_TRUE(CheckGlobalBatchFitsData(8, 16, 8).ok());
   EXPECT_EQ(CheckGlobalBatchFitsData(9, 16, 8).message(),
             "training.global_batch_size = 9 sequences is more than the limit of 8 training "

@@ -1,0 +1,172 @@
+// The phases before the first step: LoadData, BuildModel, ApplyParallelism, LoadOrInit.
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/train/preflight.h"
+#include "core/train/training_job.h"
+
+namespace titan {
+namespace {
+
+// What fsdp gathers in which format (Parameter::compute_dtype), for the log.
+std::string DescribeGatherFormats(const std::vector<Parameter>& parameters) {
+  std::map<DType, std::pair<int, int64_t>> by_format;  // parameters, elements
+  int64_t elements = 0, bytes = 0;
+  for (const Parameter& p : parameters) {
+    auto& [count, numel] = by_format[p.compute_dtype];
+    ++count;
+    numel += p.value.numel();
+    elements += p.value.numel();
+    bytes += p.value.numel() * static_cast<int64_t>(DTypeSize(p.compute_dtype));
+  }
+  std::vector<std::string> parts;
+  for (const auto& [dtype, entry] : by_format) {
+    parts.push_back(absl::StrCat(entry.first, " in ", DTypeName(dtype)));
+  }
+  constexpr double kMib = 1 << 20;
+  return absl::StrCat("gathers the parameters as they compute: ", absl::StrJoin(parts, ", "), "; ",
+                      absl::SixDigits(static_cast<double>(bytes) / kMib),
+                      " MiB per gather of the whole model, against ",
+                      absl::SixDigits(static_cast<double>(elements) * 4 / kMib), " MiB in f32");
+}
+
+// Under pp, the stages of this rank, as the pipeline plugin places them on the mesh.
+absl::StatusOr<PipelinePlan> PlaceStages(TrainingJob& job) {
+  ParallelPlugin* pipeline = job.plan.parallelism.pipeline.get();
+  if (pipeline == nullptr) return PipelinePlan{};
+  TITAN_ASSIGN_OR_RETURN(
+      PipelinePlan stages,
+      pipeline->PlanPipeline(static_cast<int>(job.plan.model.config.n_layers),
+                             static_cast<int>(job.plan.parallelism.pipeline_microbatches),
+                             job.mesh));
+  for (const PipelineStage& stage : stages.local) {
+    spdlog::info("[pp] stage {} of {}: layers {}..{}{}{}", stage.stage, stages.num_stages,
+                 stage.first_layer, stage.end_layer, stage.stage == 0 ? " + embedding" : "",
+                 stage.stage == stages.num_stages - 1 ? " + norm, output and loss" : "");
+  }
+  return stages;
+}
+
+// The Float8 plugin's layers in the model, where model.converters asks for them.
+absl::Status ConvertToFloat8(TrainingJob& job) {
+  const Float8Settings& float8 = job.plan.float8;
+  if (float8.plugin == nullptr) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(std::vector<Float8LinearChoice> choices,
+                         job.model->ConvertToFloat8(*float8.plugin, float8.gather_in_float8));
+  for (const std::string& line :
+       DescribeFloat8Linears(choices, float8.recipe_name, float8.plugin->Recipe())) {
+    spdlog::info("{}", line);
+  }
+  if (float8.gather_in_float8) {
+    spdlog::info("[float8] fsdp gathers the Float8 layers' weights in e4m3 with one scale each{}",
+                 float8.precompute_scales
+                     ? ", all scales computed in one pass after each optimizer step"
+                     : ", each unit's scales reduced before its gather");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int TrainingJob::data_parallel_rank() const {
+  const int dp_shard = plan.parallelism.shape.degree(MeshDim::kDpShard);
+  return mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
+}
+
+absl::Status LoadData(TrainingJob& job) {
+  const ParallelismPlan& parallel = job.plan.parallelism;
+  TITAN_ASSIGN_OR_RETURN(job.data, LoadTrainingData(job.plan.data, job.data_parallel_rank(),
+                                                    parallel.data_parallel_degree));
+  TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(job.plan.training.global_batch_size,
+                                                 job.plan.training.seq_len,
+                                                 job.data->train.num_windows()));
+  job.plan.model.config.vocab_size = job.data->tokenizer->vocab_size();
+  return absl::OkStatus();
+}
+
+absl::Status BuildModel(TrainingJob& job) {
+  ModelSettings& model = job.plan.model;
+  TITAN_ASSIGN_OR_RETURN(job.checkpointer, Checkpointer::Create(job.plan.checkpoint, job.mesh));
+  if (job.checkpointer != nullptr) {
+    TITAN_RETURN_IF_ERROR(job.checkpointer->MatchModel(model.config, model.flavor));
+  }
+  job.where.device = &job.mesh.device();
+  job.where.matmul_dtype = job.plan.training.matmul_dtype;
+  TITAN_ASSIGN_OR_RETURN(PipelinePlan stages, PlaceStages(job));
+  TITAN_ASSIGN_OR_RETURN(job.model, LlamaModel::Create(model.config, job.plan.activation_checkpoint,
+                                                       job.where, stages));
+  spdlog::info("[device] {}; matmuls in {}", job.model->compute().Describe(),
+               job.where.matmul_dtype == DType::kBF16
+                   ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
+                   : "f32");
+  TITAN_RETURN_IF_ERROR(ConvertToFloat8(job));
+  job.model->Initialize(static_cast<uint64_t>(job.plan.training.seed));
+  spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", model.flavor,
+               model.config.vocab_size, model.config.ParameterCount() / 1e6);
+  if (job.plan.parallelism.pipeline != nullptr) {
+    int64_t held = 0;
+    for (const Parameter& p : job.model->Parameters()) held += p.value.numel();
+    spdlog::info("[pp] this rank's stages hold {:.2f}M of them", static_cast<double>(held) / 1e6);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyParallelism(TrainingJob& job) {
+  ParallelismPlan& parallel = job.plan.parallelism;
+  DeviceMesh& mesh = job.mesh;
+  // TorchTitan's order: the pp split (made by BuildModel), tp, cp, then fsdp or ddp over the
+  // tp-local tensors.
+  for (ParallelPlugin* plugin : {parallel.pipeline.get(), parallel.tensor_parallel.get(),
+                                 parallel.context_parallel.get(), parallel.data_parallel.get()}) {
+    if (plugin == nullptr) continue;
+    TITAN_RETURN_IF_ERROR(plugin->Apply(job.model->root(), mesh));
+    job.model->ReleaseUnusedStorage();
+  }
+  ParallelPlugin* data_parallel = parallel.data_parallel.get();
+  if (data_parallel != nullptr && data_parallel->dimension() == MeshDim::kDpShard) {
+    spdlog::info("[fsdp] {}", DescribeGatherFormats(job.model->Parameters()));
+  }
+  const TrainingSettings& training = job.plan.training;
+  TITAN_ASSIGN_OR_RETURN(
+      job.train_step,
+      TrainStep::Create(
+          *job.model, *training.optimizer, training.local_batch_size, training.seq_len,
+          parallel.accumulation, training.max_norm,
+          DataParallelContext{
+              data_parallel, &mesh.world(), parallel.tensor_parallel.get(), parallel.pipeline.get(),
+              &mesh.group(MeshDim::kPp), parallel.pipeline_microbatches,
+              // fsdp and ddp average over their dimension flattened with cp.
+              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp),
+              job.plan.float8.plugin != nullptr && job.plan.float8.precompute_scales}));
+  spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
+               static_cast<double>(job.train_step->state_bytes()) / (1 << 20));
+  return absl::OkStatus();
+}
+
+absl::Status LoadOrInit(TrainingJob& job) {
+  if (job.checkpointer != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(job.resume, job.checkpointer->Load(TrainStateOf(job)));
+  }
+  // The scales of the weights as initialized or loaded; each optimizer step computes them anew.
+  if (job.plan.float8.plugin != nullptr && job.plan.float8.precompute_scales) {
+    TITAN_RETURN_IF_ERROR(job.plan.parallelism.data_parallel->PrecomputeFloat8Scales());
+  }
+  return absl::OkStatus();
+}
+
+TrainState TrainStateOf(TrainingJob& job) {
+  std::optional<PackedLoader>& eval = job.data->eval;
+  return TrainState{job.model.get(),
+                    &*job.train_step,
+                    &job.data->train,
+                    eval ? &*eval : nullptr,
+                    job.plan.training.seed,
+                    job.plan.training.seq_len,
+                    /*bos_id=*/job.data->tokenizer->bos_id(),
+                    /*eos_id=*/job.data->tokenizer->eos_id()};
+}
+
+}  // namespace titan

@@ -1,0 +1,259 @@
+#include "core/train/job_plan.h"
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/train/preflight.h"
+
+namespace titan {
+namespace {
+
+std::string Under(const std::string& folder, const std::string& name) {
+  return (std::filesystem::path(folder) / name).string();
+}
+
+// The plugin the recipe's `section` selected (the recipe validated the selection and owns the
+// instance); null when the section selects none.
+template <typename Interface>
+Interface* Selected(const Recipe& recipe, absl::string_view section) {
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == section) return static_cast<Interface*>(plugin.instance.get());
+  }
+  return nullptr;
+}
+
+absl::Status ReadJob(const Recipe& recipe, JobSettings& job) {
+  const ConfigView& section = recipe.section("job");
+  TITAN_ASSIGN_OR_RETURN(job.dump_folder, section.GetString("dump_folder"));
+  TITAN_ASSIGN_OR_RETURN(job.description, section.GetString("description"));
+  TITAN_ASSIGN_OR_RETURN(job.device_name, section.GetString("device"));
+  job.device = Selected<DevicePlugin>(recipe, "job");
+  if (job.device == nullptr) return absl::InternalError("job.device selected no device plugin");
+  return absl::OkStatus();
+}
+
+absl::Status ReadTraining(const Recipe& recipe, TrainingSettings& training) {
+  const ConfigView& section = recipe.section("training");
+  TITAN_ASSIGN_OR_RETURN(training.local_batch_size, section.GetInt("local_batch_size"));
+  TITAN_ASSIGN_OR_RETURN(training.global_batch_size, section.GetInt("global_batch_size"));
+  TITAN_ASSIGN_OR_RETURN(training.seq_len, section.GetInt("seq_len"));
+  TITAN_ASSIGN_OR_RETURN(training.steps, section.GetInt("steps"));
+  TITAN_ASSIGN_OR_RETURN(training.max_norm, section.GetFloat("max_norm"));
+  TITAN_ASSIGN_OR_RETURN(training.dataset, section.GetString("dataset"));
+  // mixed_precision_reduce accepts only "float32": gradients are always reduced in f32.
+  TITAN_ASSIGN_OR_RETURN(std::string param, section.GetString("mixed_precision_param"));
+  training.matmul_dtype = param == "bfloat16" ? DType::kBF16 : DType::kF32;
+  training.optimizer = Selected<OptimizerPlugin>(recipe, "optimizer");
+  if (training.optimizer == nullptr) {
+    return absl::InternalError("optimizer.name selected no optimizer plugin");
+  }
+  TITAN_ASSIGN_OR_RETURN(training.peak_lr, recipe.section("optimizer").GetFloat("lr"));
+  const ConfigView& lr = recipe.section("lr_scheduler");
+  TITAN_ASSIGN_OR_RETURN(training.warmup_steps, lr.GetInt("warmup_steps"));
+  TITAN_ASSIGN_OR_RETURN(training.decay_ratio, lr.GetFloat("decay_ratio"));
+  TITAN_ASSIGN_OR_RETURN(training.decay_type, lr.GetString("decay_type"));
+  TITAN_ASSIGN_OR_RETURN(training.min_lr_factor, lr.GetFloat("min_lr_factor"));
+  TITAN_ASSIGN_OR_RETURN(training.seed, recipe.section("debug").GetInt("seed"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadData(const Recipe& recipe, const JobPlan& plan, TrainingDataOptions& data) {
+  TITAN_ASSIGN_OR_RETURN(data.dataset_path, recipe.section("training").GetString("dataset_path"));
+  TITAN_ASSIGN_OR_RETURN(data.tokenizer_path, recipe.section("model").GetString("tokenizer_path"));
+  const ConfigView& section = recipe.section("data");
+  TITAN_ASSIGN_OR_RETURN(std::string format, section.GetString("format"));
+  data.pretokenized = format == "tokens";
+  TITAN_ASSIGN_OR_RETURN(data.documents.text_field, section.GetString("text_field"));
+  TITAN_ASSIGN_OR_RETURN(data.documents.text_separator, section.GetString("text_separator"));
+  TITAN_ASSIGN_OR_RETURN(std::string on_bad, section.GetString("on_bad_record"));
+  data.documents.skip_bad_records = on_bad == "skip";
+  TITAN_ASSIGN_OR_RETURN(data.bpe_vocab_size, section.GetInt("bpe_vocab_size"));
+  TITAN_ASSIGN_OR_RETURN(data.validation_split, recipe.section("validation").GetFloat("split"));
+  data.validation = plan.validation.freq > 0;
+  data.dump_folder = plan.job.dump_folder;
+  data.local_batch_size = plan.training.local_batch_size;
+  data.seq_len = plan.training.seq_len;
+  data.seed = static_cast<uint64_t>(plan.training.seed);
+  return absl::OkStatus();
+}
+
+absl::Status ReadCheckpoint(const Recipe& recipe, const PluginRegistry& registry,
+                            const JobSettings& job, CheckpointSettings& checkpoint) {
+  const ConfigView& section = recipe.section("checkpoint");
+  TITAN_ASSIGN_OR_RETURN(bool enable, section.GetBool("enable"));
+  TITAN_ASSIGN_OR_RETURN(checkpoint.format, section.GetString("format"));
+  if (enable) {
+    checkpoint.plugin = Selected<CheckpointPlugin>(recipe, "checkpoint");
+    if (checkpoint.plugin == nullptr) {
+      return absl::InternalError("checkpoint.enable is set but no checkpoint plugin was loaded");
+    }
+  }
+  checkpoint.registry = &registry;
+  TITAN_ASSIGN_OR_RETURN(std::string folder, section.GetString("folder"));
+  checkpoint.root = Under(job.dump_folder, folder);
+  TITAN_ASSIGN_OR_RETURN(checkpoint.interval, section.GetInt("interval"));
+  TITAN_ASSIGN_OR_RETURN(checkpoint.keep_latest_k, section.GetInt("keep_latest_k"));
+  TITAN_ASSIGN_OR_RETURN(checkpoint.load_step, section.GetInt("load_step"));
+  TITAN_ASSIGN_OR_RETURN(std::string async_mode, section.GetString("async_mode"));
+  checkpoint.async = async_mode == "async";
+  TITAN_ASSIGN_OR_RETURN(checkpoint.last_model_only, section.GetBool("last_save_model_only"));
+  TITAN_ASSIGN_OR_RETURN(std::string dtype, section.GetString("export_dtype"));
+  checkpoint.export_dtype = dtype == "bfloat16"  ? DType::kBF16
+                            : dtype == "float16" ? DType::kF16
+                                                 : DType::kF32;
+  TITAN_ASSIGN_OR_RETURN(checkpoint.exclude, section.GetStringList("exclude_from_loading"));
+  TITAN_ASSIGN_OR_RETURN(checkpoint.initial_load_path, section.GetString("initial_load_path"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadFloat8(const Recipe& recipe, Float8Settings& float8) {
+  // The float8 section selects a plugin only when model.converters includes "float8".
+  float8.plugin = Selected<Float8Plugin>(recipe, "float8");
+  const ConfigView& section = recipe.section("float8");
+  TITAN_ASSIGN_OR_RETURN(float8.recipe_name, section.GetString("recipe_name"));
+  TITAN_ASSIGN_OR_RETURN(float8.gather_in_float8, section.GetBool("enable_fsdp_float8_all_gather"));
+  TITAN_ASSIGN_OR_RETURN(float8.precompute_scales,
+                         section.GetBool("precompute_float8_dynamic_scale_for_fsdp"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadObservability(const Recipe& recipe, const JobSettings& job,
+                               MetricsSettings& metrics, ProfilingOptions& profiling) {
+  const ConfigView& section = recipe.section("metrics");
+  TITAN_ASSIGN_OR_RETURN(metrics.log_freq, section.GetInt("log_freq"));
+  TITAN_ASSIGN_OR_RETURN(metrics.peak_tflops, section.GetFloat("peak_tflops"));
+  TITAN_ASSIGN_OR_RETURN(metrics.tensorboard.enable, section.GetBool("enable_tensorboard"));
+  TITAN_ASSIGN_OR_RETURN(metrics.tensorboard.all_ranks, section.GetBool("save_for_all_ranks"));
+  TITAN_ASSIGN_OR_RETURN(std::string tb_folder, section.GetString("save_tb_folder"));
+  metrics.tensorboard.folder = Under(job.dump_folder, tb_folder);
+  const ConfigView& p = recipe.section("profiling");
+  TITAN_ASSIGN_OR_RETURN(profiling.traces, p.GetBool("enable_profiling"));
+  TITAN_ASSIGN_OR_RETURN(profiling.memory_snapshots, p.GetBool("enable_memory_snapshot"));
+  TITAN_ASSIGN_OR_RETURN(profiling.freq, p.GetInt("profile_freq"));
+  TITAN_ASSIGN_OR_RETURN(std::string traces, p.GetString("save_traces_folder"));
+  TITAN_ASSIGN_OR_RETURN(std::string snapshots, p.GetString("save_memory_snapshot_folder"));
+  profiling.traces_folder = Under(job.dump_folder, traces);
+  profiling.memory_folder = Under(job.dump_folder, snapshots);
+  return absl::OkStatus();
+}
+
+// [control_plane]; listed controller ranks must be whole numbers.
+absl::Status ReadControlPlane(const Recipe& recipe, const JobPlan& plan,
+                              ControlPlaneOptions& control) {
+  const ConfigView& section = recipe.section("control_plane");
+  TITAN_ASSIGN_OR_RETURN(control.enable, section.GetBool("enable"));
+  ControlPlacement& placement = control.placement;
+  TITAN_ASSIGN_OR_RETURN(placement.topology_file, section.GetString("topology"));
+  TITAN_ASSIGN_OR_RETURN(int64_t controllers, section.GetInt("controllers"));
+  TITAN_ASSIGN_OR_RETURN(int64_t hops, section.GetInt("hops"));
+  placement.controllers = static_cast<int>(controllers);
+  placement.hops = static_cast<int>(hops);
+  TITAN_ASSIGN_OR_RETURN(std::vector<std::string> listed,
+                         section.GetStringList("controller_ranks"));
+  for (const std::string& item : listed) {
+    int rank = 0;
+    if (!absl::SimpleAtoi(item, &rank)) {
+      return absl::InvalidArgumentError(absl::StrCat(section.Where("controller_ranks"),
+                                                     ": control_plane.controller_ranks: \"", item,
+                                                     "\" is not a rank number"));
+    }
+    placement.listed_ranks.push_back(rank);
+  }
+  ControlSettings& settings = control.settings;
+  settings.policy = Selected<BalancePlugin>(recipe, "control_plane");
+  for (const Recipe::SelectedPlugin& plugin : recipe.plugins()) {
+    if (plugin.section == "control_plane") settings.policy_name = plugin.info->descriptor->name;
+  }
+  TITAN_ASSIGN_OR_RETURN(settings.rebalance_threshold, section.GetFloat("rebalance_threshold"));
+  TITAN_ASSIGN_OR_RETURN(settings.heartbeat_timeout_s,
+                         section.GetFloat("heartbeat_timeout_seconds"));
+  TITAN_ASSIGN_OR_RETURN(settings.straggler_factor, section.GetFloat("straggler_factor"));
+  TITAN_ASSIGN_OR_RETURN(control.debug_slow_rank, section.GetInt("debug_slow_rank"));
+  TITAN_ASSIGN_OR_RETURN(control.debug_slow_seconds, section.GetFloat("debug_slow_seconds"));
+  TITAN_ASSIGN_OR_RETURN(int64_t lose, section.GetInt("debug_lose_controller"));
+  settings.lose_controller = static_cast<int>(lose);
+  TITAN_ASSIGN_OR_RETURN(settings.lose_at_step, section.GetInt("debug_lose_at_step"));
+  settings.log_freq = plan.metrics.log_freq;
+  settings.jsonl_path = Under(plan.job.dump_folder, "control_plane.jsonl");
+  return absl::OkStatus();
+}
+
+absl::Status ReadGenerate(const Recipe& recipe, GenerateSettings& generate) {
+  const ConfigView& section = recipe.section("generate");
+  TITAN_ASSIGN_OR_RETURN(generate.max_new_tokens, section.GetInt("max_new_tokens"));
+  TITAN_ASSIGN_OR_RETURN(generate.prompt, section.GetString("prompt"));
+  TITAN_ASSIGN_OR_RETURN(generate.sampling.temperature, section.GetFloat("temperature"));
+  TITAN_ASSIGN_OR_RETURN(generate.sampling.top_k, section.GetInt("top_k"));
+  TITAN_ASSIGN_OR_RETURN(generate.sampling.top_p, section.GetFloat("top_p"));
+  return absl::OkStatus();
+}
+
+// [activation_checkpoint]; a setting with no effect is a warning.
+absl::Status ReadActivationCheckpoint(const Recipe& recipe, JobPlan& plan) {
+  const ConfigView& ac = recipe.section("activation_checkpoint");
+  TITAN_ASSIGN_OR_RETURN(std::string mode, ac.GetString("mode"));
+  TITAN_ASSIGN_OR_RETURN(std::string option, ac.GetString("selective_ac_option"));
+  absl::StatusOr<ActivationCheckpoint> parsed = ParseActivationCheckpoint(mode, option);
+  if (!parsed.ok()) {
+    // A default value is named by the recipe file.
+    const std::string where = ac.Where("selective_ac_option") == "default"
+                                  ? absl::StrCat(recipe.source(), ": (default value)")
+                                  : ac.Where("selective_ac_option");
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", parsed.status().message()));
+  }
+  plan.activation_checkpoint = *parsed;
+  if (mode != "selective" && ac.Where("selective_ac_option") != "default") {
+    plan.warnings.push_back(absl::StrCat(
+        ac.Where("selective_ac_option"), ": activation_checkpoint.selective_ac_option = \"", option,
+        "\" has no effect with activation_checkpoint.mode = \"", mode, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// Every core key, typed; the checks come after.
+absl::Status ReadRecipe(const Recipe& recipe, const PluginRegistry& registry, JobPlan& plan) {
+  TITAN_RETURN_IF_ERROR(ReadJob(recipe, plan.job));
+  TITAN_ASSIGN_OR_RETURN(plan.model.flavor, recipe.section("model").GetString("flavor"));
+  TITAN_RETURN_IF_ERROR(ReadTraining(recipe, plan.training));
+  const ConfigView& validation = recipe.section("validation");
+  TITAN_ASSIGN_OR_RETURN(plan.validation.freq, validation.GetInt("freq"));
+  TITAN_ASSIGN_OR_RETURN(plan.validation.steps, validation.GetInt("steps"));
+  TITAN_RETURN_IF_ERROR(ReadData(recipe, plan, plan.data));
+  TITAN_RETURN_IF_ERROR(ReadCheckpoint(recipe, registry, plan.job, plan.checkpoint));
+  TITAN_RETURN_IF_ERROR(ReadFloat8(recipe, plan.float8));
+  TITAN_RETURN_IF_ERROR(ReadObservability(recipe, plan.job, plan.metrics, plan.profiling));
+  TITAN_RETURN_IF_ERROR(ReadControlPlane(recipe, plan, plan.control_plane));
+  TITAN_RETURN_IF_ERROR(ReadGenerate(recipe, plan.generate));
+  const ConfigView& parallelism = recipe.section("parallelism");
+  TITAN_ASSIGN_OR_RETURN(plan.parallelism.shard_degree_setting,
+                         parallelism.GetInt("data_parallel_shard_degree"));
+  TITAN_ASSIGN_OR_RETURN(plan.parallelism.pipeline_microbatch_size,
+                         parallelism.GetInt("pipeline_parallel_microbatch_size"));
+  TITAN_ASSIGN_OR_RETURN(plan.comm.backend, recipe.section("comm").GetString("backend"));
+  plan.comm.plugin = Selected<CommPlugin>(recipe, "comm");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<JobPlan> BuildJobPlan(const Recipe& recipe, const PluginRegistry& registry,
+                                     const MeshShape& shape, const PlanOptions& options) {
+  JobPlan plan;
+  plan.parallelism.shape = shape;
+  TITAN_RETURN_IF_ERROR(ReadRecipe(recipe, registry, plan));
+  std::vector<std::string> problems;
+  TITAN_RETURN_IF_ERROR(PlanAndCheck(recipe, registry, options, plan, problems));
+  if (absl::Status ac = ReadActivationCheckpoint(recipe, plan); !ac.ok()) {
+    problems.emplace_back(ac.message());
+  }
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        problems.size() == 1 ? "" : absl::StrCat(problems.size(), " problems in the recipe:\n"),
+        absl::StrJoin(problems, "\n")));
+  }
+  return plan;
+}
+
+}  // namespace titan

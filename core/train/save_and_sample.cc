@@ -1,0 +1,115 @@
+// The SaveAndSample phase: after the steps, the whole model on the lead, saved to model.arena
+// (also when a checkpoint save failed, so that a full disk or a format that cannot hold the state
+// never loses the run's work) and continued from generate.prompt.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "core/runtime/logging.h"
+#include "core/train/generate.h"
+#include "core/train/pipeline_gather.h"
+#include "core/train/run_control.h"
+#include "core/train/training_job.h"
+
+namespace titan {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// From here on every rank holds the whole model, so saving and sampling need no collectives.
+absl::Status GatherWholeModel(TrainingJob& job) {
+  ParallelismPlan& parallel = job.plan.parallelism;
+  DeviceMesh& mesh = job.mesh;
+  // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
+  for (ParallelPlugin* plugin : {parallel.data_parallel.get(), parallel.context_parallel.get(),
+                                 parallel.tensor_parallel.get()}) {
+    if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+  }
+  // The pp ranks of the lead's pipeline (every other coordinate 0) hand their stages to it.
+  if (parallel.pipeline != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
+      mesh.coordinate(MeshDim::kDpShard) == 0 && mesh.coordinate(MeshDim::kCp) == 0 &&
+      mesh.coordinate(MeshDim::kTp) == 0) {
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> whole,
+                           GatherPipelineModel(*job.model, mesh.group(MeshDim::kPp),
+                                               job.plan.activation_checkpoint, job.where));
+    if (job.lead()) job.model = std::move(whole);
+  }
+  return absl::OkStatus();
+}
+
+// The lead's text sample after training, continuing generate.prompt.
+absl::Status Sample(TrainingJob& job) {
+  const GenerateSettings& generate = job.plan.generate;
+  if (generate.max_new_tokens <= 0) return absl::OkStatus();
+  const Tokenizer& tokenizer = *job.data->tokenizer;
+  std::vector<int32_t> text = {tokenizer.bos_id()};
+  std::vector<int32_t> encoded = tokenizer.Encode(generate.prompt);
+  text.insert(text.end(), encoded.begin(), encoded.end());
+  TITAN_RETURN_IF_ERROR(Generate(*job.model, text, generate.max_new_tokens,
+                                 job.plan.training.seq_len, tokenizer.eos_id(), generate.sampling,
+                                 static_cast<uint64_t>(job.plan.training.seed)));
+  spdlog::info("[generate] sample:\n{}",
+               tokenizer.Decode(std::span<const int32_t>(text).subspan(1)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
+  DeviceMesh& mesh = job.mesh;
+  const MeshShape& shape = job.plan.parallelism.shape;
+  const int64_t steps = job.plan.training.steps, trained = outcome.trained;
+  const absl::Status& saved = outcome.saved;
+  if (job.plan.parallelism.context_parallel != nullptr) {
+    spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s), {}",
+                 mesh.coordinate(MeshDim::kCp), shape.degree(MeshDim::kCp),
+                 job.model->attention_pairs(), trained - job.resume.step,
+                 job.model->context_parallel_rotate() == ContextParallelRotate::kRing
+                     ? "keys and values passed around the ring"
+                     : "keys and values all-gathered");
+  }
+  SetLogStep(-1);
+  const std::string stopped = absl::StrCat(
+      "stopped by ", StopSignal() != 0 ? SignalName(StopSignal()) : "another rank's signal",
+      " after step ", outcome.stopped_after, " of ", steps);
+  // Every rank waits for rank 0's save first: mpirun kills the others once one exits non-zero.
+  auto stop_after_save = [&](absl::string_view what) -> absl::Status {
+    TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
+    return absl::CancelledError(absl::StrCat(stopped, what));
+  };
+  if (outcome.stopped_after > 0 && job.checkpointer != nullptr && saved.ok()) {
+    return stop_after_save("; its checkpoint is saved: run the same command to resume");
+  }
+  std::optional<MetricsLog>& log = job.metrics;
+  if (log && saved.ok() && outcome.stopped_after == 0) {
+    log->Progress(steps, steps, Seconds(outcome.start));
+  }
+  if (saved.ok()) {
+    spdlog::info("[train] {}: {} steps in {:.1f}s", outcome.stopped_after > 0 ? stopped : "done",
+                 trained - job.resume.step, Seconds(outcome.start));
+  }
+  TITAN_RETURN_IF_ERROR(GatherWholeModel(job));
+  const std::string model_path =
+      (std::filesystem::path(job.plan.job.dump_folder) / "model.arena").string();
+  if (job.lead()) {
+    TITAN_RETURN_IF_ERROR(job.model->SaveParameters(model_path));
+    if (!saved.ok()) {
+      spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
+                    std::string(saved.message()), trained, model_path);
+      return saved;
+    }
+    spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
+  }
+  if (!saved.ok()) return saved;
+  if (outcome.stopped_after > 0) {
+    return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
+                                        " (checkpoint.enable is off: no resuming)"));
+  }
+  if (!job.lead()) return absl::OkStatus();
+  return Sample(job);
+}
+
+}  // namespace titan
