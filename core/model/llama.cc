@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   // Parameters are added in arena order, so each module's own parameters stay in model order.
   auto& parameters = model->parameters_;
+  model->DeclareTensorParallelStyles();
   if (first) model->root_.AddParameter(&parameters[model->tok_embeddings_]);
   model->layer_module_.assign(config.n_layers, nullptr);
   for (int64_t l = 0; l < config.n_layers; ++l) {
@@ -135,6 +136,26 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   model->root_.set_pipeline_stage_target(model.get());
   model->root_.set_context_parallel_target(model.get());
   return model;
+}
+
+void LlamaModel::DeclareTensorParallelStyles() {
+  using Style = TensorParallelStyle;
+  // TorchTitan's plan for Llama: the projections into heads and hidden features column-wise,
+  // the ones back into the residual stream row-wise, the norms replicated (sequence parallel).
+  std::array<Style, kLayerWeights> block_styles;
+  block_styles.fill(Style::kColumnwise);
+  block_styles[kAttentionNorm] = block_styles[kFfnNorm] = Style::kReplicate;
+  block_styles[kWo] = block_styles[kW2] = Style::kRowwise;
+  for (const Block& block : blocks_) {
+    for (int w = 0; w < kLayerWeights; ++w) {
+      if (block.weights[w] >= 0) parameters_[block.weights[w]].tp_style = block_styles[w];
+    }
+  }
+  if (norm_ >= 0) parameters_[norm_].tp_style = Style::kReplicate;
+  // The output projection is column-wise over the vocabulary (the loss then runs on the shards);
+  // a tied one is the embedding table, whose rows split the same way.
+  if (output_ >= 0) parameters_[output_].tp_style = Style::kColumnwise;
+  if (tok_embeddings_ >= 0) parameters_[tok_embeddings_].tp_style = Style::kVocabParallelEmbedding;
 }
 
 bool LlamaModel::OwnsLayer(int64_t layer) const {
@@ -345,7 +366,8 @@ absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
       if (block.weights[w] < 0) continue;  // a layer of another pipeline stage
       const std::string& name = parameters_[block.weights[w]].name;
       add(block.weights[w], name.substr(0, name.size() - std::string(".weight").size()));
-      row_parallel_[block.weights[w]] = w == kWo || w == kW2;
+      row_parallel_[block.weights[w]] =
+          parameters_[block.weights[w]].tp_style == TensorParallelStyle::kRowwise;
     }
   }
   if (output_ >= 0) add(output_, "output");  // tied or not, the output projection's name

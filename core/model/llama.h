@@ -91,10 +91,11 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status Backward();
 
   // Checks that the heads, kv heads, hidden features and vocabulary divide among the group's
-  // ranks and that each parameter holds this rank's box, then computes tensor-parallel (the
-  // parameters' names and placements follow TorchTitan's Llama plan: column-parallel wq, wk,
-  // wv, w1, w3, output and the vocabulary-parallel embedding split dim 0, row-parallel wo and w2
-  // dim 1, the norms replicated). Forward then needs seq_len divisible by the group's size.
+  // ranks and that each parameter holds this rank's box, then computes tensor-parallel (each
+  // parameter split as its declared tp_style says, TorchTitan's Llama plan: column-parallel wq,
+  // wk, wv, w1, w3, output and the vocabulary-parallel embedding split dim 0, row-parallel wo
+  // and w2 dim 1, the norms replicated). Forward then needs seq_len divisible by the group's
+  // size.
   absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
   absl::Status CheckTensorParallelDegree(int degree) const override;
   int tensor_parallel_degree() const { return tp_.size(); }
@@ -210,6 +211,8 @@ class LlamaModel : public TensorParallelTarget,
   // Those of this model's stages, in arena order.
   std::vector<std::pair<std::string, std::vector<int64_t>>> OwnedParameterShapes(int64_t tp) const;
   LocalSizes local() const;
+  // Sets each parameter's tp_style (titan/module.h), which the tp plugin shards by.
+  void DeclareTensorParallelStyles();
   // out[n_local, d] (this rank's tokens) += the row-parallel projection in . weight^T (`in` an
   // Operand), summed over the tensor-parallel ranks.
   absl::Status AddRowParallel(float* out, const TensorView& in, int weight);
@@ -394,7 +397,7 @@ class LlamaModel : public TensorParallelTarget,
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   bool tokens_valid_ = false;              // a Forward's activations await their Backward
   std::unique_ptr<Float8Linears> float8_;  // null: no linear layer in Float8
-  std::vector<bool> row_parallel_;         // per parameter: tp splits its in_features (wo, w2)
+  std::vector<bool> row_parallel_;         // per parameter: tp splits its in_features (kRowwise)
 };
 
 }  // namespace titan

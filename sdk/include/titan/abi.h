@@ -3,7 +3,7 @@
 #ifndef TITAN_ABI_H_
 #define TITAN_ABI_H_
 
-#define TITAN_ABI_VERSION 13
+#define TITAN_ABI_VERSION 14
 
 // The descriptor symbol carries the ABI number in its name so the loader can read it from the
 // ELF symbol table before any plugin code runs.

@@ -24,9 +24,20 @@ struct Placement {
   int tensor_dim = 0;  // the tensor dimension split across the mesh dimension, for kShard
 };
 
+// How tensor parallelism splits a parameter (TorchTitan's ParallelStyles), declared by the
+// module that creates it; the tp plugin shards by this alone, knowing no model's names.
+enum class TensorParallelStyle : uint8_t {
+  kUndeclared,  // the module said nothing: the tp plugin refuses the model
+  kReplicate,   // whole on every tp rank (a norm, which sequence parallel runs on its tokens)
+  kColumnwise,  // a linear's [out, in] weight split along dim 0, its output features
+  kRowwise,     // a linear's [out, in] weight split along dim 1, its input features
+  kVocabParallelEmbedding,  // an embedding's [vocab, dim] table split along dim 0, its rows
+};
+
 struct Parameter {
   std::string name;                 // fully qualified, e.g. "layers.3.attention.wq.weight"
   std::vector<int64_t> full_shape;  // the logical shape, before any sharding
+  TensorParallelStyle tp_style = TensorParallelStyle::kUndeclared;
   // What the module computes with: this rank's piece along the tensor-parallel dimensions. A
   // plugin that keeps parameters sharded (fsdp) points these at gathered storage before the
   // module runs and may set them to null in between.
@@ -68,17 +79,18 @@ class ModuleHooks {
   virtual absl::Status AfterBackward() { return absl::OkStatus(); }
 };
 
-// How a model computes under tensor parallelism (TorchTitan's Llama plan): column-parallel
-// projections over heads and hidden features, row-parallel ones back into the residual stream,
-// sequence parallel for the norms and the residual, vocabulary-parallel embedding and output.
+// How a model computes under tensor parallelism, each parameter split as its tp_style says:
+// column-parallel projections over heads and hidden features, row-parallel ones back into the
+// residual stream, sequence parallel for the norms and the residual, vocabulary-parallel
+// embedding and output (TorchTitan's Llama plan, for Llama).
 struct TensorParallelLayout {
   Communicator* group = nullptr;  // the tp ranks; null (or one rank): no tensor parallelism
   bool loss_parallel = true;      // the loss over vocabulary shards, never the whole logits
 };
 
-// A model that can compute tensor-parallel. The tp plugin shards the parameters first (each
-// Parameter's value and grad narrowed to this rank's box, placements[kTp] saying along which
-// tensor dimension), then tells the model the layout, which checks that its shapes divide and
+// A model that can compute tensor-parallel. The tp plugin shards the parameters first by their
+// declared tp_style (each Parameter's value and grad narrowed to this rank's box, placements[kTp]
+// saying along which tensor dimension), then tells the model the layout, which checks that its shapes divide and
 // that every parameter holds the box it expects, and from then on computes with its local heads,
 // features and vocabulary rows. Setting a layout without a group restores whole parameters.
 class TensorParallelTarget {
