@@ -134,7 +134,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   model->root_.set_tensor_parallel_target(model.get());
   model->root_.set_pipeline_stage_target(model.get());
-  model->root_.set_context_parallel_target(model.get());
+  model->root_.set_attention_host(model.get());
   return model;
 }
 
@@ -311,7 +311,7 @@ absl::StatusOr<Float8Operand> LlamaModel::Float8WeightOperand(int weight) {
 Float8Split LlamaModel::Float8SplitOf(int weight) const {
   const bool row_parallel =
       weight < static_cast<int>(row_parallel_.size()) && row_parallel_[weight];
-  return {row_parallel, tp_.communicator(), cp_};
+  return {row_parallel, tp_.communicator(), attention_->sequence_group()};
 }
 
 absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, bool accumulate) {
@@ -510,43 +510,6 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&d_b_, "d_b", n * f},
   };
   tokens_local_ = tokens_full_ = norm_grad_ = nullptr;
-  kv_full_ = kv_full2_ = dkv_full_ = dkv_full2_ = kv_ranks_ = kv_local_ = nullptr;
-  q_chunk_ = att_chunk_ = datt_chunk_ = dq_chunk_ = lse_chunk_ = nullptr;
-  ring_ = {};
-  if (cp_ != nullptr && cp_rotate_ == ContextParallelRotate::kRing) {
-    const int64_t chunk = batch * (seq_len / 2), block = 2 * n * kvd;
-    const Single ring[] = {{&ring_.kv[0], "cp_ring_kv0", block},
-                           {&ring_.kv[1], "cp_ring_kv1", block},
-                           {&ring_.dkv[0], "cp_ring_dkv0", block},
-                           {&ring_.dkv[1], "cp_ring_dkv1", block},
-                           {&ring_.q[0], "cp_ring_q0", chunk * qd},
-                           {&ring_.q[1], "cp_ring_q1", chunk * qd},
-                           {&ring_.att[0], "cp_ring_att0", chunk * qd},
-                           {&ring_.att[1], "cp_ring_att1", chunk * qd},
-                           {&ring_.datt[0], "cp_ring_datt0", chunk * qd},
-                           {&ring_.datt[1], "cp_ring_datt1", chunk * qd},
-                           {&ring_.dq[0], "cp_ring_dq0", chunk * qd},
-                           {&ring_.dq[1], "cp_ring_dq1", chunk * qd},
-                           {&ring_.lse[0], "cp_ring_lse0", chunk * local.heads},
-                           {&ring_.lse[1], "cp_ring_lse1", chunk * local.heads},
-                           {&ring_.part_out, "cp_ring_part_out", chunk * qd},
-                           {&ring_.part_lse, "cp_ring_part_lse", chunk * local.heads}};
-    singles.insert(singles.end(), std::begin(ring), std::end(ring));
-  } else if (cp_ != nullptr) {
-    const int64_t whole = batch * seq_len * cp_->size() * kvd, chunk = batch * (seq_len / 2);
-    const Single context[] = {{&kv_full_, "cp_k", whole},
-                              {&kv_full2_, "cp_v", whole},
-                              {&dkv_full_, "cp_dk", whole},
-                              {&dkv_full2_, "cp_dv", whole},
-                              {&kv_ranks_, "cp_ranks", whole},
-                              {&kv_local_, "cp_local", n * kvd},
-                              {&q_chunk_, "cp_q", chunk * qd},
-                              {&att_chunk_, "cp_att", chunk * qd},
-                              {&datt_chunk_, "cp_datt", chunk * qd},
-                              {&dq_chunk_, "cp_dq", chunk * qd},
-                              {&lse_chunk_, "cp_lse", chunk * local.heads}};
-    singles.insert(singles.end(), std::begin(context), std::end(context));
-  }
   if (t > 1) {
     singles.push_back({&tokens_local_, "tokens_local", nl * d});
     singles.push_back({&tokens_full_, "tokens_full", n * d});
@@ -590,14 +553,12 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   attention_shape_ = {batch, seq_len, local.heads, local.kv_heads, c.head_dim()};
   batch_ = batch;
   seq_len_ = seq_len;
-  // Under context parallelism the local tokens are two chunks at their global positions.
-  const int chunks = cp_ == nullptr ? 1 : 2;
-  const int64_t rows = seq_len / chunks;
-  for (int h = 0; h < chunks; ++h) {
-    const int64_t start = cp_ == nullptr ? 0 : ChunkStart(h);
-    TITAN_RETURN_IF_ERROR(compute_->RopeTable(rope, start,
-                                              View(rope_cos_ + h * rows * half, {rows, half}),
-                                              View(rope_sin_ + h * rows * half, {rows, half})));
+  // The local tokens sit where the attention's layout puts them in the whole sequences (under
+  // context parallelism: chunks at their global positions).
+  for (const TokenRun& run : attention_->Positions(seq_len)) {
+    TITAN_RETURN_IF_ERROR(compute_->RopeTable(
+        rope, run.global_start, View(rope_cos_ + run.local_start * half, {run.length, half}),
+        View(rope_sin_ + run.local_start * half, {run.length, half})));
   }
   n_local_ = nl;
   // Set 0 serves the plain Forward and Backward, and is the pipeline's first free set.
@@ -711,7 +672,33 @@ void LlamaModel::Use(MicrobatchActs& set) {
 size_t LlamaModel::activation_bytes() const {
   size_t floats = shared_arena_.flat_size();
   for (const auto& set : sets_) floats += set->arena.flat_size() + set->deferred_arena.flat_size();
-  return floats * sizeof(float);
+  return floats * sizeof(float) + attention_->workspace_bytes();
+}
+
+absl::Status LlamaModel::SetAttention(CausalAttention* attention) {
+  attention_ = attention != nullptr ? attention : &local_attention_;
+  batch_ = seq_len_ = 0;  // the activations' sizes change with the local sequence
+  tokens_valid_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Attend(const BlockActs& x) {
+  const AttentionSpec spec = attention_spec();
+  const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, hd = spec.head_dim;
+  const int64_t qd = h * hd, kvd = spec.kv_heads * hd;
+  return attention_->Forward(spec, View(x.q, {b * tl * qd}), View(x.k, {b * tl * kvd}),
+                             View(x.v, {b * tl * kvd}), View(x.att, {b * tl * qd}),
+                             View(x.lse, {b * h * tl}));
+}
+
+absl::Status LlamaModel::AttendBackward(const BlockActs& x) {
+  const AttentionSpec spec = attention_spec();
+  const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, hd = spec.head_dim;
+  const int64_t qd = h * hd, kvd = spec.kv_heads * hd;
+  return attention_->Backward(
+      spec, View(d_att_, {b * tl * qd}), View(x.q, {b * tl * qd}), View(x.k, {b * tl * kvd}),
+      View(x.v, {b * tl * kvd}), View(x.att, {b * tl * qd}), View(x.lse, {b * h * tl}),
+      View(d_q_, {b * tl * qd}), View(d_k_, {b * tl * kvd}), View(d_v_, {b * tl * kvd}));
 }
 
 absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targets) const {
@@ -809,10 +796,7 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
     TITAN_RETURN_IF_ERROR(
         compute_->RopeForward(cos, sin, View(x.k, {batch_, seq_len_, local.kv_heads, hd})));
   }
-  const AttentionSpec spec = attention_spec();
-  if (run(BlockStage::kAttention)) {
-    TITAN_RETURN_IF_ERROR(Attend(spec, x.q, x.k, x.v, x.att, x.lse));
-  }
+  if (run(BlockStage::kAttention)) TITAN_RETURN_IF_ERROR(Attend(x));
   if (run(BlockStage::kAttentionOut)) {
     TITAN_RETURN_IF_ERROR(CopyF32(in, x.x_mid, nl * d));
     TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(View(x.att, {n, qd}), kInputScratch));
@@ -859,14 +843,14 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
         absl::StrCat("model: this rank holds pipeline stage(s) of ", num_stages_,
                      ", which run through the pp plugin's schedule, not a whole forward"));
   }
-  std::vector<int32_t> local_tokens, local_targets;
-  if (cp_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(local_tokens, LocalChunks(tokens, batch, seq_len));
-    TITAN_ASSIGN_OR_RETURN(local_targets, LocalChunks(targets, batch, seq_len));
-    tokens = local_tokens.data(), targets = local_targets.data();
-    seq_len /= cp_->size();
-  }
-  TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
+  // This rank's tokens of the whole sequences, as the attention lays them out.
+  TITAN_ASSIGN_OR_RETURN(const int64_t local_seq_len, attention_->LocalSeqLen(seq_len));
+  TITAN_ASSIGN_OR_RETURN(std::vector<int32_t> local_tokens,
+                         attention_->LocalTokens(tokens, batch, seq_len));
+  TITAN_ASSIGN_OR_RETURN(std::vector<int32_t> local_targets,
+                         attention_->LocalTokens(targets, batch, seq_len));
+  tokens = local_tokens.data(), targets = local_targets.data();
+  TITAN_RETURN_IF_ERROR(PlanActivations(batch, local_seq_len));
   TITAN_RETURN_IF_ERROR(CheckTokens(tokens, targets));
   Use(*sets_[0]);
   TITAN_RETURN_IF_ERROR(compute_->CopyFromHost(tokens, Tokens(tokens_device_)));
@@ -877,7 +861,7 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
   TITAN_RETURN_IF_ERROR(ForwardLayers(0, config_.n_layers));
   TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/false));
   TITAN_RETURN_IF_ERROR(root_.AfterForward());
-  return AverageOverContext(loss);
+  return attention_->AverageLoss(loss);
 }
 
 absl::Status LlamaModel::EmbedTokens(bool root_hooks) {
@@ -982,8 +966,7 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
   TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
   TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
-  TITAN_RETURN_IF_ERROR(
-      AttendBackward(attention_spec(), d_att_, x.q, x.k, x.v, x.att, x.lse, d_q_, d_k_, d_v_));
+  TITAN_RETURN_IF_ERROR(AttendBackward(x));
   const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
   const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
   TITAN_RETURN_IF_ERROR(

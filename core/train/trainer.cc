@@ -361,10 +361,7 @@ absl::Status Train(const Recipe& recipe, OptimizerPlugin& optimizer, DeviceMesh&
   if (context_parallel != nullptr) {
     spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s), {}",
                  mesh.coordinate(MeshDim::kCp), shape.degree(MeshDim::kCp),
-                 model->attention_pairs(), trained - resume.step,
-                 model->context_parallel_rotate() == ContextParallelRotate::kRing
-                     ? "keys and values passed around the ring"
-                     : "keys and values all-gathered");
+                 model->attention_pairs(), trained - resume.step, model->attention().description());
   }
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/attention.h"
 #include "titan/device_mesh.h"
 #include "titan/pipeline.h"
 #include "titan/status.h"
@@ -90,9 +91,10 @@ struct TensorParallelLayout {
 
 // A model that can compute tensor-parallel. The tp plugin shards the parameters first by their
 // declared tp_style (each Parameter's value and grad narrowed to this rank's box, placements[kTp]
-// saying along which tensor dimension), then tells the model the layout, which checks that its shapes divide and
-// that every parameter holds the box it expects, and from then on computes with its local heads,
-// features and vocabulary rows. Setting a layout without a group restores whole parameters.
+// saying along which tensor dimension), then tells the model the layout, which checks that its
+// shapes divide and that every parameter holds the box it expects, and from then on computes with
+// its local heads, features and vocabulary rows. Setting a layout without a group restores whole
+// parameters.
 class TensorParallelTarget {
  public:
   virtual ~TensorParallelTarget() = default;
@@ -100,29 +102,6 @@ class TensorParallelTarget {
   // names the model's numbers. The tp plugin asks before it shards anything.
   virtual absl::Status CheckTensorParallelDegree(int degree) const = 0;
   virtual absl::Status SetTensorParallel(const TensorParallelLayout& layout) = 0;
-};
-
-// How a model computes under context parallelism: each rank of the cp group holds two chunks of
-// every sequence (chunk r and its mirror 2 cp - 1 - r of 2 cp equal chunks, so the causal
-// attention work is the same on every rank), with global positions for RoPE; attention sees
-// every rank's keys and values; the loss is averaged over the whole sequence.
-// How attention reaches the keys and values of the other cp ranks (TorchTitan's
-// context_parallel_rotate_method): all-gather them (kAllGather), or pass them around the ring of
-// cp ranks, attending to each chunk while the next one travels and merging the partial results
-// by their log-sum-exp (kRing, the recipe's "alltoall").
-enum class ContextParallelRotate : uint8_t { kAllGather, kRing };
-
-struct ContextParallelLayout {
-  Communicator* group = nullptr;  // the cp ranks; null (or one rank): whole sequences
-  ContextParallelRotate rotate = ContextParallelRotate::kAllGather;
-};
-
-// A model that can compute context-parallel; the cp plugin hands it the layout. Setting a
-// layout without a group restores whole sequences.
-class ContextParallelTarget {
- public:
-  virtual ~ContextParallelTarget() = default;
-  virtual absl::Status SetContextParallel(const ContextParallelLayout& layout) = 0;
 };
 
 class Module {
@@ -138,8 +117,9 @@ class Module {
   virtual TensorParallelTarget* tensor_parallel_target() { return nullptr; }
   // The model behind a root module that runs pipeline stages (titan/pipeline.h); null otherwise.
   virtual PipelineStageTarget* pipeline_stage_target() { return nullptr; }
-  // The model behind a root module that can compute context-parallel; null otherwise.
-  virtual ContextParallelTarget* context_parallel_target() { return nullptr; }
+  // The model behind a root module whose attention a plugin can replace (titan/attention.h:
+  // context parallel's); null otherwise.
+  virtual AttentionHost* attention_host() { return nullptr; }
 };
 
 }  // namespace titan
