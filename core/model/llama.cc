@@ -73,9 +73,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   ArenaPlan params_plan;
   std::vector<int> indices;
-  for (const auto& [name, shape] : model->OwnedParameterShapes(1)) {
-    TITAN_ASSIGN_OR_RETURN(int index, params_plan.Add(name, shape));
+  std::vector<TensorParallelStyle> styles;  // per arena index
+  for (const ParameterDecl& decl : model->OwnedParameters(1)) {
+    TITAN_ASSIGN_OR_RETURN(int index, params_plan.Add(decl.name, decl.shape));
     indices.push_back(index);
+    styles.resize(std::max<size_t>(styles.size(), index + 1));
+    styles[index] = decl.tp_style;
   }
   // Arena order: tok_embeddings, each block's weights in Weight order, norm, output (those of
   // this model's stages).
@@ -100,13 +103,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
     Parameter p;
     p.name = model->params_.name(i);
     p.full_shape = model->params_.at(i).shape();
+    p.tp_style = styles[i];
     p.value = model->params_.at(i).view();
     p.grad = model->grads_.at(i).view();
     model->parameters_.push_back(std::move(p));
   }
   // Parameters are added in arena order, so each module's own parameters stay in model order.
   auto& parameters = model->parameters_;
-  model->DeclareTensorParallelStyles();
   if (first) model->root_.AddParameter(&parameters[model->tok_embeddings_]);
   model->layer_module_.assign(config.n_layers, nullptr);
   for (int64_t l = 0; l < config.n_layers; ++l) {
@@ -138,26 +141,6 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   return model;
 }
 
-void LlamaModel::DeclareTensorParallelStyles() {
-  using Style = TensorParallelStyle;
-  // TorchTitan's plan for Llama: the projections into heads and hidden features column-wise,
-  // the ones back into the residual stream row-wise, the norms replicated (sequence parallel).
-  std::array<Style, kLayerWeights> block_styles;
-  block_styles.fill(Style::kColumnwise);
-  block_styles[kAttentionNorm] = block_styles[kFfnNorm] = Style::kReplicate;
-  block_styles[kWo] = block_styles[kW2] = Style::kRowwise;
-  for (const Block& block : blocks_) {
-    for (int w = 0; w < kLayerWeights; ++w) {
-      if (block.weights[w] >= 0) parameters_[block.weights[w]].tp_style = block_styles[w];
-    }
-  }
-  if (norm_ >= 0) parameters_[norm_].tp_style = Style::kReplicate;
-  // The output projection is column-wise over the vocabulary (the loss then runs on the shards);
-  // a tied one is the embedding table, whose rows split the same way.
-  if (output_ >= 0) parameters_[output_].tp_style = Style::kColumnwise;
-  if (tok_embeddings_ >= 0) parameters_[tok_embeddings_].tp_style = Style::kVocabParallelEmbedding;
-}
-
 bool LlamaModel::OwnsLayer(int64_t layer) const {
   for (const PipelineStage& s : stages_) {
     if (layer >= s.first_layer && layer < s.end_layer) return true;
@@ -165,10 +148,10 @@ bool LlamaModel::OwnsLayer(int64_t layer) const {
   return false;
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::OwnedParameterShapes(
-    int64_t tp) const {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> owned;
-  for (auto& [name, shape] : ParameterShapes(config_, tp)) {
+std::vector<LlamaModel::ParameterDecl> LlamaModel::OwnedParameters(int64_t tp) const {
+  std::vector<ParameterDecl> owned;
+  for (ParameterDecl& decl : DeclaredParameters(config_, tp)) {
+    const std::string& name = decl.name;
     bool keep = false;
     if (absl::StartsWith(name, "tok_embeddings.")) {
       keep = holds_first_stage();
@@ -179,30 +162,41 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::OwnedParam
     } else {
       keep = holds_last_stage();  // norm, output
     }
-    if (keep) owned.emplace_back(std::move(name), std::move(shape));
+    if (keep) owned.push_back(std::move(decl));
   }
   return owned;
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::ParameterShapes(
-    const LlamaConfig& c, int64_t tp) {
+std::vector<LlamaModel::ParameterDecl> LlamaModel::DeclaredParameters(const LlamaConfig& c,
+                                                                      int64_t tp) {
   const int64_t d = c.dim, hd = c.head_dim(), f = c.hidden_dim() / tp, v = c.vocab_size / tp;
   const int64_t qd = c.n_heads / tp * hd, kvd = c.n_kv_heads / tp * hd;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"tok_embeddings.weight", {v, d}}};
+  // TorchTitan's tensor-parallel plan for Llama: the projections into heads and hidden features
+  // column-wise, the ones back into the residual stream row-wise, the norms replicated (sequence
+  // parallel), the embedding vocabulary-parallel and the output column-wise over the vocabulary
+  // (the loss then runs on the shards; a tied output is the embedding table, split the same way).
+  using Style = TensorParallelStyle;
+  std::vector<ParameterDecl> decls = {
+      {"tok_embeddings.weight", {v, d}, Style::kVocabParallelEmbedding}};
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string prefix = absl::StrCat("layers.", l, ".");
     // In Weight order.
-    const std::pair<const char*, std::vector<int64_t>> weights[] = {
-        {"attention_norm", {d}},     {"attention.wq", {qd, d}},   {"attention.wk", {kvd, d}},
-        {"attention.wv", {kvd, d}},  {"attention.wo", {d, qd}},   {"ffn_norm", {d}},
-        {"feed_forward.w1", {f, d}}, {"feed_forward.w2", {d, f}}, {"feed_forward.w3", {f, d}}};
-    for (const auto& [name, shape] : weights)
-      shapes.emplace_back(absl::StrCat(prefix, name, ".weight"), shape);
+    const ParameterDecl weights[] = {{"attention_norm", {d}, Style::kReplicate},
+                                     {"attention.wq", {qd, d}, Style::kColumnwise},
+                                     {"attention.wk", {kvd, d}, Style::kColumnwise},
+                                     {"attention.wv", {kvd, d}, Style::kColumnwise},
+                                     {"attention.wo", {d, qd}, Style::kRowwise},
+                                     {"ffn_norm", {d}, Style::kReplicate},
+                                     {"feed_forward.w1", {f, d}, Style::kColumnwise},
+                                     {"feed_forward.w2", {d, f}, Style::kRowwise},
+                                     {"feed_forward.w3", {f, d}, Style::kColumnwise}};
+    for (const ParameterDecl& w : weights) {
+      decls.push_back({absl::StrCat(prefix, w.name, ".weight"), w.shape, w.tp_style});
+    }
   }
-  shapes.push_back({"norm.weight", {d}});
-  if (!c.tie_embeddings) shapes.push_back({"output.weight", {v, d}});
-  return shapes;
+  decls.push_back({"norm.weight", {d}, Style::kReplicate});
+  if (!c.tie_embeddings) decls.push_back({"output.weight", {v, d}, Style::kColumnwise});
+  return decls;
 }
 
 LlamaModel::LocalSizes LlamaModel::local() const {
@@ -219,13 +213,13 @@ absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
   const TensorParallelGroup tp(layout.group, compute_->device());
   const int t = tp.size();
   TITAN_RETURN_IF_ERROR(CheckTensorParallelDegree(t));
-  const auto shapes = OwnedParameterShapes(t);
-  for (size_t i = 0; i < shapes.size(); ++i) {
+  const std::vector<ParameterDecl> decls = OwnedParameters(t);
+  for (size_t i = 0; i < decls.size(); ++i) {
     const Parameter& p = parameters_[i];
-    if (p.value.shape != shapes[i].second || p.grad.shape != shapes[i].second) {
+    if (p.value.shape != decls[i].shape || p.grad.shape != decls[i].shape) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor parallel degree ", t, ": expected parameter ", p.name, " to hold [",
-                       absl::StrJoin(shapes[i].second, ", "), "], found [",
+                       absl::StrJoin(decls[i].shape, ", "), "], found [",
                        absl::StrJoin(p.value.shape, ", "), "]"));
     }
   }
@@ -522,9 +516,9 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   const std::array<int64_t, kScratches> scratch_sizes = {
       n * qd, n * std::max({d, qd, f, local.vocab}), [&] {
         int64_t largest = 0;
-        for (const auto& [name, shape] : OwnedParameterShapes(t)) {
+        for (const ParameterDecl& decl : OwnedParameters(t)) {
           int64_t numel = 1;
-          for (int64_t extent : shape) numel *= extent;
+          for (int64_t extent : decl.shape) numel *= extent;
           largest = std::max(largest, numel);
         }
         return largest;

@@ -51,7 +51,11 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   // Every parameter's name and shape in the whole (one-stage, one-rank) model, in arena order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> WholeParameterShapes(
       const LlamaConfig& config) {
-    return ParameterShapes(config, 1);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+    for (ParameterDecl& decl : DeclaredParameters(config, 1)) {
+      shapes.emplace_back(std::move(decl.name), std::move(decl.shape));
+    }
+    return shapes;
   }
   Compute& compute() const { return *compute_; }
   // The device plugin holding the model's memory; null: host memory (the CPU).
@@ -205,14 +209,18 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
         device_(device),
         matmul_dtype_(matmul_dtype),
         local_attention_(compute) {}
-  // Every parameter's name and shape on a rank of `tp` tensor-parallel ranks, in arena order.
-  static std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
-      const LlamaConfig& config, int64_t tp);
+  // A parameter as the model declares it where it creates it: its name, its shape on a rank of
+  // the tensor-parallel ranks, and how tensor parallelism splits it (the tp plugin's plan).
+  struct ParameterDecl {
+    std::string name;
+    std::vector<int64_t> shape;
+    TensorParallelStyle tp_style;
+  };
+  // Every parameter of the whole model on a rank of `tp` tensor-parallel ranks, in arena order.
+  static std::vector<ParameterDecl> DeclaredParameters(const LlamaConfig& config, int64_t tp);
   // Those of this model's stages, in arena order.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> OwnedParameterShapes(int64_t tp) const;
+  std::vector<ParameterDecl> OwnedParameters(int64_t tp) const;
   LocalSizes local() const;
-  // Sets each parameter's tp_style (titan/module.h), which the tp plugin shards by.
-  void DeclareTensorParallelStyles();
   // out[n_local, d] (this rank's tokens) += the row-parallel projection in . weight^T (`in` an
   // Operand), summed over the tensor-parallel ranks.
   absl::Status AddRowParallel(float* out, const TensorView& in, int weight);
