@@ -82,7 +82,7 @@ absl::Status Float8Linears::Forward(const TensorView& in, const Float8Operand& w
                                     bool accumulate, const Float8Split& split) {
   Communicator* in_split = split.row_parallel ? split.tp : nullptr;
   Communicator* out_split = split.row_parallel ? nullptr : split.tp;
-  return Gemm(recipe_.output, {{in, {}, {}}, false, split.cp, in_split},
+  return Gemm(recipe_.output, {{in, {}, {}}, false, split.sequence, in_split},
               {w, false, out_split, in_split}, accumulate ? 1.0f : 0.0f, out);
 }
 
@@ -90,7 +90,7 @@ absl::Status Float8Linears::InputGrad(const TensorView& dout, const Float8Operan
                                       TensorView dinp, const Float8Split& split) {
   Communicator* in_split = split.row_parallel ? split.tp : nullptr;
   Communicator* out_split = split.row_parallel ? nullptr : split.tp;
-  return Gemm(recipe_.grad_input, {{dout, {}, {}}, false, split.cp, out_split},
+  return Gemm(recipe_.grad_input, {{dout, {}, {}}, false, split.sequence, out_split},
               {w, true, in_split, out_split}, 1.0f, dinp);
 }
 
@@ -98,8 +98,8 @@ absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView&
                                        const Float8Split& split) {
   Communicator* in_split = split.row_parallel ? split.tp : nullptr;
   Communicator* out_split = split.row_parallel ? nullptr : split.tp;
-  return Gemm(recipe_.grad_weight, {{dout, {}, {}}, true, out_split, split.cp},
-              {{in, {}, {}}, true, in_split, split.cp}, 1.0f, dw);
+  return Gemm(recipe_.grad_weight, {{dout, {}, {}}, true, out_split, split.sequence},
+              {{in, {}, {}}, true, in_split, split.sequence}, 1.0f, dw);
 }
 
 absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales,

@@ -54,7 +54,8 @@ struct Float8Operand {
 struct Float8Split {
   bool row_parallel = false;
   Communicator* tp = nullptr;  // null: the weight is whole
-  Communicator* cp = nullptr;  // null: the tokens are whole sequences
+  // The ranks holding the rest of every sequence (context parallelism's); null: whole ones.
+  Communicator* sequence = nullptr;
 };
 
 class Float8Linears {

@@ -73,9 +73,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   ArenaPlan params_plan;
   std::vector<int> indices;
-  for (const auto& [name, shape] : model->OwnedParameterShapes(1)) {
-    TITAN_ASSIGN_OR_RETURN(int index, params_plan.Add(name, shape));
+  std::vector<TensorParallelStyle> styles;  // per arena index
+  for (const ParameterDecl& decl : model->OwnedParameters(1)) {
+    TITAN_ASSIGN_OR_RETURN(int index, params_plan.Add(decl.name, decl.shape));
     indices.push_back(index);
+    styles.resize(std::max<size_t>(styles.size(), index + 1));
+    styles[index] = decl.tp_style;
   }
   // Arena order: tok_embeddings, each block's weights in Weight order, norm, output (those of
   // this model's stages).
@@ -100,6 +103,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
     Parameter p;
     p.name = model->params_.name(i);
     p.full_shape = model->params_.at(i).shape();
+    p.tp_style = styles[i];
     p.value = model->params_.at(i).view();
     p.grad = model->grads_.at(i).view();
     model->parameters_.push_back(std::move(p));
@@ -133,7 +137,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   }
   model->root_.set_tensor_parallel_target(model.get());
   model->root_.set_pipeline_stage_target(model.get());
-  model->root_.set_context_parallel_target(model.get());
+  model->root_.set_attention_host(model.get());
   return model;
 }
 
@@ -144,10 +148,10 @@ bool LlamaModel::OwnsLayer(int64_t layer) const {
   return false;
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::OwnedParameterShapes(
-    int64_t tp) const {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> owned;
-  for (auto& [name, shape] : ParameterShapes(config_, tp)) {
+std::vector<LlamaModel::ParameterDecl> LlamaModel::OwnedParameters(int64_t tp) const {
+  std::vector<ParameterDecl> owned;
+  for (ParameterDecl& decl : DeclaredParameters(config_, tp)) {
+    const std::string& name = decl.name;
     bool keep = false;
     if (absl::StartsWith(name, "tok_embeddings.")) {
       keep = holds_first_stage();
@@ -158,30 +162,41 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::OwnedParam
     } else {
       keep = holds_last_stage();  // norm, output
     }
-    if (keep) owned.emplace_back(std::move(name), std::move(shape));
+    if (keep) owned.push_back(std::move(decl));
   }
   return owned;
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::ParameterShapes(
-    const LlamaConfig& c, int64_t tp) {
+std::vector<LlamaModel::ParameterDecl> LlamaModel::DeclaredParameters(const LlamaConfig& c,
+                                                                      int64_t tp) {
   const int64_t d = c.dim, hd = c.head_dim(), f = c.hidden_dim() / tp, v = c.vocab_size / tp;
   const int64_t qd = c.n_heads / tp * hd, kvd = c.n_kv_heads / tp * hd;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"tok_embeddings.weight", {v, d}}};
+  // TorchTitan's tensor-parallel plan for Llama: the projections into heads and hidden features
+  // column-wise, the ones back into the residual stream row-wise, the norms replicated (sequence
+  // parallel), the embedding vocabulary-parallel and the output column-wise over the vocabulary
+  // (the loss then runs on the shards; a tied output is the embedding table, split the same way).
+  using Style = TensorParallelStyle;
+  std::vector<ParameterDecl> decls = {
+      {"tok_embeddings.weight", {v, d}, Style::kVocabParallelEmbedding}};
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string prefix = absl::StrCat("layers.", l, ".");
     // In Weight order.
-    const std::pair<const char*, std::vector<int64_t>> weights[] = {
-        {"attention_norm", {d}},     {"attention.wq", {qd, d}},   {"attention.wk", {kvd, d}},
-        {"attention.wv", {kvd, d}},  {"attention.wo", {d, qd}},   {"ffn_norm", {d}},
-        {"feed_forward.w1", {f, d}}, {"feed_forward.w2", {d, f}}, {"feed_forward.w3", {f, d}}};
-    for (const auto& [name, shape] : weights)
-      shapes.emplace_back(absl::StrCat(prefix, name, ".weight"), shape);
+    const ParameterDecl weights[] = {{"attention_norm", {d}, Style::kReplicate},
+                                     {"attention.wq", {qd, d}, Style::kColumnwise},
+                                     {"attention.wk", {kvd, d}, Style::kColumnwise},
+                                     {"attention.wv", {kvd, d}, Style::kColumnwise},
+                                     {"attention.wo", {d, qd}, Style::kRowwise},
+                                     {"ffn_norm", {d}, Style::kReplicate},
+                                     {"feed_forward.w1", {f, d}, Style::kColumnwise},
+                                     {"feed_forward.w2", {d, f}, Style::kRowwise},
+                                     {"feed_forward.w3", {f, d}, Style::kColumnwise}};
+    for (const ParameterDecl& w : weights) {
+      decls.push_back({absl::StrCat(prefix, w.name, ".weight"), w.shape, w.tp_style});
+    }
   }
-  shapes.push_back({"norm.weight", {d}});
-  if (!c.tie_embeddings) shapes.push_back({"output.weight", {v, d}});
-  return shapes;
+  decls.push_back({"norm.weight", {d}, Style::kReplicate});
+  if (!c.tie_embeddings) decls.push_back({"output.weight", {v, d}, Style::kColumnwise});
+  return decls;
 }
 
 LlamaModel::LocalSizes LlamaModel::local() const {
@@ -198,13 +213,13 @@ absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
   const TensorParallelGroup tp(layout.group, compute_->device());
   const int t = tp.size();
   TITAN_RETURN_IF_ERROR(CheckTensorParallelDegree(t));
-  const auto shapes = OwnedParameterShapes(t);
-  for (size_t i = 0; i < shapes.size(); ++i) {
+  const std::vector<ParameterDecl> decls = OwnedParameters(t);
+  for (size_t i = 0; i < decls.size(); ++i) {
     const Parameter& p = parameters_[i];
-    if (p.value.shape != shapes[i].second || p.grad.shape != shapes[i].second) {
+    if (p.value.shape != decls[i].shape || p.grad.shape != decls[i].shape) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor parallel degree ", t, ": expected parameter ", p.name, " to hold [",
-                       absl::StrJoin(shapes[i].second, ", "), "], found [",
+                       absl::StrJoin(decls[i].shape, ", "), "], found [",
                        absl::StrJoin(p.value.shape, ", "), "]"));
     }
   }
@@ -290,7 +305,7 @@ absl::StatusOr<Float8Operand> LlamaModel::Float8WeightOperand(int weight) {
 Float8Split LlamaModel::Float8SplitOf(int weight) const {
   const bool row_parallel =
       weight < static_cast<int>(row_parallel_.size()) && row_parallel_[weight];
-  return {row_parallel, tp_.communicator(), cp_};
+  return {row_parallel, tp_.communicator(), attention_->sequence_group()};
 }
 
 absl::Status LlamaModel::Project(const TensorView& in, int weight, float* out, bool accumulate) {
@@ -345,7 +360,8 @@ absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
       if (block.weights[w] < 0) continue;  // a layer of another pipeline stage
       const std::string& name = parameters_[block.weights[w]].name;
       add(block.weights[w], name.substr(0, name.size() - std::string(".weight").size()));
-      row_parallel_[block.weights[w]] = w == kWo || w == kW2;
+      row_parallel_[block.weights[w]] =
+          parameters_[block.weights[w]].tp_style == TensorParallelStyle::kRowwise;
     }
   }
   if (output_ >= 0) add(output_, "output");  // tied or not, the output projection's name
@@ -488,43 +504,6 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&d_b_, "d_b", n * f},
   };
   tokens_local_ = tokens_full_ = norm_grad_ = nullptr;
-  kv_full_ = kv_full2_ = dkv_full_ = dkv_full2_ = kv_ranks_ = kv_local_ = nullptr;
-  q_chunk_ = att_chunk_ = datt_chunk_ = dq_chunk_ = lse_chunk_ = nullptr;
-  ring_ = {};
-  if (cp_ != nullptr && cp_rotate_ == ContextParallelRotate::kRing) {
-    const int64_t chunk = batch * (seq_len / 2), block = 2 * n * kvd;
-    const Single ring[] = {{&ring_.kv[0], "cp_ring_kv0", block},
-                           {&ring_.kv[1], "cp_ring_kv1", block},
-                           {&ring_.dkv[0], "cp_ring_dkv0", block},
-                           {&ring_.dkv[1], "cp_ring_dkv1", block},
-                           {&ring_.q[0], "cp_ring_q0", chunk * qd},
-                           {&ring_.q[1], "cp_ring_q1", chunk * qd},
-                           {&ring_.att[0], "cp_ring_att0", chunk * qd},
-                           {&ring_.att[1], "cp_ring_att1", chunk * qd},
-                           {&ring_.datt[0], "cp_ring_datt0", chunk * qd},
-                           {&ring_.datt[1], "cp_ring_datt1", chunk * qd},
-                           {&ring_.dq[0], "cp_ring_dq0", chunk * qd},
-                           {&ring_.dq[1], "cp_ring_dq1", chunk * qd},
-                           {&ring_.lse[0], "cp_ring_lse0", chunk * local.heads},
-                           {&ring_.lse[1], "cp_ring_lse1", chunk * local.heads},
-                           {&ring_.part_out, "cp_ring_part_out", chunk * qd},
-                           {&ring_.part_lse, "cp_ring_part_lse", chunk * local.heads}};
-    singles.insert(singles.end(), std::begin(ring), std::end(ring));
-  } else if (cp_ != nullptr) {
-    const int64_t whole = batch * seq_len * cp_->size() * kvd, chunk = batch * (seq_len / 2);
-    const Single context[] = {{&kv_full_, "cp_k", whole},
-                              {&kv_full2_, "cp_v", whole},
-                              {&dkv_full_, "cp_dk", whole},
-                              {&dkv_full2_, "cp_dv", whole},
-                              {&kv_ranks_, "cp_ranks", whole},
-                              {&kv_local_, "cp_local", n * kvd},
-                              {&q_chunk_, "cp_q", chunk * qd},
-                              {&att_chunk_, "cp_att", chunk * qd},
-                              {&datt_chunk_, "cp_datt", chunk * qd},
-                              {&dq_chunk_, "cp_dq", chunk * qd},
-                              {&lse_chunk_, "cp_lse", chunk * local.heads}};
-    singles.insert(singles.end(), std::begin(context), std::end(context));
-  }
   if (t > 1) {
     singles.push_back({&tokens_local_, "tokens_local", nl * d});
     singles.push_back({&tokens_full_, "tokens_full", n * d});
@@ -537,9 +516,9 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   const std::array<int64_t, kScratches> scratch_sizes = {
       n * qd, n * std::max({d, qd, f, local.vocab}), [&] {
         int64_t largest = 0;
-        for (const auto& [name, shape] : OwnedParameterShapes(t)) {
+        for (const ParameterDecl& decl : OwnedParameters(t)) {
           int64_t numel = 1;
-          for (int64_t extent : shape) numel *= extent;
+          for (int64_t extent : decl.shape) numel *= extent;
           largest = std::max(largest, numel);
         }
         return largest;
@@ -568,14 +547,12 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   attention_shape_ = {batch, seq_len, local.heads, local.kv_heads, c.head_dim()};
   batch_ = batch;
   seq_len_ = seq_len;
-  // Under context parallelism the local tokens are two chunks at their global positions.
-  const int chunks = cp_ == nullptr ? 1 : 2;
-  const int64_t rows = seq_len / chunks;
-  for (int h = 0; h < chunks; ++h) {
-    const int64_t start = cp_ == nullptr ? 0 : ChunkStart(h);
-    TITAN_RETURN_IF_ERROR(compute_->RopeTable(rope, start,
-                                              View(rope_cos_ + h * rows * half, {rows, half}),
-                                              View(rope_sin_ + h * rows * half, {rows, half})));
+  // The local tokens sit where the attention's layout puts them in the whole sequences (under
+  // context parallelism: chunks at their global positions).
+  for (const TokenRun& run : attention_->Positions(seq_len)) {
+    TITAN_RETURN_IF_ERROR(compute_->RopeTable(
+        rope, run.global_start, View(rope_cos_ + run.local_start * half, {run.length, half}),
+        View(rope_sin_ + run.local_start * half, {run.length, half})));
   }
   n_local_ = nl;
   // Set 0 serves the plain Forward and Backward, and is the pipeline's first free set.
@@ -689,7 +666,33 @@ void LlamaModel::Use(MicrobatchActs& set) {
 size_t LlamaModel::activation_bytes() const {
   size_t floats = shared_arena_.flat_size();
   for (const auto& set : sets_) floats += set->arena.flat_size() + set->deferred_arena.flat_size();
-  return floats * sizeof(float);
+  return floats * sizeof(float) + attention_->workspace_bytes();
+}
+
+absl::Status LlamaModel::SetAttention(CausalAttention* attention) {
+  attention_ = attention != nullptr ? attention : &local_attention_;
+  batch_ = seq_len_ = 0;  // the activations' sizes change with the local sequence
+  tokens_valid_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Attend(const BlockActs& x) {
+  const AttentionSpec spec = attention_spec();
+  const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, hd = spec.head_dim;
+  const int64_t qd = h * hd, kvd = spec.kv_heads * hd;
+  return attention_->Forward(spec, View(x.q, {b * tl * qd}), View(x.k, {b * tl * kvd}),
+                             View(x.v, {b * tl * kvd}), View(x.att, {b * tl * qd}),
+                             View(x.lse, {b * h * tl}));
+}
+
+absl::Status LlamaModel::AttendBackward(const BlockActs& x) {
+  const AttentionSpec spec = attention_spec();
+  const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, hd = spec.head_dim;
+  const int64_t qd = h * hd, kvd = spec.kv_heads * hd;
+  return attention_->Backward(
+      spec, View(d_att_, {b * tl * qd}), View(x.q, {b * tl * qd}), View(x.k, {b * tl * kvd}),
+      View(x.v, {b * tl * kvd}), View(x.att, {b * tl * qd}), View(x.lse, {b * h * tl}),
+      View(d_q_, {b * tl * qd}), View(d_k_, {b * tl * kvd}), View(d_v_, {b * tl * kvd}));
 }
 
 absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targets) const {
@@ -787,10 +790,7 @@ absl::Status LlamaModel::BlockForward(int64_t layer, bool recompute) {
     TITAN_RETURN_IF_ERROR(
         compute_->RopeForward(cos, sin, View(x.k, {batch_, seq_len_, local.kv_heads, hd})));
   }
-  const AttentionSpec spec = attention_spec();
-  if (run(BlockStage::kAttention)) {
-    TITAN_RETURN_IF_ERROR(Attend(spec, x.q, x.k, x.v, x.att, x.lse));
-  }
+  if (run(BlockStage::kAttention)) TITAN_RETURN_IF_ERROR(Attend(x));
   if (run(BlockStage::kAttentionOut)) {
     TITAN_RETURN_IF_ERROR(CopyF32(in, x.x_mid, nl * d));
     TITAN_ASSIGN_OR_RETURN(TensorView att, Operand(View(x.att, {n, qd}), kInputScratch));
@@ -837,14 +837,14 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
         absl::StrCat("model: this rank holds pipeline stage(s) of ", num_stages_,
                      ", which run through the pp plugin's schedule, not a whole forward"));
   }
-  std::vector<int32_t> local_tokens, local_targets;
-  if (cp_ != nullptr) {
-    TITAN_ASSIGN_OR_RETURN(local_tokens, LocalChunks(tokens, batch, seq_len));
-    TITAN_ASSIGN_OR_RETURN(local_targets, LocalChunks(targets, batch, seq_len));
-    tokens = local_tokens.data(), targets = local_targets.data();
-    seq_len /= cp_->size();
-  }
-  TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
+  // This rank's tokens of the whole sequences, as the attention lays them out.
+  TITAN_ASSIGN_OR_RETURN(const int64_t local_seq_len, attention_->LocalSeqLen(seq_len));
+  TITAN_ASSIGN_OR_RETURN(std::vector<int32_t> local_tokens,
+                         attention_->LocalTokens(tokens, batch, seq_len));
+  TITAN_ASSIGN_OR_RETURN(std::vector<int32_t> local_targets,
+                         attention_->LocalTokens(targets, batch, seq_len));
+  tokens = local_tokens.data(), targets = local_targets.data();
+  TITAN_RETURN_IF_ERROR(PlanActivations(batch, local_seq_len));
   TITAN_RETURN_IF_ERROR(CheckTokens(tokens, targets));
   Use(*sets_[0]);
   TITAN_RETURN_IF_ERROR(compute_->CopyFromHost(tokens, Tokens(tokens_device_)));
@@ -855,7 +855,7 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
   TITAN_RETURN_IF_ERROR(ForwardLayers(0, config_.n_layers));
   TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/false));
   TITAN_RETURN_IF_ERROR(root_.AfterForward());
-  return AverageOverContext(loss);
+  return attention_->AverageLoss(loss);
 }
 
 absl::Status LlamaModel::EmbedTokens(bool root_hooks) {
@@ -960,8 +960,7 @@ absl::Status LlamaModel::BlockBackward(int64_t layer) {
   TITAN_RETURN_IF_ERROR(Zero(d_q_, n * qd));
   TITAN_RETURN_IF_ERROR(Zero(d_k_, n * kvd));
   TITAN_RETURN_IF_ERROR(Zero(d_v_, n * kvd));
-  TITAN_RETURN_IF_ERROR(
-      AttendBackward(attention_spec(), d_att_, x.q, x.k, x.v, x.att, x.lse, d_q_, d_k_, d_v_));
+  TITAN_RETURN_IF_ERROR(AttendBackward(x));
   const TensorView cos = View(rope_cos_, {seq_len_, hd / 2});
   const TensorView sin = View(rope_sin_, {seq_len_, hd / 2});
   TITAN_RETURN_IF_ERROR(

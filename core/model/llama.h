@@ -15,10 +15,12 @@
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
 #include "core/model/float8_linear.h"
+#include "core/model/local_attention.h"
 #include "core/model/module_node.h"
 #include "core/model/tensor_parallel.h"
 #include "core/tensor/arena.h"
 #include "core/tensor/attention.h"
+#include "titan/attention.h"
 #include "titan/compute.h"
 #include "titan/device.h"
 #include "titan/module.h"
@@ -35,9 +37,7 @@ struct ModelCompute {
   DType matmul_dtype = DType::kF32;
 };
 
-class LlamaModel : public TensorParallelTarget,
-                   public PipelineStageTarget,
-                   public ContextParallelTarget {
+class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, public AttentionHost {
  public:
   // With a pipeline plan, the model holds only the plan's local stages: their blocks, the
   // embedding on stage 0 and the final norm and output on the last stage, under their global
@@ -51,7 +51,11 @@ class LlamaModel : public TensorParallelTarget,
   // Every parameter's name and shape in the whole (one-stage, one-rank) model, in arena order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> WholeParameterShapes(
       const LlamaConfig& config) {
-    return ParameterShapes(config, 1);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+    for (ParameterDecl& decl : DeclaredParameters(config, 1)) {
+      shapes.emplace_back(std::move(decl.name), std::move(decl.shape));
+    }
+    return shapes;
   }
   Compute& compute() const { return *compute_; }
   // The device plugin holding the model's memory; null: host memory (the CPU).
@@ -91,23 +95,23 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status Backward();
 
   // Checks that the heads, kv heads, hidden features and vocabulary divide among the group's
-  // ranks and that each parameter holds this rank's box, then computes tensor-parallel (the
-  // parameters' names and placements follow TorchTitan's Llama plan: column-parallel wq, wk,
-  // wv, w1, w3, output and the vocabulary-parallel embedding split dim 0, row-parallel wo and w2
-  // dim 1, the norms replicated). Forward then needs seq_len divisible by the group's size.
+  // ranks and that each parameter holds this rank's box, then computes tensor-parallel (each
+  // parameter split as its declared tp_style says, TorchTitan's Llama plan: column-parallel wq,
+  // wk, wv, w1, w3, output and the vocabulary-parallel embedding split dim 0, row-parallel wo
+  // and w2 dim 1, the norms replicated). Forward then needs seq_len divisible by the group's
+  // size.
   absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
   absl::Status CheckTensorParallelDegree(int degree) const override;
   int tensor_parallel_degree() const { return tp_.size(); }
 
-  // Context parallelism (titan/module.h): Forward and SetMicrobatches still take whole
-  // sequences; each cp rank keeps its two chunks, the loss returned is the whole sequence's.
-  // seq_len must then divide into 2 x cp chunks.
-  absl::Status SetContextParallel(const ContextParallelLayout& layout) override;
-  int context_parallel_degree() const { return cp_ == nullptr ? 1 : cp_->size(); }
+  // Attention (titan/attention.h): the model's own local attention unless a plugin replaced it
+  // (the cp plugin's). Forward and SetMicrobatches take whole sequences and keep this rank's
+  // tokens of them as the attention's layout says; the loss returned is the whole sequences'.
+  absl::Status SetAttention(CausalAttention* attention) override;
+  CausalAttention& attention() const { return *attention_; }
   // The query-key pairs this rank's attention forwards have scored so far (the causal mask's
   // pairs, recomputations included): the measure of its attention work.
-  int64_t attention_pairs() const { return attention_pairs_; }
-  ContextParallelRotate context_parallel_rotate() const { return cp_rotate_; }
+  int64_t attention_pairs() const { return attention_->scored_pairs(); }
 
   // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
   // between Forward and Backward; device memory (host memory on the CPU).
@@ -203,12 +207,19 @@ class LlamaModel : public TensorParallelTarget,
         ac_(ac),
         compute_(&compute),
         device_(device),
-        matmul_dtype_(matmul_dtype) {}
-  // Every parameter's name and shape on a rank of `tp` tensor-parallel ranks, in arena order.
-  static std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
-      const LlamaConfig& config, int64_t tp);
+        matmul_dtype_(matmul_dtype),
+        local_attention_(compute) {}
+  // A parameter as the model declares it where it creates it: its name, its shape on a rank of
+  // the tensor-parallel ranks, and how tensor parallelism splits it (the tp plugin's plan).
+  struct ParameterDecl {
+    std::string name;
+    std::vector<int64_t> shape;
+    TensorParallelStyle tp_style;
+  };
+  // Every parameter of the whole model on a rank of `tp` tensor-parallel ranks, in arena order.
+  static std::vector<ParameterDecl> DeclaredParameters(const LlamaConfig& config, int64_t tp);
   // Those of this model's stages, in arena order.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> OwnedParameterShapes(int64_t tp) const;
+  std::vector<ParameterDecl> OwnedParameters(int64_t tp) const;
   LocalSizes local() const;
   // out[n_local, d] (this rank's tokens) += the row-parallel projection in . weight^T (`in` an
   // Operand), summed over the tensor-parallel ranks.
@@ -224,54 +235,9 @@ class LlamaModel : public TensorParallelTarget,
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
   // deferred_plan_ (and its entries per parameter) for n tokens of this rank's local sizes.
   absl::StatusOr<ArenaPlan> PlanDeferredGrads(int64_t n, int64_t qd, int64_t kvd, int64_t f);
-  // Context parallelism (core/model/llama_context_parallel.cc). This rank's tokens of whole
-  // [batch, seq_len] sequences: chunks r and 2 cp - 1 - r of each, back to back.
-  absl::StatusOr<std::vector<int32_t>> LocalChunks(const int32_t* whole, int64_t batch,
-                                                   int64_t seq_len) const;
-  // The global position of this rank's first token of chunk `half` (0 or 1).
-  int64_t ChunkStart(int half) const;
-  // The loss of this rank's tokens, averaged with the other cp ranks'.
-  absl::StatusOr<float> AverageOverContext(float loss) const;
-  // Causal attention of this rank's queries against every rank's keys and values (all-gathered),
-  // one chunk at a time; with one cp rank, the compute's attention itself.
-  absl::Status Attend(const AttentionSpec& spec, const float* q, const float* k, const float* v,
-                      float* att, float* lse);
-  absl::Status AttendBackward(const AttentionSpec& spec, const float* d_att, const float* q,
-                              const float* k, const float* v, const float* att, const float* lse,
-                              float* dq, float* dk, float* dv);
-  // The ring (core/model/llama_context_ring.cc): the same attention with the keys and values
-  // passed from rank to rank instead of all-gathered.
-  absl::Status AttendRing(const AttentionSpec& spec, const float* q, const float* k, const float* v,
-                          float* att, float* lse);
-  absl::Status AttendBackwardRing(const AttentionSpec& spec, const float* d_att, const float* q,
-                                  const float* k, const float* v, const float* att,
-                                  const float* lse, float* dq, float* dk, float* dv);
-  // The global chunk index of `rank`'s chunk `half` (0 or 1).
-  int64_t RingChunkIndex(int rank, int half) const;
-  // A query chunk of this rank against a key chunk of the block in hand, and where they sit.
-  struct RingPair {
-    int q_half, kv_half;
-    AttentionSpec spec;
-  };
-  // The pairs of this rank's query chunks and `source`'s key chunks that the causal mask leaves.
-  std::vector<RingPair> RingPairs(const AttentionSpec& spec, int source) const;
-  // K and V [batch, seq_len, kvd] into a block: for each chunk, its keys then its values, each
-  // [batch, chunk, kvd]; and a block of gradients added back into dk and dv.
-  absl::Status PackRingBlock(const float* k, const float* v, float* block, int64_t kvd) const;
-  absl::Status AddRingGradients(const float* block, float* dk, float* dv, int64_t kvd) const;
-  using Transfers = std::vector<std::unique_ptr<Communicator::Transfer>>;
-  // Starts sending `send` to the next cp rank and receiving `receive` from the previous one.
-  absl::Status PassAround(const float* send, float* receive, int64_t floats, int tag,
-                          Transfers& transfers);
-  // local [batch, seq_len, width] (this rank's chunks) -> full [batch, cp x seq_len, width] in
-  // global order, and back summed over the ranks (accumulated into local).
-  absl::Status GatherSequence(const float* local, float* full, int64_t width);
-  absl::Status ReduceScatterSequence(const float* full, float* local, int64_t width);
-  // Rows [first, first + rows) of each batch row of a [batch, src_rows, width] tensor into the
-  // same rows of another (or into rows from 0), copied or added.
-  absl::Status CopyRows(const float* src, int64_t src_rows, int64_t src_first, float* dst,
-                        int64_t dst_rows, int64_t dst_first, int64_t rows, int64_t width,
-                        int64_t batches, bool add) const;
+  // Attention of block activations x through attention_, on flat views of this rank's tokens.
+  absl::Status Attend(const BlockActs& x);
+  absl::Status AttendBackward(const BlockActs& x);
   absl::StatusOr<MicrobatchActs*> NewActivationSet();
   // Points the activation members (acts_, residual_, logits_, ...) at `set`'s.
   void Use(MicrobatchActs& set);
@@ -343,22 +309,8 @@ class LlamaModel : public TensorParallelTarget,
   int tok_embeddings_ = -1, norm_ = -1, output_ = -1;
   std::vector<Block> blocks_;
   TensorParallelGroup tp_;
-  Communicator* cp_ = nullptr;  // the context-parallel group; null: whole sequences
-  int64_t attention_pairs_ = 0;
-  // Context-parallel scratch (null on one cp rank): every rank's keys/values in global order,
-  // their gradients, the all-gather's rank order, and one chunk's queries, outputs and lse.
-  float *kv_full_ = nullptr, *kv_full2_ = nullptr, *dkv_full_ = nullptr, *dkv_full2_ = nullptr;
-  float *kv_ranks_ = nullptr, *kv_local_ = nullptr;
-  float *q_chunk_ = nullptr, *att_chunk_ = nullptr, *datt_chunk_ = nullptr, *dq_chunk_ = nullptr;
-  float* lse_chunk_ = nullptr;
-  ContextParallelRotate cp_rotate_ = ContextParallelRotate::kAllGather;
-  // The ring's scratch instead (rotate method "alltoall"): the block of keys and values in hand
-  // and the next one, and their gradients (each 4 x [batch, chunk, kvd]); this rank's queries,
-  // outputs, output gradients, query gradients and lse by chunk; one partial result.
-  struct RingScratch {
-    float *kv[2], *dkv[2], *q[2], *att[2], *datt[2], *dq[2], *lse[2];
-    float *part_out, *part_lse;
-  } ring_{};
+  LocalAttention local_attention_;
+  CausalAttention* attention_ = &local_attention_;  // a plugin's, or local_attention_
 
   // Activations and gradient scratch, sized for (batch_, seq_len_).
   int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
@@ -394,7 +346,7 @@ class LlamaModel : public TensorParallelTarget,
   float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   bool tokens_valid_ = false;              // a Forward's activations await their Backward
   std::unique_ptr<Float8Linears> float8_;  // null: no linear layer in Float8
-  std::vector<bool> row_parallel_;         // per parameter: tp splits its in_features (wo, w2)
+  std::vector<bool> row_parallel_;         // per parameter: tp splits its in_features (kRowwise)
 };
 
 }  // namespace titan

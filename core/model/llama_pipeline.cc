@@ -26,13 +26,12 @@ absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> token
       return absl::InvalidArgumentError(absl::StrCat("model: microbatch ", m, " holds ",
                                                      tokens[m].size(), " tokens, expected ", n));
     }
-    if (cp_ != nullptr) {  // this rank's chunks of each sequence
-      TITAN_ASSIGN_OR_RETURN(tokens[m], LocalChunks(tokens[m].data(), batch, seq_len));
-      TITAN_ASSIGN_OR_RETURN(targets[m], LocalChunks(targets[m].data(), batch, seq_len));
-    }
+    // This rank's tokens of each sequence, as the attention lays them out.
+    TITAN_ASSIGN_OR_RETURN(tokens[m], attention_->LocalTokens(tokens[m].data(), batch, seq_len));
+    TITAN_ASSIGN_OR_RETURN(targets[m], attention_->LocalTokens(targets[m].data(), batch, seq_len));
   }
-  if (cp_ != nullptr) seq_len /= cp_->size();
-  TITAN_RETURN_IF_ERROR(PlanActivations(batch, seq_len));
+  TITAN_ASSIGN_OR_RETURN(const int64_t local_seq_len, attention_->LocalSeqLen(seq_len));
+  TITAN_RETURN_IF_ERROR(PlanActivations(batch, local_seq_len));
   for (size_t m = 0; m < tokens.size(); ++m) {
     TITAN_RETURN_IF_ERROR(CheckTokens(tokens[m].data(), targets[m].data()));
   }
@@ -122,7 +121,7 @@ absl::Status LlamaModel::Forward(int stage, int microbatch) {
     TITAN_RETURN_IF_ERROR(
         compute_->CopyFromHost(micro_targets_[microbatch].data(), Tokens(targets_device_)));
     TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/true));
-    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], AverageOverContext(loss));
+    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], attention_->AverageLoss(loss));
   }
   return absl::OkStatus();
 }

@@ -27,10 +27,8 @@ class ModuleNode : public Module {
   }
   PipelineStageTarget* pipeline_stage_target() override { return pipeline_stage_target_; }
   void set_pipeline_stage_target(PipelineStageTarget* target) { pipeline_stage_target_ = target; }
-  ContextParallelTarget* context_parallel_target() override { return context_parallel_target_; }
-  void set_context_parallel_target(ContextParallelTarget* target) {
-    context_parallel_target_ = target;
-  }
+  AttentionHost* attention_host() override { return attention_host_; }
+  void set_attention_host(AttentionHost* host) { attention_host_ = host; }
 
   void AddParameter(Parameter* parameter) { parameters_.push_back(parameter); }
   void AddChild(ModuleNode* child) { children_.push_back(child); }
@@ -50,9 +48,9 @@ class ModuleNode : public Module {
   std::vector<Parameter*> parameters_;
   std::vector<ModuleNode*> children_;  // owned by the model
   std::vector<std::unique_ptr<ModuleHooks>> hooks_;
-  TensorParallelTarget* tensor_parallel_target_ = nullptr;    // the model, on its root
-  PipelineStageTarget* pipeline_stage_target_ = nullptr;      // the model, on its root
-  ContextParallelTarget* context_parallel_target_ = nullptr;  // the model, on its root
+  TensorParallelTarget* tensor_parallel_target_ = nullptr;  // the model, on its root
+  PipelineStageTarget* pipeline_stage_target_ = nullptr;    // the model, on its root
+  AttentionHost* attention_host_ = nullptr;                 // the model, on its root
 };
 
 }  // namespace titan

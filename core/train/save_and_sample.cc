@@ -67,9 +67,7 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
     spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s), {}",
                  mesh.coordinate(MeshDim::kCp), shape.degree(MeshDim::kCp),
                  job.model->attention_pairs(), trained - job.resume.step,
-                 job.model->context_parallel_rotate() == ContextParallelRotate::kRing
-                     ? "keys and values passed around the ring"
-                     : "keys and values all-gathered");
+                 job.model->attention().description());
   }
   SetLogStep(-1);
   const std::string stopped = absl::StrCat(

@@ -1,10 +1,10 @@
-// The `tp` parallel plugin (dimension tp): TorchTitan's tensor parallelism for Llama, with
-// sequence parallel and the vocabulary-parallel (loss-parallel) output. Apply shards the
-// parameters by the plan (tp_shards.h) into this plugin's flat buffers, which the optimizer
-// updates unless fsdp, applied after, shards them further; then it hands the model the tp
-// group through TensorParallelTarget, and the model runs the communication
-// (core/model/tensor_parallel.h). Our model is one forward function, not a tree of linears to
-// swap, so what changes hands is the layout.
+// The `tp` parallel plugin (dimension tp): TorchTitan's tensor parallelism, with sequence
+// parallel and the vocabulary-parallel (loss-parallel) output. Apply shards the parameters by
+// the style each one's module declared (Parameter::tp_style, tp_shards.h) into this plugin's
+// flat buffers, which the optimizer updates unless fsdp, applied after, shards them further;
+// then it hands the model the tp group through TensorParallelTarget, and the model runs the
+// communication (core/model/tensor_parallel.h). Our model is one forward function, not a tree
+// of linears to swap, so what changes hands is the layout.
 #include <optional>
 #include <vector>
 

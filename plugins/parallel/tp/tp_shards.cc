@@ -1,6 +1,5 @@
 #include "plugins/parallel/tp/tp_shards.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace titan::tp {
@@ -24,29 +23,17 @@ absl::Status TpShards::CopyBox(float* full, float* box, const std::vector<int64_
   return absl::OkStatus();
 }
 
-std::optional<int> PlannedDim(const std::string& name) {
-  static const struct {
-    const char* suffix;
-    int dim;
-  } kPlan[] = {
-      {"tok_embeddings.weight", 0},
-      {"attention.wq.weight", 0},
-      {"attention.wk.weight", 0},
-      {"attention.wv.weight", 0},
-      {"attention.wo.weight", 1},
-      {"feed_forward.w1.weight", 0},
-      {"feed_forward.w3.weight", 0},
-      {"feed_forward.w2.weight", 1},
-      {"output.weight", 0},
-      {"attention_norm.weight", kReplicated},
-      {"ffn_norm.weight", kReplicated},
-      {"norm.weight", kReplicated},
-  };
-  for (const auto& entry : kPlan) {
-    // Whole dotted components only: "norm.weight" must not match "ffn_norm.weight".
-    if (name == entry.suffix || absl::EndsWith(name, absl::StrCat(".", entry.suffix))) {
-      return entry.dim;
-    }
+std::optional<int> SplitDim(TensorParallelStyle style) {
+  switch (style) {
+    case TensorParallelStyle::kUndeclared:
+      return std::nullopt;
+    case TensorParallelStyle::kReplicate:
+      return kReplicated;
+    case TensorParallelStyle::kColumnwise:
+    case TensorParallelStyle::kVocabParallelEmbedding:
+      return 0;
+    case TensorParallelStyle::kRowwise:
+      return 1;
   }
   return std::nullopt;
 }
@@ -55,12 +42,12 @@ absl::Status TpShards::Shard(const std::vector<Parameter*>& parameters, int degr
   if (!entries_.empty()) return absl::FailedPreconditionError("tp: parameters sharded twice");
   int64_t count = 0;
   for (Parameter* p : parameters) {
-    const std::optional<int> dim = PlannedDim(p->name);
+    const std::optional<int> dim = SplitDim(p->tp_style);
     if (!dim) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tp: the tensor-parallel plan has no entry for parameter ", p->name,
-          " (expected a Llama weight: tok_embeddings, wq, wk, wv, wo, w1, w2, w3, the norms or "
-          "output)"));
+          "tp: the model declares no tensor-parallel style for parameter ", p->name,
+          " (its module must set Parameter::tp_style: column-wise, row-wise, "
+          "vocabulary-parallel embedding or replicated)"));
     }
     if (p->value.data == nullptr || p->value.dtype != DType::kF32 || !p->value.is_contiguous() ||
         p->value.shape != p->full_shape || p->value.shape.empty() || p->value.shape.size() > 2) {

@@ -1,11 +1,11 @@
-// This rank's boxes of the parameters under TorchTitan's tensor-parallel plan for Llama, kept in
-// flat buffers the optimizer can update in one pass. The plan says which tensor dimension the tp
-// ranks split:
-//   column-parallel wq, wk, wv, w1, w3 and output: dim 0 (output features: heads, hidden
-//     features, vocabulary rows);
-//   row-parallel wo and w2: dim 1 (input features);
-//   tok_embeddings: dim 0 (vocabulary rows; tokens a rank lacks look up zeros);
-//   the norms: replicated (sequence parallel runs them on each rank's run of the tokens).
+// This rank's boxes of the parameters under tensor parallelism, kept in flat buffers the
+// optimizer can update in one pass. Each parameter's declared style (Parameter::tp_style, which
+// the model sets where it creates its parameters) says which tensor dimension the tp ranks split:
+//   kColumnwise: dim 0 (output features: heads, hidden features, vocabulary rows);
+//   kRowwise: dim 1 (input features);
+//   kVocabParallelEmbedding: dim 0 (vocabulary rows; tokens a rank lacks look up zeros);
+//   kReplicate: none (sequence parallel runs a norm on each rank's run of the tokens).
+// No model's names appear here: any model family that declares its styles shards the same way.
 #ifndef TITAN_PLUGINS_PARALLEL_TP_TP_SHARDS_H_
 #define TITAN_PLUGINS_PARALLEL_TP_TP_SHARDS_H_
 
@@ -24,9 +24,9 @@ namespace titan::tp {
 
 inline constexpr int kReplicated = -1;
 
-// The tensor dimension the plan splits for a parameter of this name, or kReplicated; nullopt
-// for a name the plan does not know.
-std::optional<int> PlannedDim(const std::string& name);
+// The tensor dimension a parameter of this style is split along, or kReplicated; nullopt for
+// kUndeclared.
+std::optional<int> SplitDim(TensorParallelStyle style);
 
 class TpShards {
  public:
@@ -35,7 +35,7 @@ class TpShards {
 
   // Copies rank `rank` of `degree`'s box of every parameter (whole, with values) into this
   // object's buffers and narrows each parameter's value and grad to it, setting local_offset and
-  // placements[kTp]. An unknown name or an uneven split is an error naming the parameter.
+  // placements[kTp]. An undeclared style or an uneven split is an error naming the parameter.
   absl::Status Shard(const std::vector<Parameter*>& parameters, int degree, int rank);
   // Gathers every parameter whole from the group's boxes into new buffers and points value and
   // grad (zeroed) at them. Collective over `group`.

@@ -3,43 +3,44 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "core/model/llama.h"
 #include "core/runtime/cpu_device.h"
+#include "plugins/parallel/common/thread_comm.h"
 
 namespace titan::tp {
 namespace {
 
-TEST(PlannedDim, FollowsTorchTitansLlamaPlan) {
-  EXPECT_EQ(PlannedDim("layers.0.attention.wq.weight"), 0);
-  EXPECT_EQ(PlannedDim("layers.7.attention.wo.weight"), 1);
-  EXPECT_EQ(PlannedDim("layers.1.feed_forward.w2.weight"), 1);
-  EXPECT_EQ(PlannedDim("tok_embeddings.weight"), 0);
-  EXPECT_EQ(PlannedDim("output.weight"), 0);
-  EXPECT_EQ(PlannedDim("layers.2.ffn_norm.weight"), kReplicated);
-  EXPECT_EQ(PlannedDim("norm.weight"), kReplicated);
-  EXPECT_EQ(PlannedDim("layers.0.attention.wq.bias"), std::nullopt);
-  EXPECT_EQ(PlannedDim("xnorm.weight"), std::nullopt);
+TEST(SplitDim, FollowsTheDeclaredStyle) {
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kColumnwise), 0);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kRowwise), 1);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kVocabParallelEmbedding), 0);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kReplicate), kReplicated);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kUndeclared), std::nullopt);
 }
 
-Parameter Whole(const std::string& name, std::vector<int64_t> shape, float* data) {
+Parameter Whole(const std::string& name, std::vector<int64_t> shape, float* data,
+                TensorParallelStyle style) {
   Parameter p;
   p.name = name;
   p.full_shape = shape;
   p.value = TensorView{data, DType::kF32, Device{}, shape, {}};
+  p.tp_style = style;
   return p;
 }
 
 TEST(TpShards, NarrowsEachParameterToItsBox) {
   std::vector<float> w(4 * 6), norm = {1, 2, 3};
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
-  Parameter wo = Whole("layers.0.attention.wo.weight", {4, 6}, w.data());
-  Parameter n = Whole("norm.weight", {3}, norm.data());
+  Parameter wo =
+      Whole("layers.0.attention.wo.weight", {4, 6}, w.data(), TensorParallelStyle::kRowwise);
+  Parameter n = Whole("norm.weight", {3}, norm.data(), TensorParallelStyle::kReplicate);
   TpShards shards(CpuDevice::Host());
   ASSERT_TRUE(shards.Shard({&wo, &n}, 2, 1).ok());
   EXPECT_EQ(wo.value.shape, (std::vector<int64_t>{4, 3}));
@@ -56,86 +57,66 @@ TEST(TpShards, NarrowsEachParameterToItsBox) {
   ASSERT_EQ(shards.segments().size(), 2u);
   EXPECT_EQ(shards.segments()[1].offset, 16);  // each box 64-byte aligned
 
-  Parameter odd = Whole("layers.0.feed_forward.w1.weight", {3, 2}, w.data());
+  Parameter odd =
+      Whole("layers.0.feed_forward.w1.weight", {3, 2}, w.data(), TensorParallelStyle::kColumnwise);
   absl::Status status = TpShards(CpuDevice::Host()).Shard({&odd}, 2, 0);
   EXPECT_NE(status.message().find("has 3 along dim 0, which 2 tensor-parallel ranks"),
             std::string::npos)
       << status;
 }
 
-// Ranks as threads of one process: each collective meets at a barrier and reads the others'
-// buffers directly.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int size) : size_(size), barrier_(size), buffers_(size) {}
-  int size() const { return size_; }
-  // Publishes this rank's buffer, waits for every rank's, runs `read`, and waits again so no
-  // rank changes its buffer while another reads it.
-  template <typename Read>
-  void Exchange(int rank, const float* buffer, Read read) {
-    buffers_[rank] = buffer;
-    barrier_.arrive_and_wait();
-    read(buffers_);
-    barrier_.arrive_and_wait();
-  }
+// The plan is the declared styles, not the names: parameters of another model family, named as
+// it likes, shard by their styles, and one without a style is refused by name.
+TEST(TpShards, ShardsAnyFamilyByItsDeclaredStyles) {
+  std::vector<float> w(4 * 6), table(6 * 2);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(100 + i);
+  Parameter up = Whole("blocks.0.mlp.up_proj", {4, 6}, w.data(), TensorParallelStyle::kColumnwise);
+  Parameter embed =
+      Whole("wte", {6, 2}, table.data(), TensorParallelStyle::kVocabParallelEmbedding);
+  TpShards shards(CpuDevice::Host());
+  ASSERT_TRUE(shards.Shard({&up, &embed}, 2, 1).ok());
+  EXPECT_EQ(up.value.shape, (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(up.local_offset, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(up.placements[static_cast<int>(MeshDim::kTp)].tensor_dim, 0);
+  EXPECT_EQ(up.value.data_as<float>()[0], 12);  // row 2's first element
+  EXPECT_EQ(embed.value.shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(embed.value.data_as<float>()[0], 106);  // vocabulary row 3
 
- private:
-  int size_;
-  std::barrier<> barrier_;
-  std::vector<const float*> buffers_;
-};
+  Parameter bias =
+      Whole("blocks.0.mlp.up_proj.bias", {4}, w.data(), TensorParallelStyle::kUndeclared);
+  absl::Status status = TpShards(CpuDevice::Host()).Shard({&bias}, 2, 0);
+  EXPECT_NE(status.message().find(
+                "declares no tensor-parallel style for parameter blocks.0.mlp.up_proj.bias"),
+            std::string::npos)
+      << status;
+}
 
-class ThreadComm : public Communicator {
- public:
-  ThreadComm(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return group_.size(); }
-  absl::Status AllReduce(TensorView buffer, ReduceOp op) override {
-    const int64_t n = buffer.numel();
-    std::vector<float> result(n);
-    group_.Exchange(rank_, buffer.data_as<float>(), [&](const std::vector<const float*>& all) {
-      for (int64_t i = 0; i < n; ++i) {
-        float r = all[0][i];
-        for (size_t k = 1; k < all.size(); ++k) {
-          r = op == ReduceOp::kMax ? std::max(r, all[k][i]) : r + all[k][i];
-        }
-        result[i] = r;
-      }
-    });
-    std::memcpy(buffer.data, result.data(), n * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status ReduceScatter(const TensorView& input, TensorView output, ReduceOp) override {
-    const int64_t n = output.numel();
-    group_.Exchange(rank_, input.data_as<float>(), [&](const std::vector<const float*>& all) {
-      for (int64_t i = 0; i < n; ++i) {
-        float sum = 0;
-        for (const float* b : all) sum += b[rank_ * n + i];
-        output.data_as<float>()[i] = sum;
-      }
-    });
-    return absl::OkStatus();
-  }
-  absl::Status AllGather(const TensorView& input, TensorView output) override {
-    const int64_t n = input.numel();
-    group_.Exchange(rank_, input.data_as<float>(), [&](const std::vector<const float*>& all) {
-      for (size_t r = 0; r < all.size(); ++r) {
-        std::memcpy(output.data_as<float>() + r * n, all[r], n * sizeof(float));
-      }
-    });
-    return absl::OkStatus();
-  }
-  absl::Status Broadcast(TensorView, int) override { return Unused(); }
-  absl::Status Send(const TensorView&, int, int) override { return Unused(); }
-  absl::Status Recv(TensorView, int, int) override { return Unused(); }
-  absl::Status Barrier() override { return Unused(); }
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int) override { return Unused(); }
-
- private:
-  static absl::Status Unused() { return absl::UnimplementedError("not needed by this test"); }
-  ThreadGroup& group_;
-  int rank_;
-};
+// The Llama model declares TorchTitan's plan where it creates its parameters.
+TEST(TpShards, LlamaDeclaresTorchTitansPlan) {
+  LlamaConfig config;
+  config.dim = 32, config.n_layers = 1, config.n_heads = 4, config.n_kv_heads = 2;
+  config.vocab_size = 48, config.multiple_of = 16;
+  auto model = LlamaModel::Create(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  using Style = TensorParallelStyle;
+  const std::map<std::string, Style> want = {
+      {"tok_embeddings.weight", Style::kVocabParallelEmbedding},
+      {"layers.0.attention_norm.weight", Style::kReplicate},
+      {"layers.0.attention.wq.weight", Style::kColumnwise},
+      {"layers.0.attention.wk.weight", Style::kColumnwise},
+      {"layers.0.attention.wv.weight", Style::kColumnwise},
+      {"layers.0.attention.wo.weight", Style::kRowwise},
+      {"layers.0.ffn_norm.weight", Style::kReplicate},
+      {"layers.0.feed_forward.w1.weight", Style::kColumnwise},
+      {"layers.0.feed_forward.w2.weight", Style::kRowwise},
+      {"layers.0.feed_forward.w3.weight", Style::kColumnwise},
+      {"norm.weight", Style::kReplicate},
+      {"output.weight", Style::kColumnwise}};
+  std::map<std::string, Style> found;
+  for (const Parameter& p : (*model)->Parameters()) found[p.name] = p.tp_style;
+  EXPECT_EQ(found, want);
+}
 
 LlamaConfig SmallConfig() {
   LlamaConfig config;

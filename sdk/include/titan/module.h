@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/attention.h"
 #include "titan/device_mesh.h"
 #include "titan/pipeline.h"
 #include "titan/status.h"
@@ -24,9 +25,20 @@ struct Placement {
   int tensor_dim = 0;  // the tensor dimension split across the mesh dimension, for kShard
 };
 
+// How tensor parallelism splits a parameter (TorchTitan's ParallelStyles), declared by the
+// module that creates it; the tp plugin shards by this alone, knowing no model's names.
+enum class TensorParallelStyle : uint8_t {
+  kUndeclared,  // the module said nothing: the tp plugin refuses the model
+  kReplicate,   // whole on every tp rank (a norm, which sequence parallel runs on its tokens)
+  kColumnwise,  // a linear's [out, in] weight split along dim 0, its output features
+  kRowwise,     // a linear's [out, in] weight split along dim 1, its input features
+  kVocabParallelEmbedding,  // an embedding's [vocab, dim] table split along dim 0, its rows
+};
+
 struct Parameter {
   std::string name;                 // fully qualified, e.g. "layers.3.attention.wq.weight"
   std::vector<int64_t> full_shape;  // the logical shape, before any sharding
+  TensorParallelStyle tp_style = TensorParallelStyle::kUndeclared;
   // What the module computes with: this rank's piece along the tensor-parallel dimensions. A
   // plugin that keeps parameters sharded (fsdp) points these at gathered storage before the
   // module runs and may set them to null in between.
@@ -68,19 +80,21 @@ class ModuleHooks {
   virtual absl::Status AfterBackward() { return absl::OkStatus(); }
 };
 
-// How a model computes under tensor parallelism (TorchTitan's Llama plan): column-parallel
-// projections over heads and hidden features, row-parallel ones back into the residual stream,
-// sequence parallel for the norms and the residual, vocabulary-parallel embedding and output.
+// How a model computes under tensor parallelism, each parameter split as its tp_style says:
+// column-parallel projections over heads and hidden features, row-parallel ones back into the
+// residual stream, sequence parallel for the norms and the residual, vocabulary-parallel
+// embedding and output (TorchTitan's Llama plan, for Llama).
 struct TensorParallelLayout {
   Communicator* group = nullptr;  // the tp ranks; null (or one rank): no tensor parallelism
   bool loss_parallel = true;      // the loss over vocabulary shards, never the whole logits
 };
 
-// A model that can compute tensor-parallel. The tp plugin shards the parameters first (each
-// Parameter's value and grad narrowed to this rank's box, placements[kTp] saying along which
-// tensor dimension), then tells the model the layout, which checks that its shapes divide and
-// that every parameter holds the box it expects, and from then on computes with its local heads,
-// features and vocabulary rows. Setting a layout without a group restores whole parameters.
+// A model that can compute tensor-parallel. The tp plugin shards the parameters first by their
+// declared tp_style (each Parameter's value and grad narrowed to this rank's box, placements[kTp]
+// saying along which tensor dimension), then tells the model the layout, which checks that its
+// shapes divide and that every parameter holds the box it expects, and from then on computes with
+// its local heads, features and vocabulary rows. Setting a layout without a group restores whole
+// parameters.
 class TensorParallelTarget {
  public:
   virtual ~TensorParallelTarget() = default;
@@ -88,29 +102,6 @@ class TensorParallelTarget {
   // names the model's numbers. The tp plugin asks before it shards anything.
   virtual absl::Status CheckTensorParallelDegree(int degree) const = 0;
   virtual absl::Status SetTensorParallel(const TensorParallelLayout& layout) = 0;
-};
-
-// How a model computes under context parallelism: each rank of the cp group holds two chunks of
-// every sequence (chunk r and its mirror 2 cp - 1 - r of 2 cp equal chunks, so the causal
-// attention work is the same on every rank), with global positions for RoPE; attention sees
-// every rank's keys and values; the loss is averaged over the whole sequence.
-// How attention reaches the keys and values of the other cp ranks (TorchTitan's
-// context_parallel_rotate_method): all-gather them (kAllGather), or pass them around the ring of
-// cp ranks, attending to each chunk while the next one travels and merging the partial results
-// by their log-sum-exp (kRing, the recipe's "alltoall").
-enum class ContextParallelRotate : uint8_t { kAllGather, kRing };
-
-struct ContextParallelLayout {
-  Communicator* group = nullptr;  // the cp ranks; null (or one rank): whole sequences
-  ContextParallelRotate rotate = ContextParallelRotate::kAllGather;
-};
-
-// A model that can compute context-parallel; the cp plugin hands it the layout. Setting a
-// layout without a group restores whole sequences.
-class ContextParallelTarget {
- public:
-  virtual ~ContextParallelTarget() = default;
-  virtual absl::Status SetContextParallel(const ContextParallelLayout& layout) = 0;
 };
 
 class Module {
@@ -126,8 +117,9 @@ class Module {
   virtual TensorParallelTarget* tensor_parallel_target() { return nullptr; }
   // The model behind a root module that runs pipeline stages (titan/pipeline.h); null otherwise.
   virtual PipelineStageTarget* pipeline_stage_target() { return nullptr; }
-  // The model behind a root module that can compute context-parallel; null otherwise.
-  virtual ContextParallelTarget* context_parallel_target() { return nullptr; }
+  // The model behind a root module whose attention a plugin can replace (titan/attention.h:
+  // context parallel's); null otherwise.
+  virtual AttentionHost* attention_host() { return nullptr; }
 };
 
 }  // namespace titan
