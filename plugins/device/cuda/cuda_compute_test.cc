@@ -16,9 +16,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/plugin_registry.h"
 #include "tests/support/plugin_dir.h"
-#include "core/tensor/cpu_compute.h"
 #include "titan/device.h"
 #include "titan/float16.h"
 

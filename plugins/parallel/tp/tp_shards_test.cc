@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu/cpu_device.h"
 #include "core/model/llama.h"
-#include "core/runtime/cpu_device.h"
 
 namespace titan::tp {
 namespace {
