@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "core/cpu/cpu_compute.h"
 #include "core/model/float8_test_plugin.h"
 #include "core/model/llama.h"
-#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 namespace {

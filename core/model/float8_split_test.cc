@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/model/float8_linear.h"
 #include "core/model/float8_test_plugin.h"
-#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/arena_file.h"
-#include "core/tensor/cpu_compute.h"
 #include "core/tensor/cross_entropy.h"
 
 namespace titan {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_device.h"
 
 namespace titan {
 namespace {

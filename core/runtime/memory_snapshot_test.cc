@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_device.h"
 #include "core/tensor/arena.h"
 
 // The out-of-memory test asks for more memory than any machine has, which must fail, not abort.

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -207,6 +208,15 @@ absl::Status PluginRegistry::Add(PluginInfo info) {
       d.version == nullptr || d.summary == nullptr || d.create == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(info.location(), ": malformed plugin descriptor"));
+  }
+  if (d.kernel_table != kKernelTableFingerprint) {
+    // Same ABI number, another kernel table: an SDK whose titan/compute_kernels.inc was edited
+    // without a new ABI number. Its kernel calls would land on the wrong entries.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: plugin built against another compute kernel table (fingerprint %u, this titan's "
+        "is %u, both at plugin ABI %d); rebuild the plugin against the installed titan SDK "
+        "(find_package(TitanSDK))",
+        info.location(), d.kernel_table, kKernelTableFingerprint, TITAN_ABI_VERSION));
   }
   if (std::find(std::begin(kKinds), std::end(kKinds), d.kind) == std::end(kKinds)) {
     return absl::FailedPreconditionError(absl::StrCat(info.location(), ": unknown plugin kind '",

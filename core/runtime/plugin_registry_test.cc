@@ -96,6 +96,21 @@ TEST(PluginRegistry, RefusesAnOlderAbiAskingForARebuild) {
                    "(find_package(TitanSDK))"));
 }
 
+TEST(PluginRegistry, RefusesAPluginBuiltAgainstAnotherKernelTableNamingBoth) {
+  const fs::path file = kTestPlugins / "other_kernel_table" / "titan_device_othertable.so";
+  auto registry = PluginRegistry::Discover({file.parent_path()});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto found = (*registry)->Find("device", "othertable");
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().message(),
+            absl::StrCat("the device plugin 'othertable' cannot be used: ", file.string(),
+                         ": plugin built against another compute kernel table (fingerprint ",
+                         kKernelTableFingerprint + 1, ", this titan's is ", kKernelTableFingerprint,
+                         ", both at plugin ABI ", TITAN_ABI_VERSION,
+                         "); rebuild the plugin against the installed titan SDK "
+                         "(find_package(TitanSDK))"));
+}
+
 TEST(PluginRegistry, LoadsAPluginStrippedToItsDynamicSymbols) {
   fs::path file = kTestPlugins / "stripped" / "titan_optimizer_testgood.so";
   auto abi = ReadPluginAbi(file);

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_device.h"
 #include "tests/support/scrambled_device.h"
 
 namespace titan {

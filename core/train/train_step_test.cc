@@ -11,11 +11,11 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_compute.h"
+#include "core/cpu/cpu_device.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/tensor/arena_file.h"
-#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 namespace {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <random>
 
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
-#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 namespace {

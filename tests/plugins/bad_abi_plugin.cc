@@ -5,8 +5,13 @@ namespace {
 
 titan::Plugin* Create() { return nullptr; }
 
-const titan::PluginDescriptor kDescriptor = {
-    999, "optimizer", "badabi", "9.9.9", "built for another ABI", &Create};
+const titan::PluginDescriptor kDescriptor = {999,
+                                             "optimizer",
+                                             "badabi",
+                                             "9.9.9",
+                                             "built for another ABI",
+                                             &Create,
+                                             titan::kKernelTableFingerprint};
 
 }  // namespace
 

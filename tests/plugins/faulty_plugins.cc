@@ -23,9 +23,13 @@ class Faulty : public titan::OptimizerPlugin {
 
 #if FAULT == 1
 titan::Plugin* CreateNothing() { return nullptr; }
-const titan::PluginDescriptor kDescriptor = {
-    TITAN_ABI_VERSION,          "optimizer",   "nullfactory", "0.0.1",
-    "a factory returning null", &CreateNothing};
+const titan::PluginDescriptor kDescriptor = {TITAN_ABI_VERSION,
+                                             "optimizer",
+                                             "nullfactory",
+                                             "0.0.1",
+                                             "a factory returning null",
+                                             &CreateNothing,
+                                             titan::kKernelTableFingerprint};
 #endif
 
 }  // namespace

@@ -8,8 +8,13 @@ namespace {
 
 titan::Plugin* Create() { return nullptr; }
 
-const titan::PluginDescriptor kDescriptor = {
-    TITAN_OLD_ABI, "optimizer", "oldabi", "0.0.1", "built for the previous ABI", &Create};
+const titan::PluginDescriptor kDescriptor = {TITAN_OLD_ABI,
+                                             "optimizer",
+                                             "oldabi",
+                                             "0.0.1",
+                                             "built for the previous ABI",
+                                             &Create,
+                                             titan::kKernelTableFingerprint};
 
 }  // namespace
 

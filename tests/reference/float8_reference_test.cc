@@ -8,8 +8,8 @@
 #include <random>
 #include <string>
 
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/plugin_registry.h"
-#include "core/tensor/cpu_compute.h"
 #include "tests/reference/reference_files.h"
 #include "titan/float8.h"
 

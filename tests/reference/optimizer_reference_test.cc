@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
-#include "core/tensor/cpu_compute.h"
 #include "tests/reference/reference_files.h"
 #include "titan/optimizer.h"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/tensor/cpu_compute.h"
+#include "core/cpu/cpu_compute.h"
 #include "titan/device.h"
 
 namespace titan::testing_support {
@@ -25,23 +25,20 @@ inline void XorCopy(void* dst, const void* src, size_t bytes) {
 class ScrambledCompute : public CpuCompute {
  public:
   Device device() const override { return Device{DeviceType::kCuda, 0}; }
-  absl::Status CopyToHost(const TensorView& src, void* host_dst) override {
-    if (src.device.type != DeviceType::kCuda) {
-      return absl::InvalidArgumentError("ScrambledCompute::CopyToHost: src is not on the device");
-    }
+  int copies = 0;  // how many copies crossed the host/device line
+
+ private:
+  // The compute interface has checked that the views are on this (cuda) device.
+  absl::Status RunCopyToHost(const TensorView& src, void* host_dst) override {
     XorCopy(host_dst, src.data, src.nbytes());
     ++copies;
     return absl::OkStatus();
   }
-  absl::Status CopyFromHost(const void* host_src, TensorView dst) override {
-    if (dst.device.type != DeviceType::kCuda) {
-      return absl::InvalidArgumentError("ScrambledCompute::CopyFromHost: dst is not on the device");
-    }
+  absl::Status RunCopyFromHost(const void* host_src, TensorView dst) override {
     XorCopy(dst.data, host_src, dst.nbytes());
     ++copies;
     return absl::OkStatus();
   }
-  int copies = 0;  // how many copies crossed the host/device line
 };
 
 class ScrambledDevice : public DevicePlugin {

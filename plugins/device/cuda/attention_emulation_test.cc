@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/tensor/cpu_compute.h"
+#include "core/cpu/cpu_compute.h"
 
 // The emulation redefines CUDA's qualifiers: it comes after every other header but the kernels'.
 #include "cuda_emulation.h"

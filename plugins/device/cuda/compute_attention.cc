@@ -1,5 +1,5 @@
-// Attention of the CUDA compute: the CPU's operand checks (titan/compute_operands.h) and the
-// kernels' own head_dim limit, then attention_kernels.cu.
+// Attention of the CUDA compute: the kernels' own head_dim limit, on top of the kernel table's
+// operand checks (which have run), then attention_kernels.cu.
 #include "absl/strings/str_cat.h"
 #include "attention_kernels.h"
 #include "cuda_compute.h"
@@ -24,24 +24,21 @@ absl::Status CheckHeadDim(const char* kernel, const AttentionSpec& s) {
 
 }  // namespace
 
-absl::Status CudaCompute::AttentionForward(const AttentionSpec& spec, const TensorView& q,
-                                           const TensorView& k, const TensorView& v, TensorView out,
-                                           TensorView lse) {
+absl::Status CudaCompute::RunAttentionForward(const AttentionSpec& spec, const TensorView& q,
+                                              const TensorView& k, const TensorView& v,
+                                              TensorView out, TensorView lse) {
   TITAN_RETURN_IF_ERROR(CheckHeadDim("AttentionForward", spec));
-  TITAN_RETURN_IF_ERROR(CheckAttentionForwardOperands(spec, q, k, v, out, lse, kCuda));
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchAttentionForward(DimsOf(spec), F(q), F(k), F(v), F(out), F(lse), stream_),
                "AttentionForward kernel launch");
 }
 
-absl::Status CudaCompute::AttentionBackward(const AttentionSpec& spec, const TensorView& dout,
-                                            const TensorView& q, const TensorView& k,
-                                            const TensorView& v, const TensorView& out,
-                                            const TensorView& lse, TensorView dq, TensorView dk,
-                                            TensorView dv) {
+absl::Status CudaCompute::RunAttentionBackward(const AttentionSpec& spec, const TensorView& dout,
+                                               const TensorView& q, const TensorView& k,
+                                               const TensorView& v, const TensorView& out,
+                                               const TensorView& lse, TensorView dq, TensorView dk,
+                                               TensorView dv) {
   TITAN_RETURN_IF_ERROR(CheckHeadDim("AttentionBackward", spec));
-  TITAN_RETURN_IF_ERROR(
-      CheckAttentionBackwardOperands(spec, dout, q, k, v, out, lse, dq, dk, dv, kCuda));
   const int64_t rows = spec.batch * spec.heads * spec.seq_len;
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(StreamScratch row_dots, Scratch(static_cast<size_t>(rows) * sizeof(float),
@@ -51,10 +48,9 @@ absl::Status CudaCompute::AttentionBackward(const AttentionSpec& spec, const Ten
                "AttentionBackward kernel launch");
 }
 
-absl::Status CudaCompute::AttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
-                                         const TensorView& part_lse, TensorView out,
-                                         TensorView lse) {
-  TITAN_RETURN_IF_ERROR(CheckAttentionMergeOperands(spec, part_out, part_lse, out, lse, kCuda));
+absl::Status CudaCompute::RunAttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
+                                            const TensorView& part_lse, TensorView out,
+                                            TensorView lse) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(
       LaunchAttentionMerge(DimsOf(spec), F(part_out), F(part_lse), F(out), F(lse), stream_),

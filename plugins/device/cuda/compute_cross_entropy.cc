@@ -5,48 +5,42 @@
 #include "operands.h"
 
 namespace titan::cuda {
-absl::Status CudaCompute::CrossEntropyRowMax(const TensorView& logits, TensorView max) {
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropyRowMaxOperands(logits, max, kCuda));
+absl::Status CudaCompute::RunCrossEntropyRowMax(const TensorView& logits, TensorView max) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(
       LaunchCrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1], stream_),
       "CrossEntropyRowMax kernel launch");
 }
 
-absl::Status CudaCompute::CrossEntropySumExp(const TensorView& logits, const TensorView& max,
-                                             TensorView sum) {
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropySumExpOperands(logits, max, sum, kCuda));
+absl::Status CudaCompute::RunCrossEntropySumExp(const TensorView& logits, const TensorView& max,
+                                                TensorView sum) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchCrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1],
                                         stream_),
                "CrossEntropySumExp kernel launch");
 }
 
-absl::Status CudaCompute::CrossEntropyTargetLogit(const TensorView& logits,
-                                                  const TensorView& targets, int64_t first_column,
-                                                  TensorView target) {
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropyTargetLogitOperands(logits, targets, target, kCuda));
+absl::Status CudaCompute::RunCrossEntropyTargetLogit(const TensorView& logits,
+                                                     const TensorView& targets,
+                                                     int64_t first_column, TensorView target) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchCrossEntropyTargetLogit(F(target), F(logits), I(targets), logits.shape[0],
                                              logits.shape[1], first_column, stream_),
                "CrossEntropyTargetLogit kernel launch");
 }
 
-absl::Status CudaCompute::CrossEntropyFinish(const TensorView& max, const TensorView& target,
-                                             const TensorView& targets, TensorView sum_to_lse,
-                                             TensorView loss) {
-  TITAN_RETURN_IF_ERROR(
-      CheckCrossEntropyFinishOperands(max, target, targets, sum_to_lse, loss, kCuda));
+absl::Status CudaCompute::RunCrossEntropyFinish(const TensorView& max, const TensorView& target,
+                                                const TensorView& targets, TensorView sum_to_lse,
+                                                TensorView loss) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchCrossEntropyFinish(F(sum_to_lse), F(max), F(target), I(targets),
                                         targets.numel(), F(loss), stream_),
                "CrossEntropyFinish kernel launch");
 }
 
-absl::Status CudaCompute::CrossEntropyBackward(const TensorView& logits, const TensorView& lse,
-                                               const TensorView& targets, int64_t first_column,
-                                               float dloss, TensorView dlogits) {
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropyBackwardOperands(logits, lse, targets, dlogits, kCuda));
+absl::Status CudaCompute::RunCrossEntropyBackward(const TensorView& logits, const TensorView& lse,
+                                                  const TensorView& targets, int64_t first_column,
+                                                  float dloss, TensorView dlogits) {
   const int64_t n = logits.shape[0];
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(StreamScratch count,

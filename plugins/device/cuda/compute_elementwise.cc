@@ -19,9 +19,8 @@ FloatFormat FormatOf(DType dtype) {
 
 }  // namespace
 
-absl::Status CudaCompute::SumOfSquares(std::span<const TensorView> tensors,
-                                       std::span<const double> weights, TensorView out) {
-  TITAN_RETURN_IF_ERROR(CheckSumOfSquaresOperands(tensors, weights, out, kCuda));
+absl::Status CudaCompute::RunSumOfSquares(std::span<const TensorView> tensors,
+                                          std::span<const double> weights, TensorView out) {
   TITAN_RETURN_IF_ERROR(Ready());
   // [0, kSquareBlocks): one tensor's partial sums; [kSquareBlocks]: the running total.
   TITAN_ASSIGN_OR_RETURN(StreamScratch scratch,
@@ -38,8 +37,7 @@ absl::Status CudaCompute::SumOfSquares(std::span<const TensorView> tensors,
   return Check(LaunchSplitDouble(total, F(out), stream_), "SumOfSquares kernel launch");
 }
 
-absl::Status CudaCompute::Transpose(const TensorView& src, TensorView dst) {
-  TITAN_RETURN_IF_ERROR(CheckTransposeOperands(src, dst, kCuda));
+absl::Status CudaCompute::RunTranspose(const TensorView& src, TensorView dst) {
   const int element_size = static_cast<int>(DTypeSize(src.dtype));
   if (element_size != 1 && element_size != 2 && element_size != 4) {
     return absl::InvalidArgumentError(
@@ -51,29 +49,25 @@ absl::Status CudaCompute::Transpose(const TensorView& src, TensorView dst) {
       "Transpose kernel launch");
 }
 
-absl::Status CudaCompute::Cast(const TensorView& src, TensorView dst) {
-  TITAN_RETURN_IF_ERROR(CheckCastOperands(src, dst, kCuda));
+absl::Status CudaCompute::RunCast(const TensorView& src, TensorView dst) {
   const FloatFormat from = FormatOf(src.dtype), to = FormatOf(dst.dtype);
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchCast(src.data, from, dst.data, to, src.numel(), stream_),
                "Cast kernel launch");
 }
 
-absl::Status CudaCompute::Fill(TensorView x, float value) {
-  TITAN_RETURN_IF_ERROR(ExpectOperand("Fill", "x", x, kCuda, DType::kF32));
+absl::Status CudaCompute::RunFill(TensorView x, float value) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchFillF32(F(x), static_cast<size_t>(x.numel()), value, stream_),
                "Fill kernel launch");
 }
 
-absl::Status CudaCompute::Scale(TensorView x, float scale) {
-  TITAN_RETURN_IF_ERROR(ExpectOperand("Scale", "x", x, kCuda, DType::kF32));
+absl::Status CudaCompute::RunScale(TensorView x, float scale) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchScale(F(x), x.numel(), scale, stream_), "Scale kernel launch");
 }
 
-absl::Status CudaCompute::Accumulate(const TensorView& x, TensorView out) {
-  TITAN_RETURN_IF_ERROR(CheckAccumulateOperands(x, out, kCuda));
+absl::Status CudaCompute::RunAccumulate(const TensorView& x, TensorView out) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchAccumulate(F(x), F(out), out.numel(), stream_), "Accumulate kernel launch");
 }

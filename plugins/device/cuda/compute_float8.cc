@@ -30,11 +30,10 @@ bool Refused(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status CudaCompute::Float8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
-                                     const TensorView& b, const TensorView& inverse_scale_b,
-                                     float alpha, float beta, TensorView c) {
+absl::Status CudaCompute::RunFloat8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
+                                        const TensorView& b, const TensorView& inverse_scale_b,
+                                        float alpha, float beta, TensorView c) {
   constexpr const char* kKernel = "Float8Gemm";
-  TITAN_RETURN_IF_ERROR(CheckFloat8GemmOperands(a, inverse_scale_a, b, inverse_scale_b, c, kCuda));
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
   TITAN_RETURN_IF_ERROR(Ready());
   if (m == 0 || n == 0) return absl::OkStatus();
@@ -84,9 +83,8 @@ absl::Status CudaCompute::Float8Gemm(const TensorView& a, const TensorView& inve
                "Float8Gemm kernel launch");
 }
 
-absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
-                                         TensorView out, TensorView inverse_scales) {
-  TITAN_RETURN_IF_ERROR(CheckFloat8QuantizeOperands(x, scaling, out, inverse_scales, kCuda));
+absl::Status CudaCompute::RunFloat8Quantize(const TensorView& x, const Float8Scaling& scaling,
+                                            TensorView out, TensorView inverse_scales) {
   const int64_t rows = x.shape[0], columns = x.shape[1];
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
   TITAN_RETURN_IF_ERROR(Ready());
@@ -110,9 +108,8 @@ absl::Status CudaCompute::Float8Quantize(const TensorView& x, const Float8Scalin
   return Check(LaunchFloat8Quantize(args, stream_), "Float8Quantize kernel launch");
 }
 
-absl::Status CudaCompute::Float8Amax(const TensorView& x, const Float8Scaling& scaling,
-                                     TensorView amax) {
-  TITAN_RETURN_IF_ERROR(CheckFloat8AmaxOperands(x, scaling, amax, kCuda));
+absl::Status CudaCompute::RunFloat8Amax(const TensorView& x, const Float8Scaling& scaling,
+                                        TensorView amax) {
   TITAN_RETURN_IF_ERROR(Ready());
   const Float8QuantizeArgs args{x.data,
                                 x.dtype == DType::kBF16,
@@ -129,8 +126,7 @@ absl::Status CudaCompute::Float8Amax(const TensorView& x, const Float8Scaling& s
   return Check(LaunchFloat8Amax(args, stream_), "Float8Amax kernel launch");
 }
 
-absl::Status CudaCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
-  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, kCuda));
+absl::Status CudaCompute::RunAbsMax(std::span<const TensorView> tensors, TensorView out) {
   TITAN_RETURN_IF_ERROR(Ready());
   for (size_t t = 0; t < tensors.size(); ++t) {
     TITAN_RETURN_IF_ERROR(Check(LaunchAbsMax(tensors[t].data, tensors[t].dtype == DType::kBF16,

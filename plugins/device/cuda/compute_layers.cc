@@ -9,20 +9,17 @@
 
 namespace titan::cuda {
 
-absl::Status CudaCompute::RmsNormForward(const TensorView& inp, const TensorView& weight,
-                                         double eps, TensorView out, TensorView rstd) {
-  TITAN_RETURN_IF_ERROR(CheckRmsNormForwardOperands(inp, weight, out, rstd, kCuda));
+absl::Status CudaCompute::RunRmsNormForward(const TensorView& inp, const TensorView& weight,
+                                            double eps, TensorView out, TensorView rstd) {
   const int64_t n = inp.shape[0], c = inp.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchRmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps, stream_),
                "RmsNormForward kernel launch");
 }
 
-absl::Status CudaCompute::RmsNormBackward(const TensorView& dout, const TensorView& inp,
-                                          const TensorView& weight, const TensorView& rstd,
-                                          TensorView dinp, TensorView dweight) {
-  TITAN_RETURN_IF_ERROR(
-      CheckRmsNormBackwardOperands(dout, inp, weight, rstd, dinp, dweight, kCuda));
+absl::Status CudaCompute::RunRmsNormBackward(const TensorView& dout, const TensorView& inp,
+                                             const TensorView& weight, const TensorView& rstd,
+                                             TensorView dinp, TensorView dweight) {
   const int64_t n = inp.shape[0], c = inp.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(
@@ -33,9 +30,8 @@ absl::Status CudaCompute::RmsNormBackward(const TensorView& dout, const TensorVi
                "RmsNormBackward kernel launch");
 }
 
-absl::Status CudaCompute::RopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
-                                    TensorView sin) {
-  TITAN_RETURN_IF_ERROR(CheckRopeTableOperands(spec, cos, sin, kCuda));
+absl::Status CudaCompute::RunRopeTable(const RopeSpec& spec, int64_t position_offset,
+                                       TensorView cos, TensorView sin) {
   TITAN_RETURN_IF_ERROR(Ready());
   const int64_t half = spec.head_dim / 2;
   std::vector<float> freq(static_cast<size_t>(half));
@@ -57,41 +53,38 @@ absl::Status CudaCompute::RopeTable(const RopeSpec& spec, int64_t position_offse
   return Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (RopeTable)");
 }
 
-absl::Status CudaCompute::RopeForward(const TensorView& cos, const TensorView& sin, TensorView x) {
-  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeForward", cos, sin, x, kCuda));
+absl::Status CudaCompute::RunRopeForward(const TensorView& cos, const TensorView& sin,
+                                         TensorView x) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchRope(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                           1.0f, stream_),
                "RopeForward kernel launch");
 }
 
-absl::Status CudaCompute::RopeBackward(const TensorView& cos, const TensorView& sin,
-                                       TensorView dx) {
-  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeBackward", cos, sin, dx, kCuda));
+absl::Status CudaCompute::RunRopeBackward(const TensorView& cos, const TensorView& sin,
+                                          TensorView dx) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchRope(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3],
                           -1.0f, stream_),
                "RopeBackward kernel launch");
 }
 
-absl::Status CudaCompute::SwiGluForward(const TensorView& a, const TensorView& b, TensorView out) {
-  TITAN_RETURN_IF_ERROR(CheckSwiGluForwardOperands(a, b, out, kCuda));
+absl::Status CudaCompute::RunSwiGluForward(const TensorView& a, const TensorView& b,
+                                           TensorView out) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchSwiGluForward(F(out), F(a), F(b), a.numel(), stream_),
                "SwiGluForward kernel launch");
 }
 
-absl::Status CudaCompute::SwiGluBackward(const TensorView& dout, const TensorView& a,
-                                         const TensorView& b, TensorView da, TensorView db) {
-  TITAN_RETURN_IF_ERROR(CheckSwiGluBackwardOperands(dout, a, b, da, db, kCuda));
+absl::Status CudaCompute::RunSwiGluBackward(const TensorView& dout, const TensorView& a,
+                                            const TensorView& b, TensorView da, TensorView db) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchSwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel(), stream_),
                "SwiGluBackward kernel launch");
 }
 
-absl::Status CudaCompute::EmbeddingForward(const TensorView& tokens, const TensorView& table,
-                                           int64_t first_row, TensorView out) {
-  TITAN_RETURN_IF_ERROR(CheckEmbeddingForwardOperands(tokens, table, out, kCuda));
+absl::Status CudaCompute::RunEmbeddingForward(const TensorView& tokens, const TensorView& table,
+                                              int64_t first_row, TensorView out) {
   const int64_t n = tokens.numel(), c = table.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(
@@ -99,9 +92,8 @@ absl::Status CudaCompute::EmbeddingForward(const TensorView& tokens, const Tenso
       "EmbeddingForward kernel launch");
 }
 
-absl::Status CudaCompute::EmbeddingBackward(const TensorView& tokens, const TensorView& dout,
-                                            int64_t first_row, TensorView dtable) {
-  TITAN_RETURN_IF_ERROR(CheckEmbeddingBackwardOperands(tokens, dout, dtable, kCuda));
+absl::Status CudaCompute::RunEmbeddingBackward(const TensorView& tokens, const TensorView& dout,
+                                               int64_t first_row, TensorView dtable) {
   const int64_t n = tokens.numel(), c = dtable.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchEmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row,

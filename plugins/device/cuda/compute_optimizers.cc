@@ -9,9 +9,9 @@
 
 namespace titan::cuda {
 
-absl::Status CudaCompute::AdamStep(const AdamUpdate& u, TensorView params, const TensorView& grads,
-                                   TensorView exp_avg, TensorView exp_avg_sq) {
-  TITAN_RETURN_IF_ERROR(CheckAdamStepOperands(params, grads, exp_avg, exp_avg_sq, kCuda));
+absl::Status CudaCompute::RunAdamStep(const AdamUpdate& u, TensorView params,
+                                      const TensorView& grads, TensorView exp_avg,
+                                      TensorView exp_avg_sq) {
   const int64_t n = params.numel();
   TITAN_RETURN_IF_ERROR(Ready());
   const double t = static_cast<double>(u.step);
@@ -28,9 +28,8 @@ absl::Status CudaCompute::AdamStep(const AdamUpdate& u, TensorView params, const
       "AdamStep kernel launch");
 }
 
-absl::Status CudaCompute::SgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
-                                  TensorView momentum_buffer) {
-  TITAN_RETURN_IF_ERROR(CheckSgdStepOperands(u, params, grads, momentum_buffer, kCuda));
+absl::Status CudaCompute::RunSgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
+                                     TensorView momentum_buffer) {
   const int64_t n = params.numel();
   const bool momentum = u.momentum != 0.0;
   TITAN_RETURN_IF_ERROR(Ready());

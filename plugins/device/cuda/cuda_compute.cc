@@ -102,8 +102,7 @@ std::string CudaCompute::Describe() const {
       "(sm_89+), else titan's kernel");
 }
 
-absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {
-  TITAN_RETURN_IF_ERROR(CheckCopyOperands(src, dst, kCuda));
+absl::Status CudaCompute::RunCopy(const TensorView& src, TensorView dst) {
   TITAN_RETURN_IF_ERROR(Ready());
   const size_t bytes = src.nbytes();
   if (src.data == dst.data || bytes == 0) return absl::OkStatus();
@@ -123,8 +122,7 @@ absl::Status CudaCompute::Copy(const TensorView& src, TensorView dst) {
 }
 
 // The host copies wait for the stream: the host buffer is the caller's again on return.
-absl::Status CudaCompute::CopyToHost(const TensorView& src, void* host_dst) {
-  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyToHost", "src", src, kCuda, src.dtype));
+absl::Status CudaCompute::RunCopyToHost(const TensorView& src, void* host_dst) {
   TITAN_RETURN_IF_ERROR(Ready());
   if (src.nbytes() == 0) return absl::OkStatus();
   TITAN_RETURN_IF_ERROR(
@@ -133,8 +131,7 @@ absl::Status CudaCompute::CopyToHost(const TensorView& src, void* host_dst) {
   return Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (CopyToHost)");
 }
 
-absl::Status CudaCompute::CopyFromHost(const void* host_src, TensorView dst) {
-  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyFromHost", "dst", dst, kCuda, dst.dtype));
+absl::Status CudaCompute::RunCopyFromHost(const void* host_src, TensorView dst) {
   TITAN_RETURN_IF_ERROR(Ready());
   if (dst.nbytes() == 0) return absl::OkStatus();
   TITAN_RETURN_IF_ERROR(

@@ -16,8 +16,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/plugin_registry.h"
-#include "core/tensor/cpu_compute.h"
 #include "tests/support/plugin_dir.h"
 #include "titan/device.h"
 #include "titan/float16.h"

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "core/tensor/cpu_compute.h"
+#include "core/cpu/cpu_compute.h"
 
 // The emulation redefines CUDA's qualifiers: it comes after every other header but the kernels'.
 #include "cuda_emulation.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/tensor/cpu_compute.h"
+#include "core/cpu/cpu_compute.h"
 #include "titan/float16.h"
 
 // The emulation redefines CUDA's qualifiers: it comes after every other header but the kernels'.

@@ -1,5 +1,5 @@
-// The CUDA compute's operands: checked by titan/compute_operands.h against kCuda (tensors carry
-// device index 0 for the process's one selected GPU, as the core tags them), read as T*.
+// The CUDA compute's operands, read as T*. The compute interface has checked them by the kernel
+// table's checks (titan/compute_operands.h) before any of this plugin's code runs.
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_OPERANDS_H_
 #define TITAN_PLUGINS_DEVICE_CUDA_OPERANDS_H_
 
@@ -9,8 +9,6 @@
 #include "titan/compute_operands.h"
 
 namespace titan::cuda {
-
-inline constexpr DeviceType kCuda = DeviceType::kCuda;
 
 template <typename T>
 T* Data(const TensorView& x) {

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu/cpu_device.h"
 #include "core/model/llama.h"
-#include "core/runtime/cpu_device.h"
 #include "plugins/parallel/common/thread_comm.h"
 #include "plugins/parallel/cp/allgather_attention.h"
 #include "plugins/parallel/cp/ring_attention.h"

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_compute.h"
+#include "core/cpu/cpu_device.h"
 #include "core/runtime/single_process_comm.h"
-#include "core/tensor/cpu_compute.h"
 
 namespace titan::fsdp {
 namespace {

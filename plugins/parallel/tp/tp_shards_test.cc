@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu/cpu_device.h"
 #include "core/model/llama.h"
-#include "core/runtime/cpu_device.h"
 #include "plugins/parallel/common/thread_comm.h"
 
 namespace titan::tp {

@@ -1,7 +1,9 @@
-// The checks a compute backend (titan/compute.h) makes of its operands before it launches a
-// kernel, shared by every backend so that each names a wrong operand the same way: on the
-// backend's device, of the expected dtype, size and rank, contiguous and allocated; attention's
-// spec consistent with its q, k and v. Each failure names the kernel and the operand.
+// The checks of a kernel's operands that the kernel table (titan/compute_kernels.inc) names and
+// the compute interface (titan/compute.h) runs before every backend's implementation, so that a
+// wrong operand reads the same on every backend: on the compute's device, of the expected dtype,
+// size and rank, contiguous and allocated; attention's spec consistent with its q, k and v. Each
+// failure names the kernel and the operand. A backend may use the pieces (ExpectOperand, ...)
+// for limits of its own.
 #ifndef TITAN_COMPUTE_OPERANDS_H_
 #define TITAN_COMPUTE_OPERANDS_H_
 
@@ -14,7 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "titan/compute.h"
+#include "titan/compute_types.h"
 #include "titan/status.h"
 #include "titan/tensor_view.h"
 

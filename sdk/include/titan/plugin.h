@@ -9,6 +9,7 @@
 
 #include "titan/abi.h"
 #include "titan/config_view.h"
+#include "titan/kernel_table.h"
 #include "titan/status.h"
 
 namespace titan {
@@ -29,9 +30,10 @@ struct PluginDescriptor {
   uint32_t abi_version;
   const char* kind;  // "parallel", "optimizer", "float8", "checkpoint", "comm", "device", "balance"
   const char* name;  // unique within its kind, e.g. "adamw"
-  const char* version;  // semantic version of the plugin itself, e.g. "1.0.0"
-  const char* summary;  // one line
-  Plugin* (*create)();  // a new instance; the caller owns it
+  const char* version;    // semantic version of the plugin itself, e.g. "1.0.0"
+  const char* summary;    // one line
+  Plugin* (*create)();    // a new instance; the caller owns it
+  uint64_t kernel_table;  // the fingerprint of the kernel table it was built with (kernel_table.h)
 };
 
 // Maps each plugin interface to its kind name; specialised in the kind headers.
@@ -46,12 +48,18 @@ struct PluginKind;
 
 // Exports the descriptor of a plugin. Use once per library, at namespace scope:
 //   TITAN_PLUGIN(titan::OptimizerPlugin, AdamW, "adamw", "1.0.0", "AdamW with decoupled decay")
-#define TITAN_PLUGIN(Interface, Impl, name, version, summary)                                     \
-  namespace titan_plugin_export_ {                                                                \
-  static ::titan::Plugin* Create() { return static_cast<Interface*>(new Impl()); }                \
-  const ::titan::PluginDescriptor kDescriptor = {                                                 \
-      TITAN_ABI_VERSION, ::titan::PluginKind<Interface>::kName, name, version, summary, &Create}; \
-  }                                                                                               \
+#define TITAN_PLUGIN(Interface, Impl, plugin_name, plugin_version, plugin_summary) \
+  namespace titan_plugin_export_ {                                                 \
+  static ::titan::Plugin* Create() { return static_cast<Interface*>(new Impl()); } \
+  const ::titan::PluginDescriptor kDescriptor = {                                  \
+      .abi_version = TITAN_ABI_VERSION,                                            \
+      .kind = ::titan::PluginKind<Interface>::kName,                               \
+      .name = plugin_name,                                                         \
+      .version = plugin_version,                                                   \
+      .summary = plugin_summary,                                                   \
+      .create = &Create,                                                           \
+      .kernel_table = ::titan::kKernelTableFingerprint};                           \
+  }                                                                                \
   BOOST_DLL_ALIAS_SECTIONED(titan_plugin_export_::kDescriptor, TITAN_PLUGIN_SYMBOL_, titan)
 
 #endif  // TITAN_PLUGIN_H_

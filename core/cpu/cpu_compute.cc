@@ -1,4 +1,4 @@
-#include "core/tensor/cpu_compute.h"
+#include "core/cpu/cpu_compute.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,6 @@
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
-#include "titan/compute_operands.h"
 
 namespace titan {
 namespace {
@@ -28,8 +27,6 @@ const int32_t* I(const TensorView& x) { return x.data_as<const int32_t>(); }
 AttentionShape ShapeOf(const AttentionSpec& s) {
   return {s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim, s.kv_len, s.q_offset - s.kv_offset};
 }
-
-constexpr DeviceType kCpu = DeviceType::kCpu;
 
 // [rows, columns] of a 2-D operand, transposed when asked.
 struct Matrix {
@@ -50,10 +47,9 @@ std::string CpuCompute::Describe() const {
   return absl::StrCat("cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath());
 }
 
-absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const TensorView& b,
-                              bool transpose_b, float alpha, float beta, TensorView c) {
+absl::Status CpuCompute::RunGemm(const TensorView& a, bool transpose_a, const TensorView& b,
+                                 bool transpose_b, float alpha, float beta, TensorView c) {
   ScopedSpan span("kernel", "Gemm");
-  TITAN_RETURN_IF_ERROR(CheckGemmOperands(a, transpose_a, b, transpose_b, c, kCpu));
   const Matrix opa = Op(a, transpose_a), opb = Op(b, transpose_b);
   const int64_t m = opa.rows, n = opb.columns, k = opa.columns;
   if (a.dtype == DType::kBF16) {
@@ -65,33 +61,29 @@ absl::Status CpuCompute::Gemm(const TensorView& a, bool transpose_a, const Tenso
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::AttentionForward(const AttentionSpec& spec, const TensorView& q,
-                                          const TensorView& k, const TensorView& v, TensorView out,
-                                          TensorView lse) {
+absl::Status CpuCompute::RunAttentionForward(const AttentionSpec& spec, const TensorView& q,
+                                             const TensorView& k, const TensorView& v,
+                                             TensorView out, TensorView lse) {
   ScopedSpan span("kernel", "AttentionForward");
-  TITAN_RETURN_IF_ERROR(CheckAttentionForwardOperands(spec, q, k, v, out, lse, kCpu));
   titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::AttentionBackward(const AttentionSpec& spec, const TensorView& dout,
-                                           const TensorView& q, const TensorView& k,
-                                           const TensorView& v, const TensorView& out,
-                                           const TensorView& lse, TensorView dq, TensorView dk,
-                                           TensorView dv) {
+absl::Status CpuCompute::RunAttentionBackward(const AttentionSpec& spec, const TensorView& dout,
+                                              const TensorView& q, const TensorView& k,
+                                              const TensorView& v, const TensorView& out,
+                                              const TensorView& lse, TensorView dq, TensorView dk,
+                                              TensorView dv) {
   ScopedSpan span("kernel", "AttentionBackward");
-  TITAN_RETURN_IF_ERROR(
-      CheckAttentionBackwardOperands(spec, dout, q, k, v, out, lse, dq, dk, dv, kCpu));
   titan::AttentionBackward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
                            ShapeOf(spec));
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::AttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
-                                        const TensorView& part_lse, TensorView out,
-                                        TensorView lse) {
+absl::Status CpuCompute::RunAttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
+                                           const TensorView& part_lse, TensorView out,
+                                           TensorView lse) {
   ScopedSpan span("kernel", "AttentionMerge");
-  TITAN_RETURN_IF_ERROR(CheckAttentionMergeOperands(spec, part_out, part_lse, out, lse, kCpu));
   const int64_t hd = spec.head_dim;
   const float* po = F(part_out);
   const float* pl = F(part_lse);
@@ -124,132 +116,120 @@ absl::Status CpuCompute::AttentionMerge(const AttentionSpec& spec, const TensorV
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RmsNormForward(const TensorView& inp, const TensorView& weight, double eps,
-                                        TensorView out, TensorView rstd) {
+absl::Status CpuCompute::RunRmsNormForward(const TensorView& inp, const TensorView& weight,
+                                           double eps, TensorView out, TensorView rstd) {
   ScopedSpan span("kernel", "RmsNormForward");
-  TITAN_RETURN_IF_ERROR(CheckRmsNormForwardOperands(inp, weight, out, rstd, kCpu));
   const int64_t n = inp.shape[0], c = inp.shape[1];
   titan::RmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RmsNormBackward(const TensorView& dout, const TensorView& inp,
-                                         const TensorView& weight, const TensorView& rstd,
-                                         TensorView dinp, TensorView dweight) {
+absl::Status CpuCompute::RunRmsNormBackward(const TensorView& dout, const TensorView& inp,
+                                            const TensorView& weight, const TensorView& rstd,
+                                            TensorView dinp, TensorView dweight) {
   ScopedSpan span("kernel", "RmsNormBackward");
-  TITAN_RETURN_IF_ERROR(CheckRmsNormBackwardOperands(dout, inp, weight, rstd, dinp, dweight, kCpu));
   const int64_t n = inp.shape[0], c = inp.shape[1];
   titan::RmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
-                                   TensorView sin) {
+absl::Status CpuCompute::RunRopeTable(const RopeSpec& spec, int64_t position_offset, TensorView cos,
+                                      TensorView sin) {
   ScopedSpan span("kernel", "RopeTable");
-  TITAN_RETURN_IF_ERROR(CheckRopeTableOperands(spec, cos, sin, kCpu));
   const RopeConfig config{spec.theta,           spec.scaled,           spec.scale_factor,
                           spec.low_freq_factor, spec.high_freq_factor, spec.original_context};
   titan::RopeTable(F(cos), F(sin), cos.shape[0], spec.head_dim, config, position_offset);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RopeForward(const TensorView& cos, const TensorView& sin, TensorView x) {
+absl::Status CpuCompute::RunRopeForward(const TensorView& cos, const TensorView& sin,
+                                        TensorView x) {
   ScopedSpan span("kernel", "RopeForward");
-  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeForward", cos, sin, x, kCpu));
   titan::RopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::RopeBackward(const TensorView& cos, const TensorView& sin, TensorView dx) {
+absl::Status CpuCompute::RunRopeBackward(const TensorView& cos, const TensorView& sin,
+                                         TensorView dx) {
   ScopedSpan span("kernel", "RopeBackward");
-  TITAN_RETURN_IF_ERROR(CheckRopeOperands("RopeBackward", cos, sin, dx, kCpu));
   titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::SwiGluForward(const TensorView& a, const TensorView& b, TensorView out) {
+absl::Status CpuCompute::RunSwiGluForward(const TensorView& a, const TensorView& b,
+                                          TensorView out) {
   ScopedSpan span("kernel", "SwiGluForward");
-  TITAN_RETURN_IF_ERROR(CheckSwiGluForwardOperands(a, b, out, kCpu));
   titan::SwiGluForward(F(out), F(a), F(b), a.numel());
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::SwiGluBackward(const TensorView& dout, const TensorView& a,
-                                        const TensorView& b, TensorView da, TensorView db) {
+absl::Status CpuCompute::RunSwiGluBackward(const TensorView& dout, const TensorView& a,
+                                           const TensorView& b, TensorView da, TensorView db) {
   ScopedSpan span("kernel", "SwiGluBackward");
-  TITAN_RETURN_IF_ERROR(CheckSwiGluBackwardOperands(dout, a, b, da, db, kCpu));
   titan::SwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel());
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::EmbeddingForward(const TensorView& tokens, const TensorView& table,
-                                          int64_t first_row, TensorView out) {
+absl::Status CpuCompute::RunEmbeddingForward(const TensorView& tokens, const TensorView& table,
+                                             int64_t first_row, TensorView out) {
   ScopedSpan span("kernel", "EmbeddingForward");
-  TITAN_RETURN_IF_ERROR(CheckEmbeddingForwardOperands(tokens, table, out, kCpu));
   const int64_t n = tokens.numel(), c = table.shape[1];
   titan::EmbeddingForward(F(out), I(tokens), F(table), n, c, first_row, table.shape[0]);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::EmbeddingBackward(const TensorView& tokens, const TensorView& dout,
-                                           int64_t first_row, TensorView dtable) {
+absl::Status CpuCompute::RunEmbeddingBackward(const TensorView& tokens, const TensorView& dout,
+                                              int64_t first_row, TensorView dtable) {
   ScopedSpan span("kernel", "EmbeddingBackward");
-  TITAN_RETURN_IF_ERROR(CheckEmbeddingBackwardOperands(tokens, dout, dtable, kCpu));
   const int64_t n = tokens.numel(), c = dtable.shape[1];
   titan::EmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row, dtable.shape[0]);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CrossEntropyRowMax(const TensorView& logits, TensorView max) {
+absl::Status CpuCompute::RunCrossEntropyRowMax(const TensorView& logits, TensorView max) {
   ScopedSpan span("kernel", "CrossEntropyRowMax");
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropyRowMaxOperands(logits, max, kCpu));
   titan::CrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CrossEntropySumExp(const TensorView& logits, const TensorView& max,
-                                            TensorView sum) {
+absl::Status CpuCompute::RunCrossEntropySumExp(const TensorView& logits, const TensorView& max,
+                                               TensorView sum) {
   ScopedSpan span("kernel", "CrossEntropySumExp");
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropySumExpOperands(logits, max, sum, kCpu));
   titan::CrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CrossEntropyTargetLogit(const TensorView& logits,
-                                                 const TensorView& targets, int64_t first_column,
-                                                 TensorView target) {
+absl::Status CpuCompute::RunCrossEntropyTargetLogit(const TensorView& logits,
+                                                    const TensorView& targets, int64_t first_column,
+                                                    TensorView target) {
   ScopedSpan span("kernel", "CrossEntropyTargetLogit");
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropyTargetLogitOperands(logits, targets, target, kCpu));
   titan::CrossEntropyTargetLogit(F(target), F(logits), I(targets), logits.shape[0], logits.shape[1],
                                  first_column);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CrossEntropyFinish(const TensorView& max, const TensorView& target,
-                                            const TensorView& targets, TensorView sum_to_lse,
-                                            TensorView loss) {
+absl::Status CpuCompute::RunCrossEntropyFinish(const TensorView& max, const TensorView& target,
+                                               const TensorView& targets, TensorView sum_to_lse,
+                                               TensorView loss) {
   ScopedSpan span("kernel", "CrossEntropyFinish");
-  TITAN_RETURN_IF_ERROR(
-      CheckCrossEntropyFinishOperands(max, target, targets, sum_to_lse, loss, kCpu));
   *F(loss) =
       titan::CrossEntropyFinish(F(sum_to_lse), F(max), F(target), I(targets), targets.numel());
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CrossEntropyBackward(const TensorView& logits, const TensorView& lse,
-                                              const TensorView& targets, int64_t first_column,
-                                              float dloss, TensorView dlogits) {
+absl::Status CpuCompute::RunCrossEntropyBackward(const TensorView& logits, const TensorView& lse,
+                                                 const TensorView& targets, int64_t first_column,
+                                                 float dloss, TensorView dlogits) {
   ScopedSpan span("kernel", "CrossEntropyBackward");
-  TITAN_RETURN_IF_ERROR(CheckCrossEntropyBackwardOperands(logits, lse, targets, dlogits, kCpu));
   titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), logits.shape[0],
                               logits.shape[1], dloss, first_column);
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const TensorView& grads,
-                                  TensorView exp_avg, TensorView exp_avg_sq) {
+absl::Status CpuCompute::RunAdamStep(const AdamUpdate& u, TensorView params,
+                                     const TensorView& grads, TensorView exp_avg,
+                                     TensorView exp_avg_sq) {
   ScopedSpan span("kernel", "AdamStep");
-  TITAN_RETURN_IF_ERROR(CheckAdamStepOperands(params, grads, exp_avg, exp_avg_sq, kCpu));
   const int64_t n = params.numel();
   float* param = F(params);
   const float* grad = F(grads);
@@ -279,10 +259,9 @@ absl::Status CpuCompute::AdamStep(const AdamUpdate& u, TensorView params, const 
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
-                                 TensorView momentum_buffer) {
+absl::Status CpuCompute::RunSgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
+                                    TensorView momentum_buffer) {
   ScopedSpan span("kernel", "SgdStep");
-  TITAN_RETURN_IF_ERROR(CheckSgdStepOperands(u, params, grads, momentum_buffer, kCpu));
   const int64_t n = params.numel();
   const bool momentum = u.momentum != 0.0;
   float* param = F(params);
@@ -303,10 +282,9 @@ absl::Status CpuCompute::SgdStep(const SgdUpdate& u, TensorView params, const Te
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
-                                      std::span<const double> weights, TensorView out) {
+absl::Status CpuCompute::RunSumOfSquares(std::span<const TensorView> tensors,
+                                         std::span<const double> weights, TensorView out) {
   ScopedSpan span("kernel", "SumOfSquares");
-  TITAN_RETURN_IF_ERROR(CheckSumOfSquaresOperands(tensors, weights, out, kCpu));
   double total = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const float* x = F(tensors[t]);
@@ -321,9 +299,8 @@ absl::Status CpuCompute::SumOfSquares(std::span<const TensorView> tensors,
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::AbsMax(std::span<const TensorView> tensors, TensorView out) {
+absl::Status CpuCompute::RunAbsMax(std::span<const TensorView> tensors, TensorView out) {
   ScopedSpan span("kernel", "AbsMax");
-  TITAN_RETURN_IF_ERROR(CheckAbsMaxOperands(tensors, out, kCpu));
   for (size_t t = 0; t < tensors.size(); ++t) {
     const TensorView& x = tensors[t];
     const int64_t n = x.numel();
@@ -340,15 +317,13 @@ absl::Status CpuCompute::AbsMax(std::span<const TensorView> tensors, TensorView 
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Cast(const TensorView& src, TensorView dst) {
+absl::Status CpuCompute::RunCast(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Cast");
-  TITAN_RETURN_IF_ERROR(CheckCastOperands(src, dst, kCpu));
   return ConvertTensor(src, dst);
 }
 
-absl::Status CpuCompute::Fill(TensorView x, float value) {
+absl::Status CpuCompute::RunFill(TensorView x, float value) {
   ScopedSpan span("kernel", "Fill");
-  TITAN_RETURN_IF_ERROR(ExpectOperand("Fill", "x", x, kCpu, DType::kF32));
   float* data = F(x);
   const int64_t n = x.numel();
   if (value == 0.0f) {
@@ -360,9 +335,8 @@ absl::Status CpuCompute::Fill(TensorView x, float value) {
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Scale(TensorView x, float scale) {
+absl::Status CpuCompute::RunScale(TensorView x, float scale) {
   ScopedSpan span("kernel", "Scale");
-  TITAN_RETURN_IF_ERROR(ExpectOperand("Scale", "x", x, kCpu, DType::kF32));
   float* data = F(x);
   const int64_t n = x.numel();
 #pragma omp parallel for schedule(static)
@@ -370,9 +344,8 @@ absl::Status CpuCompute::Scale(TensorView x, float scale) {
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
+absl::Status CpuCompute::RunAccumulate(const TensorView& x, TensorView out) {
   ScopedSpan span("kernel", "Accumulate");
-  TITAN_RETURN_IF_ERROR(CheckAccumulateOperands(x, out, kCpu));
   float* o = F(out);
   const float* in = F(x);
   const int64_t n = out.numel();
@@ -381,16 +354,14 @@ absl::Status CpuCompute::Accumulate(const TensorView& x, TensorView out) {
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Copy(const TensorView& src, TensorView dst) {
+absl::Status CpuCompute::RunCopy(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Copy");
-  TITAN_RETURN_IF_ERROR(CheckCopyOperands(src, dst, kCpu));
   if (src.data != dst.data) std::memmove(dst.data, src.data, src.nbytes());
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Transpose(const TensorView& src, TensorView dst) {
+absl::Status CpuCompute::RunTranspose(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Transpose");
-  TITAN_RETURN_IF_ERROR(CheckTransposeOperands(src, dst, kCpu));
   const int64_t rows = src.shape[0], columns = src.shape[1];
   const size_t size = DTypeSize(src.dtype);
   const auto* in = static_cast<const unsigned char*>(src.data);
@@ -404,16 +375,14 @@ absl::Status CpuCompute::Transpose(const TensorView& src, TensorView dst) {
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CopyToHost(const TensorView& src, void* host_dst) {
+absl::Status CpuCompute::RunCopyToHost(const TensorView& src, void* host_dst) {
   ScopedSpan span("kernel", "CopyToHost");
-  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyToHost", "src", src, kCpu, src.dtype));
   std::memcpy(host_dst, src.data, src.nbytes());
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::CopyFromHost(const void* host_src, TensorView dst) {
+absl::Status CpuCompute::RunCopyFromHost(const void* host_src, TensorView dst) {
   ScopedSpan span("kernel", "CopyFromHost");
-  TITAN_RETURN_IF_ERROR(ExpectOperand("CopyFromHost", "dst", dst, kCpu, dst.dtype));
   std::memcpy(dst.data, host_src, dst.nbytes());
   return absl::OkStatus();
 }

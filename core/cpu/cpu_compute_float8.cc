@@ -7,10 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/profiler.h"
-#include "core/tensor/cpu_compute.h"
 #include "core/tensor/internal/gemm.h"
-#include "titan/compute_operands.h"
 #include "titan/float16.h"
 #include "titan/float8_cast.h"
 
@@ -45,12 +44,10 @@ const float* F32Of(const TensorView& x) { return x.data_as<const float>(); }
 
 }  // namespace
 
-absl::Status CpuCompute::Float8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
-                                    const TensorView& b, const TensorView& inverse_scale_b,
-                                    float alpha, float beta, TensorView c) {
+absl::Status CpuCompute::RunFloat8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
+                                       const TensorView& b, const TensorView& inverse_scale_b,
+                                       float alpha, float beta, TensorView c) {
   ScopedSpan span("kernel", "Float8Gemm");
-  TITAN_RETURN_IF_ERROR(
-      CheckFloat8GemmOperands(a, inverse_scale_a, b, inverse_scale_b, c, DeviceType::kCpu));
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
   const std::vector<float> da = Decode(a), db = Decode(b);
   std::vector<float> sums(static_cast<size_t>(m * n));
@@ -72,11 +69,9 @@ absl::Status CpuCompute::Float8Gemm(const TensorView& a, const TensorView& inver
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling& scaling,
-                                        TensorView out, TensorView inverse_scales) {
+absl::Status CpuCompute::RunFloat8Quantize(const TensorView& x, const Float8Scaling& scaling,
+                                           TensorView out, TensorView inverse_scales) {
   ScopedSpan span("kernel", "Float8Quantize");
-  TITAN_RETURN_IF_ERROR(
-      CheckFloat8QuantizeOperands(x, scaling, out, inverse_scales, DeviceType::kCpu));
   const int64_t rows = x.shape[0], columns = x.shape[1];
   const int64_t out_rows = scaling.transpose ? columns : rows;
   const int64_t out_columns = scaling.transpose ? rows : columns;
@@ -122,10 +117,9 @@ absl::Status CpuCompute::Float8Quantize(const TensorView& x, const Float8Scaling
   return absl::OkStatus();
 }
 
-absl::Status CpuCompute::Float8Amax(const TensorView& x, const Float8Scaling& scaling,
-                                    TensorView amax) {
+absl::Status CpuCompute::RunFloat8Amax(const TensorView& x, const Float8Scaling& scaling,
+                                       TensorView amax) {
   ScopedSpan span("kernel", "Float8Amax");
-  TITAN_RETURN_IF_ERROR(CheckFloat8AmaxOperands(x, scaling, amax, DeviceType::kCpu));
   const int64_t rows = x.shape[0], columns = x.shape[1];
   auto abs_at = [&](int64_t i) { return std::fabs(LoadAsF32(x.data, x.dtype, i)); };
   float* out = amax.data_as<float>();

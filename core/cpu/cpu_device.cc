@@ -1,4 +1,4 @@
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_device.h"
 
 #include <malloc.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_compute.h"
 #include "core/runtime/memory_snapshot.h"
-#include "core/tensor/cpu_compute.h"
 
 namespace titan {
 

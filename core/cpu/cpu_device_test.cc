@@ -1,4 +1,4 @@
-#include "core/runtime/cpu_device.h"
+#include "core/cpu/cpu_device.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#ifndef TITAN_CORE_RUNTIME_CPU_DEVICE_H_
-#define TITAN_CORE_RUNTIME_CPU_DEVICE_H_
+#ifndef TITAN_CORE_CPU_CPU_DEVICE_H_
+#define TITAN_CORE_CPU_CPU_DEVICE_H_
 
 #include <atomic>
 #include <cstddef>
@@ -34,4 +34,4 @@ class CpuDevice : public DevicePlugin {
 
 }  // namespace titan
 
-#endif  // TITAN_CORE_RUNTIME_CPU_DEVICE_H_
+#endif  // TITAN_CORE_CPU_CPU_DEVICE_H_

@@ -1,4 +1,4 @@
-#include "core/tensor/cpu_compute.h"
+#include "core/cpu/cpu_compute.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
