@@ -19,6 +19,9 @@ class SingleProcessCommunicator : public Communicator {
   absl::Status Broadcast(TensorView buffer, int root) override;
   absl::Status Send(const TensorView& buffer, int peer, int tag) override;
   absl::Status Recv(TensorView buffer, int peer, int tag) override;
+  // Only the empty exchange: a group of one rank has no peer.
+  absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
+      std::span<const PeerMessage> messages) override;
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
 };

@@ -254,18 +254,6 @@ absl::StatusOr<int64_t> GradientAccumulation(const Recipe& recipe, const MeshSha
   return global_batch / *per_microbatch;
 }
 
-absl::Status CheckPipelineCommunicator(absl::string_view backend, int pipeline_degree,
-                                       absl::string_view where) {
-  if (backend != "nccl" || pipeline_degree <= 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      where,
-      ": comm.backend = \"nccl\" with parallelism.pipeline_parallel_degree = ", pipeline_degree,
-      ": pipeline parallelism over nccl is not supported yet (NCCL's point-to-point calls "
-      "block in issue order, so the schedule's sends and receives between stages would wait "
-      "on each other); use comm.backend = \"mpi\", which stages device buffers through host "
-      "memory"));
-}
-
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
                                   absl::string_view where) {
   if (precompute && !gather_float8) {
@@ -318,9 +306,6 @@ absl::StatusOr<PreflightReport> CheckBeforeTraining(const Recipe& recipe,
   check(PipelineMicrobatches(recipe, shape).status());
   check(CheckModel(recipe, shape, options, report));
   check(CheckControlPlane(recipe, shape.world_size()));
-  TITAN_ASSIGN_OR_RETURN(std::string backend, recipe.section("comm").GetString("backend"));
-  check(CheckPipelineCommunicator(backend, shape.degree(MeshDim::kPp),
-                                  recipe.section("comm").Where("backend")));
   if (!UsesFloat8(recipe)) {
     const ConfigView& float8 = recipe.section("float8");
     for (const char* key :

@@ -42,16 +42,10 @@ absl::StatusOr<int64_t> GradientAccumulation(const Recipe& recipe, const MeshSha
 
 // One optimizer step may not use more sequences than the training data holds (more would
 // repeat sequences within a step, and an absurd global batch would never finish a step).
-// Pipeline stages over the nccl comm plugin are refused: NCCL's point-to-point calls block in
-// issue order on the plugin's one stream, where a schedule's sends and receives in both
-// directions (1F1B: a forward going down while a backward comes up) would wait on each other
-// for ever. `where` names the recipe line of comm.backend.
 // float8.enable_fsdp_float8_all_gather needs fsdp (dp_shard > 1);
 // precompute_float8_dynamic_scale_for_fsdp needs the float8 all-gather. `where` names the key.
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
                                   absl::string_view where);
-absl::Status CheckPipelineCommunicator(absl::string_view backend, int pipeline_degree,
-                                       absl::string_view where);
 absl::Status CheckGlobalBatchFitsData(int64_t global_batch, int64_t seq_len,
                                       int64_t training_windows);
 

@@ -173,16 +173,6 @@ TEST_F(PreflightTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
                   "model.converters does not include \"float8\"")));
 }
 
-TEST(PreflightPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
-  EXPECT_THAT(CheckPipelineCommunicator("nccl", 2, "r.toml:9:11").message(),
-              AllOf(HasSubstr("r.toml:9:11: comm.backend = \"nccl\" with "
-                              "parallelism.pipeline_parallel_degree = 2"),
-                    HasSubstr("use comm.backend = \"mpi\"")));
-  EXPECT_TRUE(CheckPipelineCommunicator("nccl", 1, "default").ok());
-  EXPECT_TRUE(CheckPipelineCommunicator("mpi", 4, "default").ok());
-  EXPECT_TRUE(CheckPipelineCommunicator("auto", 2, "default").ok());
-}
-
 TEST_F(PreflightTest, EmptyDumpFolderAndMissingDataAreRefused) {
   EXPECT_THAT(ErrorOf(Make("[job]\ndump_folder = \"\""), Mesh(1, 1)),
               HasSubstr("t.toml:6:15: job.dump_folder: expected a folder for the run's logs, "

@@ -195,6 +195,10 @@ TEST(TimedCommunicator, CountsTheCreatingThreadsWaitsAlsoOnSplits) {
   ASSERT_TRUE((*send)->Wait().ok());
   EXPECT_GE(clock->seconds(), twice + 0.05);
   EXPECT_TRUE(absl::IsUnimplemented(world->StartRecv(TensorView{}, 0, 0).status()));
+  // An exchange reaches the inner communicator's own (which refuses a peer on one rank), not
+  // the default made of StartSend calls (which SlowBarrier would accept).
+  const PeerMessage message{PeerMessage::Kind::kSend, TensorView{}, 0, 0};
+  EXPECT_TRUE(absl::IsFailedPrecondition(world->Exchange({&message, 1}).status()));
   SingleProcessCommunicator plain;
   EXPECT_EQ(CommunicationClockOf(plain), nullptr);
 }

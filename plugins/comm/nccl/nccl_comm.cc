@@ -27,6 +27,7 @@
 #include "plugins/comm/common/comm_settings.h"
 #include "plugins/comm/common/flight_recorder.h"
 #include "plugins/comm/mpi/primitives.h"
+#include "plugins/comm/nccl/group_launch.h"
 #include "plugins/comm/nccl/nccl_library.h"
 #include "plugins/comm/nccl/watchdog.h"
 #include "titan/comm.h"
@@ -250,6 +251,31 @@ class NcclCommunicator : public Communicator {
     return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
   }
 
+  // One NCCL group: its sends and receives run as one operation on the stream. The transfer
+  // returned (its sends) blocks the host until the group completed on the GPU.
+  absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
+      std::span<const PeerMessage> messages) override {
+    std::vector<NcclMessage> group;
+    std::vector<int> peers;
+    size_t bytes = 0;
+    for (const PeerMessage& m : messages) {
+      const bool send = m.kind == PeerMessage::Kind::kSend;
+      const char* op = send ? "exchange (send)" : "exchange (recv)";
+      TITAN_RETURN_IF_ERROR(Check(op, m.buffer, m.buffer, 1));
+      TITAN_RETURN_IF_ERROR(CheckPeer(op, m.peer, false));
+      group.push_back({send, m.buffer.data, m.buffer.nbytes(), m.peer});
+      peers.push_back((*members_)[static_cast<size_t>(m.peer)]);
+      bytes += m.buffer.nbytes();
+    }
+    if (group.empty()) return std::unique_ptr<Transfer>(new Transfers({}));
+    TITAN_ASSIGN_OR_RETURN(
+        auto completion,
+        Enqueue("exchange", bytes, std::make_shared<const std::vector<int>>(std::move(peers)),
+                [&](ncclComm_t c, cudaStream_t s) { return LaunchGroup(group, c, s); }));
+    return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
+  }
+  bool ordered_point_to_point() const override { return true; }
+
   // An all-reduce of one float the host waits for: every rank has queued everything before it.
   absl::Status Barrier() override {
     TensorView one{barrier_.get(), DType::kF32, Device{DeviceType::kCuda, job_->device}, {1}, {}};
@@ -412,6 +438,7 @@ class NcclCommunicator : public Communicator {
     if (op == "reduce-scatter") return "ncclReduceScatter";
     if (op == "all-gather") return "ncclAllGather";
     if (op == "broadcast") return "ncclBroadcast";
+    if (op == "exchange") return "ncclGroupEnd";
     return op == "send" ? "ncclSend" : "ncclRecv";
   }
 

@@ -71,7 +71,8 @@ TEST(NcclLibraryTest, LoadsLibncclAndBindsEveryFunction) {
         reinterpret_cast<const void*>(nccl.ReduceScatter),
         reinterpret_cast<const void*>(nccl.AllGather),
         reinterpret_cast<const void*>(nccl.Broadcast), reinterpret_cast<const void*>(nccl.Send),
-        reinterpret_cast<const void*>(nccl.Recv)}) {
+        reinterpret_cast<const void*>(nccl.Recv), reinterpret_cast<const void*>(nccl.GroupStart),
+        reinterpret_cast<const void*>(nccl.GroupEnd)}) {
     EXPECT_NE(function, nullptr);
   }
   EXPECT_EQ(std::string(nccl.GetErrorString(ncclInvalidArgument)).rfind("invalid argument", 0), 0u);

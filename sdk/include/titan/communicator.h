@@ -14,7 +14,10 @@
 #define TITAN_COMMUNICATOR_H_
 
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -24,6 +27,15 @@
 namespace titan {
 
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin };
+
+// One message of a grouped exchange (Communicator::Exchange).
+struct PeerMessage {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  TensorView buffer;  // read by a send, filled by a receive
+  int peer = 0;
+  int tag = 0;
+};
 
 class Communicator {
  public:
@@ -61,6 +73,55 @@ class Communicator {
                                                               int /*tag*/) {
     return absl::UnimplementedError("this communicator has no non-blocking receive");
   }
+
+  // Several sends and receives, posted together so that ranks sending to each other at once
+  // cannot wait on each other's order (NCCL: one ncclGroupStart/ncclGroupEnd; MPI: non-blocking
+  // requests). Returns once every receive holds its message, as Recv does (a device
+  // communicator: once the group is queued, the compute stream waiting for all of it); the
+  // transfer returned waits for the sends, which may still be under way (destroying it waits
+  // too). Messages between two ranks pair by tag where the backend has tags and in the order
+  // issued where it has none (see ordered_point_to_point).
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
+      std::span<const PeerMessage> messages) {
+    std::vector<std::unique_ptr<Transfer>> sends, receives;
+    absl::Status done = absl::OkStatus();
+    for (const PeerMessage& m : messages) {
+      const bool send = m.kind == PeerMessage::Kind::kSend;
+      absl::StatusOr<std::unique_ptr<Transfer>> started =
+          send ? StartSend(m.buffer, m.peer, m.tag) : StartRecv(m.buffer, m.peer, m.tag);
+      if (!started.ok()) {
+        done = started.status();
+        break;
+      }
+      (send ? sends : receives).push_back(std::move(*started));
+    }
+    for (const auto& receive : receives) done.Update(receive->Wait());
+    auto pending = std::make_unique<Transfers>(std::move(sends));
+    if (!done.ok()) return done;  // after the sends, which `pending` waits for as it goes
+    return std::unique_ptr<Transfer>(std::move(pending));
+  }
+  // Whether sends and receives pair in the order issued between two ranks, whatever their tags,
+  // and each exchange (or Send, Recv) holds up the next until all of it has completed: NCCL,
+  // whose point-to-point calls run in order on one stream. A caller must then prove that its
+  // ranks' exchanges never wait on each other (the pp plugin checks its schedule).
+  virtual bool ordered_point_to_point() const { return false; }
+
+  // Several transfers waited for as one: the first error, after waiting for all of them.
+  class Transfers : public Transfer {
+   public:
+    explicit Transfers(std::vector<std::unique_ptr<Transfer>> transfers)
+        : transfers_(std::move(transfers)) {}
+    ~Transfers() override { Wait().IgnoreError(); }
+    absl::Status Wait() override {
+      for (const auto& transfer : transfers_) result_.Update(transfer->Wait());
+      transfers_.clear();
+      return result_;
+    }
+
+   private:
+    std::vector<std::unique_ptr<Transfer>> transfers_;
+    absl::Status result_;
+  };
 
   // Ranks passing the same color form a new communicator, ordered by key.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
