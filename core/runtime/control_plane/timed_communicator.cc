@@ -75,6 +75,16 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::Excha
   return std::unique_ptr<Transfer>(new TimedTransfer(std::move(sends), clock_));
 }
 
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartAllGather(
+    const TensorView& input, TensorView output, const StreamOrder& order) {
+  std::unique_ptr<Transfer> started;
+  TITAN_RETURN_IF_ERROR(TimeCall(*clock_, [&]() -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(started, inner_->StartAllGather(input, output, order));
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<Transfer>(new TimedTransfer(std::move(started), clock_));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> TimedCommunicator::Split(int color, int key) {
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, inner_->Split(color, key));
   return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(part), clock_));
