@@ -63,6 +63,16 @@ absl::Status SingleProcessCommunicator::Recv(TensorView, int peer, int) {
       absl::StrCat("recv from rank ", peer, ": a group of one rank has no peer to receive from"));
 }
 
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> SingleProcessCommunicator::Exchange(
+    std::span<const PeerMessage> messages) {
+  if (!messages.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("exchange with rank ", messages.front().peer, " (", messages.size(),
+                     " messages): a group of one rank has no peer to exchange with"));
+  }
+  return std::unique_ptr<Transfer>(new Transfers({}));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessCommunicator::Split(int, int) {
   return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
 }

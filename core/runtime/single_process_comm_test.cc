@@ -43,5 +43,20 @@ TEST(SingleProcessComm, MisuseIsAnError) {
   EXPECT_EQ(comm.Recv(FlatF32(a.data(), 4), 1, 0).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(SingleProcessComm, OnlyTheEmptyExchangeSucceeds) {
+  SingleProcessCommunicator comm;
+  auto nothing = comm.Exchange({});
+  ASSERT_TRUE(nothing.ok()) << nothing.status();
+  EXPECT_TRUE((*nothing)->Wait().ok());
+  std::vector<float> a(4);
+  const PeerMessage send{PeerMessage::Kind::kSend, FlatF32(a.data(), 4), 1, 0};
+  auto refused = comm.Exchange({&send, 1});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(
+                "exchange with rank 1 (1 messages): a group of one rank has no peer"),
+            absl::string_view::npos)
+      << refused.status();
+}
+
 }  // namespace
 }  // namespace titan

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/data/bpe_tokenizer.h"
+#include "core/train/parallel_plugins.h"
 #include "core/train/plan_plugins.h"
 #include "core/train/preflight.h"
 
@@ -278,16 +279,30 @@ TEST_F(JobPlanTest, Float8KeysWithoutTheConverterAreWarnedAbout) {
                   "model.converters does not include \"float8\"")));
 }
 
-TEST(JobPlanPipeline, PipelineStagesOverNcclAreRefusedNamingBothKeys) {
-  // Decided by what the comm plugin says of itself, whatever its name.
-  const CommTraits ordered{.unordered_point_to_point = false};
-  EXPECT_THAT(CheckPipelineCommunicator(ordered, "nccl", 2, "r.toml:9:11").message(),
-              AllOf(HasSubstr("r.toml:9:11: comm.backend = \"nccl\" with "
-                              "parallelism.pipeline_parallel_degree = 2"),
-                    HasSubstr("use comm.backend = \"mpi\"")));
-  EXPECT_FALSE(CheckPipelineCommunicator(ordered, "mycomm", 2, "default").ok());
-  EXPECT_TRUE(CheckPipelineCommunicator(ordered, "nccl", 1, "default").ok());
-  EXPECT_TRUE(CheckPipelineCommunicator(CommTraits{}, "nccl", 4, "default").ok());
+// Over a comm plugin whose sends and receives run in the order issued (nccl), the pp plugin
+// refuses the schedules whose grouped exchanges would wait on each other. The plan's stand-in
+// mesh answers as that communicator does, so --validate refuses what the run refuses.
+TEST_F(JobPlanTest, AnInOrderCommunicatorRefusesTheSchedulesThatWouldDeadlock) {
+  MeshShape pp;
+  pp.degrees[static_cast<int>(MeshDim::kPp)] = 2;
+  for (const auto& [schedule, runs] :
+       {std::pair<std::string, bool>{"1F1B", true}, {"Interleaved1F1B", false}}) {
+    auto plan = BuildJobPlan(
+        Make("", {"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
+                  "parallelism.pipeline_parallel_schedule=" + schedule}),
+        *registry_, pp);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    PlanningMesh in_order(pp, *plan->job.device, /*ordered_point_to_point=*/true);
+    auto stages = plan->parallelism.pipeline->PlanPipeline(
+        static_cast<int>(plan->model.config.n_layers),
+        static_cast<int>(plan->parallelism.pipeline_microbatches), in_order);
+    EXPECT_EQ(stages.ok(), runs) << schedule << ": " << stages.status();
+    if (!runs) {
+      EXPECT_THAT(stages.status().message(),
+                  HasSubstr("cannot run over this communicator, whose sends and receives run in "
+                            "the order issued"));
+    }
+  }
 }
 
 TEST_F(JobPlanTest, EmptyDumpFolderAndMissingDataAreRefused) {

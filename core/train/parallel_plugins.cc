@@ -60,8 +60,11 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPluginFor(
   return chosen;
 }
 
-PlanningMesh::PlanningMesh(const MeshShape& shape, DevicePlugin& device)
-    : shape_(shape), device_(device), alone_(std::make_unique<SingleProcessCommunicator>()) {}
+PlanningMesh::PlanningMesh(const MeshShape& shape, DevicePlugin& device,
+                           bool ordered_point_to_point)
+    : shape_(shape),
+      device_(device),
+      alone_(std::make_unique<SingleProcessCommunicator>(ordered_point_to_point)) {}
 
 PlanningMesh::~PlanningMesh() = default;
 

@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<ParallelPlugin>> CreateParallelPluginFor(
 // to plan its stages (which reads the shape and the pp coordinate only) before the job starts.
 class PlanningMesh : public DeviceMesh {
  public:
-  PlanningMesh(const MeshShape& shape, DevicePlugin& device);
+  // Its groups answer ordered_point_to_point() as the job's comm plugin says of itself.
+  PlanningMesh(const MeshShape& shape, DevicePlugin& device, bool ordered_point_to_point = false);
   ~PlanningMesh() override;
   const MeshShape& shape() const override { return shape_; }
   int coordinate(MeshDim /*dim*/) const override { return 0; }

@@ -65,7 +65,9 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
 absl::Status CheckPipelinePlan(JobPlan& plan) {
   ParallelPlugin* pipeline = plan.parallelism.pipeline.get();
   if (pipeline == nullptr) return absl::OkStatus();
-  PlanningMesh mesh(plan.parallelism.shape, *plan.job.device);
+  const bool ordered =
+      plan.comm.plugin != nullptr && !plan.comm.plugin->traits().unordered_point_to_point;
+  PlanningMesh mesh(plan.parallelism.shape, *plan.job.device, ordered);
   return pipeline
       ->PlanPipeline(static_cast<int>(plan.model.config.n_layers),
                      static_cast<int>(plan.parallelism.pipeline_microbatches), mesh)
@@ -127,9 +129,6 @@ void CheckComm(const Recipe& recipe, const JobPlan& plan, std::vector<std::strin
         "\" moves buffers in accelerator memory only, but job.device = \"", plan.job.device_name,
         "\" keeps them in host memory: use an accelerator device, or comm.backend = \"mpi\""));
   }
-  absl::Status pipeline = CheckPipelineCommunicator(
-      traits, plan.comm.backend, plan.parallelism.shape.degree(MeshDim::kPp), where);
-  if (!pipeline.ok()) problems.emplace_back(pipeline.message());
 }
 
 // A format that holds models only (Save refuses anything outside model/) may save only the
@@ -154,17 +153,6 @@ absl::Status CheckModelOnlyFormat(const JobPlan& plan) {
       ": use format = \"dcp\" for checkpoints to resume from, or export the final model with "
       "interval >= training.steps and last_save_model_only = true (titan-checkpoint convert "
       "also exports any dcp checkpoint)"));
-}
-
-absl::Status CheckPipelineCommunicator(const CommTraits& traits, absl::string_view backend,
-                                       int pipeline_degree, absl::string_view where) {
-  if (traits.unordered_point_to_point || pipeline_degree <= 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      where, ": comm.backend = \"", backend, "\" with parallelism.pipeline_parallel_degree = ",
-      pipeline_degree, ": pipeline parallelism over ", backend,
-      " is not supported yet (its point-to-point calls block in issue order, so the schedule's "
-      "sends and receives between stages would wait on each other); use comm.backend = "
-      "\"mpi\", which stages device buffers through host memory"));
 }
 
 }  // namespace titan

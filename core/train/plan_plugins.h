@@ -29,16 +29,10 @@ absl::Status CheckPipelinePlan(JobPlan& plan);
 // The comm plugin "auto" stands for on more than one rank, into comm.
 absl::Status ChooseAutoComm(const PluginRegistry& registry, const ConfigView& section,
                             CommSettings& comm);
-// The plan's comm plugin against its device and its pipeline.
+// The plan's comm plugin against its device.
 void CheckComm(const Recipe& recipe, const JobPlan& plan, std::vector<std::string>& problems);
 // A format that holds models only may save the final model alone.
 absl::Status CheckModelOnlyFormat(const JobPlan& plan);
-// Pipeline stages over a comm plugin whose point-to-point calls block in issue order (nccl) are
-// refused: a schedule's sends and receives in both directions (1F1B: a forward going down while
-// a backward comes up) would wait on each other for ever. `where` names the recipe line of
-// comm.backend.
-absl::Status CheckPipelineCommunicator(const CommTraits& traits, absl::string_view backend,
-                                       int pipeline_degree, absl::string_view where);
 
 }  // namespace titan
 

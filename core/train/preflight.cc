@@ -239,6 +239,10 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
     }
   }
   CreateParallelPlugins(recipe, registry, plan, problems);
+  if (plan.comm.plugin == nullptr && shape.world_size() > 1) {
+    check(ChooseAutoComm(registry, recipe.section("comm"), plan.comm));
+  }
+  // After the comm plugin is known: pp checks its schedule against the comm's point-to-point order.
   absl::StatusOr<int64_t> microbatches = PipelineMicrobatches(recipe, plan);
   check(microbatches.status());
   if (microbatches.ok()) {
@@ -247,9 +251,6 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
   }
   check(CheckModel(recipe, options, plan));
   check(CheckControlPlane(plan.control_plane, shape.world_size()));
-  if (plan.comm.plugin == nullptr && shape.world_size() > 1) {
-    check(ChooseAutoComm(registry, recipe.section("comm"), plan.comm));
-  }
   CheckComm(recipe, plan, problems);
   CheckFloat8(recipe, options, plan, problems);
   check(CheckModelOnlyFormat(plan));

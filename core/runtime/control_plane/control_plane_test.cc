@@ -152,7 +152,7 @@ TEST(Balancer, ARankWithNoLiveControllerIsNamed) {
   EXPECT_THAT(balanced.status().message(), HasSubstr("rank 1 has no live controller"));
 }
 
-// Waits 50 ms in every barrier and in waiting for a send.
+// Waits 50 ms in every barrier and in waiting for a send or a started all-gather.
 class SlowBarrier : public SingleProcessCommunicator {
  public:
   class SlowTransfer : public Transfer {
@@ -163,6 +163,10 @@ class SlowBarrier : public SingleProcessCommunicator {
     }
   };
   absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView&, int, int) override {
+    return std::unique_ptr<Transfer>(new SlowTransfer());
+  }
+  absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView&, TensorView,
+                                                           const StreamOrder&) override {
     return std::unique_ptr<Transfer>(new SlowTransfer());
   }
   absl::Status Barrier() override {
@@ -195,6 +199,16 @@ TEST(TimedCommunicator, CountsTheCreatingThreadsWaitsAlsoOnSplits) {
   ASSERT_TRUE((*send)->Wait().ok());
   EXPECT_GE(clock->seconds(), twice + 0.05);
   EXPECT_TRUE(absl::IsUnimplemented(world->StartRecv(TensorView{}, 0, 0).status()));
+  // An exchange reaches the inner communicator's own (which refuses a peer on one rank), not
+  // the default made of StartSend calls (which SlowBarrier would accept).
+  const PeerMessage message{PeerMessage::Kind::kSend, TensorView{}, 0, 0};
+  EXPECT_TRUE(absl::IsFailedPrecondition(world->Exchange({&message, 1}).status()));
+  // So does a started all-gather, whose wait is timed.
+  const double before_gather = clock->seconds();
+  auto gather = world->StartAllGather(TensorView{}, TensorView{}, StreamOrder{});
+  ASSERT_TRUE(gather.ok()) << gather.status();
+  ASSERT_TRUE((*gather)->Wait().ok());
+  EXPECT_GE(clock->seconds(), before_gather + 0.05);
   SingleProcessCommunicator plain;
   EXPECT_EQ(CommunicationClockOf(plain), nullptr);
 }

@@ -64,6 +64,27 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::Start
   return std::unique_ptr<Transfer>(new TimedTransfer(std::move(started), clock_));
 }
 
+// The receives are waited for inside the call, so the whole call is timed.
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::Exchange(
+    std::span<const PeerMessage> messages) {
+  std::unique_ptr<Transfer> sends;
+  TITAN_RETURN_IF_ERROR(TimeCall(*clock_, [&]() -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(sends, inner_->Exchange(messages));
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<Transfer>(new TimedTransfer(std::move(sends), clock_));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartAllGather(
+    const TensorView& input, TensorView output, const StreamOrder& order) {
+  std::unique_ptr<Transfer> started;
+  TITAN_RETURN_IF_ERROR(TimeCall(*clock_, [&]() -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(started, inner_->StartAllGather(input, output, order));
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<Transfer>(new TimedTransfer(std::move(started), clock_));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> TimedCommunicator::Split(int color, int key) {
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, inner_->Split(color, key));
   return std::unique_ptr<Communicator>(new TimedCommunicator(std::move(part), clock_));

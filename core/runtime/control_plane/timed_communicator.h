@@ -46,6 +46,12 @@ class TimedCommunicator : public Communicator {
                                                       int tag) override;
   absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView buffer, int peer,
                                                       int tag) override;
+  absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
+      std::span<const PeerMessage> messages) override;
+  absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
+                                                           TensorView output,
+                                                           const StreamOrder& order) override;
+  bool ordered_point_to_point() const override { return inner_->ordered_point_to_point(); }
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void UseTrainTimeout() override { inner_->UseTrainTimeout(); }
   absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) override {

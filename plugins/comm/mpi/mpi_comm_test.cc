@@ -173,6 +173,47 @@ TEST(MpiCommTest, SendRecvBetweenPairs) {
   EXPECT_TRUE(world->Barrier().ok());
 }
 
+// Every rank sends to both neighbours before it receives from them, in one exchange. The
+// messages (4 MB) are past MPI's eager limit, so a send completes only once its receive is
+// posted: sends and receives issued one blocking call at a time would wait on each other round
+// the ring until the timeout.
+TEST(MpiCommTest, GroupedExchangeWithBothNeighboursCompletesTogether) {
+  auto world = World();
+  const int n = world->size(), r = world->rank();
+  if (n == 1) {
+    auto empty = world->Exchange({});
+    ASSERT_TRUE(empty.ok()) << empty.status();
+    EXPECT_TRUE((*empty)->Wait().ok());
+    return;
+  }
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  constexpr size_t kFloats = size_t{1} << 20;
+  std::vector<float> to_right(kFloats, float(r) + 0.25f), to_left(kFloats, float(r) + 0.5f);
+  std::vector<float> from_left(kFloats), from_right(kFloats);
+  using Kind = PeerMessage::Kind;
+  const std::vector<PeerMessage> messages = {{Kind::kSend, View(to_right), right, 1},
+                                             {Kind::kSend, View(to_left), left, 2},
+                                             {Kind::kRecv, View(from_left), left, 1},
+                                             {Kind::kRecv, View(from_right), right, 2}};
+  auto sends = world->Exchange(messages);
+  ASSERT_TRUE(sends.ok()) << sends.status();
+  // The receives are in when Exchange returns; the sends once their transfer is waited for.
+  EXPECT_EQ(from_left, std::vector<float>(kFloats, float(left) + 0.25f));
+  EXPECT_EQ(from_right, std::vector<float>(kFloats, float(right) + 0.5f));
+  EXPECT_TRUE((*sends)->Wait().ok());
+  EXPECT_TRUE(world->Barrier().ok());
+}
+
+TEST(MpiCommTest, AnExchangeWithItselfIsRefusedNamingThePeer) {
+  auto world = World();
+  std::vector<float> v(1);
+  const PeerMessage to_self{PeerMessage::Kind::kSend, View(v), world->rank(), 0};
+  auto refused = world->Exchange({&to_self, 1});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is not a peer of rank"), std::string::npos)
+      << refused.status();
+}
+
 // Device buffers go through host copies made by the device's own copies: the scrambled
 // device's bytes are wrong unless unscrambled, so a communicator that read them in place, or
 // wrote results without the device's copy, would fail these.

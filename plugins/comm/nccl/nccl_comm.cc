@@ -4,7 +4,9 @@
 //
 // Stream order, as titan/communicator.h says: each call waits (on the GPU) for the work
 // queued on the compute's current stream, runs on this communicator's own stream, and the
-// compute stream then waits for it; the call returns once queued. Communicators are created
+// compute stream then waits for it; the call returns once queued. A started all-gather waits
+// for the events its caller names instead, and the compute stream for it only once its
+// transfer is waited for (stream_order.h). Communicators are created
 // non-blocking, so joining is bounded by comm.init_timeout_seconds; every operation is bounded
 // by the watchdog (watchdog.h), which aborts a communicator that does not finish in time.
 // NCCL has no message tags: sends and receives between two ranks match in the order issued.
@@ -27,7 +29,9 @@
 #include "plugins/comm/common/comm_settings.h"
 #include "plugins/comm/common/flight_recorder.h"
 #include "plugins/comm/mpi/primitives.h"
+#include "plugins/comm/nccl/group_launch.h"
 #include "plugins/comm/nccl/nccl_library.h"
+#include "plugins/comm/nccl/stream_order.h"
 #include "plugins/comm/nccl/watchdog.h"
 #include "titan/comm.h"
 
@@ -201,13 +205,44 @@ class NcclCommunicator : public Communicator {
   }
 
   absl::Status AllGather(const TensorView& input, TensorView output) override {
-    TITAN_RETURN_IF_ERROR(Check("all-gather", output, input, size_));
-    return Enqueue("all-gather", output.nbytes(), members_,
-                   [&](ncclComm_t c, cudaStream_t s) {
-                     return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8, c,
-                                             s);
-                   })
-        .status();
+    return Gather(input, output, {}, nullptr).status();
+  }
+
+  // Holds its own event of the all-gather's end: the watchdog releases the operation's once it
+  // completed, maybe before the caller waits.
+  class StartedGather : public Transfer {
+   public:
+    StartedGather(std::shared_ptr<Completion> completion, cudaEvent_t done, Compute& compute,
+                  int device)
+        : completion_(std::move(completion)), done_(done), compute_(compute), device_(device) {}
+    ~StartedGather() override {
+      Wait().IgnoreError();
+      cudaEventDestroy(done_);  // CUDA keeps it for the stream that waits on it
+    }
+    absl::Status Wait() override {
+      if (waited_) return absl::OkStatus();
+      waited_ = true;
+      if (completion_->state.load() == Completion::kFailed) return completion_->Wait();
+      TITAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+      return CudaStatus(
+          cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_.current_stream()), done_, 0),
+          "cudaStreamWaitEvent");
+    }
+
+   private:
+    std::shared_ptr<Completion> completion_;
+    cudaEvent_t done_;
+    Compute& compute_;
+    int device_;
+    bool waited_ = false;
+  };
+  absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
+                                                           TensorView output,
+                                                           const StreamOrder& order) override {
+    cudaEvent_t done = nullptr;
+    TITAN_ASSIGN_OR_RETURN(auto completion, Gather(input, output, order.after, &done));
+    return std::unique_ptr<Transfer>(
+        new StartedGather(std::move(completion), done, compute_, job_->device));
   }
 
   absl::Status Broadcast(TensorView buffer, int root) override {
@@ -249,6 +284,31 @@ class NcclCommunicator : public Communicator {
     TITAN_ASSIGN_OR_RETURN(auto completion, PointToPoint("recv", buffer, peer, tag));
     return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
   }
+
+  // One NCCL group: its sends and receives run as one operation on the stream. The transfer
+  // returned (its sends) blocks the host until the group completed on the GPU.
+  absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
+      std::span<const PeerMessage> messages) override {
+    std::vector<NcclMessage> group;
+    std::vector<int> peers;
+    size_t bytes = 0;
+    for (const PeerMessage& m : messages) {
+      const bool send = m.kind == PeerMessage::Kind::kSend;
+      const char* op = send ? "exchange (send)" : "exchange (recv)";
+      TITAN_RETURN_IF_ERROR(Check(op, m.buffer, m.buffer, 1));
+      TITAN_RETURN_IF_ERROR(CheckPeer(op, m.peer, false));
+      group.push_back({send, m.buffer.data, m.buffer.nbytes(), m.peer});
+      peers.push_back((*members_)[static_cast<size_t>(m.peer)]);
+      bytes += m.buffer.nbytes();
+    }
+    if (group.empty()) return std::unique_ptr<Transfer>(new Transfers({}));
+    TITAN_ASSIGN_OR_RETURN(
+        auto completion,
+        Enqueue("exchange", bytes, std::make_shared<const std::vector<int>>(std::move(peers)),
+                [&](ncclComm_t c, cudaStream_t s) { return LaunchGroup(group, c, s); }));
+    return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
+  }
+  bool ordered_point_to_point() const override { return true; }
 
   // An all-reduce of one float the host waits for: every rank has queued everything before it.
   absl::Status Barrier() override {
@@ -299,6 +359,19 @@ class NcclCommunicator : public Communicator {
     if (cudaMalloc(&scratch, sizeof(float)) == cudaSuccess) {
       barrier_ = std::shared_ptr<void>(scratch, [](void* p) { cudaFree(p); });
     }
+  }
+
+  // `handed` set: the compute stream does not wait; *handed gets an event of the end.
+  absl::StatusOr<std::shared_ptr<Completion>> Gather(const TensorView& input, TensorView output,
+                                                     std::span<const EventHandle> after,
+                                                     cudaEvent_t* handed) {
+    TITAN_RETURN_IF_ERROR(Check("all-gather", output, input, size_));
+    return Enqueue(
+        "all-gather", output.nbytes(), members_,
+        [&](ncclComm_t c, cudaStream_t s) {
+          return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8, c, s);
+        },
+        after, handed);
   }
 
   absl::StatusOr<std::shared_ptr<Completion>> PointToPoint(absl::string_view op,
@@ -352,11 +425,13 @@ class NcclCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
-  // Queues one operation after the compute stream's work, makes the compute stream wait for it,
-  // records it and hands its completion to the watchdog.
+  // Queues one operation after the compute stream's work (or, when given, the events `after`),
+  // makes the compute stream wait for it (unless `handed`, which then receives an event of its
+  // end for the caller), records it and hands its completion to the watchdog.
   absl::StatusOr<std::shared_ptr<Completion>> Enqueue(
       absl::string_view op, size_t bytes, std::shared_ptr<const std::vector<int>> peers,
-      const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& launch) {
+      const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& launch,
+      std::span<const EventHandle> after = {}, cudaEvent_t* handed = nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string what = absl::StrCat("rank ", job_->world_rank, ": ", op, " #", sequence_ + 1,
                                           " on ", name_, " (", size_, " ranks)");
@@ -368,9 +443,7 @@ class NcclCommunicator : public Communicator {
     TITAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(job_->device), "cudaSetDevice"));
     auto compute = static_cast<cudaStream_t>(compute_.current_stream());
     const cudaStream_t stream = state_->stream();
-    TITAN_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ready_, compute), "cudaEventRecord"));
-    TITAN_RETURN_IF_ERROR(
-        CudaStatus(cudaStreamWaitEvent(stream, ready_, 0), "cudaStreamWaitEvent"));
+    TITAN_RETURN_IF_ERROR(OrderBefore(CudaStreamCalls(), compute, stream, after, ready_));
     const int64_t sequence = ++sequence_;
     const int64_t handle = job_->recorder.Start(
         {sequence, std::string(op), name_, bytes, std::move(peers), Clock::now(), {}, {}});
@@ -382,17 +455,20 @@ class NcclCommunicator : public Communicator {
       job_->recorder.Finish(handle, "aborted");  // by the watchdog since the check above
       return unusable();
     }
-    cudaEvent_t done = nullptr;
-    if (launched.ok()) {
-      launched = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+    // The watchdog's event of the end, and the caller's when handed.
+    cudaEvent_t done[2] = {nullptr, nullptr};
+    const size_t events = handed != nullptr ? 2 : 1;
+    for (size_t e = 0; e < events && launched.ok(); ++e) {
+      launched = CudaStatus(cudaEventCreateWithFlags(&done[e], cudaEventDisableTiming),
                             "cudaEventCreateWithFlags");
     }
-    if (launched.ok()) launched = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
     if (launched.ok()) {
-      launched = CudaStatus(cudaStreamWaitEvent(compute, done, 0), "cudaStreamWaitEvent");
+      launched = OrderAfter(CudaStreamCalls(), compute, stream, {done, events}, handed != nullptr);
     }
     if (!launched.ok()) {
-      if (done != nullptr) cudaEventDestroy(done);
+      for (cudaEvent_t event : done) {
+        if (event != nullptr) cudaEventDestroy(event);
+      }
       job_->recorder.Finish(handle, "failed");
       std::string message = absl::StrCat(what, ": ", launched.message());
       state_->Abort(message);
@@ -400,10 +476,11 @@ class NcclCommunicator : public Communicator {
       if (dumped.ok()) absl::StrAppend(&message, "; flight record in ", *dumped);
       return absl::Status(launched.code(), message);
     }
+    if (handed != nullptr) *handed = done[1];
     auto completion = std::make_shared<Completion>();
     const std::chrono::seconds limit = job_->Timeout();
-    job_->watchdog.Watch(
-        {state_, done, handle, std::chrono::steady_clock::now() + limit, limit, what, completion});
+    job_->watchdog.Watch({state_, done[0], handle, std::chrono::steady_clock::now() + limit, limit,
+                          what, completion});
     return completion;
   }
 
@@ -412,6 +489,7 @@ class NcclCommunicator : public Communicator {
     if (op == "reduce-scatter") return "ncclReduceScatter";
     if (op == "all-gather") return "ncclAllGather";
     if (op == "broadcast") return "ncclBroadcast";
+    if (op == "exchange") return "ncclGroupEnd";
     return op == "send" ? "ncclSend" : "ncclRecv";
   }
 
@@ -420,7 +498,7 @@ class NcclCommunicator : public Communicator {
   std::shared_ptr<Job> job_;
   Compute& compute_;
   std::shared_ptr<CommState> state_;
-  cudaEvent_t ready_;  // marks the compute stream's work before each operation
+  cudaEvent_t ready_;  // marks the compute stream's work before an operation that names none
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<const std::vector<int>> members_;

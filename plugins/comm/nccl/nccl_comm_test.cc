@@ -71,7 +71,8 @@ TEST(NcclLibraryTest, LoadsLibncclAndBindsEveryFunction) {
         reinterpret_cast<const void*>(nccl.ReduceScatter),
         reinterpret_cast<const void*>(nccl.AllGather),
         reinterpret_cast<const void*>(nccl.Broadcast), reinterpret_cast<const void*>(nccl.Send),
-        reinterpret_cast<const void*>(nccl.Recv)}) {
+        reinterpret_cast<const void*>(nccl.Recv), reinterpret_cast<const void*>(nccl.GroupStart),
+        reinterpret_cast<const void*>(nccl.GroupEnd)}) {
     EXPECT_NE(function, nullptr);
   }
   EXPECT_EQ(std::string(nccl.GetErrorString(ncclInvalidArgument)).rfind("invalid argument", 0), 0u);
@@ -201,6 +202,43 @@ TEST_F(NcclOnGpu, WatchdogAbortsAnOperationPastTheTimeout) {
   EXPECT_NE(after.message().find("did not complete within 1s"), std::string::npos) << after;
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the sleep ends; nothing is stuck
   EXPECT_TRUE(sleep_ended.load());
+}
+
+// A started all-gather waits for the event of its input alone: it completes while the compute
+// stream is still held by a later sleep, which a gather queued after the whole compute stream
+// could not. Its result is read on a stream of the test's own that waits for nothing.
+TEST_F(NcclOnGpu, AStartedAllGatherWaitsForItsInputsEventNotTheComputeStream) {
+  auto nccl = Nccl(100);
+  JoinOptions options;
+  options.device = device_.get();
+  auto world = nccl->ConnectWorld(options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  TensorView in = Upload({4.0f, 5.0f}), out = Upload({0.0f, 0.0f});
+  Compute& compute = *device_->compute();
+  ASSERT_TRUE(compute.Synchronize().ok());  // makes the compute's own stream
+  auto stream = static_cast<cudaStream_t>(compute.current_stream());
+  absl::StatusOr<EventHandle> written = compute.RecordEvent(stream);
+  ASSERT_TRUE(written.ok()) << written.status();
+  sleep_ended.store(false);
+  ASSERT_EQ(cudaLaunchHostFunc(stream, SleepThreeSeconds, nullptr), cudaSuccess);
+  auto started = (*world)->StartAllGather(in, out, StreamOrder{{*written}});
+  ASSERT_TRUE(started.ok()) << started.status();
+  cudaStream_t reader = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<float> seen(2, 0.0f);
+  for (int i = 0; i < 200 && seen != std::vector<float>{4.0f, 5.0f}; ++i) {
+    ASSERT_EQ(cudaMemcpyAsync(seen.data(), out.data, out.nbytes(), cudaMemcpyDeviceToHost, reader),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(seen, (std::vector<float>{4.0f, 5.0f}));
+  EXPECT_FALSE(sleep_ended.load()) << "the gather waited for the compute stream's sleep";
+  ASSERT_TRUE((*started)->Wait().ok());  // the compute stream waits for the gather from here
+  EXPECT_TRUE(compute.SynchronizeEvent(*written).ok());
+  EXPECT_EQ(Download(out), (std::vector<float>{4.0f, 5.0f}));
+  EXPECT_TRUE(sleep_ended.load());
+  cudaStreamDestroy(reader);
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ absl::StatusOr<const NcclLibrary*> Load() {
   bind(library.Broadcast, "ncclBroadcast");
   bind(library.Send, "ncclSend");
   bind(library.Recv, "ncclRecv");
+  bind(library.GroupStart, "ncclGroupStart");
+  bind(library.GroupEnd, "ncclGroupEnd");
   if (!missing.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("comm.backend = \"nccl\": the libnccl.so.2 found lacks ", missing,

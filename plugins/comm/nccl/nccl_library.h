@@ -28,6 +28,8 @@ struct NcclLibrary {
   decltype(&::ncclBroadcast) Broadcast = nullptr;
   decltype(&::ncclSend) Send = nullptr;
   decltype(&::ncclRecv) Recv = nullptr;
+  decltype(&::ncclGroupStart) GroupStart = nullptr;
+  decltype(&::ncclGroupEnd) GroupEnd = nullptr;
   std::string file;  // the library loaded, as the dynamic loader found it
 };
 

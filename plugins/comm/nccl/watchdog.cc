@@ -14,13 +14,6 @@ absl::Status NcclStatus(ncclResult_t result, const char* call) {
       last != nullptr && *last != '\0' ? absl::StrCat(" (", last, ")") : std::string()));
 }
 
-absl::Status CudaStatus(cudaError_t error, const char* call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("nccl plugin: ", call,
-                                          " failed: ", cudaGetErrorName(error), ": ",
-                                          cudaGetErrorString(error)));
-}
-
 CommState::~CommState() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!aborted_) {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "plugins/comm/common/flight_recorder.h"
+#include "plugins/comm/nccl/cuda_status.h"
 #include "plugins/comm/nccl/nccl_library.h"
 #include "titan/status.h"
 
@@ -27,7 +28,6 @@ namespace titan::nccl {
 
 // "nccl: <call> failed: <ncclGetErrorString> (<ncclGetLastError>)", ok for ncclSuccess.
 absl::Status NcclStatus(ncclResult_t result, const char* call);
-absl::Status CudaStatus(cudaError_t error, const char* call);
 
 // One NCCL communicator and its stream, shared by the communicator object and the watchdog
 // entries of its operations; destroyed (or left aborted) when the last of them goes.

@@ -109,11 +109,12 @@ int64_t FlatUnit::gathered_floats(bool whole_precision) const {
   return shard_ * bytes / 4 * degree_;
 }
 
-absl::Status FlatUnit::Gather(Communicator& shard_group, const float* local, void* full,
-                              bool whole_precision) {
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> FlatUnit::StartGather(
+    Communicator& shard_group, const float* local, void* full, bool whole_precision,
+    EventHandle written) {
   const TensorView run = Flat(local + local_offset_, shard_);
   if (whole_precision || format_ == DType::kF32) {
-    return shard_group.AllGather(run, Flat(full, padded_count()));
+    return shard_group.StartAllGather(run, Flat(full, padded_count()), StreamOrder{{written}});
   }
   const TensorView low = Flat(low_run_.f32(), shard_, format_);
   if (format_ == DType::kBF16) {
@@ -136,8 +137,16 @@ absl::Status FlatUnit::Gather(Communicator& shard_group, const float* local, voi
                                   Flat(inverse_scales_.f32() + i, 1)));
     }
   }
-  return shard_group.AllGather(low, Flat(full, padded_count(), format_));
+  // After the conversion, which follows `written` on the same stream.
+  TITAN_ASSIGN_OR_RETURN(EventHandle converted, compute_.RecordEvent(compute_.current_stream()));
+  absl::StatusOr<std::unique_ptr<Communicator::Transfer>> started = shard_group.StartAllGather(
+      low, Flat(full, padded_count(), format_), StreamOrder{{converted}});
+  // Released on this (the communication) thread: the wait is for the conversion just queued.
+  absl::Status released = compute_.SynchronizeEvent(converted);
+  if (started.ok() && !released.ok()) return released;
+  return started;
 }
+
 absl::Status FlatUnit::ReduceGradients(Communicator& shard_group, Communicator* replicas,
                                        const float* full_grad, float* scratch,
                                        float* local_grad) const {

@@ -67,10 +67,17 @@ class FlatUnit {
 
   // The floats a gathered buffer takes: the format's bytes (f32 with `whole_precision`).
   int64_t gathered_floats(bool whole_precision) const;
-  // Into `full`: every rank's run of `local`, in the format (e4m3 quantized by the amaxes that
-  // ReduceAmax or the plugin left) or, with `whole_precision`, in f32.
-  absl::Status Gather(Communicator& shard_group, const float* local, void* full,
-                      bool whole_precision);
+  // Starts gathering into `full`: every rank's run of `local`, in the format (e4m3 quantized by
+  // the amaxes that ReduceAmax or the plugin left) or, with `whole_precision`, in f32. `written`
+  // is an event of the compute stream after every write of `local` and every earlier use of
+  // `full` (titan/communicator.h's rule); an f32 gather waits for it alone, a low-precision one
+  // for the conversion of this rank's run, which it queues on the compute stream first. The
+  // caller waits for the transfer before reading `full` and releases `written` after the call.
+  absl::StatusOr<std::unique_ptr<Communicator::Transfer>> StartGather(Communicator& shard_group,
+                                                                      const float* local,
+                                                                      void* full,
+                                                                      bool whole_precision,
+                                                                      EventHandle written);
   // Adds the mean over all ranks of `full_grad` (padded size) to this rank's run of
   // `local_grad`; `replicas` (HSDP) also averages across the replica group. `scratch` holds
   // one run.

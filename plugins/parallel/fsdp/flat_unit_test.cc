@@ -159,11 +159,50 @@ struct GatheredWeights {
     for (int r = 0; r < kDegree; ++r) {
       units[r]->set_amax(FlatF32(amax.data(), 2));
       OwnRunGather group(r, kDegree);
-      EXPECT_TRUE(units[r]->Gather(group, locals[r].data(), full.data(), false).ok());
+      auto started = units[r]->StartGather(group, locals[r].data(), full.data(), false, nullptr);
+      EXPECT_TRUE(started.ok() && (*started)->Wait().ok());
     }
     units[0]->PointValues(full.data(), false);
   }
 };
+
+// Records the events each started all-gather was told to wait for; gathers as OwnRunGather.
+class OrderRecordingGather : public OwnRunGather {
+ public:
+  using OwnRunGather::OwnRunGather;
+  absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
+                                                           TensorView output,
+                                                           const StreamOrder& order) override {
+    orders.push_back(order.after);
+    return Communicator::StartAllGather(input, output, order);
+  }
+  std::vector<std::vector<EventHandle>> orders;
+};
+
+// An f32 gather reads the shard as the caller left it: it waits for the caller's event alone,
+// not for the compute queued since. A bf16 gather first converts the run on the compute stream
+// and waits for an event after that conversion instead (on the CPU, whose events are null).
+TEST(FlatUnit, AStartedGatherWaitsForTheCallersEventOrForItsConversion) {
+  const auto written = reinterpret_cast<EventHandle>(uintptr_t{0x1234});
+  for (DType format : {DType::kF32, DType::kBF16}) {
+    Weights weights(format);
+    FlatUnit unit(weights.pointers(), 1, 0, 0, CpuDevice::Host(), format);
+    std::vector<float> local(unit.shard_count()), grads(unit.shard_count());
+    std::vector<ParamSegment> segments;
+    ASSERT_TRUE(unit.Shard(local.data(), grads.data(), segments).ok());
+    std::vector<float> full(unit.gathered_floats(false));
+    OrderRecordingGather group(0, 1);
+    auto started = unit.StartGather(group, local.data(), full.data(), false, written);
+    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_TRUE((*started)->Wait().ok());
+    ASSERT_EQ(group.orders.size(), 1u);
+    const std::vector<EventHandle> expected = {format == DType::kF32 ? written : nullptr};
+    EXPECT_EQ(group.orders[0], expected) << DTypeName(format);
+    if (format == DType::kF32) {
+      EXPECT_EQ(full[17], Weights(format).a[17]) << "the gather wrote the shard";
+    }
+  }
+}
 
 TEST(FlatUnit, GathersBf16WeightsAsTheWholeWeightsRoundedToBf16InHalfTheBytes) {
   GatheredWeights gathered(DType::kBF16);

@@ -2,11 +2,15 @@
 // fully_shard on a 2D mesh). Each block, and the root's own parameters, is one FlatUnit. Hooks
 // around each unit gather its parameters before forward (prefetching the next unit on the
 // communication stream), free them after forward when `reshard_after_forward` says so, gather
-// them again before backward, and after backward reduce-scatter the unit's gradients into this
-// rank's shard while the backward of the unit before it runs. The optimizer updates only the
-// shard. Parameters the model computes with in bf16 or Float8 (Parameter::compute_dtype) are
-// gathered so, in flat buffers of their own (TorchTitan's mixed_precision_param and float8
-// all-gather): half or a quarter of the f32 bytes.
+// them again before backward (prefetching the unit before it), and after backward
+// reduce-scatter the unit's gradients into this rank's shard while the backward of the unit
+// before it runs. A prefetch is a started all-gather (Communicator::StartAllGather) that waits
+// for an event recorded when it was asked for, before the current unit's kernels: on a device
+// it runs while the current unit computes, and the compute stream waits for it only when the
+// unit that needs it comes (Gather). On the CPU the communication thread gives the overlap. The
+// optimizer updates only the shard. Parameters the model computes with in bf16 or Float8
+// (Parameter::compute_dtype) are gathered so, in flat buffers of their own (TorchTitan's
+// mixed_precision_param and float8 all-gather): half or a quarter of the f32 bytes.
 #include <algorithm>
 #include <atomic>
 #include <iterator>
@@ -39,6 +43,9 @@ struct Unit {
   bool reshard_after_forward = true;
   bool gathered = false;
   std::optional<std::shared_future<absl::Status>> gathering;  // set while a gather is queued
+  // The gathers started by the communication thread: touched by the main thread only once
+  // `gathering` is done.
+  std::vector<std::unique_ptr<Communicator::Transfer>> transfers;
 };
 
 class Fsdp : public ParallelPlugin {
@@ -74,6 +81,7 @@ class Fsdp : public ParallelPlugin {
       if (unit.gathering) {
         first.Update(unit.gathering->get());
         unit.gathering.reset();
+        first.Update(WaitForTransfers(unit));  // before the buffers go back to the pool
       }
       Reshard(u);
     }
@@ -170,17 +178,42 @@ class Fsdp : public ParallelPlugin {
           part.full, pool_.Take(part.flat->gathered_floats(whole_precision), /*zeroed=*/false));
       gathers.emplace_back(part.flat.get(), part.full.f32());
     }
-    unit.gathering = stream_.Enqueue([this, gathers, whole_precision] {
+    // Every write of the shards (the optimizer step) and every earlier use of the buffers just
+    // taken (the units resharded before) is queued by now, the current unit's kernels not yet:
+    // the gathers wait for this point alone.
+    TITAN_ASSIGN_OR_RETURN(EventHandle written,
+                           mesh_compute_->RecordEvent(mesh_compute_->current_stream()));
+    unit.gathering = stream_.Enqueue([this, u, gathers, whole_precision, written] {
+      absl::Status started = absl::OkStatus();
       for (const auto& [flat, full] : gathers) {
         // Without amaxes precomputed for the parameters as they are now, the unit's own.
         if (flat->format() == DType::kF8E4M3 && !whole_precision && !amax_fresh_) {
-          TITAN_RETURN_IF_ERROR(flat->ReduceAmax(AmaxGroups(), local_.f32()));
+          started = flat->ReduceAmax(AmaxGroups(), local_.f32());
+          if (!started.ok()) break;
         }
-        TITAN_RETURN_IF_ERROR(flat->Gather(*shard_group_, local_.f32(), full, whole_precision));
+        absl::StatusOr<std::unique_ptr<Communicator::Transfer>> gather =
+            flat->StartGather(*shard_group_, local_.f32(), full, whole_precision, written);
+        if (!gather.ok()) {
+          started = gather.status();
+          break;
+        }
+        units_[u].transfers.push_back(std::move(*gather));
       }
-      return absl::OkStatus();
+      // Released on this thread once the gathers are queued behind it: the wait is for the
+      // work before the current unit, not for the unit.
+      started.Update(mesh_compute_->SynchronizeEvent(written));
+      return started;
     });
     return absl::OkStatus();
+  }
+
+  // The compute stream waits for the unit's started gathers (the host, for a host communicator,
+  // has already).
+  static absl::Status WaitForTransfers(Unit& unit) {
+    absl::Status first = absl::OkStatus();
+    for (const auto& transfer : unit.transfers) first.Update(transfer->Wait());
+    unit.transfers.clear();
+    return first;
   }
 
   // Returns once unit u's values are gathered and the parameters point at them.
@@ -190,6 +223,7 @@ class Fsdp : public ParallelPlugin {
     if (unit.gathering) {
       absl::Status gathered = unit.gathering->get();
       unit.gathering.reset();
+      gathered.Update(WaitForTransfers(unit));
       if (!gathered.ok()) return gathered;
       for (Part& part : unit.parts) part.flat->PointValues(part.full.f32(), unsharded_for_good_);
       unit.gathered = true;

@@ -2,8 +2,8 @@
 // model's blocks into stages and places them on the pp ranks as the schedule wants; the core
 // builds each rank's model of just its stages. RunSchedule then replaces the step's
 // forward/backward loop: it runs this rank's actions of the schedule (schedule.h) in order,
-// starting every send without waiting for it and waiting for a receive only when the action
-// that needs it comes.
+// each run of consecutive sends and receives as one grouped exchange (exchanges.h) that
+// returns once its receives are in, the sends going on until the step's end.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugins/parallel/pp/exchanges.h"
 #include "plugins/parallel/pp/schedule.h"
 #include "plugins/parallel/pp/stage_split.h"
 #include "titan/parallel.h"
@@ -83,6 +84,16 @@ class Pipeline : public ParallelPlugin {
     TITAN_ASSIGN_OR_RETURN(theoretical_bubble_, TheoreticalBubble(schedule_));
     TITAN_ASSIGN_OR_RETURN(std::vector<PipelineStage> all,
                            SplitLayers(n_layers, schedule_.stages, first_less_, last_less_));
+    if (mesh.group(MeshDim::kPp).ordered_point_to_point()) {
+      absl::Status grouped = CheckExchanges(schedule_);
+      if (!grouped.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pipeline schedule ", schedule_name_,
+            " cannot run over this communicator, whose sends and receives run in the order "
+            "issued (nccl): ",
+            grouped.message(), ". GPipe and 1F1B can; or use comm.backend = \"mpi\""));
+      }
+    }
     PipelinePlan plan;
     plan.num_stages = schedule_.stages;
     for (const PipelineStage& stage : all) {
@@ -117,20 +128,27 @@ class Pipeline : public ParallelPlugin {
     stats.theoretical_bubble = theoretical_bubble_;
     const auto start = Clock::now();
     sends_.clear();
+    std::vector<Action> actions;
     for (const Action& action : schedule_.actions[rank_]) {
       if (options.forward_only && action.type != ActionType::kForward &&
           action.type != ActionType::kSendForward && action.type != ActionType::kRecvForward) {
         continue;
       }
-      const auto action_start = Clock::now();
-      absl::Status done = Run(action, options);
+      actions.push_back(action);
+    }
+    for (const ExchangeStep& step : GroupExchanges(actions)) {
+      const auto step_start = Clock::now();
+      absl::Status done = step.exchange ? Exchange(actions, step.actions)
+                                        : Run(actions[step.actions.front()], options);
       if (!done.ok()) {
+        std::vector<std::string> names;
+        for (int i : step.actions) names.push_back(ActionName(actions[i]));
         return absl::Status(
             done.code(), absl::StrCat("pp rank ", rank_, ", schedule ", schedule_name_, ", action ",
-                                      ActionName(action), ": ", done.message()));
+                                      absl::StrJoin(names, " "), ": ", done.message()));
       }
-      if (IsCompute(action.type)) {
-        stats.compute_seconds += std::chrono::duration<double>(Clock::now() - action_start).count();
+      if (!step.exchange) {
+        stats.compute_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
       }
     }
     for (auto& send : sends_) TITAN_RETURN_IF_ERROR(send->Wait());
@@ -140,10 +158,47 @@ class Pipeline : public ParallelPlugin {
   }
 
  private:
-  // Tags tell apart the messages between two ranks: the activation entering stage s and the
-  // gradient leaving it, per microbatch.
   int Tag(int stage, int microbatch, bool gradient) const {
-    return 2 * (stage * schedule_.microbatches + microbatch) + (gradient ? 1 : 0);
+    return MessageTag(stage, microbatch, schedule_.microbatches, gradient);
+  }
+
+  // The sends and receives actions[indices] as one exchange; its sends go on in sends_.
+  absl::Status Exchange(const std::vector<Action>& actions, const std::vector<int>& indices) {
+    std::vector<PeerMessage> messages;
+    for (int i : indices) {
+      TITAN_ASSIGN_OR_RETURN(PeerMessage message, Message(actions[i]));
+      messages.push_back(message);
+    }
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator::Transfer> sends,
+                           group_->Exchange(messages));
+    sends_.push_back(std::move(sends));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<PeerMessage> Message(const Action& a) {
+    const int s = a.stage, m = a.microbatch;
+    using Kind = PeerMessage::Kind;
+    switch (a.type) {
+      case ActionType::kSendForward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView out, target_->StageOutput(s, m));
+        return PeerMessage{Kind::kSend, out, schedule_.stage_rank[s + 1], Tag(s + 1, m, false)};
+      }
+      case ActionType::kRecvForward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView in, target_->StageInput(s, m));
+        return PeerMessage{Kind::kRecv, in, schedule_.stage_rank[s - 1], Tag(s, m, false)};
+      }
+      case ActionType::kSendBackward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView grad, target_->InputGrad(s, m));
+        return PeerMessage{Kind::kSend, grad, schedule_.stage_rank[s - 1], Tag(s, m, true)};
+      }
+      case ActionType::kRecvBackward: {
+        TITAN_ASSIGN_OR_RETURN(TensorView grad, target_->OutputGrad(s, m));
+        return PeerMessage{Kind::kRecv, grad, schedule_.stage_rank[s + 1], Tag(s + 1, m, true)};
+      }
+      default:
+        break;
+    }
+    return absl::InternalError(absl::StrCat("pp: ", ActionName(a), " is not a send or receive"));
   }
 
   absl::Status Run(const Action& a, const PipelineStepOptions& options) {
@@ -162,31 +217,10 @@ class Pipeline : public ParallelPlugin {
         return target_->BackwardInput(s, m);
       case ActionType::kBackwardWeight:
         return target_->BackwardWeight(s, m);
-      case ActionType::kSendForward: {
-        TITAN_ASSIGN_OR_RETURN(TensorView out, target_->StageOutput(s, m));
-        return Send(out, schedule_.stage_rank[s + 1], Tag(s + 1, m, false));
-      }
-      case ActionType::kRecvForward: {
-        TITAN_ASSIGN_OR_RETURN(TensorView in, target_->StageInput(s, m));
-        return group_->Recv(in, schedule_.stage_rank[s - 1], Tag(s, m, false));
-      }
-      case ActionType::kSendBackward: {
-        TITAN_ASSIGN_OR_RETURN(TensorView grad, target_->InputGrad(s, m));
-        return Send(grad, schedule_.stage_rank[s - 1], Tag(s, m, true));
-      }
-      case ActionType::kRecvBackward: {
-        TITAN_ASSIGN_OR_RETURN(TensorView grad, target_->OutputGrad(s, m));
-        return group_->Recv(grad, schedule_.stage_rank[s + 1], Tag(s + 1, m, true));
-      }
+      default:  // sends and receives run as exchanges
+        break;
     }
-    return absl::InternalError("pp: unknown action");
-  }
-
-  absl::Status Send(const TensorView& buffer, int peer, int tag) {
-    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Communicator::Transfer> send,
-                           group_->StartSend(buffer, peer, tag));
-    sends_.push_back(std::move(send));
-    return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("pp: ", ActionName(a), " is no compute action"));
   }
 
   std::string schedule_name_ = "1F1B", csv_;

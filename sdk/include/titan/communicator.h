@@ -10,20 +10,50 @@
 //   (Compute::RecordEvent) and a buffer may be reused, or its result read, once that event is
 //   complete. Kernels issued after the call on the same stream see its result without waiting.
 // On the CPU both readings agree: the one stream runs everything at once.
+// To overlap communication with compute, a caller starts a collective (StartAllGather) naming
+// the events of its buffers (StreamOrder): a device communicator then waits for those alone,
+// not for every kernel queued before the call, and holds up the compute stream only when the
+// caller waits for the transfer, right before the first kernel that needs it. The rule that
+// keeps it correct: a collective never starts before every write of the buffers it reads, nor
+// before every earlier read or write of the buffers it writes, is complete; the events named
+// must cover all of those.
 #ifndef TITAN_COMMUNICATOR_H_
 #define TITAN_COMMUNICATOR_H_
 
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "titan/compute.h"
 #include "titan/status.h"
 #include "titan/tensor_view.h"
 
 namespace titan {
 
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin };
+
+// Where a started collective (Communicator::StartAllGather) sits among the compute stream's
+// work on a device communicator; host communicators ignore it.
+struct StreamOrder {
+  // Events recorded on the compute stream (Compute::RecordEvent) that the call waits for in
+  // place of all the work queued before it: together they follow the last write of every
+  // buffer it reads and the last read or write of every buffer it writes. Empty: the whole
+  // compute stream so far. The caller releases them once the call has returned.
+  std::vector<EventHandle> after;
+};
+
+// One message of a grouped exchange (Communicator::Exchange).
+struct PeerMessage {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  TensorView buffer;  // read by a send, filled by a receive
+  int peer = 0;
+  int tag = 0;
+};
 
 class Communicator {
  public:
@@ -43,9 +73,10 @@ class Communicator {
   virtual absl::Status Recv(TensorView buffer, int peer, int tag) = 0;
   virtual absl::Status Barrier() = 0;
 
-  // A send or receive under way. Wait returns once the buffer may be reused (a send) or holds
-  // the message (a receive), or the error, as the blocking call would; destroying an unwaited
-  // transfer waits for it.
+  // A send, receive or collective under way. Wait returns once the buffer may be reused (a
+  // send) or holds the message (a receive), or the error, as the blocking call would; on a
+  // device communicator that means, as for the blocking calls, that work queued on the compute
+  // stream after Wait sees it. Destroying an unwaited transfer waits for it.
   class Transfer {
    public:
     virtual ~Transfer() = default;
@@ -60,6 +91,66 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<Transfer>> StartRecv(TensorView /*buffer*/, int /*peer*/,
                                                               int /*tag*/) {
     return absl::UnimplementedError("this communicator has no non-blocking receive");
+  }
+
+  // Several sends and receives, posted together so that ranks sending to each other at once
+  // cannot wait on each other's order (NCCL: one ncclGroupStart/ncclGroupEnd; MPI: non-blocking
+  // requests). Returns once every receive holds its message, as Recv does (a device
+  // communicator: once the group is queued, the compute stream waiting for all of it); the
+  // transfer returned waits for the sends, which may still be under way (destroying it waits
+  // too). Messages between two ranks pair by tag where the backend has tags and in the order
+  // issued where it has none (see ordered_point_to_point).
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
+      std::span<const PeerMessage> messages) {
+    std::vector<std::unique_ptr<Transfer>> sends, receives;
+    absl::Status done = absl::OkStatus();
+    for (const PeerMessage& m : messages) {
+      const bool send = m.kind == PeerMessage::Kind::kSend;
+      absl::StatusOr<std::unique_ptr<Transfer>> started =
+          send ? StartSend(m.buffer, m.peer, m.tag) : StartRecv(m.buffer, m.peer, m.tag);
+      if (!started.ok()) {
+        done = started.status();
+        break;
+      }
+      (send ? sends : receives).push_back(std::move(*started));
+    }
+    for (const auto& receive : receives) done.Update(receive->Wait());
+    auto pending = std::make_unique<Transfers>(std::move(sends));
+    if (!done.ok()) return done;  // after the sends, which `pending` waits for as it goes
+    return std::unique_ptr<Transfer>(std::move(pending));
+  }
+  // Whether sends and receives pair in the order issued between two ranks, whatever their tags,
+  // and each exchange (or Send, Recv) holds up the next until all of it has completed: NCCL,
+  // whose point-to-point calls run in order on one stream. A caller must then prove that its
+  // ranks' exchanges never wait on each other (the pp plugin checks its schedule).
+  virtual bool ordered_point_to_point() const { return false; }
+
+  // Several transfers waited for as one: the first error, after waiting for all of them.
+  class Transfers : public Transfer {
+   public:
+    explicit Transfers(std::vector<std::unique_ptr<Transfer>> transfers)
+        : transfers_(std::move(transfers)) {}
+    ~Transfers() override { Wait().IgnoreError(); }
+    absl::Status Wait() override {
+      for (const auto& transfer : transfers_) result_.Update(transfer->Wait());
+      transfers_.clear();
+      return result_;
+    }
+
+   private:
+    std::vector<std::unique_ptr<Transfer>> transfers_;
+    absl::Status result_;
+  };
+
+  // An all-gather that does not hold up the compute stream (see the top of this file): a device
+  // communicator queues it after `order.after` and returns; the compute stream waits for it
+  // when the transfer's Wait is called, which the caller does before the first work that reads
+  // `output` or writes either buffer. A host communicator gathers before it returns.
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
+                                                                   TensorView output,
+                                                                   const StreamOrder& /*order*/) {
+    TITAN_RETURN_IF_ERROR(AllGather(input, output));
+    return std::unique_ptr<Transfer>(new Transfers({}));
   }
 
   // Ranks passing the same color form a new communicator, ordered by key.
