@@ -35,7 +35,7 @@ std::string DescribeGatherFormats(const std::vector<Parameter>& parameters) {
 
 // Under pp, the stages of this rank, as the pipeline plugin places them on the mesh.
 absl::StatusOr<PipelinePlan> PlaceStages(TrainingJob& job) {
-  ParallelPlugin* pipeline = job.plan.parallelism.pipeline.get();
+  PipelineRole* pipeline = job.plan.parallelism.pipeline();
   if (pipeline == nullptr) return PipelinePlan{};
   TITAN_ASSIGN_OR_RETURN(
       PipelinePlan stages,
@@ -67,6 +67,19 @@ absl::Status ConvertToFloat8(TrainingJob& job) {
                      : ", each unit's scales reduced before its gather");
   }
   return absl::OkStatus();
+}
+
+// The plugin that computes the Float8 gathers' scales after each optimizer step, when
+// float8.precompute_float8_dynamic_scale_for_fsdp asks for it; else null.
+absl::StatusOr<Float8GatherRole*> Float8ScalesToPrecompute(const JobPlan& plan) {
+  if (plan.float8.plugin == nullptr || !plan.float8.precompute_scales) return nullptr;
+  Float8GatherRole* gather = plan.parallelism.Find(&ParallelPlugin::float8_gather);
+  if (gather == nullptr) {
+    return absl::FailedPreconditionError(
+        "float8.precompute_float8_dynamic_scale_for_fsdp = true, but no parallel plugin of this "
+        "job gathers Float8 weights (fsdp does, when data_parallel_shard_degree > 1)");
+  }
+  return gather;
 }
 
 }  // namespace
@@ -106,7 +119,7 @@ absl::Status BuildModel(TrainingJob& job) {
   job.model->Initialize(static_cast<uint64_t>(job.plan.training.seed));
   spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", model.flavor,
                model.config.vocab_size, model.config.ParameterCount() / 1e6);
-  if (job.plan.parallelism.pipeline != nullptr) {
+  if (job.plan.parallelism.pipeline() != nullptr) {
     int64_t held = 0;
     for (const Parameter& p : job.model->Parameters()) held += p.value.numel();
     spdlog::info("[pp] this rank's stages hold {:.2f}M of them", static_cast<double>(held) / 1e6);
@@ -117,30 +130,35 @@ absl::Status BuildModel(TrainingJob& job) {
 absl::Status ApplyParallelism(TrainingJob& job) {
   ParallelismPlan& parallel = job.plan.parallelism;
   DeviceMesh& mesh = job.mesh;
-  // TorchTitan's order: the pp split (made by BuildModel), tp, cp, then fsdp or ddp over the
-  // tp-local tensors.
-  for (ParallelPlugin* plugin : {parallel.pipeline.get(), parallel.tensor_parallel.get(),
-                                 parallel.context_parallel.get(), parallel.data_parallel.get()}) {
-    if (plugin == nullptr) continue;
+  // In the plan's order, TorchTitan's: the pp split (made by BuildModel), tp, cp, then fsdp or
+  // ddp over the tp-local tensors.
+  for (const std::unique_ptr<ParallelPlugin>& plugin : parallel.plugins) {
     TITAN_RETURN_IF_ERROR(plugin->Apply(job.model->root(), mesh));
     job.model->ReleaseUnusedStorage();
+    if (plugin->dimension() == MeshDim::kDpShard) {
+      spdlog::info("[fsdp] {}", DescribeGatherFormats(job.model->Parameters()));
+    }
   }
-  ParallelPlugin* data_parallel = parallel.data_parallel.get();
-  if (data_parallel != nullptr && data_parallel->dimension() == MeshDim::kDpShard) {
-    spdlog::info("[fsdp] {}", DescribeGatherFormats(job.model->Parameters()));
+  DataParallelContext context;
+  context.data_parallel = parallel.data_parallel();
+  context.loss_group = &mesh.world();
+  // The last applied first: it keeps what the ones before it left on this rank.
+  for (auto plugin = parallel.plugins.rbegin(); plugin != parallel.plugins.rend(); ++plugin) {
+    if ((*plugin)->parameter_shards() != nullptr) {
+      context.parameter_keepers.push_back(plugin->get());
+    }
   }
+  context.pipeline = parallel.pipeline();
+  context.pipeline_group = &mesh.group(MeshDim::kPp);
+  context.pipeline_microbatches = parallel.pipeline_microbatches;
+  // A data-parallel plugin averages over its dimension flattened with cp.
+  if (context.data_parallel == nullptr) context.context_group = &mesh.group(MeshDim::kCp);
+  TITAN_ASSIGN_OR_RETURN(context.float8_scales, Float8ScalesToPrecompute(job.plan));
   const TrainingSettings& training = job.plan.training;
   TITAN_ASSIGN_OR_RETURN(
-      job.train_step,
-      TrainStep::Create(
-          *job.model, *training.optimizer, training.local_batch_size, training.seq_len,
-          parallel.accumulation, training.max_norm,
-          DataParallelContext{
-              data_parallel, &mesh.world(), parallel.tensor_parallel.get(), parallel.pipeline.get(),
-              &mesh.group(MeshDim::kPp), parallel.pipeline_microbatches,
-              // fsdp and ddp average over their dimension flattened with cp.
-              data_parallel != nullptr ? nullptr : &mesh.group(MeshDim::kCp),
-              job.plan.float8.plugin != nullptr && job.plan.float8.precompute_scales}));
+      job.train_step, TrainStep::Create(*job.model, *training.optimizer, training.local_batch_size,
+                                        training.seq_len, parallel.accumulation, training.max_norm,
+                                        std::move(context)));
   spdlog::info("[memory] parameters, gradients and optimizer state: {:.1f} MiB on this rank",
                static_cast<double>(job.train_step->state_bytes()) / (1 << 20));
   return absl::OkStatus();
@@ -151,9 +169,8 @@ absl::Status LoadOrInit(TrainingJob& job) {
     TITAN_ASSIGN_OR_RETURN(job.resume, job.checkpointer->Load(TrainStateOf(job)));
   }
   // The scales of the weights as initialized or loaded; each optimizer step computes them anew.
-  if (job.plan.float8.plugin != nullptr && job.plan.float8.precompute_scales) {
-    TITAN_RETURN_IF_ERROR(job.plan.parallelism.data_parallel->PrecomputeFloat8Scales());
-  }
+  TITAN_ASSIGN_OR_RETURN(Float8GatherRole * float8_scales, Float8ScalesToPrecompute(job.plan));
+  if (float8_scales != nullptr) TITAN_RETURN_IF_ERROR(float8_scales->PrecomputeFloat8Scales());
   return absl::OkStatus();
 }
 

@@ -75,15 +75,25 @@ struct ParallelismPlan {
   MeshShape shape;
   int64_t shard_degree_setting = -1;  // data_parallel_shard_degree as written (-1: what is left)
   int64_t pipeline_microbatch_size = 1;
-  int data_parallel_degree = 1;                      // dp_replicate x dp_shard
-  int64_t accumulation = 1;                          // microbatches per optimizer step
-  int64_t pipeline_microbatches = 1;                 // per local batch, under pp
-  std::unique_ptr<ParallelPlugin> pipeline;          // pp, when its degree is above 1
-  std::unique_ptr<ParallelPlugin> context_parallel;  // cp, when its degree is above 1
-  std::unique_ptr<ParallelPlugin> tensor_parallel;   // tp, when its degree is above 1
-  // dp_shard's plugin (fsdp; HSDP when dp_replicate > 1 too) when dp_shard > 1, else
+  int data_parallel_degree = 1;       // dp_replicate x dp_shard
+  int64_t accumulation = 1;           // microbatches per optimizer step
+  int64_t pipeline_microbatches = 1;  // per local batch, under pp
+  // In the order they apply (TorchTitan's): pp, tp and cp for each of them whose degree is above
+  // 1, then dp_shard's plugin (fsdp; HSDP when dp_replicate > 1 too) when dp_shard > 1, else
   // dp_replicate's (ddp) when that is above 1, else none: TorchTitan's choice.
-  std::unique_ptr<ParallelPlugin> data_parallel;
+  std::vector<std::unique_ptr<ParallelPlugin>> plugins;
+
+  // The first plugin, in the order they apply, that takes a role (ParallelPlugin's accessors,
+  // e.g. &ParallelPlugin::pipeline), or null when none does.
+  template <typename Role>
+  Role* Find(Role* (ParallelPlugin::*role)()) const {
+    for (const std::unique_ptr<ParallelPlugin>& plugin : plugins) {
+      if (Role* found = (plugin.get()->*role)(); found != nullptr) return found;
+    }
+    return nullptr;
+  }
+  PipelineRole* pipeline() const { return Find(&ParallelPlugin::pipeline); }
+  DataParallelRole* data_parallel() const { return Find(&ParallelPlugin::data_parallel); }
 };
 
 // [float8], when model.converters includes "float8"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/data/bpe_tokenizer.h"
 #include "core/train/parallel_plugins.h"
 #include "core/train/plan_plugins.h"
@@ -110,23 +111,53 @@ TEST_F(JobPlanTest, ReadsTypedSettingsAndDerivesSizes) {
   EXPECT_EQ(plan->job.device->type(), DeviceType::kCpu);
 }
 
-// Each parallel plugin is the one that serves its mesh dimension, created once by the plan.
+// The plan's parallel plugins, in the order they apply, each as its dimension and the roles it
+// takes: "tp(shards,unshard)".
+std::string DescribeRoles(const ParallelismPlan& parallel) {
+  std::string out;
+  for (const std::unique_ptr<ParallelPlugin>& plugin : parallel.plugins) {
+    std::vector<std::string> roles;
+    if (plugin->data_parallel() != nullptr) roles.push_back("data_parallel");
+    if (plugin->parameter_shards() != nullptr) roles.push_back("shards");
+    if (plugin->unsharding() != nullptr) roles.push_back("unshard");
+    if (plugin->float8_gather() != nullptr) roles.push_back("float8_gather");
+    if (plugin->pipeline() != nullptr) roles.push_back("pipeline");
+    absl::StrAppend(&out, out.empty() ? "" : " ", MeshDimName(plugin->dimension()), "(",
+                    absl::StrJoin(roles, ","), ")");
+  }
+  return out;
+}
+
+// Each parallel plugin is the one that serves its mesh dimension, created once by the plan, in
+// the order they apply; each takes only the roles its dimension needs, and the plan finds the
+// data-parallel and pipeline plugins by their role.
 TEST_F(JobPlanTest, ParallelPluginsAreChosenByTheDimensionTheyServe) {
   auto fsdp_tp = BuildJobPlan(Make(""), *registry_, Mesh(2, 2));
   ASSERT_TRUE(fsdp_tp.ok()) << fsdp_tp.status();
-  ASSERT_NE(fsdp_tp->parallelism.data_parallel, nullptr);
-  EXPECT_EQ(fsdp_tp->parallelism.data_parallel->dimension(), MeshDim::kDpShard);
-  ASSERT_NE(fsdp_tp->parallelism.tensor_parallel, nullptr);
-  EXPECT_EQ(fsdp_tp->parallelism.tensor_parallel->dimension(), MeshDim::kTp);
-  EXPECT_EQ(fsdp_tp->parallelism.pipeline, nullptr);
+  EXPECT_EQ(DescribeRoles(fsdp_tp->parallelism),
+            "tp(shards,unshard) dp_shard(data_parallel,shards,unshard,float8_gather)");
+  EXPECT_EQ(fsdp_tp->parallelism.data_parallel(),
+            fsdp_tp->parallelism.plugins.back()->data_parallel());
+  EXPECT_EQ(fsdp_tp->parallelism.pipeline(), nullptr);
   MeshShape replicas;
   replicas.degrees[static_cast<int>(MeshDim::kDpReplicate)] = 2;
   auto ddp = BuildJobPlan(Make(""), *registry_, replicas);
   ASSERT_TRUE(ddp.ok()) << ddp.status();
-  EXPECT_EQ(ddp->parallelism.data_parallel->dimension(), MeshDim::kDpReplicate);
+  EXPECT_EQ(DescribeRoles(ddp->parallelism), "dp_replicate(data_parallel)");
+  EXPECT_NE(ddp->parallelism.data_parallel(), nullptr);
+  MeshShape pp_cp;
+  pp_cp.degrees[static_cast<int>(MeshDim::kPp)] = 2;
+  pp_cp.degrees[static_cast<int>(MeshDim::kCp)] = 2;
+  auto pipelined =
+      BuildJobPlan(Make("", {"parallelism.pipeline_parallel_degree=2"}), *registry_, pp_cp);
+  ASSERT_TRUE(pipelined.ok()) << pipelined.status();
+  EXPECT_EQ(DescribeRoles(pipelined->parallelism), "pp(pipeline) cp(unshard)");
+  EXPECT_EQ(pipelined->parallelism.pipeline(), pipelined->parallelism.plugins.front()->pipeline());
+  EXPECT_EQ(pipelined->parallelism.data_parallel(), nullptr);
   auto single = BuildJobPlan(Make(""), *registry_, Mesh(1, 1));
   ASSERT_TRUE(single.ok()) << single.status();
-  EXPECT_EQ(single->parallelism.data_parallel, nullptr);
+  EXPECT_TRUE(single->parallelism.plugins.empty());
+  EXPECT_EQ(single->parallelism.data_parallel(), nullptr);
   // "auto" is no communicator on one rank, and a host-staging one that joins many ranks else.
   EXPECT_EQ(single->comm.plugin, nullptr);
   ASSERT_NE(fsdp_tp->comm.plugin, nullptr);
@@ -148,7 +179,9 @@ TEST_F(JobPlanTest, ThePipelinePluginPlansItsStagesInThePlan) {
               HasSubstr("pipeline_parallel_layers_per_stage = 3 makes 3 stages"));
   auto plan = BuildJobPlan(Make("", layout), *registry_, pp);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->parallelism.pipeline->dimension(), MeshDim::kPp);
+  ASSERT_EQ(plan->parallelism.plugins.size(), 1u);
+  EXPECT_EQ(plan->parallelism.plugins[0]->dimension(), MeshDim::kPp);
+  EXPECT_NE(plan->parallelism.pipeline(), nullptr);
   EXPECT_EQ(plan->parallelism.pipeline_microbatches, 2);  // local batch 2, microbatches of 1
 }
 
@@ -293,7 +326,7 @@ TEST_F(JobPlanTest, AnInOrderCommunicatorRefusesTheSchedulesThatWouldDeadlock) {
         *registry_, pp);
     ASSERT_TRUE(plan.ok()) << plan.status();
     PlanningMesh in_order(pp, *plan->job.device, /*ordered_point_to_point=*/true);
-    auto stages = plan->parallelism.pipeline->PlanPipeline(
+    auto stages = plan->parallelism.pipeline()->PlanPipeline(
         static_cast<int>(plan->model.config.n_layers),
         static_cast<int>(plan->parallelism.pipeline_microbatches), in_order);
     EXPECT_EQ(stages.ok(), runs) << schedule << ": " << stages.status();

@@ -21,6 +21,7 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
   const MeshShape& shape = parallel.shape;
   const ConfigView& section = recipe.section("parallelism");
   const int64_t seq_len = plan.training.seq_len;
+  std::unique_ptr<ParallelPlugin> pipeline, context_parallel, data_parallel, tensor_parallel;
   auto create = [&](MeshDim dim, std::unique_ptr<ParallelPlugin>& into) {
     absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin =
         CreateParallelPluginFor(dim, registry, section);
@@ -30,7 +31,7 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
       problems.emplace_back(plugin.status().message());
     }
   };
-  if (shape.degree(MeshDim::kPp) > 1) create(MeshDim::kPp, parallel.pipeline);
+  if (shape.degree(MeshDim::kPp) > 1) create(MeshDim::kPp, pipeline);
   if (const int cp = shape.degree(MeshDim::kCp); cp > 1) {
     const int64_t chunks = 2 * int64_t{cp};
     if (seq_len % chunks != 0) {
@@ -39,13 +40,13 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
                                       "): each cp rank holds two mirrored chunks of every "
                                       "sequence"));
     } else {
-      create(MeshDim::kCp, parallel.context_parallel);
+      create(MeshDim::kCp, context_parallel);
     }
   }
   if (shape.degree(MeshDim::kDpShard) > 1) {
-    create(MeshDim::kDpShard, parallel.data_parallel);
+    create(MeshDim::kDpShard, data_parallel);
   } else if (shape.degree(MeshDim::kDpReplicate) > 1) {
-    create(MeshDim::kDpReplicate, parallel.data_parallel);
+    create(MeshDim::kDpReplicate, data_parallel);
   }
   if (const int tp = shape.degree(MeshDim::kTp); tp > 1) {
     if (seq_len % tp != 0) {
@@ -54,8 +55,14 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
           " is not divisible by parallelism.tensor_parallel_degree = ", tp,
           " (sequence parallel gives each tensor-parallel rank seq_len / ", tp, " tokens)"));
     } else {
-      create(MeshDim::kTp, parallel.tensor_parallel);
+      create(MeshDim::kTp, tensor_parallel);
     }
+  }
+  // TorchTitan's order of applying them: the pp split, tp, cp, then fsdp or ddp over the
+  // tp-local tensors.
+  for (std::unique_ptr<ParallelPlugin>* plugin :
+       {&pipeline, &tensor_parallel, &context_parallel, &data_parallel}) {
+    if (*plugin != nullptr) parallel.plugins.push_back(std::move(*plugin));
   }
 }
 
@@ -63,7 +70,7 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
 // ranks and the microbatches), made on the mesh's shape before the ranks join; the run plans
 // again on the real mesh.
 absl::Status CheckPipelinePlan(JobPlan& plan) {
-  ParallelPlugin* pipeline = plan.parallelism.pipeline.get();
+  PipelineRole* pipeline = plan.parallelism.pipeline();
   if (pipeline == nullptr) return absl::OkStatus();
   const bool ordered =
       plan.comm.plugin != nullptr && !plan.comm.plugin->traits().unordered_point_to_point;

@@ -29,7 +29,7 @@ absl::StatusOr<double> EvalLoss(TrainingJob& job, int64_t batches) {
   LlamaModel& model = *job.model;
   PackedLoader& loader = *job.data->eval;
   const int64_t batch = job.plan.training.local_batch_size, seq_len = job.plan.training.seq_len;
-  ParallelPlugin* pipeline = job.plan.parallelism.pipeline.get();
+  PipelineRole* pipeline = job.plan.parallelism.pipeline();
   const int64_t microbatches = job.plan.parallelism.pipeline_microbatches;
   std::vector<int32_t> tokens(batch * seq_len), targets(batch * seq_len);
   double total = 0;
@@ -88,7 +88,7 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
   const MeshShape& shape = parallel.shape;
   const int64_t steps = training.steps, batch = training.local_batch_size;
   const int64_t seq_len = training.seq_len, accumulation = parallel.accumulation;
-  const bool pipelined = parallel.pipeline != nullptr;
+  const bool pipelined = parallel.pipeline() != nullptr;
   const LrSchedule schedule(steps, training.warmup_steps, training.decay_ratio, training.decay_type,
                             training.min_lr_factor);
   if (!BlasSharesOpenMpThreads()) {

@@ -24,12 +24,12 @@ absl::Status GatherWholeModel(TrainingJob& job) {
   ParallelismPlan& parallel = job.plan.parallelism;
   DeviceMesh& mesh = job.mesh;
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
-  for (ParallelPlugin* plugin : {parallel.data_parallel.get(), parallel.context_parallel.get(),
-                                 parallel.tensor_parallel.get()}) {
-    if (plugin != nullptr) TITAN_RETURN_IF_ERROR(plugin->Unshard());
+  for (auto plugin = parallel.plugins.rbegin(); plugin != parallel.plugins.rend(); ++plugin) {
+    UnshardingRole* unsharding = (*plugin)->unsharding();
+    if (unsharding != nullptr) TITAN_RETURN_IF_ERROR(unsharding->Unshard());
   }
   // The pp ranks of the lead's pipeline (every other coordinate 0) hand their stages to it.
-  if (parallel.pipeline != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
+  if (parallel.pipeline() != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
       mesh.coordinate(MeshDim::kDpShard) == 0 && mesh.coordinate(MeshDim::kCp) == 0 &&
       mesh.coordinate(MeshDim::kTp) == 0) {
     TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> whole,
@@ -63,7 +63,7 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
   const MeshShape& shape = job.plan.parallelism.shape;
   const int64_t steps = job.plan.training.steps, trained = outcome.trained;
   const absl::Status& saved = outcome.saved;
-  if (job.plan.parallelism.context_parallel != nullptr) {
+  if (shape.degree(MeshDim::kCp) > 1) {
     spdlog::info("[cp] rank {} of {}: attention scored {} query-key pairs over {} step(s), {}",
                  mesh.coordinate(MeshDim::kCp), shape.degree(MeshDim::kCp),
                  job.model->attention_pairs(), trained - job.resume.step,

@@ -59,8 +59,10 @@ absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& 
   step.max_norm_ = max_norm;
   step.dp_ = dp;
   std::optional<LocalParameters> local;
-  if (dp.plugin != nullptr) local = dp.plugin->local_parameters();
-  if (!local && dp.tensor_parallel != nullptr) local = dp.tensor_parallel->local_parameters();
+  for (ParallelPlugin* plugin : dp.parameter_keepers) {
+    local = plugin->parameter_shards()->local_parameters();
+    if (local) break;
+  }
   if (local) {
     step.params_ = local->params.data_as<float>();
     step.grads_ = local->grads.data_as<float>();
@@ -119,8 +121,8 @@ absl::StatusOr<double> TrainStep::GradNorm() const {
   ScopedSpan span("optimizer", "grad_norm");
   // The groups whose ranks hold different parts of the gradient: their squared norms add up.
   std::vector<std::pair<Communicator*, MeshDim>> groups;
-  for (ParallelPlugin* plugin : {dp_.plugin, dp_.tensor_parallel}) {
-    Communicator* group = plugin != nullptr ? plugin->gradient_shard_group() : nullptr;
+  for (ParallelPlugin* plugin : dp_.parameter_keepers) {
+    Communicator* group = plugin->parameter_shards()->gradient_shard_group();
     if (group != nullptr && group->size() > 1) groups.emplace_back(group, plugin->dimension());
   }
   std::vector<TensorView> held;
@@ -168,7 +170,7 @@ absl::StatusOr<double> TrainStep::RunPipeline(bool last_accumulation, const Next
   TITAN_RETURN_IF_ERROR(
       model_->SetMicrobatches(std::move(tokens), std::move(targets), rows, seq_len_));
   PipelineStepOptions options;
-  options.data_parallel = dp_.plugin;
+  options.data_parallel = dp_.data_parallel;
   options.sync_gradients = last_accumulation;
   TITAN_ASSIGN_OR_RETURN(PipelineStepStats ran, dp_.pipeline->RunSchedule(options));
   stats.step_seconds += ran.step_seconds;
@@ -199,16 +201,18 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
       result.loss += loss / static_cast<double>(accumulation_);
       continue;
     }
-    if (dp_.plugin != nullptr) dp_.plugin->set_requires_gradient_sync(micro + 1 == accumulation_);
+    if (dp_.data_parallel != nullptr) {
+      dp_.data_parallel->set_requires_gradient_sync(micro + 1 == accumulation_);
+    }
     next(tokens_.data(), targets_.data());
     TITAN_ASSIGN_OR_RETURN(float loss,
                            model_->Forward(tokens_.data(), targets_.data(), batch_, seq_len_));
     result.loss += loss / static_cast<double>(accumulation_);
     TITAN_RETURN_IF_ERROR(model_->Backward());
   }
-  if (dp_.plugin != nullptr) {
-    TITAN_RETURN_IF_ERROR(
-        Traced("sync", "wait_for_gradients", [&] { return dp_.plugin->WaitForGradients(); }));
+  if (dp_.data_parallel != nullptr) {
+    TITAN_RETURN_IF_ERROR(Traced("sync", "wait_for_gradients",
+                                 [&] { return dp_.data_parallel->WaitForGradients(); }));
   }
   if (dp_.context_group != nullptr && dp_.context_group->size() > 1) {
     // Each cp rank's gradient is of the mean loss over its own tokens; the sequence's is their
@@ -250,9 +254,9 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
                        compute_};
   TITAN_RETURN_IF_ERROR(
       Traced("optimizer", "optimizer.step", [&] { return optimizer_->Step(update); }));
-  if (dp_.precompute_float8_scales) {
+  if (dp_.float8_scales != nullptr) {
     TITAN_RETURN_IF_ERROR(Traced("optimizer", "precompute_float8_scales",
-                                 [&] { return dp_.plugin->PrecomputeFloat8Scales(); }));
+                                 [&] { return dp_.float8_scales->PrecomputeFloat8Scales(); }));
   }
   return result;
 }

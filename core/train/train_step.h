@@ -1,9 +1,9 @@
 // One optimizer step: the microbatches' gradients summed and averaged (global batch = local batch
 // x accumulation steps x data-parallel ranks, the data-parallel plugin averaging across ranks),
 // clipped by global norm, checked for NaN/Inf, then the optimizer's update with the scheduled lr.
-// The optimizer updates the model's flat buffers, or this rank's shard when the data-parallel
-// plugin keeps the parameters (fsdp). Its state lives in an arena, one tensor per state slot, so
-// a checkpoint saves and restores it (core/tensor/arena_file.h).
+// The optimizer updates the model's flat buffers, or this rank's shard when a parallel plugin
+// keeps the parameters (ParameterShardsRole: fsdp, tp). Its state lives in an arena, one tensor
+// per state slot, so a checkpoint saves and restores it (core/tensor/arena_file.h).
 #ifndef TITAN_CORE_TRAIN_TRAIN_STEP_H_
 #define TITAN_CORE_TRAIN_TRAIN_STEP_H_
 
@@ -30,26 +30,29 @@ struct StepResult {
 // Fills tokens and targets, each [batch, seq_len], with the next microbatch.
 using NextMicrobatch = std::function<void(int32_t* tokens, int32_t* targets)>;
 
-// How a step's gradients and loss are shared across ranks; the default is one rank.
+// How a step's gradients and loss are shared across ranks, by the roles of the parallel plugins
+// applied to the model; the default is one rank.
 struct DataParallelContext {
-  ParallelPlugin* plugin = nullptr;    // ddp or fsdp, already applied to the model
+  // ddp or fsdp: averages the gradients across its ranks.
+  DataParallelRole* data_parallel = nullptr;
   Communicator* loss_group = nullptr;  // the ranks whose losses average into the step's loss
-  // tp, applied before `plugin`: its flat buffers are what the optimizer updates unless fsdp
-  // shards them further, and its ranks' gradients add up to the whole model's.
-  ParallelPlugin* tensor_parallel = nullptr;
+  // The plugins that keep parameters in flat buffers of their own (ParameterShardsRole), the
+  // last applied first (fsdp, then tp): the optimizer updates the first one's buffers, and each
+  // one's ranks' gradients add up to the whole model's.
+  std::vector<ParallelPlugin*> parameter_keepers;
   // pp, applied first: its schedule runs each local batch as `pipeline_microbatches`
   // microbatches through the stages; the losses come from the last stage's rank and the
   // gradient norm adds up over `pipeline_group` (each rank holds other parameters).
-  ParallelPlugin* pipeline = nullptr;
+  PipelineRole* pipeline = nullptr;
   Communicator* pipeline_group = nullptr;
   int64_t pipeline_microbatches = 1;
   // cp: its ranks hold other tokens of the same sequences, so their gradients are averaged over
   // it here when no data-parallel plugin does (fsdp and ddp reduce over their dimension
   // flattened with cp: DeviceMesh::group_with_context).
   Communicator* context_group = nullptr;
-  // float8.precompute_float8_dynamic_scale_for_fsdp: after each optimizer step, `plugin` (fsdp)
-  // computes every float8-gathered weight's scale in one pass.
-  bool precompute_float8_scales = false;
+  // float8.precompute_float8_dynamic_scale_for_fsdp: after each optimizer step, this plugin
+  // (fsdp) computes every float8-gathered weight's scale in one pass; null: none does.
+  Float8GatherRole* float8_scales = nullptr;
 };
 
 class TrainStep {

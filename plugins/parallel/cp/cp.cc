@@ -16,7 +16,7 @@
 namespace titan::cp {
 namespace {
 
-class ContextParallel : public ParallelPlugin {
+class ContextParallel : public ParallelPlugin, public UnshardingRole {
  public:
   MeshDim dimension() const override { return MeshDim::kCp; }
 
@@ -50,6 +50,8 @@ class ContextParallel : public ParallelPlugin {
     }
     return host_->SetAttention(attention_.get());
   }
+
+  UnshardingRole* unsharding() override { return this; }
 
   // Whole sequences again on every rank (for generation after training).
   absl::Status Unshard() override {

@@ -37,11 +37,13 @@ std::vector<TensorView> Bucket(const std::vector<Parameter*>& parameters) {
   return runs;
 }
 
-class Ddp : public ParallelPlugin {
+class Ddp : public ParallelPlugin, public DataParallelRole {
  public:
   MeshDim dimension() const override { return MeshDim::kDpReplicate; }
 
   absl::Status Apply(Module& model, DeviceMesh& mesh) override;
+
+  DataParallelRole* data_parallel() override { return this; }
 
   void set_requires_gradient_sync(bool sync) override { sync_ = sync; }
 

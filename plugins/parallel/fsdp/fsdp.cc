@@ -48,7 +48,11 @@ struct Unit {
   std::vector<std::unique_ptr<Communicator::Transfer>> transfers;
 };
 
-class Fsdp : public ParallelPlugin {
+class Fsdp : public ParallelPlugin,
+             public DataParallelRole,
+             public ParameterShardsRole,
+             public UnshardingRole,
+             public Float8GatherRole {
  public:
   MeshDim dimension() const override { return MeshDim::kDpShard; }
 
@@ -65,6 +69,15 @@ class Fsdp : public ParallelPlugin {
   }
 
   absl::Status Apply(Module& model, DeviceMesh& mesh) override;
+
+  DataParallelRole* data_parallel() override { return this; }
+  ParameterShardsRole* parameter_shards() override { return this; }
+  UnshardingRole* unsharding() override { return this; }
+  Float8GatherRole* float8_gather() override { return this; }
+
+  // Every backward reduce-scatters its gradients into this rank's shard, where the microbatches'
+  // add up: the full gradients are freed unit by unit, with nowhere to accumulate them unreduced.
+  void set_requires_gradient_sync(bool /*sync*/) override {}
 
   absl::Status WaitForGradients() override {
     // The stream runs in order: once a no-op queued now is done, every reduction before it is.

@@ -21,7 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class Pipeline : public ParallelPlugin {
+class Pipeline : public ParallelPlugin, public PipelineRole {
  public:
   MeshDim dimension() const override { return MeshDim::kPp; }
 
@@ -41,6 +41,8 @@ class Pipeline : public ParallelPlugin {
     }
     return absl::OkStatus();
   }
+
+  PipelineRole* pipeline() override { return this; }
 
   absl::StatusOr<PipelinePlan> PlanPipeline(int n_layers, int microbatches,
                                             DeviceMesh& mesh) override {

@@ -20,7 +20,7 @@ void CollectParameters(Module& module, std::vector<Parameter*>& out) {
   for (Module* child : module.children()) CollectParameters(*child, out);
 }
 
-class TensorParallel : public ParallelPlugin {
+class TensorParallel : public ParallelPlugin, public ParameterShardsRole, public UnshardingRole {
  public:
   MeshDim dimension() const override { return MeshDim::kTp; }
 
@@ -54,6 +54,9 @@ class TensorParallel : public ParallelPlugin {
     group_ = &group;
     return target_->SetTensorParallel(TensorParallelLayout{group_});
   }
+
+  ParameterShardsRole* parameter_shards() override { return this; }
+  UnshardingRole* unsharding() override { return this; }
 
   absl::Status Unshard() override {
     if (group_ == nullptr) return absl::OkStatus();
