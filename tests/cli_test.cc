@@ -351,9 +351,9 @@ TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
   // A launcher that claims 16 ranks around a process MPI sees alone.
   Result many = Titan("--recipe recipes/llama3_70b.toml", "OMPI_COMM_WORLD_SIZE=16");
   EXPECT_EQ(many.exit_code, 1);
-  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched: device mesh: "
-                                     "pp*dp_replicate*dp_shard*cp*tp = 16, but the world "
-                                     "communicator has 1 ranks"));
+  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched: mpirun started 16 ranks "
+                                     "(OMPI_COMM_WORLD_SIZE), but the comm plugin's world holds "
+                                     "1 rank(s), this process being rank 0"));
 }
 
 TEST(TitanRun, PrintsTheEffectiveRecipeWithOverrides) {
@@ -633,6 +633,20 @@ TEST(TitanRun, CudaWithoutAGpuIsRefusedBeforeTraining) {
   EXPECT_THAT(r.output, HasSubstr("job.device = \"cuda\": local rank 0 needs device 0, but this "
                                   "machine has 0 cuda device(s)"));
   EXPECT_THAT(r.output, Not(HasSubstr("recipe is valid")));
+}
+
+// srun without a PMI that MPI speaks: each task's MPI world is itself alone.
+TEST(TitanRun, SrunWithoutPmiIsNamedWhenTheRanksJoin) {
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --training.steps=1 --job.dump_folder=/tmp/titan_srun_"
+      "without_pmi",
+      "SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("srun started 2 ranks, this process as rank 1 (SLURM_NTASKS, "
+                                  "SLURM_PROCID, SLURM_LOCALID), but the comm plugin's world "
+                                  "holds 1 rank(s), this process being rank 0: MPI was not "
+                                  "started through a PMI that srun provides; launch with "
+                                  "`srun --mpi=pmix`"));
 }
 
 // What srun sets for task 2 of a 4-task job step; titan-run takes its rank, the world and its

@@ -113,8 +113,8 @@ absl::Status CheckPlacement(const Communicator& world) {
     return absl::OkStatus();
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      placement->launcher, " started this process as rank ",
-      placement->rank ? std::to_string(*placement->rank) : "?", " of ", placement->world_size, " (",
+      placement->launcher, " started ", placement->world_size, " ranks",
+      placement->rank ? absl::StrCat(", this process as rank ", *placement->rank) : "", " (",
       placement->variables, "), but the comm plugin's world holds ", world.size(),
       " rank(s), this process being rank ", world.rank(),
       placement->launcher == "srun"
