@@ -1,5 +1,7 @@
 #include "core/model/model_family.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace titan {
 
 std::vector<ParameterDecl> InArenaOrder(FamilyParameters family) {
@@ -9,6 +11,14 @@ std::vector<ParameterDecl> InArenaOrder(FamilyParameters family) {
   }
   for (ParameterDecl& decl : family.head) all.push_back(std::move(decl));
   return all;
+}
+
+absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name) {
+  for (const ModelFamily* family : {&LlamaFamily()}) {
+    if (family->name() == name) return family;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.name: no model family \"", name, "\"; known: ", LlamaFamily().name()));
 }
 
 }  // namespace titan

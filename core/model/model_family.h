@@ -61,6 +61,9 @@ class ModelFamily {
 // attention with RoPE and a SwiGLU feed-forward, RMSNorm, optionally tied embeddings.
 const ModelFamily& LlamaFamily();
 
+// The family a recipe's model.name names ("llama3"); an error lists the known ones.
+absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name);
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_MODEL_MODEL_FAMILY_H_

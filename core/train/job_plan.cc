@@ -215,6 +215,8 @@ absl::Status ReadActivationCheckpoint(const Recipe& recipe, JobPlan& plan) {
 // Every core key, typed; the checks come after.
 absl::Status ReadRecipe(const Recipe& recipe, const PluginRegistry& registry, JobPlan& plan) {
   TITAN_RETURN_IF_ERROR(ReadJob(recipe, plan.job));
+  TITAN_ASSIGN_OR_RETURN(const std::string family, recipe.section("model").GetString("name"));
+  TITAN_ASSIGN_OR_RETURN(plan.model.family, ModelFamilyNamed(family));
   TITAN_ASSIGN_OR_RETURN(plan.model.flavor, recipe.section("model").GetString("flavor"));
   TITAN_RETURN_IF_ERROR(ReadTraining(recipe, plan.training));
   const ConfigView& validation = recipe.section("validation");
