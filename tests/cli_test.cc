@@ -569,6 +569,58 @@ TEST(TitanRun, SecondSignalExitsAtOnceWithoutSaving) {
   std::filesystem::remove_all(dump);
 }
 
+// A format that holds models only cannot save what resuming needs: a stopped run saves the
+// model to model.arena instead, as without checkpoints, and still exits 3.
+TEST(TitanRun, FirstSigtermWithAModelOnlyFormatSavesTheModelAndExits3) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_sigterm_st_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background run(SignalRun(dump, true) +
+                     " --checkpoint.format=safetensors --checkpoint.last_save_model_only=true",
+                 dump / "log.txt");
+  run.WaitFor("step [0-9]+\\] loss");
+  run.Signal(SIGTERM);
+  ASSERT_EQ(run.Wait(), 3) << run.Output();
+  EXPECT_THAT(run.Output(),
+              testing::ContainsRegex("stopped by SIGTERM after step [0-9]+ of 100000; the model is "
+                                     "saved to " +
+                                     dump.string() +
+                                     "/model.arena \\(checkpoint.format = \"safetensors\" holds "
+                                     "the model only: no resuming\\)"));
+  EXPECT_TRUE(std::filesystem::exists(dump / "model.arena"));
+  std::filesystem::remove_all(dump);
+}
+
+// SIGUSR1 asks for the flight record, before the rank has joined its job as after, and never
+// ends the run: a single rank writes one too (with no collectives).
+TEST(TitanRun, Sigusr1WritesTheFlightRecordAndTheRunGoesOn) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_sigusr1_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background run(SignalRun(dump, false), dump / "log.txt");
+  run.WaitFor("recipe is valid; mesh");  // before the world is formed
+  run.Signal(SIGUSR1);
+  // Served once the rank has joined, or after the first step, whichever comes first.
+  const std::string served =
+      "SIGUSR1: flight record of rank 0 \\((asked before this rank joined the job|after step "
+      "[0-9]+)\\) in " +
+      dump.string() + "/flight_recorder/flight_recorder_rank0.json";
+  run.WaitFor(served);
+  run.WaitFor("step [0-9]+\\] loss");
+  run.Signal(SIGUSR1);
+  run.WaitFor(served + "[\\s\\S]*" + served);  // a second record
+  const nlohmann::json record =
+      nlohmann::json::parse(std::ifstream(dump / "flight_recorder" / "flight_recorder_rank0.json"));
+  EXPECT_THAT(record.at("reason").get<std::string>(), testing::StartsWith("SIGUSR1, after step "));
+  EXPECT_EQ(record.at("rank"), 0);
+  EXPECT_TRUE(record.at("collectives").is_array());
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(), 3) << run.Output();
+  std::filesystem::remove_all(dump);
+}
+
 TEST(TitanRun, FindsPluginsOnTitanPluginPath) {
   Result r = Titan("--list-plugins", "TITAN_PLUGIN_PATH=" + kTestPlugins + "/good");
   ASSERT_EQ(r.exit_code, 0) << r.output;

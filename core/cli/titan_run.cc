@@ -250,7 +250,9 @@ int Run(const std::vector<std::string>& args) {
   }
   if (world_size == 1) {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
-        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
+        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(
+                            false, FlightRecordFolder(plan->job.dump_folder)),
+                        *mesh, *device);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
       return kExitFailure;
@@ -274,6 +276,7 @@ int Run(const std::vector<std::string>& args) {
         device_mesh->coordinate(MeshDim::kTp));
   }
   SetProfilingRank(device_mesh->world().rank());
+  ServeFlightRecordRequest(device_mesh->world(), "asked before this rank joined the job");
   absl::Status trained = Train(*plan, *device_mesh);
   if (absl::IsCancelled(trained)) {
     spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));
@@ -296,6 +299,7 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace titan
 
 int main(int argc, char** argv) {
+  titan::InstallFlightRecordSignalHandler();  // before anything: SIGUSR1 must never end the run
   try {
     return titan::Run(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& e) {

@@ -283,6 +283,9 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
                                      const TrainState& state, bool stopping) {
   const bool last = step == steps;
   if (step % settings_.interval != 0 && !last && !stopping) return absl::OkStatus();
+  if (!last && step % settings_.interval != 0 && !holds_training_state()) {
+    return absl::OkStatus();  // a stop: the format cannot hold what resuming needs
+  }
   const auto start = std::chrono::steady_clock::now();
   TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
   const bool model_only = last && settings_.last_model_only;

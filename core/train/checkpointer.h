@@ -73,11 +73,15 @@ class Checkpointer {
   absl::Status MatchModel(LlamaConfig& config, absl::string_view flavor);
   absl::StatusOr<ResumePoint> Load(const TrainState& state);
   // After step `step` of `steps`: saves when the interval or the last step says so, or
-  // `stopping` (a run stopped early saves a full checkpoint to resume from).
+  // `stopping` (a run stopped early saves a full checkpoint to resume from, unless the format
+  // holds models only).
   absl::Status MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
                          const TrainState& state, bool stopping = false);
   // Waits for a background save and reports how it went.
   absl::Status Wait();
+  // False for a format that holds models only (safetensors): a run stopped early then saves no
+  // checkpoint, only model.arena.
+  bool holds_training_state() const { return settings_.plugin->holds_training_state(); }
 
   // The step-<N> folders of the checkpoint folder: those the plugin reads as complete
   // checkpoints, oldest first, and the others with the plugin's reason.

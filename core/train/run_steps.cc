@@ -176,6 +176,7 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
       TITAN_ASSIGN_OR_RETURN(double eval_loss, EvalLoss(job, batches));
       if (log) log->LogEval(step, eval_loss);
     }
+    ServeFlightRecordRequest(mesh.world(), absl::StrCat("after step ", step));
     bool stop = false;  // asked on every rank every step, so that all stop after the same one
     if (step < steps) {
       TITAN_ASSIGN_OR_RETURN(stop, AgreeToStop(mesh.world()));
