@@ -477,6 +477,7 @@ class Background {
     return match;
   }
   void Signal(int signal) { kill(pid_, signal); }
+  pid_t pid() const { return pid_; }  // titan-run's own: the shell execs it
   // The exit code, 128 + N when killed by signal N.
   int Wait() {
     int status = 0;
@@ -618,6 +619,26 @@ TEST(TitanRun, Sigusr1WritesTheFlightRecordAndTheRunGoesOn) {
   EXPECT_TRUE(record.at("collectives").is_array());
   run.Signal(SIGTERM);
   EXPECT_EQ(run.Wait(), 3) << run.Output();
+  std::filesystem::remove_all(dump);
+}
+
+// A second run in a dump folder that a run still uses (a requeued job) is refused, naming the
+// holder, before it writes anything there.
+TEST(TitanRun, ASecondRunInTheSameDumpFolderIsRefusedNamingTheFirst) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_two_runs_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background first(SignalRun(dump, true), dump / "log.txt");
+  first.WaitFor("step [0-9]+\\] loss");
+  Result second = Titan(SignalRun(dump, true) + " --training.steps=2");
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_THAT(second.output, HasSubstr(absl::StrCat("job.dump_folder = \"", dump.string(),
+                                                    "\" is in use by another run: pid ",
+                                                    first.pid(), " on host ")));
+  EXPECT_THAT(second.output, Not(HasSubstr("] loss")));
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.Wait(), 3) << first.Output();
   std::filesystem::remove_all(dump);
 }
 

@@ -15,6 +15,7 @@
 #include "core/cli/options.h"
 #include "core/runtime/control_plane/timed_communicator.h"
 #include "core/runtime/device_mesh.h"
+#include "core/runtime/dump_folder_lock.h"
 #include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
@@ -276,6 +277,13 @@ int Run(const std::vector<std::string>& args) {
         device_mesh->coordinate(MeshDim::kTp));
   }
   SetProfilingRank(device_mesh->world().rank());
+  // Held until the run returns; the kernel releases it however the process ends.
+  absl::StatusOr<std::optional<DumpFolderLock>> lock =
+      LockDumpFolderForJob(plan->job.dump_folder, device_mesh->world());
+  if (!lock.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(lock.status().message()));
+    return ExitCodeOf(lock.status());
+  }
   ServeFlightRecordRequest(device_mesh->world(), "asked before this rank joined the job");
   absl::Status trained = Train(*plan, *device_mesh);
   if (absl::IsCancelled(trained)) {
