@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -335,15 +336,39 @@ absl::Status Checkpointer::Save(const std::string& folder, std::vector<Checkpoin
   return absl::OkStatus();
 }
 
+// A pruned checkpoint is renamed first, then removed: a kill during the removal leaves a
+// step-<N>.pruned folder, which no scan takes for a step and the next prune finishes removing,
+// never a step-<N> missing some of its files.
 void Checkpointer::RemoveOld() {
   if (settings_.keep_latest_k <= 0) return;
+  constexpr absl::string_view kPruned = ".pruned";
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(settings_.root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && absl::EndsWith(name, kPruned)) {
+      std::error_code removal;
+      fs::remove_all(entry.path(), removal);
+      if (removal) {
+        spdlog::warn("[checkpoint] could not remove {}, left by an earlier prune: {}",
+                     entry.path().string(), removal.message());
+      }
+    }
+  }
   std::vector<int64_t> saved = ScanSteps().complete;
   for (size_t i = 0; i + static_cast<size_t>(settings_.keep_latest_k) < saved.size(); ++i) {
-    std::error_code error;
-    fs::remove_all(StepFolder(settings_.root, saved[i]), error);
-    if (error)
-      spdlog::warn("[checkpoint] could not remove {}: {}", StepFolder(settings_.root, saved[i]),
+    const std::string folder = StepFolder(settings_.root, saved[i]);
+    const std::string trash = absl::StrCat(folder, kPruned);
+    fs::rename(folder, trash, error);
+    if (error) {
+      spdlog::warn("[checkpoint] could not prune {}: renaming it to {} failed: {}", folder, trash,
                    error.message());
+      continue;
+    }
+    fs::remove_all(trash, error);
+    if (error) {
+      spdlog::warn("[checkpoint] could not remove {} (pruned {}): {}; the next prune retries",
+                   trash, folder, error.message());
+    }
   }
 }
 

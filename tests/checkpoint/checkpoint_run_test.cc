@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -97,6 +98,43 @@ TEST_F(CheckpointRun, IncompleteNewestStepFolderIsReportedAndKept) {
   EXPECT_THAT(older.output, HasSubstr("ignoring " + (steps / "step-0").string() + ", older than " +
                                       (steps / "step-2").string()));
   EXPECT_THAT(older.output, HasSubstr("step 3] loss"));
+}
+
+// keep_latest_k renames a checkpoint before removing it, so a kill mid-removal leaves a
+// step-<N>.pruned folder, which the next prune removes; a step folder whose rank file is gone
+// (metadata.json alone) is not complete, so neither resumed from nor counted among the kept.
+TEST_F(CheckpointRun, PruningIsCrashSafeAndAFolderMissingARankFileIsIncomplete) {
+  const std::string dcp =
+      "--checkpoint.interval=1 --checkpoint.last_save_model_only=false "
+      "--checkpoint.keep_latest_k=2";
+  auto listing = [](const fs::path& folder) {
+    std::set<std::string> names;
+    for (const auto& entry : fs::directory_iterator(folder))
+      names.insert(entry.path().filename().string());
+    return names;
+  };
+  Result first = Run("run", 3, dcp);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path steps = dir_ / "run" / "checkpoint";
+  EXPECT_EQ(listing(steps), (std::set<std::string>{"step-2", "step-3"}));
+  // What a prune killed midway leaves, and a newest step whose rank file is gone.
+  fs::copy(steps / "step-2", steps / "step-1.pruned");
+  fs::remove(steps / "step-1.pruned" / "rank-0.bin");
+  fs::copy(steps / "step-3", steps / "step-4");
+  fs::remove(steps / "step-4" / "rank-0.bin");
+
+  Result refused = Run("run", 5, dcp);
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr((steps / "step-4").string() + " is not a complete checkpoint (" +
+                        (steps / "step-4" / "rank-0.bin").string() + " is missing"));
+  EXPECT_THAT(refused.output, Not(HasSubstr("step 5] loss")));
+
+  fs::remove_all(steps / "step-4");
+  Result resumed = Run("run", 5, dcp);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("loaded " + (steps / "step-3").string() + " (step 3"));
+  EXPECT_EQ(listing(steps), (std::set<std::string>{"step-4", "step-5"}));
 }
 
 TEST_F(CheckpointRun, SafetensorsModelOnlyFinalSaveHoldsTheModelAndResumes) {
