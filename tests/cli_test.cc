@@ -164,6 +164,47 @@ TEST(TitanRun, AResumedRunKeepsTheMetricsHistory) {
   std::filesystem::remove_all(dump);
 }
 
+// A damaged metrics.jsonl on resume: the valid rows stay, each damaged line is named, and the
+// checkpoint's own row, cut short here, comes back from the checkpoint.
+TEST(TitanRun, AResumedRunRepairsADamagedMetricsHistory) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_damaged_", getpid());
+  std::filesystem::remove_all(dump);
+  const std::string run = absl::StrCat(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 "
+      "--metrics.log_freq=1 --checkpoint.enable=true --checkpoint.interval=1 "
+      "--checkpoint.last_save_model_only=false --job.dump_folder=",
+      dump.string());
+  Result first = Titan(run + " --training.steps=2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::vector<std::string> rows;
+  {
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) rows.push_back(line);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  std::ofstream(dump / "metrics.jsonl", std::ios::trunc | std::ios::binary)
+      << rows[0] << "\n\x9c\xfe random bytes \x01\n"
+      << rows[1].substr(0, rows[1].size() / 2);
+  Result resumed = Titan(run + " --training.steps=3");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr((dump / "metrics.jsonl").string() +
+                                        ": line(s) 2-3 are no metrics row (a damaged file?)"));
+  EXPECT_THAT(resumed.output, HasSubstr("step 2's row was lost and is logged again from the "
+                                        "checkpoint"));
+  std::vector<std::string> after;
+  {
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) after.push_back(line);
+  }
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[0], rows[0]);
+  EXPECT_EQ(after[1], rows[1]);  // as first logged, from the checkpoint
+  EXPECT_EQ(nlohmann::json::parse(after[2]).at("step"), 3);
+  std::filesystem::remove_all(dump);
+}
+
 TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_shards_", getpid());

@@ -21,6 +21,21 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kModelOnly[] = "titan.model_only";
+constexpr char kMetricsRow[] = "titan.metrics_row";
+
+// Rank 0's `text` on every rank of `comm`, so that every rank hands its plugin the same metadata.
+absl::StatusOr<std::string> BroadcastText(Communicator& comm, const std::string& text) {
+  int64_t size = comm.rank() == 0 ? static_cast<int64_t>(text.size()) : 0;
+  TITAN_RETURN_IF_ERROR(comm.Broadcast(TensorView{&size, DType::kI64, Device{}, {1}, {}}, 0));
+  std::vector<int32_t> words(static_cast<size_t>((size + 3) / 4));
+  if (comm.rank() == 0) std::memcpy(words.data(), text.data(), text.size());
+  if (!words.empty()) {
+    TITAN_RETURN_IF_ERROR(comm.Broadcast(
+        TensorView{words.data(), DType::kI32, Device{}, {static_cast<int64_t>(words.size())}, {}},
+        0));
+  }
+  return std::string(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(size));
+}
 
 // The state's pieces and the small integer tensors they point at.
 struct StatePieces {
@@ -260,7 +275,9 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   TITAN_RETURN_IF_ERROR(staging.Prepare(state.model->compute(), pieces.pieces));
   TITAN_RETURN_IF_ERROR(plugin->Load(folder, pieces.pieces, *comm_));
   TITAN_RETURN_IF_ERROR(staging.Finish());
-  ResumePoint resume{pieces.step[0], 0};
+  ResumePoint resume{pieces.step[0], 0, ""};
+  auto row = contents.metadata.find(kMetricsRow);
+  if (!source.import && row != contents.metadata.end()) resume.metrics_row = row->second;
   resume.lr_offset =
       Excluded(exclude, "lr_scheduler") ? resume.step : resume.step - pieces.lr_steps[0];
   if (!Excluded(exclude, "rng") && pieces.seed[0] != state.seed) {
@@ -281,7 +298,8 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
 }
 
 absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
-                                     const TrainState& state, bool stopping) {
+                                     const TrainState& state, bool stopping,
+                                     const std::string& metrics_row) {
   const bool last = step == steps;
   if (step % settings_.interval != 0 && !last && !stopping) return absl::OkStatus();
   if (!last && step % settings_.interval != 0 && !holds_training_state()) {
@@ -304,6 +322,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);
   if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);
   metadata[kModelOnly] = model_only ? "true" : "false";
+  TITAN_ASSIGN_OR_RETURN(const std::string row, BroadcastText(*comm_, metrics_row));
+  if (!row.empty()) metadata[kMetricsRow] = row;
   const std::string folder = StepFolder(settings_.root, step);
   if (model_only || settings_.async)
     CopyPieces(pieces, model_only ? settings_.export_dtype : DType::kF32);
