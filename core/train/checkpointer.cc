@@ -161,8 +161,12 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   const std::vector<int64_t>& saved = steps.complete;
   if (settings_.load_step >= 0) {
     if (std::find(saved.begin(), saved.end(), settings_.load_step) == saved.end()) {
+      // A folder of that step that is damaged is a corrupt checkpoint (exit status 1, as a bad
+      // shard is); no folder at all is a recipe asking for a step that is not there.
       auto broken = steps.incomplete.find(settings_.load_step);
-      return absl::NotFoundError(
+      return absl::Status(
+          broken == steps.incomplete.end() ? absl::StatusCode::kNotFound
+                                           : absl::StatusCode::kDataLoss,
           absl::StrCat("checkpoint.load_step = ", settings_.load_step, ": ", settings_.root,
                        " holds no complete checkpoint of that step (it has: ",
                        saved.empty() ? "none" : absl::StrJoin(saved, ", "), ")",
@@ -179,7 +183,8 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
       continue;
     }
     // Resuming from an older step would overwrite it when the run gets there: say so instead.
-    return absl::FailedPreconditionError(absl::StrCat(
+    // A damaged checkpoint, so the exit status of any corrupt checkpoint (1).
+    return absl::DataLossError(absl::StrCat(
         "checkpoint: ", folder, " is not a complete checkpoint (", reason,
         "), and it is newer than ",
         latest < 0 ? absl::StrCat("any complete checkpoint in ", settings_.root)

@@ -75,7 +75,7 @@ TEST_F(CheckpointRun, IncompleteNewestStepFolderIsReportedAndKept) {
   const auto shard_size = fs::file_size(steps / "step-3" / "rank-0.bin");
 
   Result resumed = Run("run", 4, dcp);
-  EXPECT_NE(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.output;  // a corrupt checkpoint's status
   EXPECT_THAT(resumed.output,
               HasSubstr((steps / "step-3").string() + " is not a complete checkpoint ("));
   EXPECT_THAT(resumed.output, HasSubstr("metadata.json is missing"));
@@ -90,7 +90,7 @@ TEST_F(CheckpointRun, IncompleteNewestStepFolderIsReportedAndKept) {
   fs::remove_all(steps / "step-3");
   fs::create_directory(steps / "step-3");
   Result empty = Run("run", 4, dcp);
-  EXPECT_NE(empty.exit_code, 0) << empty.output;
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
   EXPECT_THAT(empty.output, HasSubstr((steps / "step-3").string() + " is not a complete"));
   fs::rename(steps / "step-3", steps / "step-0");
   Result older = Run("run", 3, dcp);
@@ -124,7 +124,7 @@ TEST_F(CheckpointRun, PruningIsCrashSafeAndAFolderMissingARankFileIsIncomplete) 
   fs::remove(steps / "step-4" / "rank-0.bin");
 
   Result refused = Run("run", 5, dcp);
-  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_THAT(refused.output,
               HasSubstr((steps / "step-4").string() + " is not a complete checkpoint (" +
                         (steps / "step-4" / "rank-0.bin").string() + " is missing"));
@@ -135,6 +135,45 @@ TEST_F(CheckpointRun, PruningIsCrashSafeAndAFolderMissingARankFileIsIncomplete) 
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_THAT(resumed.output, HasSubstr("loaded " + (steps / "step-3").string() + " (step 3"));
   EXPECT_EQ(listing(steps), (std::set<std::string>{"step-4", "step-5"}));
+}
+
+// Whatever is damaged (a shard's bytes, metadata.json, a missing shard, the folder load_step
+// names), a corrupt checkpoint exits with 1, as the README says; a load_step with no folder
+// at all is the recipe's error (2).
+TEST_F(CheckpointRun, EveryCorruptCheckpointExitsWithOne) {
+  const std::string dcp = "--checkpoint.interval=1 --checkpoint.last_save_model_only=false";
+  ASSERT_EQ(Run("run", 2, dcp).exit_code, 0);
+  const fs::path steps = dir_ / "run" / "checkpoint";
+  const fs::path saved = dir_ / "saved";
+  fs::copy(steps, saved, fs::copy_options::recursive);
+  auto restore = [&] {
+    fs::remove_all(steps);
+    fs::copy(saved, steps, fs::copy_options::recursive);
+  };
+  {
+    std::fstream shard(steps / "step-2" / "rank-0.bin",
+                       std::ios::in | std::ios::out | std::ios::binary);
+    shard.seekp(40);
+    shard.put('\x5a');
+  }
+  Result bad_shard = Run("run", 3, dcp);
+  EXPECT_EQ(bad_shard.exit_code, 1) << bad_shard.output;
+  EXPECT_THAT(bad_shard.output, HasSubstr((steps / "step-2" / "rank-0.bin").string()));
+  restore();
+  std::ofstream(steps / "step-2" / "metadata.json") << "{\"format\": \"titan-dcp\", \"vers";
+  Result bad_index = Run("run", 3, dcp);
+  EXPECT_EQ(bad_index.exit_code, 1) << bad_index.output;
+  EXPECT_THAT(bad_index.output, HasSubstr("malformed index"));
+  restore();
+  fs::remove(steps / "step-1" / "rank-0.bin");
+  Result missing_shard = Run("run", 3, dcp + " --checkpoint.load_step=1");
+  EXPECT_EQ(missing_shard.exit_code, 1) << missing_shard.output;
+  EXPECT_THAT(missing_shard.output,
+              HasSubstr("checkpoint.load_step = 1: " + steps.string() +
+                        " holds no complete checkpoint of that step (it has: 2); " +
+                        (steps / "step-1" / "rank-0.bin").string() + " is missing"));
+  Result no_such_step = Run("run", 3, dcp + " --checkpoint.load_step=7");
+  EXPECT_EQ(no_such_step.exit_code, 2) << no_such_step.output;
 }
 
 TEST_F(CheckpointRun, SafetensorsModelOnlyFinalSaveHoldsTheModelAndResumes) {
