@@ -125,6 +125,12 @@ Checkpointer::StepFolders Checkpointer::ScanSteps() const {
     int64_t step = 0;
     // An interrupted save is still step-<N>.tmp, which is no step folder.
     if (name.rfind("step-", 0) != 0 || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    // A step is a folder: a file of that name (a log, a copy) is not a checkpoint to wait for.
+    std::error_code kind_error;
+    if (!entry.is_directory(kind_error)) {
+      steps.not_folders.push_back(entry.path().string());
+      continue;
+    }
     absl::StatusOr<CheckpointContents> contents = settings_.plugin->Read(entry.path().string());
     if (contents.ok()) {
       steps.complete.push_back(step);
@@ -158,6 +164,9 @@ absl::Status Checkpointer::ChooseSource() {
 
 absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   const StepFolders steps = ScanSteps();
+  for (const std::string& file : steps.not_folders) {
+    spdlog::warn("[checkpoint] ignoring {}: a file, not a checkpoint folder", file);
+  }
   const std::vector<int64_t>& saved = steps.complete;
   if (settings_.load_step >= 0) {
     if (std::find(saved.begin(), saved.end(), settings_.load_step) == saved.end()) {

@@ -92,6 +92,7 @@ class Checkpointer {
   struct StepFolders {
     std::vector<int64_t> complete;
     std::map<int64_t, std::string> incomplete;
+    std::vector<std::string> not_folders;  // step-<N> names that are files, ignored
   };
   StepFolders ScanSteps() const;
 

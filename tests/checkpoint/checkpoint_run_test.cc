@@ -176,6 +176,22 @@ TEST_F(CheckpointRun, EveryCorruptCheckpointExitsWithOne) {
   EXPECT_EQ(no_such_step.exit_code, 2) << no_such_step.output;
 }
 
+// A file that happens to be named like a step is no checkpoint, complete or not: the run
+// resumes from the latest checkpoint folder and says what it ignored.
+TEST_F(CheckpointRun, AFileNamedLikeAStepDoesNotBlockResuming) {
+  const std::string dcp = "--checkpoint.interval=1 --checkpoint.last_save_model_only=false";
+  ASSERT_EQ(Run("run", 2, dcp).exit_code, 0);
+  const fs::path steps = dir_ / "run" / "checkpoint";
+  std::ofstream(steps / "step-20") << "not a checkpoint\n";
+  Result resumed = Run("run", 3, dcp);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("ignoring " + (steps / "step-20").string() +
+                                        ": a file, not a checkpoint folder"));
+  EXPECT_THAT(resumed.output, HasSubstr("loaded " + (steps / "step-2").string() + " (step 2"));
+  EXPECT_THAT(resumed.output, HasSubstr("step 3] loss"));
+  EXPECT_TRUE(fs::is_regular_file(steps / "step-20"));
+}
+
 TEST_F(CheckpointRun, SafetensorsModelOnlyFinalSaveHoldsTheModelAndResumes) {
   const std::string safetensors =
       "--checkpoint.format=safetensors --checkpoint.interval=100 "
