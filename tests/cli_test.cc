@@ -683,6 +683,13 @@ TEST(TitanRun, ASecondRunInTheSameDumpFolderIsRefusedNamingTheFirst) {
   std::filesystem::remove_all(dump);
 }
 
+TEST(TitanRun, AnUnknownBf16GemmSettingIsRefusedNamingIt) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate", "TITAN_BF16_GEMM=bogus");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("environment variable TITAN_BF16_GEMM=bogus: expected "
+                                  "\"emulate\""));
+}
+
 TEST(TitanRun, FindsPluginsOnTitanPluginPath) {
   Result r = Titan("--list-plugins", "TITAN_PLUGIN_PATH=" + kTestPlugins + "/good");
   ASSERT_EQ(r.exit_code, 0) << r.output;

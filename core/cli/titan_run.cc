@@ -24,6 +24,7 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/tensor/bf16_gemm.h"
 #include "core/train/job_plan.h"
 #include "core/train/run_control.h"
 #include "core/train/trainer.h"
@@ -148,6 +149,11 @@ int Run(const std::vector<std::string>& args) {
   if (options->version) {
     std::cout << "titan " << TITAN_VERSION << " (plugin ABI " << TITAN_ABI_VERSION << ")\n";
     return kExitOk;
+  }
+  // A misspelt setting must not silently choose the other GEMM path.
+  if (absl::Status bf16_gemm = CheckBf16GemmSetting(); !bf16_gemm.ok()) {
+    spdlog::error("{}", std::string(bf16_gemm.message()));
+    return kExitUsage;
   }
   if (!options->list_plugins && !options->recipe_reference && options->recipe.empty()) {
     spdlog::error(
