@@ -24,6 +24,7 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/runtime/writable_folder.h"
 #include "core/tensor/bf16_gemm.h"
 #include "core/train/job_plan.h"
 #include "core/train/run_control.h"
@@ -127,6 +128,26 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DeviceP
   // The control plane tells a rank's own work from its waits for the others.
   if (plan.control_plane.enable) world = TimeCommunication(std::move(world));
   return BuildDeviceMesh(std::move(world), plan.parallelism.shape, &device);
+}
+
+// The folders the run will write to later (checkpoints, profiles, TensorBoard), checked now.
+absl::Status CheckOutputFolders(const JobPlan& plan) {
+  if (plan.checkpoint.plugin != nullptr) {
+    TITAN_RETURN_IF_ERROR(CheckWritableFolder(plan.checkpoint.root, "checkpoint.folder"));
+  }
+  if (plan.profiling.traces) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.profiling.traces_folder, "profiling.save_traces_folder"));
+  }
+  if (plan.profiling.memory_snapshots) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.profiling.memory_folder, "profiling.save_memory_snapshot_folder"));
+  }
+  if (plan.metrics.tensorboard.enable) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.metrics.tensorboard.folder, "metrics.save_tb_folder"));
+  }
+  return absl::OkStatus();
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -289,6 +310,10 @@ int Run(const std::vector<std::string>& args) {
   if (!lock.ok()) {
     spdlog::error("{}: {}", options->recipe, std::string(lock.status().message()));
     return ExitCodeOf(lock.status());
+  }
+  if (absl::Status writable = CheckOutputFolders(*plan); !writable.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(writable.message()));
+    return ExitCodeOf(writable);
   }
   ServeFlightRecordRequest(device_mesh->world(), "asked before this rank joined the job");
   absl::Status trained = Train(*plan, *device_mesh);

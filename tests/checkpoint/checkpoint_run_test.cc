@@ -37,9 +37,12 @@ class CheckpointRun : public testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // titan-run on the debug recipe into dir_/`dump`, checkpointing on, with `args` after.
-  Result Run(const std::string& dump, int steps, const std::string& args) {
+  // `launcher` goes before it, e.g. "prlimit --fsize=N".
+  Result Run(const std::string& dump, int steps, const std::string& args,
+             const std::string& launcher = "") {
     const std::string command = absl::StrCat(
-        "cd ", TITAN_SOURCE_DIR, " && env -u TITAN_PLUGIN_PATH OMP_NUM_THREADS=1 ", TITAN_RUN,
+        "cd ", TITAN_SOURCE_DIR, " && ", launcher, " env -u TITAN_PLUGIN_PATH OMP_NUM_THREADS=1 ",
+        TITAN_RUN,
         " --recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 ",
         "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 ",
         "--checkpoint.enable=true --training.steps=", steps,
@@ -230,16 +233,37 @@ TEST_F(CheckpointRun, SafetensorsAskedForTrainingStateIsRefusedBeforeTraining) {
 }
 
 TEST_F(CheckpointRun, FailedFinalSaveStillWritesTheTrainedWeights) {
-  // The checkpoint folder cannot be made: a file stands in its place.
-  fs::create_directories(dir_ / "run");
-  std::ofstream(dir_ / "run" / "checkpoint") << "in the way";
-  Result run = Run("run", 2, "--checkpoint.interval=100 --checkpoint.last_save_model_only=true");
+  // A full disk, as a file size limit: the full checkpoint (about 59 MB: model and optimizer
+  // state) does not fit, model.arena (21.5 MB) does. SIGXFSZ ignored, a write fails with EFBIG.
+  Result run = Run("run", 2, "--checkpoint.interval=100 --checkpoint.last_save_model_only=false",
+                   "trap '' XFSZ; prlimit --fsize=40000000");
   EXPECT_NE(run.exit_code, 0) << run.output;
   const fs::path arena = dir_ / "run" / "model.arena";
   EXPECT_THAT(run.output, HasSubstr("[train] stopped after step 2: checkpoint: "));
   EXPECT_THAT(run.output, HasSubstr("the weights of step 2 are in " + arena.string()));
   EXPECT_TRUE(fs::exists(arena));
   EXPECT_GT(fs::file_size(arena), 5'000'000u);  // 5.4M f32 parameters' worth
+}
+
+// Folders the run writes to only later are checked at start: a file in the checkpoint folder's
+// place, or in the profiler's, stops the run before its first step, naming the key.
+TEST_F(CheckpointRun, UnwritableOutputFoldersAreFoundAtStart) {
+  fs::create_directories(dir_ / "run");
+  std::ofstream(dir_ / "run" / "checkpoint") << "in the way";
+  Result checkpoint = Run("run", 2, "--checkpoint.interval=100");
+  EXPECT_EQ(checkpoint.exit_code, 2) << checkpoint.output;
+  EXPECT_THAT(checkpoint.output, HasSubstr("checkpoint.folder: cannot write in " +
+                                           (dir_ / "run" / "checkpoint").string() + ": "));
+  EXPECT_THAT(checkpoint.output, testing::Not(HasSubstr("step 1] loss")));
+
+  std::ofstream(dir_ / "run" / "traces") << "in the way";
+  Result traces = Run("run", 2,
+                      "--checkpoint.enable=false --profiling.enable_profiling=true "
+                      "--profiling.save_traces_folder=traces");
+  EXPECT_EQ(traces.exit_code, 2) << traces.output;
+  EXPECT_THAT(traces.output, HasSubstr("profiling.save_traces_folder: cannot write in " +
+                                       (dir_ / "run" / "traces").string() + ": "));
+  EXPECT_THAT(traces.output, testing::Not(HasSubstr("step 1] loss")));
 }
 
 TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherShape) {
