@@ -392,9 +392,9 @@ TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
   // A launcher that claims 16 ranks around a process MPI sees alone.
   Result many = Titan("--recipe recipes/llama3_70b.toml", "OMPI_COMM_WORLD_SIZE=16");
   EXPECT_EQ(many.exit_code, 1);
-  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched: device mesh: "
-                                     "pp*dp_replicate*dp_shard*cp*tp = 16, but the world "
-                                     "communicator has 1 ranks"));
+  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched: mpirun started 16 ranks "
+                                     "(OMPI_COMM_WORLD_SIZE), but the comm plugin's world holds "
+                                     "1 rank(s), this process being rank 0"));
 }
 
 TEST(TitanRun, PrintsTheEffectiveRecipeWithOverrides) {
@@ -744,8 +744,6 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The README's recipe reference must hold every line the current build generates (a build
-// without CUDA generates a subset of a build with it).
 TEST(TitanRun, CudaWithoutAGpuIsRefusedBeforeTraining) {
   if (Titan("--list-plugins").output.find("device     cuda") == std::string::npos) {
     GTEST_SKIP() << "this build has no cuda device plugin (it was configured without CUDA)";
@@ -756,6 +754,64 @@ TEST(TitanRun, CudaWithoutAGpuIsRefusedBeforeTraining) {
   EXPECT_THAT(r.output, HasSubstr("job.device = \"cuda\": local rank 0 needs device 0, but this "
                                   "machine has 0 cuda device(s)"));
   EXPECT_THAT(r.output, Not(HasSubstr("recipe is valid")));
+}
+
+// srun without a PMI that MPI speaks: each task's MPI world is itself alone.
+TEST(TitanRun, SrunWithoutPmiIsNamedWhenTheRanksJoin) {
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --training.steps=1 --job.dump_folder=/tmp/titan_srun_"
+      "without_pmi",
+      "SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("srun started 2 ranks, this process as rank 1 (SLURM_NTASKS, "
+                                  "SLURM_PROCID, SLURM_LOCALID), but the comm plugin's world "
+                                  "holds 1 rank(s), this process being rank 0: MPI was not "
+                                  "started through a PMI that srun provides; launch with "
+                                  "`srun --mpi=pmix`"));
+}
+
+// What srun sets for task 2 of a 4-task job step; titan-run takes its rank, the world and its
+// local rank (which picks its device) from them.
+const char kSrunTask2Of4[] =
+    "SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_NTASKS=4 SLURM_PROCID=2 SLURM_LOCALID=2 SLURM_NODEID=0";
+
+TEST(TitanRun, SrunPlacesTheRankWorldAndLocalRank) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate", kSrunTask2Of4);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 2 step -] [job] started by srun as rank 2 of 4, local "
+                                  "rank 2 (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID)"));
+  EXPECT_THAT(r.output, HasSubstr("recipe is valid for 4 rank(s)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("[rank 0 step -]")));
+}
+
+TEST(TitanRun, ABatchScriptOutsideAJobStepIsOneProcess) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate",
+                   "SLURM_JOB_ID=77 SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_LOCALID=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("not started by a launcher: checking the recipe for 1 rank(s)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("started by srun")));
+}
+
+TEST(TitanRun, ASlurmVariableThatIsNoRankIsRefused) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate",
+                   "SLURM_STEP_ID=0 SLURM_NTASKS=4 SLURM_PROCID=4 SLURM_LOCALID=0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("SLURM_PROCID = \"4\": expected this process's rank, a whole "
+                        "number from 0 to 3 (set by srun, which started this titan-run)"));
+}
+
+TEST(TitanRun, SrunsLocalRankPicksTheGpu) {
+  if (Titan("--list-plugins").output.find("device     cuda") == std::string::npos) {
+    GTEST_SKIP() << "this build has no cuda device plugin (it was configured without CUDA)";
+  }
+  Result r = Titan("--recipe recipes/llama3_debug.toml --job.device=cuda --validate",
+                   "SLURM_STEP_ID=0 SLURM_NTASKS=16 SLURM_PROCID=11 SLURM_LOCALID=3");
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has 4 or more GPUs; this checks fewer";
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              testing::ContainsRegex("job.device = \"cuda\": local rank 3 needs device 3, but this "
+                                     "machine has [0-3] cuda device\\(s\\)"));
 }
 
 TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
@@ -781,13 +837,18 @@ TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
   std::filesystem::remove_all(dump);
 }
 
-TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
-  std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
-  size_t begin = readme.find("<!-- recipe-reference:");
-  size_t end = readme.find("<!-- end recipe-reference -->");
+// docs/reference.md is the user's reference of titan-run: it must hold every line of the recipe
+// reference the current build generates (a build without CUDA generates a subset of a build
+// with it) and every flag of --help.
+const char kReferencePage[] = "/docs/reference.md";
+
+TEST(Reference, DocumentsEveryRecipeKeyOfTheBuild) {
+  std::string reference_page = ReadFile(std::string(TITAN_SOURCE_DIR) + kReferencePage);
+  size_t begin = reference_page.find("<!-- recipe-reference:");
+  size_t end = reference_page.find("<!-- end recipe-reference -->");
   ASSERT_NE(begin, std::string::npos);
   ASSERT_NE(end, std::string::npos);
-  std::string documented = readme.substr(begin, end - begin);
+  std::string documented = reference_page.substr(begin, end - begin);
   Result reference = Titan("--recipe-reference");
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   EXPECT_THAT(reference.output, HasSubstr("| `steps` | integer >= 1 | `10000` |"));
@@ -800,15 +861,17 @@ TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
     }
     EXPECT_NE(documented.find(line + "\n"), std::string::npos)
         << line
-        << "\nREADME.md is missing this line of `titan-run --recipe-reference`; regenerate the "
-           "section between the recipe-reference markers";
+        << "\ndocs/reference.md is missing this line of `titan-run --recipe-reference`; run "
+           "tools/update-recipe-reference";
   }
 }
 
-TEST(Readme, DocumentsEveryFlag) {
-  std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
-  Result help = Titan("--help");
-  std::istringstream words(help.output);
+// Every flag a tool's --help names (a word starting with --) is documented on its page, in
+// backquotes as the page's flag tables write it; returns how many flags were checked.
+int ExpectEveryFlagDocumented(const std::string& help, const std::string& page_path) {
+  std::string page = ReadFile(std::string(TITAN_SOURCE_DIR) + page_path);
+  EXPECT_FALSE(page.empty()) << page_path;
+  std::istringstream words(help);
   std::string word;
   int flags = 0;
   while (words >> word) {
@@ -816,10 +879,23 @@ TEST(Readme, DocumentsEveryFlag) {
       word.pop_back();
     if (word.rfind("--", 0) != 0 || word == "--section.key=value") continue;
     ++flags;
-    EXPECT_NE(readme.find("`" + word), std::string::npos)
-        << word << " is not documented in README.md";
+    EXPECT_NE(page.find("`" + word), std::string::npos)
+        << word << " is not documented in " << page_path;
   }
-  EXPECT_GE(flags, 9);
+  return flags;
+}
+
+TEST(Reference, DocumentsEveryFlag) {
+  EXPECT_GE(ExpectEveryFlagDocumented(Titan("--help").output, kReferencePage), 9);
+}
+
+TEST(Reference, DocumentsEveryFlagOfTitanTokenizeAndTitanGenerate) {
+  EXPECT_GE(ExpectEveryFlagDocumented(Shell(absl::StrCat(TITAN_TOKENIZE, " --help")).output,
+                                      "/docs/data.md"),
+            8);
+  EXPECT_GE(ExpectEveryFlagDocumented(Shell(absl::StrCat(TITAN_GENERATE, " --help")).output,
+                                      "/docs/training.md"),
+            10);
 }
 
 }  // namespace
