@@ -91,7 +91,8 @@ TEST(WriteShards, CorruptInputLeavesNoOutputBehind) {
   options.output = (dir / "made").string();
   auto made = WriteShards((dir / "corpus").string(), documents, **tokenizer, options, nullptr);
   ASSERT_FALSE(made.ok());
-  EXPECT_NE(made.status().message().find("b.jsonl.zst: corrupt zstd data"), std::string::npos) << made.status();
+  EXPECT_NE(made.status().message().find("b.jsonl.zst: corrupt zstd data"), std::string::npos)
+      << made.status();
   EXPECT_FALSE(fs::exists(dir / "made"));
 
   fs::create_directories(dir / "there");
