@@ -164,6 +164,47 @@ TEST(TitanRun, AResumedRunKeepsTheMetricsHistory) {
   std::filesystem::remove_all(dump);
 }
 
+// A damaged metrics.jsonl on resume: the valid rows stay, each damaged line is named, and the
+// checkpoint's own row, cut short here, comes back from the checkpoint.
+TEST(TitanRun, AResumedRunRepairsADamagedMetricsHistory) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_damaged_", getpid());
+  std::filesystem::remove_all(dump);
+  const std::string run = absl::StrCat(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 "
+      "--metrics.log_freq=1 --checkpoint.enable=true --checkpoint.interval=1 "
+      "--checkpoint.last_save_model_only=false --job.dump_folder=",
+      dump.string());
+  Result first = Titan(run + " --training.steps=2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::vector<std::string> rows;
+  {
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) rows.push_back(line);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  std::ofstream(dump / "metrics.jsonl", std::ios::trunc | std::ios::binary)
+      << rows[0] << "\n\x9c\xfe random bytes \x01\n"
+      << rows[1].substr(0, rows[1].size() / 2);
+  Result resumed = Titan(run + " --training.steps=3");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr((dump / "metrics.jsonl").string() +
+                                        ": line(s) 2-3 are no metrics row (a damaged file?)"));
+  EXPECT_THAT(resumed.output, HasSubstr("step 2's row was lost and is logged again from the "
+                                        "checkpoint"));
+  std::vector<std::string> after;
+  {
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) after.push_back(line);
+  }
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[0], rows[0]);
+  EXPECT_EQ(after[1], rows[1]);  // as first logged, from the checkpoint
+  EXPECT_EQ(nlohmann::json::parse(after[2]).at("step"), 3);
+  std::filesystem::remove_all(dump);
+}
+
 TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_shards_", getpid());
@@ -477,6 +518,7 @@ class Background {
     return match;
   }
   void Signal(int signal) { kill(pid_, signal); }
+  pid_t pid() const { return pid_; }  // titan-run's own: the shell execs it
   // The exit code, 128 + N when killed by signal N.
   int Wait() {
     int status = 0;
@@ -567,6 +609,85 @@ TEST(TitanRun, SecondSignalExitsAtOnceWithoutSaving) {
   EXPECT_THAT(run.Output(), HasSubstr("second stop signal: exiting at once, without saving"));
   EXPECT_FALSE(std::filesystem::exists(dump / "model.arena"));
   std::filesystem::remove_all(dump);
+}
+
+// A format that holds models only cannot save what resuming needs: a stopped run saves the
+// model to model.arena instead, as without checkpoints, and still exits 3.
+TEST(TitanRun, FirstSigtermWithAModelOnlyFormatSavesTheModelAndExits3) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_sigterm_st_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background run(SignalRun(dump, true) +
+                     " --checkpoint.format=safetensors --checkpoint.last_save_model_only=true",
+                 dump / "log.txt");
+  run.WaitFor("step [0-9]+\\] loss");
+  run.Signal(SIGTERM);
+  ASSERT_EQ(run.Wait(), 3) << run.Output();
+  EXPECT_THAT(run.Output(),
+              testing::ContainsRegex("stopped by SIGTERM after step [0-9]+ of 100000; the model is "
+                                     "saved to " +
+                                     dump.string() +
+                                     "/model.arena \\(checkpoint.format = \"safetensors\" holds "
+                                     "the model only: no resuming\\)"));
+  EXPECT_TRUE(std::filesystem::exists(dump / "model.arena"));
+  std::filesystem::remove_all(dump);
+}
+
+// SIGUSR1 asks for the flight record, before the rank has joined its job as after, and never
+// ends the run: a single rank writes one too (with no collectives).
+TEST(TitanRun, Sigusr1WritesTheFlightRecordAndTheRunGoesOn) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_sigusr1_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background run(SignalRun(dump, false), dump / "log.txt");
+  run.WaitFor("recipe is valid; mesh");  // before the world is formed
+  run.Signal(SIGUSR1);
+  // Served once the rank has joined, or after the first step, whichever comes first.
+  const std::string served =
+      "SIGUSR1: flight record of rank 0 \\((asked before this rank joined the job|after step "
+      "[0-9]+)\\) in " +
+      dump.string() + "/flight_recorder/flight_recorder_rank0.json";
+  run.WaitFor(served);
+  run.WaitFor("step [0-9]+\\] loss");
+  run.Signal(SIGUSR1);
+  run.WaitFor(served + "[\\s\\S]*" + served);  // a second record
+  const nlohmann::json record =
+      nlohmann::json::parse(std::ifstream(dump / "flight_recorder" / "flight_recorder_rank0.json"));
+  EXPECT_THAT(record.at("reason").get<std::string>(), testing::StartsWith("SIGUSR1, after step "));
+  EXPECT_EQ(record.at("rank"), 0);
+  EXPECT_TRUE(record.at("collectives").is_array());
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(), 3) << run.Output();
+  std::filesystem::remove_all(dump);
+}
+
+// A second run in a dump folder that a run still uses (a requeued job) is refused, naming the
+// holder, before it writes anything there.
+TEST(TitanRun, ASecondRunInTheSameDumpFolderIsRefusedNamingTheFirst) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_two_runs_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background first(SignalRun(dump, true), dump / "log.txt");
+  first.WaitFor("step [0-9]+\\] loss");
+  Result second = Titan(SignalRun(dump, true) + " --training.steps=2");
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_THAT(second.output, HasSubstr(absl::StrCat("job.dump_folder = \"", dump.string(),
+                                                    "\" is in use by another run: pid ",
+                                                    first.pid(), " on host ")));
+  EXPECT_THAT(second.output, Not(HasSubstr("] loss")));
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.Wait(), 3) << first.Output();
+  std::filesystem::remove_all(dump);
+}
+
+TEST(TitanRun, AnUnknownBf16GemmSettingIsRefusedNamingIt) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate", "TITAN_BF16_GEMM=bogus");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("environment variable TITAN_BF16_GEMM=bogus: expected "
+                                  "\"emulate\""));
 }
 
 TEST(TitanRun, FindsPluginsOnTitanPluginPath) {

@@ -16,6 +16,7 @@
 #include "core/cli/options.h"
 #include "core/runtime/control_plane/timed_communicator.h"
 #include "core/runtime/device_mesh.h"
+#include "core/runtime/dump_folder_lock.h"
 #include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
@@ -24,6 +25,8 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/runtime/writable_folder.h"
+#include "core/tensor/bf16_gemm.h"
 #include "core/train/job_plan.h"
 #include "core/train/run_control.h"
 #include "core/train/trainer.h"
@@ -140,6 +143,26 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DeviceP
   return BuildDeviceMesh(std::move(world), plan.parallelism.shape, &device);
 }
 
+// The folders the run will write to later (checkpoints, profiles, TensorBoard), checked now.
+absl::Status CheckOutputFolders(const JobPlan& plan) {
+  if (plan.checkpoint.plugin != nullptr) {
+    TITAN_RETURN_IF_ERROR(CheckWritableFolder(plan.checkpoint.root, "checkpoint.folder"));
+  }
+  if (plan.profiling.traces) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.profiling.traces_folder, "profiling.save_traces_folder"));
+  }
+  if (plan.profiling.memory_snapshots) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.profiling.memory_folder, "profiling.save_memory_snapshot_folder"));
+  }
+  if (plan.metrics.tensorboard.enable) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.metrics.tensorboard.folder, "metrics.save_tb_folder"));
+  }
+  return absl::OkStatus();
+}
+
 int Run(const std::vector<std::string>& args) {
   absl::StatusOr<Options> options = ParseOptions(args);
   if (!options.ok()) {
@@ -160,6 +183,11 @@ int Run(const std::vector<std::string>& args) {
   if (options->version) {
     std::cout << "titan " << TITAN_VERSION << " (plugin ABI " << TITAN_ABI_VERSION << ")\n";
     return kExitOk;
+  }
+  // A misspelt setting must not silently choose the other GEMM path.
+  if (absl::Status bf16_gemm = CheckBf16GemmSetting(); !bf16_gemm.ok()) {
+    spdlog::error("{}", std::string(bf16_gemm.message()));
+    return kExitUsage;
   }
   if (!options->list_plugins && !options->recipe_reference && options->recipe.empty()) {
     spdlog::error(
@@ -276,7 +304,9 @@ int Run(const std::vector<std::string>& args) {
   }
   if (world_size == 1) {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
-        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
+        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(
+                            false, FlightRecordFolder(plan->job.dump_folder)),
+                        *mesh, *device);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
       return kExitFailure;
@@ -300,6 +330,18 @@ int Run(const std::vector<std::string>& args) {
         device_mesh->coordinate(MeshDim::kTp));
   }
   SetProfilingRank(device_mesh->world().rank());
+  // Held until the run returns; the kernel releases it however the process ends.
+  absl::StatusOr<std::optional<DumpFolderLock>> lock =
+      LockDumpFolderForJob(plan->job.dump_folder, device_mesh->world());
+  if (!lock.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(lock.status().message()));
+    return ExitCodeOf(lock.status());
+  }
+  if (absl::Status writable = CheckOutputFolders(*plan); !writable.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(writable.message()));
+    return ExitCodeOf(writable);
+  }
+  ServeFlightRecordRequest(device_mesh->world(), "asked before this rank joined the job");
   absl::Status trained = Train(*plan, *device_mesh);
   if (absl::IsCancelled(trained)) {
     spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));
@@ -322,6 +364,7 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace titan
 
 int main(int argc, char** argv) {
+  titan::InstallFlightRecordSignalHandler();  // before anything: SIGUSR1 must never end the run
   try {
     return titan::Run(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& e) {
