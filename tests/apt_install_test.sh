@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs titan's .debs with apt into a clean Debian 12 root made by debootstrap, trains the
-# packaged debug recipe there, lists the plugins, builds the SDK example against the installed
-# SDK and loads it, then removes the packages and checks that no file is left behind.
+# packaged debug recipe there, lists the plugins, checks the man pages, builds the SDK example
+# against the installed SDK and loads it, then removes the packages and checks that no file is
+# left behind.
 #   apt_install_test.sh DEB_DIR VERSION WORK
 # The root, with the packages' dependencies installed, is cached between runs outside the clone
 # (TITAN_DEBOOTSTRAP_CACHE, default /var/cache/titan/debootstrap), one per package list.
@@ -50,6 +51,18 @@ in_root "$root" sh -c "mkdir -p /tmp/run && cd /tmp/run && titan-run \
   { tail -30 "$work/train.log"; fail "titan-run did not train the packaged debug recipe"; }
 grep -q "step 3\] loss [0-9.]*" "$work/train.log" || { cat "$work/train.log"; fail "no loss at step 3"; }
 grep -q "done: 3 steps" "$work/train.log" || fail "the run did not finish its 3 steps"
+
+# Every installed tool has its man page; titan-run's, as `man titan-run` shows it, lists its flags.
+for tool in "$root"/usr/bin/titan-*; do
+  [ -f "$root/usr/share/man/man1/$(basename "$tool").1.gz" ] ||
+    fail "titan installs $(basename "$tool") without its man page"
+done
+page=$(MANPAGER=cat MANWIDTH=100 man -l "$root/usr/share/man/man1/titan-run.1.gz" 2>&1) ||
+  fail "man titan-run: $page"
+grep -q -- "--list-plugins" <<<"$page" || fail "man titan-run lacks --list-plugins: $page"
+if in_root "$root" sh -c "command -v man" >/dev/null; then
+  in_root "$root" man titan-run >/dev/null || fail "man titan-run in the root"
+fi
 
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 list=$(in_root "$root" titan-run --list-plugins)

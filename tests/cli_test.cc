@@ -164,6 +164,47 @@ TEST(TitanRun, AResumedRunKeepsTheMetricsHistory) {
   std::filesystem::remove_all(dump);
 }
 
+// A damaged metrics.jsonl on resume: the valid rows stay, each damaged line is named, and the
+// checkpoint's own row, cut short here, comes back from the checkpoint.
+TEST(TitanRun, AResumedRunRepairsADamagedMetricsHistory) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_damaged_", getpid());
+  std::filesystem::remove_all(dump);
+  const std::string run = absl::StrCat(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 "
+      "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 "
+      "--metrics.log_freq=1 --checkpoint.enable=true --checkpoint.interval=1 "
+      "--checkpoint.last_save_model_only=false --job.dump_folder=",
+      dump.string());
+  Result first = Titan(run + " --training.steps=2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::vector<std::string> rows;
+  {
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) rows.push_back(line);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  std::ofstream(dump / "metrics.jsonl", std::ios::trunc | std::ios::binary)
+      << rows[0] << "\n\x9c\xfe random bytes \x01\n"
+      << rows[1].substr(0, rows[1].size() / 2);
+  Result resumed = Titan(run + " --training.steps=3");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr((dump / "metrics.jsonl").string() +
+                                        ": line(s) 2-3 are no metrics row (a damaged file?)"));
+  EXPECT_THAT(resumed.output, HasSubstr("step 2's row was lost and is logged again from the "
+                                        "checkpoint"));
+  std::vector<std::string> after;
+  {
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) after.push_back(line);
+  }
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[0], rows[0]);
+  EXPECT_EQ(after[1], rows[1]);  // as first logged, from the checkpoint
+  EXPECT_EQ(nlohmann::json::parse(after[2]).at("step"), 3);
+  std::filesystem::remove_all(dump);
+}
+
 TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_shards_", getpid());
@@ -351,9 +392,9 @@ TEST(TitanRun, MeshMustFitTheLaunchedRanks) {
   // A launcher that claims 16 ranks around a process MPI sees alone.
   Result many = Titan("--recipe recipes/llama3_70b.toml", "OMPI_COMM_WORLD_SIZE=16");
   EXPECT_EQ(many.exit_code, 1);
-  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched: device mesh: "
-                                     "pp*dp_replicate*dp_shard*cp*tp = 16, but the world "
-                                     "communicator has 1 ranks"));
+  EXPECT_THAT(many.output, HasSubstr("16 ranks were launched: mpirun started 16 ranks "
+                                     "(OMPI_COMM_WORLD_SIZE), but the comm plugin's world holds "
+                                     "1 rank(s), this process being rank 0"));
 }
 
 TEST(TitanRun, PrintsTheEffectiveRecipeWithOverrides) {
@@ -477,6 +518,7 @@ class Background {
     return match;
   }
   void Signal(int signal) { kill(pid_, signal); }
+  pid_t pid() const { return pid_; }  // titan-run's own: the shell execs it
   // The exit code, 128 + N when killed by signal N.
   int Wait() {
     int status = 0;
@@ -569,6 +611,85 @@ TEST(TitanRun, SecondSignalExitsAtOnceWithoutSaving) {
   std::filesystem::remove_all(dump);
 }
 
+// A format that holds models only cannot save what resuming needs: a stopped run saves the
+// model to model.arena instead, as without checkpoints, and still exits 3.
+TEST(TitanRun, FirstSigtermWithAModelOnlyFormatSavesTheModelAndExits3) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_sigterm_st_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background run(SignalRun(dump, true) +
+                     " --checkpoint.format=safetensors --checkpoint.last_save_model_only=true",
+                 dump / "log.txt");
+  run.WaitFor("step [0-9]+\\] loss");
+  run.Signal(SIGTERM);
+  ASSERT_EQ(run.Wait(), 3) << run.Output();
+  EXPECT_THAT(run.Output(),
+              testing::ContainsRegex("stopped by SIGTERM after step [0-9]+ of 100000; the model is "
+                                     "saved to " +
+                                     dump.string() +
+                                     "/model.arena \\(checkpoint.format = \"safetensors\" holds "
+                                     "the model only: no resuming\\)"));
+  EXPECT_TRUE(std::filesystem::exists(dump / "model.arena"));
+  std::filesystem::remove_all(dump);
+}
+
+// SIGUSR1 asks for the flight record, before the rank has joined its job as after, and never
+// ends the run: a single rank writes one too (with no collectives).
+TEST(TitanRun, Sigusr1WritesTheFlightRecordAndTheRunGoesOn) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_sigusr1_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background run(SignalRun(dump, false), dump / "log.txt");
+  run.WaitFor("recipe is valid; mesh");  // before the world is formed
+  run.Signal(SIGUSR1);
+  // Served once the rank has joined, or after the first step, whichever comes first.
+  const std::string served =
+      "SIGUSR1: flight record of rank 0 \\((asked before this rank joined the job|after step "
+      "[0-9]+)\\) in " +
+      dump.string() + "/flight_recorder/flight_recorder_rank0.json";
+  run.WaitFor(served);
+  run.WaitFor("step [0-9]+\\] loss");
+  run.Signal(SIGUSR1);
+  run.WaitFor(served + "[\\s\\S]*" + served);  // a second record
+  const nlohmann::json record =
+      nlohmann::json::parse(std::ifstream(dump / "flight_recorder" / "flight_recorder_rank0.json"));
+  EXPECT_THAT(record.at("reason").get<std::string>(), testing::StartsWith("SIGUSR1, after step "));
+  EXPECT_EQ(record.at("rank"), 0);
+  EXPECT_TRUE(record.at("collectives").is_array());
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(), 3) << run.Output();
+  std::filesystem::remove_all(dump);
+}
+
+// A second run in a dump folder that a run still uses (a requeued job) is refused, naming the
+// holder, before it writes anything there.
+TEST(TitanRun, ASecondRunInTheSameDumpFolderIsRefusedNamingTheFirst) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_two_runs_", getpid());
+  std::filesystem::remove_all(dump);
+  std::filesystem::create_directories(dump);
+  Background first(SignalRun(dump, true), dump / "log.txt");
+  first.WaitFor("step [0-9]+\\] loss");
+  Result second = Titan(SignalRun(dump, true) + " --training.steps=2");
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_THAT(second.output, HasSubstr(absl::StrCat("job.dump_folder = \"", dump.string(),
+                                                    "\" is in use by another run: pid ",
+                                                    first.pid(), " on host ")));
+  EXPECT_THAT(second.output, Not(HasSubstr("] loss")));
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.Wait(), 3) << first.Output();
+  std::filesystem::remove_all(dump);
+}
+
+TEST(TitanRun, AnUnknownBf16GemmSettingIsRefusedNamingIt) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate", "TITAN_BF16_GEMM=bogus");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("environment variable TITAN_BF16_GEMM=bogus: expected "
+                                  "\"emulate\""));
+}
+
 TEST(TitanRun, FindsPluginsOnTitanPluginPath) {
   Result r = Titan("--list-plugins", "TITAN_PLUGIN_PATH=" + kTestPlugins + "/good");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -623,8 +744,6 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The README's recipe reference must hold every line the current build generates (a build
-// without CUDA generates a subset of a build with it).
 TEST(TitanRun, CudaWithoutAGpuIsRefusedBeforeTraining) {
   if (Titan("--list-plugins").output.find("device     cuda") == std::string::npos) {
     GTEST_SKIP() << "this build has no cuda device plugin (it was configured without CUDA)";
@@ -635,6 +754,64 @@ TEST(TitanRun, CudaWithoutAGpuIsRefusedBeforeTraining) {
   EXPECT_THAT(r.output, HasSubstr("job.device = \"cuda\": local rank 0 needs device 0, but this "
                                   "machine has 0 cuda device(s)"));
   EXPECT_THAT(r.output, Not(HasSubstr("recipe is valid")));
+}
+
+// srun without a PMI that MPI speaks: each task's MPI world is itself alone.
+TEST(TitanRun, SrunWithoutPmiIsNamedWhenTheRanksJoin) {
+  Result r = Titan(
+      "--recipe recipes/llama3_debug.toml --training.steps=1 --job.dump_folder=/tmp/titan_srun_"
+      "without_pmi",
+      "SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("srun started 2 ranks, this process as rank 1 (SLURM_NTASKS, "
+                                  "SLURM_PROCID, SLURM_LOCALID), but the comm plugin's world "
+                                  "holds 1 rank(s), this process being rank 0: MPI was not "
+                                  "started through a PMI that srun provides; launch with "
+                                  "`srun --mpi=pmix`"));
+}
+
+// What srun sets for task 2 of a 4-task job step; titan-run takes its rank, the world and its
+// local rank (which picks its device) from them.
+const char kSrunTask2Of4[] =
+    "SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_NTASKS=4 SLURM_PROCID=2 SLURM_LOCALID=2 SLURM_NODEID=0";
+
+TEST(TitanRun, SrunPlacesTheRankWorldAndLocalRank) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate", kSrunTask2Of4);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 2 step -] [job] started by srun as rank 2 of 4, local "
+                                  "rank 2 (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID)"));
+  EXPECT_THAT(r.output, HasSubstr("recipe is valid for 4 rank(s)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("[rank 0 step -]")));
+}
+
+TEST(TitanRun, ABatchScriptOutsideAJobStepIsOneProcess) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate",
+                   "SLURM_JOB_ID=77 SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_LOCALID=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("not started by a launcher: checking the recipe for 1 rank(s)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("started by srun")));
+}
+
+TEST(TitanRun, ASlurmVariableThatIsNoRankIsRefused) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --validate",
+                   "SLURM_STEP_ID=0 SLURM_NTASKS=4 SLURM_PROCID=4 SLURM_LOCALID=0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("SLURM_PROCID = \"4\": expected this process's rank, a whole "
+                        "number from 0 to 3 (set by srun, which started this titan-run)"));
+}
+
+TEST(TitanRun, SrunsLocalRankPicksTheGpu) {
+  if (Titan("--list-plugins").output.find("device     cuda") == std::string::npos) {
+    GTEST_SKIP() << "this build has no cuda device plugin (it was configured without CUDA)";
+  }
+  Result r = Titan("--recipe recipes/llama3_debug.toml --job.device=cuda --validate",
+                   "SLURM_STEP_ID=0 SLURM_NTASKS=16 SLURM_PROCID=11 SLURM_LOCALID=3");
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has 4 or more GPUs; this checks fewer";
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              testing::ContainsRegex("job.device = \"cuda\": local rank 3 needs device 3, but this "
+                                     "machine has [0-3] cuda device\\(s\\)"));
 }
 
 TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
@@ -660,13 +837,18 @@ TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
   std::filesystem::remove_all(dump);
 }
 
-TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
-  std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
-  size_t begin = readme.find("<!-- recipe-reference:");
-  size_t end = readme.find("<!-- end recipe-reference -->");
+// docs/reference.md is the user's reference of titan-run: it must hold every line of the recipe
+// reference the current build generates (a build without CUDA generates a subset of a build
+// with it) and every flag of --help.
+const char kReferencePage[] = "/docs/reference.md";
+
+TEST(Reference, DocumentsEveryRecipeKeyOfTheBuild) {
+  std::string reference_page = ReadFile(std::string(TITAN_SOURCE_DIR) + kReferencePage);
+  size_t begin = reference_page.find("<!-- recipe-reference:");
+  size_t end = reference_page.find("<!-- end recipe-reference -->");
   ASSERT_NE(begin, std::string::npos);
   ASSERT_NE(end, std::string::npos);
-  std::string documented = readme.substr(begin, end - begin);
+  std::string documented = reference_page.substr(begin, end - begin);
   Result reference = Titan("--recipe-reference");
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   EXPECT_THAT(reference.output, HasSubstr("| `steps` | integer >= 1 | `10000` |"));
@@ -679,15 +861,17 @@ TEST(Readme, DocumentsEveryRecipeKeyOfTheBuild) {
     }
     EXPECT_NE(documented.find(line + "\n"), std::string::npos)
         << line
-        << "\nREADME.md is missing this line of `titan-run --recipe-reference`; regenerate the "
-           "section between the recipe-reference markers";
+        << "\ndocs/reference.md is missing this line of `titan-run --recipe-reference`; run "
+           "tools/update-recipe-reference";
   }
 }
 
-TEST(Readme, DocumentsEveryFlag) {
-  std::string readme = ReadFile(std::string(TITAN_SOURCE_DIR) + "/README.md");
-  Result help = Titan("--help");
-  std::istringstream words(help.output);
+// Every flag a tool's --help names (a word starting with --) is documented on its page, in
+// backquotes as the page's flag tables write it; returns how many flags were checked.
+int ExpectEveryFlagDocumented(const std::string& help, const std::string& page_path) {
+  std::string page = ReadFile(std::string(TITAN_SOURCE_DIR) + page_path);
+  EXPECT_FALSE(page.empty()) << page_path;
+  std::istringstream words(help);
   std::string word;
   int flags = 0;
   while (words >> word) {
@@ -695,10 +879,23 @@ TEST(Readme, DocumentsEveryFlag) {
       word.pop_back();
     if (word.rfind("--", 0) != 0 || word == "--section.key=value") continue;
     ++flags;
-    EXPECT_NE(readme.find("`" + word), std::string::npos)
-        << word << " is not documented in README.md";
+    EXPECT_NE(page.find("`" + word), std::string::npos)
+        << word << " is not documented in " << page_path;
   }
-  EXPECT_GE(flags, 9);
+  return flags;
+}
+
+TEST(Reference, DocumentsEveryFlag) {
+  EXPECT_GE(ExpectEveryFlagDocumented(Titan("--help").output, kReferencePage), 9);
+}
+
+TEST(Reference, DocumentsEveryFlagOfTitanTokenizeAndTitanGenerate) {
+  EXPECT_GE(ExpectEveryFlagDocumented(Shell(absl::StrCat(TITAN_TOKENIZE, " --help")).output,
+                                      "/docs/data.md"),
+            8);
+  EXPECT_GE(ExpectEveryFlagDocumented(Shell(absl::StrCat(TITAN_GENERATE, " --help")).output,
+                                      "/docs/training.md"),
+            10);
 }
 
 }  // namespace

@@ -66,10 +66,12 @@ has() {  # has DEB PATH...: each PATH is in DEB
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 plugins=/usr/lib/$multiarch/titan/plugins
 has "$titan" /usr/bin/titan-run /usr/bin/titan-checkpoint /usr/bin/titan-generate \
-  /usr/bin/titan-lbdc /usr/bin/titan-tokenize $plugins/titan_optimizer_adamw.so \
+  /usr/bin/titan-lbdc /usr/bin/titan-tokenize /usr/bin/titan-plot $plugins/titan_optimizer_adamw.so \
   $plugins/titan_comm_mpi.so $plugins/titan_parallel_fsdp.so \
   $plugins/titan_checkpoint_safetensors.so /usr/share/titan/recipes/llama3_debug.toml \
-  /usr/share/man/man1/titan-run.1.gz /usr/share/man/man1/titan-lbdc.1.gz
+  /usr/share/man/man1/titan-run.1.gz /usr/share/man/man1/titan-checkpoint.1.gz \
+  /usr/share/man/man1/titan-generate.1.gz /usr/share/man/man1/titan-lbdc.1.gz \
+  /usr/share/man/man1/titan-tokenize.1.gz /usr/share/man/man1/titan-plot.1.gz
 has "$dev" /usr/include/titan/plugin.h /usr/include/titan/abi.h \
   /usr/lib/$multiarch/cmake/TitanSDK/TitanSDKConfig.cmake \
   /usr/lib/$multiarch/cmake/TitanSDK/TitanSDKConfigVersion.cmake \
@@ -113,6 +115,7 @@ grep -q "set(PACKAGE_VERSION \"$version\")" \
 man=$(zcat "$work/root/usr/share/man/man1/titan-run.1.gz")
 grep -q -- "list\\\\-plugins" <<<"$man" || fail "titan-run.1 lacks --list-plugins"
 grep -q "titan-run $version" <<<"$man" || fail "titan-run.1 lacks the version"
+grep -q "SLURM_LOCALID" <<<"$man" || fail "titan-run.1 lacks the launchers' variables"
 
 # lintian: no errors (warnings are printed).
 changes=$work/titan_${version}_$arch.changes

@@ -31,6 +31,20 @@ grep -q "$prefix/lib/titan/plugins/titan_optimizer_adamw.so" <<<"$list" || fail 
 [ -f "$prefix/share/titan/recipes/llama3_debug.toml" ] || fail "recipes were not installed"
 if grep -q "$build_dir/lib/titan/plugins" <<<"$list"; then fail "installed titan-run loaded plugins from the build tree"; fi
 
+# Every installed tool has its man page, made from its --help when help2man was found.
+if grep -q "^TITAN_HELP2MAN:FILEPATH=.*NOTFOUND" "$build_dir/CMakeCache.txt" ||
+   grep -q "^TITAN_MAN_PAGES:STRING=OFF" "$build_dir/CMakeCache.txt"; then
+  echo "no man pages to check: the build was configured without help2man"
+else
+  for tool in "$prefix"/bin/titan-*; do
+    [ -f "$prefix/share/man/man1/$(basename "$tool").1" ] || fail "no man page for $(basename "$tool")"
+  done
+  page=$(MANPATH="$prefix/share/man" MANPAGER=cat MANWIDTH=100 man titan-run 2>&1) ||
+    fail "man titan-run: $page"
+  grep -q -- "--list-plugins" <<<"$page" || fail "man titan-run lacks --list-plugins: $page"
+  grep -q "SLURM_LOCALID" <<<"$page" || fail "man titan-run lacks the launchers' variables"
+fi
+
 # A recipe selecting the plugin validates, with the plugin checking its own keys.
 recipe=$work/lion.toml
 echo "a small corpus" >"$work/corpus.txt"  # --validate checks the dataset exists

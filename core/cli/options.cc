@@ -26,6 +26,14 @@ Trains a Llama 3 model as a TOML recipe describes.
 
 Plugins are searched in --plugin-dir, then TITAN_PLUGIN_PATH (':'-separated), then the
 plugin folder of the build tree or install prefix titan-run runs from.
+
+Environment:
+  TITAN_PLUGIN_PATH      plugin folders searched after --plugin-dir, ':'-separated
+  OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK
+                         set by mpirun: the number of ranks, this rank, its rank on its machine
+  SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID
+                         set by srun in a job step (SLURM_STEP_ID): the same; the local rank
+                         picks the GPU (job.device = "cuda")
 )";
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {

@@ -12,9 +12,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/cli/launcher.h"
 #include "core/cli/options.h"
 #include "core/runtime/control_plane/timed_communicator.h"
 #include "core/runtime/device_mesh.h"
+#include "core/runtime/dump_folder_lock.h"
 #include "core/runtime/exit_code.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
@@ -23,6 +25,8 @@
 #include "core/runtime/recipe.h"
 #include "core/runtime/recipe_reference.h"
 #include "core/runtime/single_process_comm.h"
+#include "core/runtime/writable_folder.h"
+#include "core/tensor/bf16_gemm.h"
 #include "core/train/job_plan.h"
 #include "core/train/run_control.h"
 #include "core/train/trainer.h"
@@ -43,14 +47,16 @@ void PrintPlugins(const std::vector<PluginInfo>& plugins) {
   }
 }
 
-// The number of ranks the launcher started, from the variables OpenMPI and other PMI
-// launchers set; nullopt when started directly.
+// Where the launcher placed this process (mpirun, srun, PMI), or nullopt when started directly.
+std::optional<LaunchPlacement> Placement() {
+  static const absl::StatusOr<std::optional<LaunchPlacement>> placement =
+      ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
+  return placement.ok() ? *placement : std::nullopt;
+}
+
+// The number of ranks the launcher started; nullopt when started directly.
 std::optional<int> LaunchedWorldSize() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    int size = 0;
-    const char* value = std::getenv(name);
-    if (value != nullptr && absl::SimpleAtoi(value, &size) && size > 0) return size;
-  }
+  if (std::optional<LaunchPlacement> placement = Placement()) return placement->world_size;
   return std::nullopt;
 }
 
@@ -68,12 +74,8 @@ absl::StatusOr<int> ValidationWorldSize(const Recipe& recipe) {
 
 // The rank's index among the ranks on its machine, from the launcher's variables; 0 alone.
 int LocalRank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
-    int rank = 0;
-    const char* value = std::getenv(name);
-    if (value != nullptr && absl::SimpleAtoi(value, &rank) && rank >= 0) return rank;
-  }
-  return 0;
+  std::optional<LaunchPlacement> placement = Placement();
+  return placement ? placement->local_rank : 0;
 }
 
 // The plan's device plugin (job.device), with this rank's device selected: the CPU is one
@@ -94,22 +96,35 @@ absl::StatusOr<DevicePlugin*> SelectDevice(const JobPlan& plan) {
   // A communicator that stages device buffers through host memory lets ranks share a device
   // (round robin); NCCL refuses two ranks of one communicator on one device.
   const bool shared = plan.comm.plugin == nullptr || plan.comm.plugin->traits().stages_through_host;
-  if (count == 0 || (local_rank >= count && !shared)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job.device = \"", name, "\": local rank ", local_rank, " needs device ", local_rank,
-        ", but this machine has ", count, " ", name, " device(s)",
-        count == 0
-            ? ""
-            : absl::StrCat("; launch at most ", count, " ranks per machine with comm.backend = \"",
-                           backend, "\", or use comm.backend = \"mpi\"")));
-  }
-  const int index = local_rank % count;
+  TITAN_ASSIGN_OR_RETURN(const int index,
+                         DeviceOfLocalRank(local_rank, count, shared, name, backend));
   if (index != local_rank) {
     spdlog::info("[job] local rank {} shares {} device {} (comm.backend = \"{}\")", local_rank,
                  name, index, backend);
   }
   TITAN_RETURN_IF_ERROR(device->Select(index));
   return device;
+}
+
+// The comm plugin's world must be the one the launcher started: under srun without a PMI that
+// MPI speaks, every process is a world of its own.
+absl::Status CheckPlacement(const Communicator& world) {
+  std::optional<LaunchPlacement> placement = Placement();
+  if (!placement) return absl::OkStatus();
+  if (world.size() == placement->world_size &&
+      (!placement->rank || world.rank() == *placement->rank)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      placement->launcher, " started ", placement->world_size, " ranks",
+      placement->rank ? absl::StrCat(", this process as rank ", *placement->rank) : "", " (",
+      placement->variables, "), but the comm plugin's world holds ", world.size(),
+      " rank(s), this process being rank ", world.rank(),
+      placement->launcher == "srun"
+          ? ": MPI was not started through a PMI that srun provides; launch with "
+            "`srun --mpi=pmix` (`srun --mpi=list` lists the cluster's), or with mpirun inside "
+            "the allocation"
+          : ""));
 }
 
 // Connects this rank to the job through the plan's comm plugin (the recipe's, or the one
@@ -122,9 +137,30 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DeviceP
   TITAN_ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> world,
       plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device}));
+  TITAN_RETURN_IF_ERROR(CheckPlacement(*world));
   // The control plane tells a rank's own work from its waits for the others.
   if (plan.control_plane.enable) world = TimeCommunication(std::move(world));
   return BuildDeviceMesh(std::move(world), plan.parallelism.shape, &device);
+}
+
+// The folders the run will write to later (checkpoints, profiles, TensorBoard), checked now.
+absl::Status CheckOutputFolders(const JobPlan& plan) {
+  if (plan.checkpoint.plugin != nullptr) {
+    TITAN_RETURN_IF_ERROR(CheckWritableFolder(plan.checkpoint.root, "checkpoint.folder"));
+  }
+  if (plan.profiling.traces) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.profiling.traces_folder, "profiling.save_traces_folder"));
+  }
+  if (plan.profiling.memory_snapshots) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.profiling.memory_folder, "profiling.save_memory_snapshot_folder"));
+  }
+  if (plan.metrics.tensorboard.enable) {
+    TITAN_RETURN_IF_ERROR(
+        CheckWritableFolder(plan.metrics.tensorboard.folder, "metrics.save_tb_folder"));
+  }
+  return absl::OkStatus();
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -148,11 +184,29 @@ int Run(const std::vector<std::string>& args) {
     std::cout << "titan " << TITAN_VERSION << " (plugin ABI " << TITAN_ABI_VERSION << ")\n";
     return kExitOk;
   }
+  // A misspelt setting must not silently choose the other GEMM path.
+  if (absl::Status bf16_gemm = CheckBf16GemmSetting(); !bf16_gemm.ok()) {
+    spdlog::error("{}", std::string(bf16_gemm.message()));
+    return kExitUsage;
+  }
   if (!options->list_plugins && !options->recipe_reference && options->recipe.empty()) {
     spdlog::error(
         "nothing to do: give --recipe FILE, --list-plugins or --recipe-reference "
         "(see --help)");
     return kExitUsage;
+  }
+  absl::StatusOr<std::optional<LaunchPlacement>> placement =
+      ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
+  if (!placement.ok()) {
+    spdlog::error("{}", std::string(placement.status().message()));
+    return kExitUsage;
+  }
+  if (*placement && (*placement)->rank) {
+    // Every line names its rank from the start, not only once the communicator exists.
+    SetLogRank(*(*placement)->rank);
+    spdlog::info("[job] started by {} as rank {} of {}, local rank {} ({})", (*placement)->launcher,
+                 *(*placement)->rank, (*placement)->world_size, (*placement)->local_rank,
+                 (*placement)->variables);
   }
 
   const char* env_path = std::getenv("TITAN_PLUGIN_PATH");
@@ -250,7 +304,9 @@ int Run(const std::vector<std::string>& args) {
   }
   if (world_size == 1) {
     absl::StatusOr<std::unique_ptr<DeviceMesh>> single =
-        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(), *mesh, *device);
+        BuildDeviceMesh(std::make_unique<SingleProcessCommunicator>(
+                            false, FlightRecordFolder(plan->job.dump_folder)),
+                        *mesh, *device);
     if (!single.ok()) {
       spdlog::error("{}", std::string(single.status().message()));
       return kExitFailure;
@@ -274,6 +330,18 @@ int Run(const std::vector<std::string>& args) {
         device_mesh->coordinate(MeshDim::kTp));
   }
   SetProfilingRank(device_mesh->world().rank());
+  // Held until the run returns; the kernel releases it however the process ends.
+  absl::StatusOr<std::optional<DumpFolderLock>> lock =
+      LockDumpFolderForJob(plan->job.dump_folder, device_mesh->world());
+  if (!lock.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(lock.status().message()));
+    return ExitCodeOf(lock.status());
+  }
+  if (absl::Status writable = CheckOutputFolders(*plan); !writable.ok()) {
+    spdlog::error("{}: {}", options->recipe, std::string(writable.message()));
+    return ExitCodeOf(writable);
+  }
+  ServeFlightRecordRequest(device_mesh->world(), "asked before this rank joined the job");
   absl::Status trained = Train(*plan, *device_mesh);
   if (absl::IsCancelled(trained)) {
     spdlog::warn("{}: {}", options->recipe, std::string(trained.message()));
@@ -296,6 +364,7 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace titan
 
 int main(int argc, char** argv) {
+  titan::InstallFlightRecordSignalHandler();  // before anything: SIGUSR1 must never end the run
   try {
     return titan::Run(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& e) {

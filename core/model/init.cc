@@ -1,10 +1,11 @@
-// TorchTitan's Llama 3 initialization. Every value is a pure function of (seed, parameter name,
-// element index), so it does not depend on the thread count, and a shard can draw its own piece.
+// Initialization as the model family declares it for each parameter (ParameterInit). Every value
+// is a pure function of (seed, parameter name, element index), so it does not depend on the
+// thread count, and a shard can draw its own piece.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "core/model/llama.h"
 #include "core/tensor/splitmix64.h"
 
@@ -49,25 +50,14 @@ void LlamaModel::Initialize(uint64_t seed) {
     const std::string& name = params_.name(i);
     const int64_t n = params_.at(i).numel();
     host.resize(n);
-    float* x = host.data();
-    const uint64_t stream = seed_stream ^ Fnv1a(name);
-    if (absl::StrContains(name, "norm")) {
-      for (int64_t j = 0; j < n; ++j) x[j] = 1.0f;
-    } else if (name == "tok_embeddings.weight") {
-      FillTruncatedNormal(x, n, stream, 1.0, -INFINITY, INFINITY);
-    } else if (name == "output.weight") {
-      const double std = 1.0 / std::sqrt(static_cast<double>(config_.dim));
-      FillTruncatedNormal(x, n, stream, std, -3 * std, 3 * std);
+    const ParameterInit& init = inits_[i];
+    if (init.kind == ParameterInit::Kind::kOnes) {
+      std::fill(host.begin(), host.end(), 1.0f);
     } else {
-      // layers.<id>.<module>.<w>.weight: output projections get a depth-scaled std.
-      const int64_t layer_id = std::stoll(name.substr(name.find('.') + 1));
-      const bool depth_scaled = absl::StrContains(name, ".wo.") ||
-                                absl::StrContains(name, ".w2.") || absl::StrContains(name, ".w3.");
-      const double std = depth_scaled ? 0.02 / std::sqrt(2.0 * (layer_id + 1)) : 0.02;
-      FillTruncatedNormal(x, n, stream, std, -2.0, 2.0);  // trunc_normal_'s default bounds
+      FillTruncatedNormal(host.data(), n, seed_stream ^ Fnv1a(name), init.std, init.low, init.high);
     }
     // The arena's own memory, sized for it: the copy cannot fail.
-    compute_->CopyFromHost(x, params_.at(i).view()).IgnoreError();
+    ctx_.compute.CopyFromHost(host.data(), params_.at(i).view()).IgnoreError();
   }
 }
 

@@ -1,7 +1,9 @@
-// The Llama 3 decoder: forward and hand-written backward (llm.c style) over parameters and
-// gradients that each live in one arena, with activations planned once per (batch, seq_len) and
-// reused every step. Every kernel runs through the device's compute interface (titan/compute.h),
-// in f32 or with bf16 matmul operands (mixed precision).
+// A decoder model: a family's modules (core/model/model_family.h; Llama 3 by default) composed
+// into an embedding, blocks and a head, each with a forward and a hand-written backward (llm.c
+// style), over parameters and gradients that each live in one arena. The model plans the
+// modules' activations once per (batch, seq_len) and reuses them every step, runs the parallel
+// plugins' hooks around its modules and the pipeline's stages. Every kernel runs through the
+// device's compute interface (titan/compute.h), in f32 or with bf16 matmul operands.
 #ifndef TITAN_CORE_MODEL_LLAMA_H_
 #define TITAN_CORE_MODEL_LLAMA_H_
 
@@ -16,10 +18,13 @@
 #include "core/model/config.h"
 #include "core/model/float8_linear.h"
 #include "core/model/local_attention.h"
+#include "core/model/model_family.h"
 #include "core/model/module_node.h"
-#include "core/model/tensor_parallel.h"
+#include "core/model/modules/decoder_block.h"
+#include "core/model/modules/output_head.h"
+#include "core/model/modules/token_embedding.h"
+#include "core/model/modules/weight_pass.h"
 #include "core/tensor/arena.h"
-#include "core/tensor/attention.h"
 #include "titan/attention.h"
 #include "titan/compute.h"
 #include "titan/device.h"
@@ -42,32 +47,26 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   // With a pipeline plan, the model holds only the plan's local stages: their blocks, the
   // embedding on stage 0 and the final norm and output on the last stage, under their global
   // names. An empty plan: one stage with everything.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config,
-                                                            const ActivationCheckpoint& ac = {},
-                                                            const ModelCompute& where = {},
-                                                            const PipelinePlan& stages = {});
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      const LlamaConfig& config, const ActivationCheckpoint& ac = {},
+      const ModelCompute& where = {}, const PipelinePlan& stages = {},
+      const ModelFamily& family = LlamaFamily());
 
   const LlamaConfig& config() const { return config_; }
   // Every parameter's name and shape in the whole (one-stage, one-rank) model, in arena order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> WholeParameterShapes(
-      const LlamaConfig& config) {
-    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-    for (ParameterDecl& decl : DeclaredParameters(config, 1)) {
-      shapes.emplace_back(std::move(decl.name), std::move(decl.shape));
-    }
-    return shapes;
-  }
-  Compute& compute() const { return *compute_; }
+      const LlamaConfig& config);
+  Compute& compute() const { return ctx_.compute; }
   // The device plugin holding the model's memory; null: host memory (the CPU).
-  DevicePlugin* device() const { return device_; }
-  DType matmul_dtype() const { return matmul_dtype_; }
+  DevicePlugin* device() const { return ctx_.device; }
+  DType matmul_dtype() const { return ctx_.matmul_dtype; }
   // TorchTitan's names ("layers.3.attention.wq.weight"), in one arena each for values and grads.
   // Empty once parallel plugins keep the parameters elsewhere (see ReleaseUnusedStorage).
   const Arena& params() const { return params_; }
   const Arena& grads() const { return grads_; }
   // The same tensors as the SDK's Parameters, in arena order; the model computes with whatever
   // their value and grad point at, so plugins can move them.
-  const std::vector<Parameter>& Parameters() const { return parameters_; }
+  const std::vector<Parameter>& Parameters() const { return ctx_.parameters; }
   // The module tree parallel plugins transform: the root holds tok_embeddings, norm and output,
   // its children are the blocks "layers.N".
   Module& root() { return root_; }
@@ -83,7 +82,8 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   absl::StatusOr<std::vector<Float8LinearChoice>> ConvertToFloat8(const Float8Plugin& plugin,
                                                                   bool gather_float8 = false);
 
-  // TorchTitan's initialization, a pure function of the seed and each parameter's name.
+  // Each parameter as its family declares (ParameterInit), a pure function of the seed and the
+  // parameter's name.
   void Initialize(uint64_t seed);
   void ZeroGrad();
 
@@ -102,20 +102,20 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   // size.
   absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
   absl::Status CheckTensorParallelDegree(int degree) const override;
-  int tensor_parallel_degree() const { return tp_.size(); }
+  int tensor_parallel_degree() const { return ctx_.tp.size(); }
 
   // Attention (titan/attention.h): the model's own local attention unless a plugin replaced it
   // (the cp plugin's). Forward and SetMicrobatches take whole sequences and keep this rank's
   // tokens of them as the attention's layout says; the loss returned is the whole sequences'.
   absl::Status SetAttention(CausalAttention* attention) override;
-  CausalAttention& attention() const { return *attention_; }
+  CausalAttention& attention() const { return *ctx_.attention; }
   // The query-key pairs this rank's attention forwards have scored so far (the causal mask's
   // pairs, recomputations included): the measure of its attention work.
-  int64_t attention_pairs() const { return attention_->scored_pairs(); }
+  int64_t attention_pairs() const { return ctx_.attention->scored_pairs(); }
 
   // [batch * seq_len, vocab / tensor-parallel degree] (this rank's vocabulary columns), valid
   // between Forward and Backward; device memory (host memory on the CPU).
-  const float* logits() const { return logits_; }
+  TensorView logits() const;
   size_t activation_bytes() const;
 
   // Pipeline parallelism (titan/pipeline.h). The step's microbatches, each [batch, seq_len] on
@@ -142,59 +142,17 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   absl::Status BackwardWeight(int stage, int microbatch) override;
 
  private:
-  enum Weight { kAttentionNorm, kWq, kWk, kWv, kWo, kFfnNorm, kW1, kW2, kW3, kLayerWeights };
-  struct Block {
-    std::array<int, kLayerWeights> weights;
-    BlockPolicy policy;
-  };
-  // Activations of one block; pointers into its own slots or the shared recompute scratch. The
-  // ones only matmuls read (ln1, ln2 and SwiGLU's output h) are stored in the matmul dtype, so
-  // under mixed precision they are bf16, rounded once where they are made.
-  struct BlockActs {
-    float *rstd1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *a, *b;
-    TensorView ln1, ln2, h;
-  };
-  // Where a microbatch set points a block's activation: an f32 field or a matmul input, and the
-  // slot's name (in the set, or "recompute.*" shared by every layer).
-  struct ActSlot {
-    float* BlockActs::*f32;        // null for a matmul input
-    TensorView BlockActs::*input;  // null for an f32 activation
-    std::string name;
-  };
-
-  // The sizes one tensor-parallel rank computes with: all of them on one rank.
-  struct LocalSizes {
-    int64_t heads, kv_heads, hidden, vocab, first_vocab;
-  };
-
-  // The bf16 scratch a matmul operand is rounded into: the input (the attention's output; the
-  // other inputs are stored in bf16), the output's gradient, the weight.
-  enum Scratch { kInputScratch, kGradScratch, kWeightScratch, kScratches };
-
-  // A weight gradient the zero-bubble split leaves for BackwardWeight: grad(weight) += dout^T .
-  // in (a projection), or the norm weight's gradient summed already (`in` null).
-  struct DeferredGrad {
-    enum Kind { kProjection, kNorm, kEmbedding } kind;
-    int layer;  // whose module's hooks surround it; -1: the root's
-    int weight;
-    int64_t rows;
-    // The output's gradient (a projection, the embedding) or the norm's sum, and a projection's
-    // input; each in the microbatch's activation set (the forward's, or a copy in its `deferred`
-    // arena when it sat in scratch the next layer overwrites).
-    TensorView saved, in;
-  };
-
   // The activations one microbatch keeps from its forward to its backward; the pipeline holds
   // several at once, the plain Forward/Backward use set 0.
   struct MicrobatchActs {
     Arena arena;
-    std::vector<BlockActs> blocks;             // per layer; only this model's are set
-    std::vector<float*> residual, d_boundary;  // per layer boundary; d_boundary with pp only
-    TensorView final_norm;                     // in the matmul dtype, as the blocks' matmul inputs
-    float *final_rstd = nullptr, *logits = nullptr;
-    float *loss_lse = nullptr, *loss_max = nullptr, *loss_target = nullptr, *loss = nullptr;
-    int32_t *tokens = nullptr, *targets = nullptr;
-    int backwards_left = 0;  // local stages yet to finish this microbatch's backward
+    std::vector<BlockActs> blocks;  // per layer; only this model's are set
+    // Per layer boundary, [n_local, d]: the residual stream, and its gradient (pp only).
+    std::vector<TensorView> residual, d_boundary;
+    TensorView final_norm, final_rstd;  // the final norm's output (matmul dtype) and rstd
+    OutputActs head;
+    TensorView tokens, targets;  // i32 [n]
+    int backwards_left = 0;      // local stages yet to finish this microbatch's backward
     // Zero-bubble: what BackwardWeight does, per local stage, in the order BackwardInput left it,
     // and the memory it reads (deferred_plan_), allocated at the set's first BackwardInput.
     std::vector<std::vector<DeferredGrad>> deferred;
@@ -202,44 +160,22 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   };
 
   LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
-             DevicePlugin* device, DType matmul_dtype)
+             DevicePlugin* device, DType matmul_dtype, const ModelFamily& family)
       : config_(config),
         ac_(ac),
-        compute_(&compute),
-        device_(device),
-        matmul_dtype_(matmul_dtype),
-        local_attention_(compute) {}
-  // A parameter as the model declares it where it creates it: its name, its shape on a rank of
-  // the tensor-parallel ranks, and how tensor parallelism splits it (the tp plugin's plan).
-  struct ParameterDecl {
-    std::string name;
-    std::vector<int64_t> shape;
-    TensorParallelStyle tp_style;
-  };
-  // Every parameter of the whole model on a rank of `tp` tensor-parallel ranks, in arena order.
-  static std::vector<ParameterDecl> DeclaredParameters(const LlamaConfig& config, int64_t tp);
-  // Those of this model's stages, in arena order.
-  std::vector<ParameterDecl> OwnedParameters(int64_t tp) const;
-  LocalSizes local() const;
-  // out[n_local, d] (this rank's tokens) += the row-parallel projection in . weight^T (`in` an
-  // Operand), summed over the tensor-parallel ranks.
-  absl::Status AddRowParallel(float* out, const TensorView& in, int weight);
-  AttentionSpec attention_spec() const;
-  // RMSNorm of this rank's tokens of `inp`, gathered into out [n, d] (f32 or bf16) for the
-  // column-parallel projections that follow.
-  absl::Status NormAndGather(const TensorView& out, float* rstd, const float* inp, int weight);
-  // The norm's backward on this rank's tokens; d_out_full [n, d] holds this rank's partial sums
-  // for every token. The weight's gradient adds up over the tensor-parallel ranks.
-  absl::Status NormBackward(float* d_residual, float* d_out_full, const float* inp,
-                            const float* rstd, int weight);
+        family_(family),
+        local_attention_(compute),
+        ctx_(config_, compute, device, matmul_dtype, local_attention_) {}
+  // The family's parameters on a rank of `tp` tensor-parallel ranks, those of other pipeline
+  // stages left out (their groups empty).
+  FamilyParameters OwnedParameters(int64_t tp) const;
+  // Builds the modules over the parameters (indices in arena order).
+  void BuildModules();
   absl::Status PlanActivations(int64_t batch, int64_t seq_len);
-  // deferred_plan_ (and its entries per parameter) for n tokens of this rank's local sizes.
-  absl::StatusOr<ArenaPlan> PlanDeferredGrads(int64_t n, int64_t qd, int64_t kvd, int64_t f);
-  // Attention of block activations x through attention_, on flat views of this rank's tokens.
-  absl::Status Attend(const BlockActs& x);
-  absl::Status AttendBackward(const BlockActs& x);
+  // deferred_plan_ (and its entries per parameter) for this rank's sizes.
+  absl::StatusOr<ArenaPlan> PlanDeferredGrads();
   absl::StatusOr<MicrobatchActs*> NewActivationSet();
-  // Points the activation members (acts_, residual_, logits_, ...) at `set`'s.
+  // Computes on `set` from now on: its tokens, targets and activations.
   void Use(MicrobatchActs& set);
   // The set holding microbatch m of the pipeline's step, taken from the free ones at first use.
   absl::StatusOr<MicrobatchActs*> SetFor(int microbatch);
@@ -257,96 +193,54 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
   absl::Status EmbeddingBackward(bool root_hooks);
   absl::Status StageBackward(int stage, int microbatch, bool split);
   absl::Status CheckTokens(const int32_t* tokens, const int32_t* targets) const;
-  float* Param(int index) const { return parameters_[index].value.data_as<float>(); }
-  float* Grad(int index) const { return parameters_[index].grad.data_as<float>(); }
-  // An f32 view of model memory on the compute's device.
-  TensorView View(const float* data, std::vector<int64_t> shape) const;
-  TensorView Tokens(const int32_t* data) const;
-  // A matmul operand in the compute precision: x itself when it has that dtype, else (f32 under
-  // mixed precision) its bf16 rounding in `scratch`.
-  absl::StatusOr<TensorView> Operand(const TensorView& x, Scratch scratch);
-  bool Float8(int weight) const { return float8_ != nullptr && float8_->Converts(weight); }
-  // A weight as a matmul operand: the low-precision copy a plugin gathered (Parameter::compute),
-  // else its value as an Operand.
-  absl::StatusOr<TensorView> WeightOperand(int weight);
-  absl::StatusOr<Float8Operand> Float8WeightOperand(int weight);
-  // How tensor and context parallelism split a Float8 linear's operands now.
-  Float8Split Float8SplitOf(int weight) const;
-  // out[n, oc] (+)= in . weight^T; `in` is an Operand.
-  absl::Status Project(const TensorView& in, int weight, float* out, bool accumulate = false);
-  // The backward of Project over in's rows: dinp[rows, c] += dout . weight (skipped when null)
-  // and weight's grad += dout^T . in (deferred under the zero-bubble split); f32 dout, `in` as
-  // the forward stored it (f32 or bf16).
-  absl::Status ProjectBackward(const float* dout, const TensorView& in, int weight, float* dinp);
-  // Where the zero-bubble split keeps `values` (a weight's output gradient, or with `input` its
-  // input) for BackwardWeight: `values` itself when it lies in the microbatch's activation set,
-  // else its copy in the set's deferred arena (zeros there when `values` has no data).
-  absl::StatusOr<TensorView> KeepForWeightPass(const TensorView& values, int weight, bool input);
-  absl::Status Zero(float* x, int64_t n) const;
-  absl::Status CopyF32(const float* src, float* dst, int64_t n) const;
-  // The forward pass runs every stage and writes the residual into layer + 1; the recompute
-  // before the backward runs only the stages whose outputs the block's policy did not keep.
-  absl::Status BlockForward(int64_t layer, bool recompute);
-  absl::Status BlockBackward(int64_t layer);
+  TensorView d_residual() const {
+    return ModuleContext::Reshaped(ctx_.scratch.d_residual, {ctx_.n_local, config_.dim});
+  }
   absl::Status ForwardLayers(int64_t first, int64_t end);
   absl::Status BackwardLayers(int64_t first, int64_t end);
-  // The layers' weight gradients the zero-bubble split deferred, for `set`'s stage `stage`.
+  // The weight gradients the zero-bubble split deferred, for `set`'s stage `local_stage`.
   absl::Status RunDeferredGrads(MicrobatchActs& set, int local_stage);
 
   LlamaConfig config_;
   ActivationCheckpoint ac_;
-  Compute* compute_;
-  DevicePlugin* device_;  // allocates the arenas; null: host memory
-  DType matmul_dtype_;
+  const ModelFamily& family_;
+  LocalAttention local_attention_;
+  ModuleContext ctx_;  // holds the parameters, the tp group and the attention in use
   ArenaPlan plan_;
   Arena params_, grads_;
-  std::vector<Parameter> parameters_;
+  std::vector<ParameterInit> inits_;  // per parameter, in arena order
   ModuleNode root_{""};
   std::vector<std::unique_ptr<ModuleNode>> layer_modules_;
   std::vector<ModuleNode*> layer_module_;  // per layer; null for layers of other stages
   std::vector<PipelineStage> stages_;
   int num_stages_ = 1;
+  // Parameter indices; -1 where another stage holds them. A tied output is the embedding.
   int tok_embeddings_ = -1, norm_ = -1, output_ = -1;
-  std::vector<Block> blocks_;
-  TensorParallelGroup tp_;
-  LocalAttention local_attention_;
-  CausalAttention* attention_ = &local_attention_;  // a plugin's, or local_attention_
+  // The modules of this model's stages (null or empty for the others').
+  std::unique_ptr<TokenEmbedding> embedding_;
+  std::vector<std::unique_ptr<DecoderBlock>> blocks_;  // per layer
+  std::unique_ptr<RmsNorm> final_norm_;
+  std::unique_ptr<OutputHead> head_;
 
-  // Activations and gradient scratch, sized for (batch_, seq_len_).
-  int64_t batch_ = 0, seq_len_ = 0, n_local_ = 0;  // n_local_: this rank's tokens
-  Arena shared_arena_;                             // scratch every microbatch uses in turn
-  ArenaPlan set_plan_;                             // one microbatch's activations
+  // Activations and gradient scratch, sized for (batch_, seq_len_) (ctx_ holds the local sizes).
+  int64_t batch_ = 0, seq_len_ = 0;
+  Arena shared_arena_;  // scratch every microbatch uses in turn
+  ArenaPlan set_plan_;  // one microbatch's activations
   // What one microbatch's split backward keeps for its weight pass, and per parameter the entry
   // of its output gradient and of its recomputed input there (-1: none needed).
   ArenaPlan deferred_plan_;
   std::vector<int> deferred_grad_entry_, deferred_input_entry_;
-  // Per layer: each activation's field and its slot (in a set, or "recompute.*" shared).
-  std::vector<std::vector<ActSlot>> set_slots_;
+  // Per layer: each block activation's slot name (in a set, or "recompute.*" shared), in the
+  // order DecoderBlock::Activations lists them.
+  std::vector<std::vector<std::string>> set_slots_;
   std::vector<std::unique_ptr<MicrobatchActs>> sets_;
-  std::vector<int> set_of_;     // microbatch -> index into sets_, or -1
-  std::vector<int> free_sets_;  // indices into sets_
+  MicrobatchActs* current_ = nullptr;  // the set Use chose
+  std::vector<int> set_of_;            // microbatch -> index into sets_, or -1
+  std::vector<int> free_sets_;         // indices into sets_
   std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;
   std::vector<float> microbatch_losses_;
-  // Set while a zero-bubble BackwardInput runs: weight gradients go here instead of the grads.
-  MicrobatchActs* deferring_ = nullptr;
-  int deferring_stage_ = 0;  // index into stages_
-  int deferring_layer_ = -1;
-  AttentionShape attention_shape_{};
-  std::vector<float*> residual_;  // n_layers + 1 entries, [n_local_, dim] each
-  std::vector<BlockActs> acts_;
-  TensorView final_norm_;
-  float *rope_cos_, *rope_sin_, *final_rstd_, *logits_, *loss_lse_;
-  float *loss_max_, *loss_target_, *loss_;
-  int32_t *tokens_device_, *targets_device_;
-  std::array<uint16_t*, kScratches> bf16_scratch_{};  // null in f32
-  // Tensor-parallel scratch (null on one rank): this rank's tokens, every token, a norm's grad.
-  float *tokens_local_ = nullptr, *tokens_full_ = nullptr, *norm_grad_ = nullptr;
-  // Gradient scratch. In bf16 the forward borrows d_norm_out_ and d_h_ for the f32 results of
-  // the norms and SwiGLU before their rounding: the backward uses them only after its recompute.
-  float *d_residual_, *d_norm_out_, *d_att_, *d_q_, *d_k_, *d_v_, *d_h_, *d_a_, *d_b_;
   bool tokens_valid_ = false;              // a Forward's activations await their Backward
   std::unique_ptr<Float8Linears> float8_;  // null: no linear layer in Float8
-  std::vector<bool> row_parallel_;         // per parameter: tp splits its in_features (kRowwise)
 };
 
 }  // namespace titan

@@ -3,10 +3,12 @@
 // zero-bubble split of the backward into input and weight gradients.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/model/llama.h"
+#include "core/model/modules/linear.h"
 #include "core/runtime/profiler.h"
 
 namespace titan {
@@ -27,10 +29,12 @@ absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> token
                                                      tokens[m].size(), " tokens, expected ", n));
     }
     // This rank's tokens of each sequence, as the attention lays them out.
-    TITAN_ASSIGN_OR_RETURN(tokens[m], attention_->LocalTokens(tokens[m].data(), batch, seq_len));
-    TITAN_ASSIGN_OR_RETURN(targets[m], attention_->LocalTokens(targets[m].data(), batch, seq_len));
+    TITAN_ASSIGN_OR_RETURN(tokens[m],
+                           ctx_.attention->LocalTokens(tokens[m].data(), batch, seq_len));
+    TITAN_ASSIGN_OR_RETURN(targets[m],
+                           ctx_.attention->LocalTokens(targets[m].data(), batch, seq_len));
   }
-  TITAN_ASSIGN_OR_RETURN(const int64_t local_seq_len, attention_->LocalSeqLen(seq_len));
+  TITAN_ASSIGN_OR_RETURN(const int64_t local_seq_len, ctx_.attention->LocalSeqLen(seq_len));
   TITAN_RETURN_IF_ERROR(PlanActivations(batch, local_seq_len));
   for (size_t m = 0; m < tokens.size(); ++m) {
     TITAN_RETURN_IF_ERROR(CheckTokens(tokens[m].data(), targets[m].data()));
@@ -89,7 +93,7 @@ absl::StatusOr<TensorView> LlamaModel::Boundary(int stage, int microbatch, bool 
   }
   TITAN_ASSIGN_OR_RETURN(MicrobatchActs * set, SetFor(microbatch));
   const int64_t layer = output ? s->end_layer : s->first_layer;
-  return View(gradient ? set->d_boundary[layer] : set->residual[layer], {n_local_, config_.dim});
+  return gradient ? set->d_boundary[layer] : set->residual[layer];
 }
 
 absl::StatusOr<TensorView> LlamaModel::StageInput(int stage, int microbatch) {
@@ -113,15 +117,15 @@ absl::Status LlamaModel::Forward(int stage, int microbatch) {
   Use(*set);
   if (stage == 0) {
     TITAN_RETURN_IF_ERROR(
-        compute_->CopyFromHost(micro_tokens_[microbatch].data(), Tokens(tokens_device_)));
+        ctx_.compute.CopyFromHost(micro_tokens_[microbatch].data(), ctx_.token_ids));
     TITAN_RETURN_IF_ERROR(EmbedTokens(/*root_hooks=*/true));
   }
   TITAN_RETURN_IF_ERROR(ForwardLayers(s->first_layer, s->end_layer));
   if (stage == num_stages_ - 1) {
     TITAN_RETURN_IF_ERROR(
-        compute_->CopyFromHost(micro_targets_[microbatch].data(), Tokens(targets_device_)));
+        ctx_.compute.CopyFromHost(micro_targets_[microbatch].data(), ctx_.target_ids));
     TITAN_ASSIGN_OR_RETURN(float loss, HeadForward(/*root_hooks=*/true));
-    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], attention_->AverageLoss(loss));
+    TITAN_ASSIGN_OR_RETURN(microbatch_losses_[microbatch], ctx_.attention->AverageLoss(loss));
   }
   return absl::OkStatus();
 }
@@ -138,27 +142,29 @@ absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
   }
   MicrobatchActs& set = *sets_[set_of_[microbatch]];
   Use(set);
-  const int64_t d = config_.dim;
+  std::optional<WeightPass> pass;
   if (split) {
     if (set.deferred_arena.size() != static_cast<int>(deferred_plan_.entries().size())) {
       TITAN_ASSIGN_OR_RETURN(set.deferred_arena,
-                             Arena::Allocate(deferred_plan_, device_, "deferred_gradients"));
+                             Arena::Allocate(deferred_plan_, ctx_.device, "deferred_gradients"));
     }
-    deferring_ = &set;
-    deferring_stage_ = static_cast<int>(s - stages_.data());
-    set.deferred[deferring_stage_].clear();
+    std::vector<DeferredGrad>& work = set.deferred[s - stages_.data()];
+    work.clear();
+    pass.emplace(ctx_.compute, set.arena, set.deferred_arena, deferred_grad_entry_,
+                 deferred_input_entry_, ctx_.parameters, work);
+    ctx_.deferring = &*pass;
   }
-  absl::Cleanup stop_deferring = [this] { deferring_ = nullptr; };
+  absl::Cleanup stop_deferring = [this] { ctx_.deferring = nullptr; };
   if (stage == num_stages_ - 1) {
     TITAN_RETURN_IF_ERROR(HeadBackward(/*root_hooks=*/true));
   } else {
-    TITAN_RETURN_IF_ERROR(CopyF32(set.d_boundary[s->end_layer], d_residual_, n_local_ * d));
+    TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(set.d_boundary[s->end_layer], d_residual()));
   }
   TITAN_RETURN_IF_ERROR(BackwardLayers(s->first_layer, s->end_layer));
   if (stage == 0) {
     TITAN_RETURN_IF_ERROR(EmbeddingBackward(/*root_hooks=*/true));
   } else {
-    TITAN_RETURN_IF_ERROR(CopyF32(d_residual_, set.d_boundary[s->first_layer], n_local_ * d));
+    TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(d_residual(), set.d_boundary[s->first_layer]));
   }
   if (!split) ReleaseSet(microbatch);
   return absl::OkStatus();
@@ -198,26 +204,20 @@ absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) 
     TITAN_RETURN_IF_ERROR(module.BeforeBackward());
     for (; k < work.size() && work[k].layer == layer; ++k) {
       const DeferredGrad& g = work[k];
-      const Parameter& p = parameters_[g.weight];
-      const float* saved = g.saved.data_as<const float>();
+      const Parameter& p = ctx_.parameters[g.weight];
       switch (g.kind) {
-        case DeferredGrad::kProjection: {
-          TITAN_ASSIGN_OR_RETURN(TensorView dout,
-                                 Operand(View(saved, {g.rows, p.value.shape[0]}), kGradScratch));
-          TITAN_ASSIGN_OR_RETURN(TensorView x, Operand(g.in, kInputScratch));
-          const TensorView dw = View(Grad(g.weight), p.grad.shape);
-          TITAN_RETURN_IF_ERROR(Float8(g.weight)
-                                    ? float8_->WeightGrad(dout, x, dw, Float8SplitOf(g.weight))
-                                    : compute_->Gemm(dout, true, x, false, 1.0f, 1.0f, dw));
+        case DeferredGrad::kProjection:
+          TITAN_RETURN_IF_ERROR(
+              Linear(ctx_, g.weight)
+                  .WeightGrad(ModuleContext::Reshaped(g.saved, {g.rows, p.value.shape[0]}), g.in));
           break;
-        }
         case DeferredGrad::kNorm:
-          TITAN_RETURN_IF_ERROR(compute_->Accumulate(View(saved, {p.grad.numel()}), p.grad));
+          TITAN_RETURN_IF_ERROR(
+              ctx_.compute.Accumulate(ModuleContext::Reshaped(g.saved, {p.grad.numel()}), p.grad));
           break;
         case DeferredGrad::kEmbedding:
-          TITAN_RETURN_IF_ERROR(compute_->EmbeddingBackward(Tokens(tokens_device_),
-                                                            View(saved, {g.rows * config_.dim}),
-                                                            local().first_vocab, p.grad));
+          TITAN_RETURN_IF_ERROR(
+              embedding_->WeightGrad(ModuleContext::Reshaped(g.saved, {g.rows * config_.dim})));
           break;
       }
     }

@@ -2,31 +2,28 @@
 
 namespace titan {
 
-absl::StatusOr<float*> TensorParallelGroup::GatherTokens(float* local, float* full, int64_t n_local,
-                                                         int64_t width) const {
+absl::StatusOr<TensorView> TensorParallelGroup::GatherTokens(const TensorView& local,
+                                                             const TensorView& full) const {
   if (size() == 1) return local;
-  TITAN_RETURN_IF_ERROR(
-      group_->AllGather(Flat(local, n_local * width), Flat(full, n_local * width * size())));
+  TITAN_RETURN_IF_ERROR(group_->AllGather(local, full));
   return full;
 }
 
-absl::StatusOr<float*> TensorParallelGroup::ReduceScatterTokens(float* full, float* local,
-                                                                int64_t n_local,
-                                                                int64_t width) const {
+absl::StatusOr<TensorView> TensorParallelGroup::ReduceScatterTokens(const TensorView& full,
+                                                                    const TensorView& local) const {
   if (size() == 1) return full;
-  TITAN_RETURN_IF_ERROR(group_->ReduceScatter(Flat(full, n_local * width * size()),
-                                              Flat(local, n_local * width), ReduceOp::kSum));
+  TITAN_RETURN_IF_ERROR(group_->ReduceScatter(full, local, ReduceOp::kSum));
   return local;
 }
 
-absl::Status TensorParallelGroup::AllReduceSum(float* values, int64_t count) const {
+absl::Status TensorParallelGroup::AllReduceSum(const TensorView& values) const {
   if (size() == 1) return absl::OkStatus();
-  return group_->AllReduce(Flat(values, count), ReduceOp::kSum);
+  return group_->AllReduce(values, ReduceOp::kSum);
 }
 
-absl::Status TensorParallelGroup::AllReduceMax(float* values, int64_t count) const {
+absl::Status TensorParallelGroup::AllReduceMax(const TensorView& values) const {
   if (size() == 1) return absl::OkStatus();
-  return group_->AllReduce(Flat(values, count), ReduceOp::kMax);
+  return group_->AllReduce(values, ReduceOp::kMax);
 }
 
 }  // namespace titan

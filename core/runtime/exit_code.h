@@ -1,4 +1,4 @@
-// The exit status of titan's programs, by kind of outcome (README: "Exit status").
+// The exit status of titan's programs, by kind of outcome (docs/reference.md, "Exit status").
 #ifndef TITAN_CORE_RUNTIME_EXIT_CODE_H_
 #define TITAN_CORE_RUNTIME_EXIT_CODE_H_
 

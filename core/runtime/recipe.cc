@@ -150,10 +150,12 @@ absl::StatusOr<ConfigValue> ParseOverride(const std::string& text, const ConfigK
       break;
     }
     case ConfigType::kString:
+      // In double quotes (--k='"a b"') it loses only the quotes; otherwise it is kept as given,
+      // spaces included, as a recipe file keeps them (--generate.prompt="The ").
       if (trimmed.size() >= 2 && trimmed.front() == '"' && trimmed.back() == '"') {
-        trimmed = trimmed.substr(1, trimmed.size() - 2);
+        return ConfigValue(std::string(trimmed.substr(1, trimmed.size() - 2)));
       }
-      return ConfigValue(std::string(trimmed));
+      return ConfigValue(text);
     case ConfigType::kStringList: {
       if (absl::StartsWith(trimmed, "[")) {
         absl::StatusOr<RawRecipe> parsed = ParseWith(

@@ -265,7 +265,7 @@ std::vector<SectionSchema> MakeSchema() {
         return backend.ok() && *backend != "auto";
       }));
   schema.push_back(PluginSection(
-      "control_plane", "devolved controllers watching the ranks (README \"Control plane\")",
+      "control_plane", "devolved controllers watching the ranks (docs/control-plane.md)",
       {Bool("enable", false, "run the control plane"),
        String("policy", "greedy", "balance plugin assigning workers to controllers"),
        Int("controllers", 2, 1, kMaxRanks,

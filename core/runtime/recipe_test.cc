@@ -249,6 +249,16 @@ TEST(Recipe, OverridesAreTypedByTheSchema) {
   EXPECT_EQ(recipe->section("training").Where("steps"), "command line --training.steps=20");
 }
 
+// The shell has removed the quotes of --generate.prompt="The ": the spaces are the value's.
+TEST(Recipe, StringOverridesKeepTheirSpaces) {
+  auto recipe = Validate("", {"generate.prompt=The ", "job.description=  two  spaces ",
+                              "data.text_field=\" quoted \""});
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe->section("generate").GetString("prompt"), "The ");
+  EXPECT_EQ(*recipe->section("job").GetString("description"), "  two  spaces ");
+  EXPECT_EQ(*recipe->section("data").GetString("text_field"), " quoted ");
+}
+
 TEST(Recipe, BadOverridesAreNamed) {
   EXPECT_EQ(ErrorOf("", {"training.steps=abc"}),
             "command line --training.steps=abc: training.steps: expected integer, found 'abc'");

@@ -1,6 +1,10 @@
 #include "core/runtime/single_process_comm.h"
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 
@@ -74,11 +78,51 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> SingleProcessCommunicato
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessCommunicator::Split(int, int) {
-  return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
+  return std::unique_ptr<Communicator>(
+      new SingleProcessCommunicator(ordered_point_to_point_, flight_record_folder_));
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessComm::ConnectWorld(const JoinOptions&) {
-  return std::unique_ptr<Communicator>(new SingleProcessCommunicator());
+absl::StatusOr<std::string> SingleProcessCommunicator::DumpFlightRecord(absl::string_view reason) {
+  if (flight_record_folder_.empty()) return Communicator::DumpFlightRecord(reason);
+  namespace fs = std::filesystem;
+  const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  const nlohmann::json record = {{"rank", 0},
+                                 {"reason", std::string(reason)},
+                                 {"written_us", now_us},
+                                 {"collectives", nlohmann::json::array()}};
+  std::error_code error;
+  fs::create_directories(flight_record_folder_, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("flight recorder: cannot create folder ",
+                                            flight_record_folder_, ": ", error.message()));
+  }
+  const std::string path =
+      (fs::path(flight_record_folder_) / "flight_recorder_rank0.json").string();
+  const std::string temporary = path + ".tmp";  // a reader never sees half a file
+  {
+    std::ofstream out(temporary);
+    out << record.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("flight recorder: cannot write ", temporary));
+  }
+  fs::rename(temporary, path, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("flight recorder: cannot rename ", temporary, " to ",
+                                            path, ": ", error.message()));
+  }
+  return path;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> SingleProcessComm::ConnectWorld(
+    const JoinOptions& options) {
+  return std::unique_ptr<Communicator>(
+      new SingleProcessCommunicator(false, FlightRecordFolder(options.dump_folder)));
+}
+
+std::string FlightRecordFolder(const std::string& dump_folder) {
+  return (std::filesystem::path(dump_folder.empty() ? "." : dump_folder) / "flight_recorder")
+      .string();
 }
 
 }  // namespace titan

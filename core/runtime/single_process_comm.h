@@ -2,6 +2,7 @@
 #define TITAN_CORE_RUNTIME_SINGLE_PROCESS_COMM_H_
 
 #include <memory>
+#include <string>
 
 #include "titan/comm.h"
 
@@ -13,8 +14,11 @@ class SingleProcessCommunicator : public Communicator {
  public:
   // `ordered_point_to_point`: answer as the job's real communicator will (the job plan's
   // stand-in mesh, so that plugins check against it what they check in the run).
-  explicit SingleProcessCommunicator(bool ordered_point_to_point = false)
-      : ordered_point_to_point_(ordered_point_to_point) {}
+  // `flight_record_folder`: where DumpFlightRecord writes; empty: it keeps no record.
+  explicit SingleProcessCommunicator(bool ordered_point_to_point = false,
+                                     std::string flight_record_folder = "")
+      : ordered_point_to_point_(ordered_point_to_point),
+        flight_record_folder_(std::move(flight_record_folder)) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   absl::Status AllReduce(TensorView buffer, ReduceOp op) override;
@@ -29,16 +33,25 @@ class SingleProcessCommunicator : public Communicator {
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   bool ordered_point_to_point() const override { return ordered_point_to_point_; }
+  // The mpi plugin's record, with no collectives: one rank exchanges nothing. It is written all
+  // the same, so that asking every rank of any job for its record (SIGUSR1) gets a file.
+  absl::StatusOr<std::string> DumpFlightRecord(absl::string_view reason) override;
 
  private:
   bool ordered_point_to_point_;
+  std::string flight_record_folder_;
 };
 
 class SingleProcessComm : public CommPlugin {
  public:
   CommTraits traits() const override { return {.joins_many_ranks = false}; }
+  // Its communicators write their flight records to <options.dump_folder>/flight_recorder.
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectWorld(const JoinOptions& options) override;
 };
+
+// <dump_folder>/flight_recorder, where a rank's flight record goes unless its comm plugin is
+// told otherwise.
+std::string FlightRecordFolder(const std::string& dump_folder);
 
 }  // namespace titan
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace titan {
@@ -56,6 +59,26 @@ TEST(SingleProcessComm, OnlyTheEmptyExchangeSucceeds) {
                 "exchange with rank 1 (1 messages): a group of one rank has no peer"),
             absl::string_view::npos)
       << refused.status();
+}
+
+TEST(SingleProcessComm, WritesAFlightRecordWithNoCollectivesUnderTheDumpFolder) {
+  const std::filesystem::path dump =
+      std::filesystem::path(::testing::TempDir()) / "single_process_flight_record";
+  std::filesystem::remove_all(dump);
+  SingleProcessComm plugin;
+  auto world = plugin.ConnectWorld({.dump_folder = dump.string()});
+  ASSERT_TRUE(world.ok()) << world.status();
+  auto written = (*world)->DumpFlightRecord("asked by the test");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, (dump / "flight_recorder" / "flight_recorder_rank0.json").string());
+  const nlohmann::json record = nlohmann::json::parse(std::ifstream(*written));
+  EXPECT_EQ(record.at("rank"), 0);
+  EXPECT_EQ(record.at("reason"), "asked by the test");
+  EXPECT_EQ(record.at("collectives"), nlohmann::json::array());
+  // A communicator made without a folder keeps no record, and says so.
+  EXPECT_EQ(SingleProcessCommunicator().DumpFlightRecord("x").status().code(),
+            absl::StatusCode::kUnimplemented);
+  std::filesystem::remove_all(dump);
 }
 
 }  // namespace

@@ -125,12 +125,24 @@ void Emulate(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
 
 absl::Status Bf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                       float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c) {
+  static const absl::Status setting = CheckBf16GemmSetting();
+  TITAN_RETURN_IF_ERROR(setting);
   if (m == 0 || n == 0) return absl::OkStatus();
   if (Native()) {
     return OneDnnGemm::Get().Run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   }
   Emulate(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   return absl::OkStatus();
+}
+
+absl::Status CheckBf16GemmSetting() {
+  const char* setting = std::getenv("TITAN_BF16_GEMM");
+  if (setting == nullptr || *setting == '\0' || std::strcmp(setting, "emulate") == 0) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("environment variable TITAN_BF16_GEMM=", setting,
+                   ": expected \"emulate\" (to force the emulated bf16 GEMM), or leave it unset"));
 }
 
 std::string Bf16GemmPath() {

@@ -20,6 +20,10 @@ absl::Status Bf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
 // TITAN_BF16_GEMM=emulate forces the emulation (tests compare the two).
 std::string Bf16GemmPath();
 
+// TITAN_BF16_GEMM unset, empty or "emulate" is fine; any other value is an error naming it
+// (Bf16Gemm returns it too, so that a misspelling never silently picks the other path).
+absl::Status CheckBf16GemmSetting();
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_TENSOR_BF16_GEMM_H_

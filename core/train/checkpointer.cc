@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +21,21 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kModelOnly[] = "titan.model_only";
+constexpr char kMetricsRow[] = "titan.metrics_row";
+
+// Rank 0's `text` on every rank of `comm`, so that every rank hands its plugin the same metadata.
+absl::StatusOr<std::string> BroadcastText(Communicator& comm, const std::string& text) {
+  int64_t size = comm.rank() == 0 ? static_cast<int64_t>(text.size()) : 0;
+  TITAN_RETURN_IF_ERROR(comm.Broadcast(TensorView{&size, DType::kI64, Device{}, {1}, {}}, 0));
+  std::vector<int32_t> words(static_cast<size_t>((size + 3) / 4));
+  if (comm.rank() == 0) std::memcpy(words.data(), text.data(), text.size());
+  if (!words.empty()) {
+    TITAN_RETURN_IF_ERROR(comm.Broadcast(
+        TensorView{words.data(), DType::kI32, Device{}, {static_cast<int64_t>(words.size())}, {}},
+        0));
+  }
+  return std::string(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(size));
+}
 
 // The state's pieces and the small integer tensors they point at.
 struct StatePieces {
@@ -109,6 +125,12 @@ Checkpointer::StepFolders Checkpointer::ScanSteps() const {
     int64_t step = 0;
     // An interrupted save is still step-<N>.tmp, which is no step folder.
     if (name.rfind("step-", 0) != 0 || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    // A step is a folder: a file of that name (a log, a copy) is not a checkpoint to wait for.
+    std::error_code kind_error;
+    if (!entry.is_directory(kind_error)) {
+      steps.not_folders.push_back(entry.path().string());
+      continue;
+    }
     absl::StatusOr<CheckpointContents> contents = settings_.plugin->Read(entry.path().string());
     if (contents.ok()) {
       steps.complete.push_back(step);
@@ -142,11 +164,18 @@ absl::Status Checkpointer::ChooseSource() {
 
 absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   const StepFolders steps = ScanSteps();
+  for (const std::string& file : steps.not_folders) {
+    spdlog::warn("[checkpoint] ignoring {}: a file, not a checkpoint folder", file);
+  }
   const std::vector<int64_t>& saved = steps.complete;
   if (settings_.load_step >= 0) {
     if (std::find(saved.begin(), saved.end(), settings_.load_step) == saved.end()) {
+      // A folder of that step that is damaged is a corrupt checkpoint (exit status 1, as a bad
+      // shard is); no folder at all is a recipe asking for a step that is not there.
       auto broken = steps.incomplete.find(settings_.load_step);
-      return absl::NotFoundError(
+      return absl::Status(
+          broken == steps.incomplete.end() ? absl::StatusCode::kNotFound
+                                           : absl::StatusCode::kDataLoss,
           absl::StrCat("checkpoint.load_step = ", settings_.load_step, ": ", settings_.root,
                        " holds no complete checkpoint of that step (it has: ",
                        saved.empty() ? "none" : absl::StrJoin(saved, ", "), ")",
@@ -163,7 +192,8 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
       continue;
     }
     // Resuming from an older step would overwrite it when the run gets there: say so instead.
-    return absl::FailedPreconditionError(absl::StrCat(
+    // A damaged checkpoint, so the exit status of any corrupt checkpoint (1).
+    return absl::DataLossError(absl::StrCat(
         "checkpoint: ", folder, " is not a complete checkpoint (", reason,
         "), and it is newer than ",
         latest < 0 ? absl::StrCat("any complete checkpoint in ", settings_.root)
@@ -259,7 +289,9 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   TITAN_RETURN_IF_ERROR(staging.Prepare(state.model->compute(), pieces.pieces));
   TITAN_RETURN_IF_ERROR(plugin->Load(folder, pieces.pieces, *comm_));
   TITAN_RETURN_IF_ERROR(staging.Finish());
-  ResumePoint resume{pieces.step[0], 0};
+  ResumePoint resume{pieces.step[0], 0, ""};
+  auto row = contents.metadata.find(kMetricsRow);
+  if (!source.import && row != contents.metadata.end()) resume.metrics_row = row->second;
   resume.lr_offset =
       Excluded(exclude, "lr_scheduler") ? resume.step : resume.step - pieces.lr_steps[0];
   if (!Excluded(exclude, "rng") && pieces.seed[0] != state.seed) {
@@ -280,9 +312,13 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
 }
 
 absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
-                                     const TrainState& state, bool stopping) {
+                                     const TrainState& state, bool stopping,
+                                     const std::string& metrics_row) {
   const bool last = step == steps;
   if (step % settings_.interval != 0 && !last && !stopping) return absl::OkStatus();
+  if (!last && step % settings_.interval != 0 && !holds_training_state()) {
+    return absl::OkStatus();  // a stop: the format cannot hold what resuming needs
+  }
   const auto start = std::chrono::steady_clock::now();
   TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
   const bool model_only = last && settings_.last_model_only;
@@ -300,6 +336,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);
   if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);
   metadata[kModelOnly] = model_only ? "true" : "false";
+  TITAN_ASSIGN_OR_RETURN(const std::string row, BroadcastText(*comm_, metrics_row));
+  if (!row.empty()) metadata[kMetricsRow] = row;
   const std::string folder = StepFolder(settings_.root, step);
   if (model_only || settings_.async)
     CopyPieces(pieces, model_only ? settings_.export_dtype : DType::kF32);
@@ -332,15 +370,39 @@ absl::Status Checkpointer::Save(const std::string& folder, std::vector<Checkpoin
   return absl::OkStatus();
 }
 
+// A pruned checkpoint is renamed first, then removed: a kill during the removal leaves a
+// step-<N>.pruned folder, which no scan takes for a step and the next prune finishes removing,
+// never a step-<N> missing some of its files.
 void Checkpointer::RemoveOld() {
   if (settings_.keep_latest_k <= 0) return;
+  constexpr absl::string_view kPruned = ".pruned";
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(settings_.root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && absl::EndsWith(name, kPruned)) {
+      std::error_code removal;
+      fs::remove_all(entry.path(), removal);
+      if (removal) {
+        spdlog::warn("[checkpoint] could not remove {}, left by an earlier prune: {}",
+                     entry.path().string(), removal.message());
+      }
+    }
+  }
   std::vector<int64_t> saved = ScanSteps().complete;
   for (size_t i = 0; i + static_cast<size_t>(settings_.keep_latest_k) < saved.size(); ++i) {
-    std::error_code error;
-    fs::remove_all(StepFolder(settings_.root, saved[i]), error);
-    if (error)
-      spdlog::warn("[checkpoint] could not remove {}: {}", StepFolder(settings_.root, saved[i]),
+    const std::string folder = StepFolder(settings_.root, saved[i]);
+    const std::string trash = absl::StrCat(folder, kPruned);
+    fs::rename(folder, trash, error);
+    if (error) {
+      spdlog::warn("[checkpoint] could not prune {}: renaming it to {} failed: {}", folder, trash,
                    error.message());
+      continue;
+    }
+    fs::remove_all(trash, error);
+    if (error) {
+      spdlog::warn("[checkpoint] could not remove {} (pruned {}): {}; the next prune retries",
+                   trash, folder, error.message());
+    }
   }
 }
 

@@ -55,8 +55,9 @@ struct CheckpointSettings {
 
 // Where a resumed run continues.
 struct ResumePoint {
-  int64_t step = 0;       // the last step done; 0 for a fresh run
-  int64_t lr_offset = 0;  // steps the LR schedule skips (the resumed step when not restored)
+  int64_t step = 0;         // the last step done; 0 for a fresh run
+  int64_t lr_offset = 0;    // steps the LR schedule skips (the resumed step when not restored)
+  std::string metrics_row;  // the checkpoint's copy of step's metrics.jsonl row; empty: none
 };
 
 class Checkpointer {
@@ -73,17 +74,25 @@ class Checkpointer {
   absl::Status MatchModel(LlamaConfig& config, absl::string_view flavor);
   absl::StatusOr<ResumePoint> Load(const TrainState& state);
   // After step `step` of `steps`: saves when the interval or the last step says so, or
-  // `stopping` (a run stopped early saves a full checkpoint to resume from).
+  // `stopping` (a run stopped early saves a full checkpoint to resume from, unless the format
+  // holds models only). `metrics_row` is the lead's metrics.jsonl row of the step (empty on the
+  // other ranks, or when the step was not logged): the checkpoint keeps it, so that a resumed
+  // run whose metrics.jsonl lost it can log it again.
   absl::Status MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
-                         const TrainState& state, bool stopping = false);
+                         const TrainState& state, bool stopping = false,
+                         const std::string& metrics_row = "");
   // Waits for a background save and reports how it went.
   absl::Status Wait();
+  // False for a format that holds models only (safetensors): a run stopped early then saves no
+  // checkpoint, only model.arena.
+  bool holds_training_state() const { return settings_.plugin->holds_training_state(); }
 
   // The step-<N> folders of the checkpoint folder: those the plugin reads as complete
   // checkpoints, oldest first, and the others with the plugin's reason.
   struct StepFolders {
     std::vector<int64_t> complete;
     std::map<int64_t, std::string> incomplete;
+    std::vector<std::string> not_folders;  // step-<N> names that are files, ignored
   };
   StepFolders ScanSteps() const;
 

@@ -45,11 +45,10 @@ absl::Status Generate(LlamaModel& model, std::vector<int32_t>& tokens, int64_t m
     std::fill(input.begin(), input.end(), 0);
     std::copy(tokens.end() - used, tokens.end(), input.begin());
     TITAN_RETURN_IF_ERROR(model.Forward(input.data(), targets.data(), 1, window).status());
-    const TensorView row{const_cast<float*>(model.logits()) + (used - 1) * vocab,
-                         DType::kF32,
-                         model.compute().device(),
-                         {vocab},
-                         {}};
+    // The last used position's row of the logits [window, vocab].
+    TensorView row = model.logits();
+    row.data = row.data_as<float>() + (used - 1) * vocab;
+    row.shape = {vocab};
     TITAN_RETURN_IF_ERROR(model.compute().CopyToHost(row, last.data()));
     tokens.push_back(SampleToken(last, options, rng));
     if (tokens.back() == stop) break;

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/train/plan_plugins.h"
 #include "core/train/preflight.h"
 
 namespace titan {
@@ -215,6 +216,8 @@ absl::Status ReadActivationCheckpoint(const Recipe& recipe, JobPlan& plan) {
 // Every core key, typed; the checks come after.
 absl::Status ReadRecipe(const Recipe& recipe, const PluginRegistry& registry, JobPlan& plan) {
   TITAN_RETURN_IF_ERROR(ReadJob(recipe, plan.job));
+  TITAN_ASSIGN_OR_RETURN(const std::string family, recipe.section("model").GetString("name"));
+  TITAN_ASSIGN_OR_RETURN(plan.model.family, ModelFamilyNamed(family));
   TITAN_ASSIGN_OR_RETURN(plan.model.flavor, recipe.section("model").GetString("flavor"));
   TITAN_RETURN_IF_ERROR(ReadTraining(recipe, plan.training));
   const ConfigView& validation = recipe.section("validation");
@@ -236,6 +239,17 @@ absl::Status ReadRecipe(const Recipe& recipe, const PluginRegistry& registry, Jo
   return absl::OkStatus();
 }
 
+// The pp plugin reads pipeline_parallel_layers_per_stage and takes any value below 1 for its own
+// split (-1, the default); 0 asks for stages of no layer, which is no split at all: refused.
+void CheckLayersPerStage(const Recipe& recipe, std::vector<std::string>& problems) {
+  constexpr char kKey[] = "pipeline_parallel_layers_per_stage";
+  absl::StatusOr<int64_t> per_stage = recipe.section("parallelism").GetInt(kKey);
+  if (!per_stage.ok() || *per_stage != 0) return;
+  problems.push_back(absl::StrCat(WhereSet(recipe, "parallelism", kKey), ": parallelism.", kKey,
+                                  " = 0: a stage holds at least 1 layer; give a count >= 1, or "
+                                  "-1 (the default) for the schedule's own split"));
+}
+
 }  // namespace
 
 absl::StatusOr<JobPlan> BuildJobPlan(const Recipe& recipe, const PluginRegistry& registry,
@@ -244,6 +258,7 @@ absl::StatusOr<JobPlan> BuildJobPlan(const Recipe& recipe, const PluginRegistry&
   plan.parallelism.shape = shape;
   TITAN_RETURN_IF_ERROR(ReadRecipe(recipe, registry, plan));
   std::vector<std::string> problems;
+  CheckLayersPerStage(recipe, problems);
   TITAN_RETURN_IF_ERROR(PlanAndCheck(recipe, registry, options, plan, problems));
   if (absl::Status ac = ReadActivationCheckpoint(recipe, plan); !ac.ok()) {
     problems.emplace_back(ac.message());

@@ -14,6 +14,7 @@
 
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
+#include "core/model/model_family.h"
 #include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/observability.h"
 #include "core/runtime/plugin_registry.h"
@@ -40,6 +41,7 @@ struct JobSettings {
 
 // [model]
 struct ModelSettings {
+  const ModelFamily* family = &LlamaFamily();  // model.name's
   std::string flavor;
   // The flavor's shape; its vocab_size is the tokenizer's once the data is loaded.
   LlamaConfig config;

@@ -177,6 +177,13 @@ TEST_F(JobPlanTest, ThePipelinePluginPlansItsStagesInThePlan) {
   split.push_back("parallelism.pipeline_parallel_layers_per_stage=3");
   EXPECT_THAT(ErrorOf(Make("", split), pp),
               HasSubstr("pipeline_parallel_layers_per_stage = 3 makes 3 stages"));
+  // 0 is no split, not the default (-1) it used to act as.
+  std::vector<std::string> none = layout;
+  none.push_back("parallelism.pipeline_parallel_layers_per_stage=0");
+  EXPECT_THAT(ErrorOf(Make("", none), pp),
+              HasSubstr("command line --parallelism.pipeline_parallel_layers_per_stage=0: "
+                        "parallelism.pipeline_parallel_layers_per_stage = 0: a stage holds at "
+                        "least 1 layer"));
   auto plan = BuildJobPlan(Make("", layout), *registry_, pp);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->parallelism.plugins.size(), 1u);

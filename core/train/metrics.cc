@@ -22,7 +22,7 @@ namespace titan {
 absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, PeakFlops peak,
                                             int64_t resumed_step,
                                             std::unique_ptr<TensorBoardWriter> tensorboard,
-                                            bool jsonl) {
+                                            bool jsonl, const std::string& resumed_row) {
   MetricsLog log;
   log.tensorboard_ = std::move(tensorboard);
   log.jsonl_ = jsonl;
@@ -36,18 +36,28 @@ absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, Peak
   log.path_ = (std::filesystem::path(dump_folder) / "metrics.jsonl").string();
   log.peak_ = std::move(peak);
   std::ios::openmode mode = std::ios::trunc;
-  if (resumed_step > 0 && std::filesystem::exists(log.path_, error)) {
-    TITAN_RETURN_IF_ERROR(
-        InspectInput(log.path_, /*folder_ok=*/false, "the metrics file of the resumed run")
-            .status());
+  if (resumed_step > 0) {
+    std::string old;
+    if (std::filesystem::exists(log.path_, error)) {
+      TITAN_RETURN_IF_ERROR(
+          InspectInput(log.path_, /*folder_ok=*/false, "the metrics file of the resumed run")
+              .status());
+      std::ifstream in(log.path_, std::ios::binary);
+      old.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    MetricsHistory history = MetricsRowsUpTo(old, resumed_step);
+    if (!history.invalid_lines.empty()) {
+      spdlog::warn(
+          "[metrics] {}: line(s) {} are no metrics row (a damaged file?): left out of the "
+          "resumed run's history",
+          log.path_, LineRanges(history.invalid_lines));
+    }
+    const bool relog = !history.has_step_row && !resumed_row.empty();
+    if (relog) absl::StrAppend(&history.kept, resumed_row, "\n");
     // Rewritten beside it and renamed over it, so a kill now never loses the history.
-    std::ifstream in(log.path_, std::ios::binary);
-    const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    int64_t dropped = 0;
-    const std::string kept = MetricsRowsUpTo(old, resumed_step, &dropped);
     const std::string staged = log.path_ + ".tmp";
     std::ofstream staged_out(staged, std::ios::trunc | std::ios::binary);
-    staged_out << kept;
+    staged_out << history.kept;
     staged_out.close();
     if (staged_out) std::filesystem::rename(staged, log.path_, error);
     if (!staged_out || error) {
@@ -58,8 +68,11 @@ absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, Peak
     }
     spdlog::info(
         "[metrics] resumed after step {}: {} keeps the rows up to it, {} row(s) past it "
-        "dropped",
-        resumed_step, log.path_, dropped);
+        "dropped{}",
+        resumed_step, log.path_, history.past,
+        relog ? absl::StrCat("; step ", resumed_step,
+                             "'s row was lost and is logged again from the checkpoint")
+              : "");
     mode = std::ios::app;
   }
   log.out_.open(log.path_, mode);
@@ -70,18 +83,35 @@ absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& dump_folder, Peak
   return log;
 }
 
-std::string MetricsRowsUpTo(absl::string_view jsonl, int64_t step, int64_t* dropped) {
-  std::string kept;
-  for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipEmpty())) {
+MetricsHistory MetricsRowsUpTo(absl::string_view jsonl, int64_t step) {
+  MetricsHistory history;
+  int64_t number = 0;
+  for (absl::string_view line : absl::StrSplit(jsonl, '\n')) {
+    ++number;
+    if (line.empty()) continue;
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool is_row = row.is_object() && row.contains("step") && row["step"].is_number_integer();
-    if (is_row && row["step"].get<int64_t>() <= step) {
-      absl::StrAppend(&kept, line, "\n");
+    if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) {
+      history.invalid_lines.push_back(number);
+    } else if (row["step"].get<int64_t>() <= step) {
+      absl::StrAppend(&history.kept, line, "\n");
+      if (row["step"].get<int64_t>() == step && row.contains("loss")) history.has_step_row = true;
     } else {
-      ++*dropped;
+      ++history.past;
     }
   }
-  return kept;
+  return history;
+}
+
+std::string LineRanges(const std::vector<int64_t>& lines) {
+  std::string text;
+  for (size_t i = 0; i < lines.size();) {
+    size_t j = i;
+    while (j + 1 < lines.size() && lines[j + 1] == lines[j] + 1) ++j;
+    absl::StrAppend(&text, text.empty() ? "" : ", ", lines[i]);
+    if (j > i) absl::StrAppend(&text, "-", lines[j]);
+    i = j + 1;
+  }
+  return text;
 }
 
 Throughput RankThroughput(int64_t tokens, double seconds, int non_data_parallel,
@@ -118,8 +148,8 @@ std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m,
 
 }  // namespace
 
-void MetricsLog::WriteRow(int64_t step,
-                          const std::vector<std::pair<std::string, std::string>>& fields) {
+std::string MetricsLog::WriteRow(int64_t step,
+                                 const std::vector<std::pair<std::string, std::string>>& fields) {
   std::vector<std::pair<std::string, double>> scalars;
   std::string row = absl::StrFormat("{\"step\": %d", step);
   for (const auto& [key, text] : fields) {
@@ -127,7 +157,8 @@ void MetricsLog::WriteRow(int64_t step,
     double value = 0;
     if (absl::SimpleAtod(text, &value)) scalars.emplace_back(key, value);  // not a null
   }
-  if (jsonl_) out_ << row << "}\n" << std::flush;
+  absl::StrAppend(&row, "}");
+  if (jsonl_) out_ << row << "\n" << std::flush;
   // The values as the row prints them, so TensorBoard shows what metrics.jsonl holds.
   if (tensorboard_ != nullptr) {
     absl::Status written = tensorboard_->AddScalars(step, scalars);
@@ -137,6 +168,7 @@ void MetricsLog::WriteRow(int64_t step,
                    std::string(written.message()), step);
     }
   }
+  return row;
 }
 
 void MetricsLog::ClearBar() {
@@ -149,6 +181,7 @@ void MetricsLog::Log(const StepMetrics& m) {
     WriteRow(m.step, RowFields(m, m.mfu <= 100.0));
     return;
   }
+  last_row_step_ = m.step;
   ClearBar();
   // Above 100% the peak, not the run, is wrong (a probe on a busy machine, a low setting).
   const bool mfu_known = m.mfu <= 100.0;
@@ -171,7 +204,7 @@ void MetricsLog::Log(const StepMetrics& m) {
       m.loss, m.grad_norm, m.lr, m.tps, m.tflops, mfu, m.mem_gib,
       m.device_memory ? absl::StrFormat(" (reserved %.2fGiB)", m.mem_reserved_gib) : "", m.data_s,
       bubble);
-  WriteRow(m.step, RowFields(m, mfu_known));
+  last_row_ = WriteRow(m.step, RowFields(m, mfu_known));
 }
 
 void MetricsLog::LogEval(int64_t step, double loss) {

@@ -40,13 +40,21 @@ class MetricsLog {
  public:
   // Opens <dump_folder>/metrics.jsonl. A fresh run (`resumed_step` 0) starts it empty; a run
   // resumed after `resumed_step` keeps the history up to that step and drops the rows past it,
-  // which it logs again. With `tensorboard` each row also goes there as scalars of the values
-  // the row holds; `jsonl` false writes only those (another rank's, metrics.save_for_all_ranks).
+  // which it logs again; lines that are no row (a damaged file) are left out with a warning
+  // naming their line numbers, and when the row of `resumed_step` itself is lost,
+  // `resumed_row` (the checkpoint's copy of it, if any) takes its place. With `tensorboard` each
+  // row also goes there as scalars of the values the row holds; `jsonl` false writes only those
+  // (another rank's, metrics.save_for_all_ranks).
   static absl::StatusOr<MetricsLog> Open(const std::string& dump_folder, PeakFlops peak,
                                          int64_t resumed_step = 0,
                                          std::unique_ptr<TensorBoardWriter> tensorboard = nullptr,
-                                         bool jsonl = true);
+                                         bool jsonl = true, const std::string& resumed_row = "");
   void Log(const StepMetrics& m);
+  // The training row logged for `step` (one line of JSON, no newline), which a checkpoint of
+  // that step keeps; empty when the last row logged is another step's.
+  std::string TrainingRow(int64_t step) const {
+    return last_row_step_ == step ? last_row_ : std::string();
+  }
   void LogEval(int64_t step, double loss);
   // Redraws the progress bar (terminal only).
   void Progress(int64_t step, int64_t steps, double elapsed_s);
@@ -55,8 +63,10 @@ class MetricsLog {
 
  private:
   void ClearBar();
-  // Writes one row, {"key": value, ...}, to metrics.jsonl and the same values to TensorBoard.
-  void WriteRow(int64_t step, const std::vector<std::pair<std::string, std::string>>& fields);
+  // Writes one row, {"key": value, ...}, to metrics.jsonl and the same values to TensorBoard;
+  // returns the row.
+  std::string WriteRow(int64_t step,
+                       const std::vector<std::pair<std::string, std::string>>& fields);
   std::string path_;
   bool jsonl_ = true;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
@@ -66,11 +76,21 @@ class MetricsLog {
   bool bar_shown_ = false;
   bool warned_mfu_ = false;
   bool warned_tensorboard_ = false;
+  std::string last_row_;
+  int64_t last_row_step_ = -1;
 };
 
-// The rows of a metrics.jsonl text up to and including `step`, in order; rows past it and lines
-// that are not a row (a write cut short by a kill) are left out and counted in `dropped`.
-std::string MetricsRowsUpTo(absl::string_view jsonl, int64_t step, int64_t* dropped);
+// What a resumed run keeps of a metrics.jsonl text.
+struct MetricsHistory {
+  std::string kept;                    // the rows up to and including the step, in order
+  int64_t past = 0;                    // rows past the step, left out (logged again)
+  std::vector<int64_t> invalid_lines;  // 1-based numbers of lines that are no row, left out
+  bool has_step_row = false;           // `kept` holds the training row (with a loss) of the step
+};
+MetricsHistory MetricsRowsUpTo(absl::string_view jsonl, int64_t step);
+
+// "3, 7-9, 12": line numbers in increasing order, runs joined.
+std::string LineRanges(const std::vector<int64_t>& lines);
 
 // Tokens/s, TFLOP/s and MFU (percent of `peak_tflops`) of one rank that stepped through `tokens`
 // tokens in `seconds`. The ranks of one data-parallel replica (tp, cp, pp) share its tokens, each

@@ -55,14 +55,69 @@ TEST(MetricsRowsUpTo, KeepsTheHistoryUpToTheStepAndDropsTheRest) {
   const std::string jsonl =
       "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 10, \"loss\": 7.0}\n{\"step\": 10, "
       "\"eval_loss\": 7.2}\n{\"step\": 20, \"loss\": 6.0}\n{\"step\": 30, \"lo";
-  int64_t dropped = 0;
-  EXPECT_EQ(MetricsRowsUpTo(jsonl, 10, &dropped),
+  MetricsHistory history = MetricsRowsUpTo(jsonl, 10);
+  EXPECT_EQ(history.kept,
             "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 10, \"loss\": 7.0}\n{\"step\": 10, "
             "\"eval_loss\": 7.2}\n");
-  EXPECT_EQ(dropped, 2);  // step 20, and step 30's row cut short by a kill
-  dropped = 0;
-  EXPECT_EQ(MetricsRowsUpTo(jsonl, 0, &dropped), "");
-  EXPECT_EQ(dropped, 5);
+  EXPECT_EQ(history.past, 1);                                   // step 20
+  EXPECT_EQ(history.invalid_lines, (std::vector<int64_t>{5}));  // step 30's, cut short by a kill
+  EXPECT_TRUE(history.has_step_row);
+  history = MetricsRowsUpTo(jsonl, 0);
+  EXPECT_EQ(history.kept, "");
+  EXPECT_EQ(history.past, 4);
+  EXPECT_FALSE(history.has_step_row);
+}
+
+// Damage anywhere (random bytes, a row cut short, a wrong type) costs only the lines it hit,
+// each named by its number; the step's own eval row is not its training row.
+TEST(MetricsRowsUpTo, KeepsEveryValidRowAroundDamageAndNamesTheDamagedLines) {
+  const std::string jsonl = std::string("{\"step\": 1, \"loss\": 8.1}\n") + "\x93\xff\x01junk\n" +
+                            "{\"step\": 2, \"loss\": 7.9}\n" + "{\"step\": \"3\", \"loss\": 7}\n" +
+                            "[1, 2]\n" + "{\"step\": 3, \"eval_loss\": 7.5}\n" +
+                            "{\"step\": 3, \"lo\n" + "{\"step\": 4, \"loss\": 7.0}\n";
+  const MetricsHistory history = MetricsRowsUpTo(jsonl, 3);
+  EXPECT_EQ(history.kept,
+            "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 2, \"loss\": 7.9}\n{\"step\": 3, "
+            "\"eval_loss\": 7.5}\n");
+  EXPECT_EQ(history.invalid_lines, (std::vector<int64_t>{2, 4, 5, 7}));
+  EXPECT_EQ(history.past, 1);
+  EXPECT_FALSE(history.has_step_row);
+  EXPECT_EQ(LineRanges(history.invalid_lines), "2, 4-5, 7");
+}
+
+TEST_F(MetricsLogTest, AResumedRunWarnsAboutDamageAndLogsTheCheckpointsLostRowAgain) {
+  const std::string row_3 = "{\"step\": 3, \"loss\": 7.000000}";
+  std::ofstream(dir_ / "metrics.jsonl") << "{\"step\": 1, \"loss\": 8.1}\n\x01\x02\n"
+                                        << "{\"step\": 2, \"loss\": 7.9}\n{\"step\": 3, \"lo";
+  {
+    absl::StatusOr<MetricsLog> resumed =
+        MetricsLog::Open(dir_.string(), {1.0, "test"}, 3, nullptr, true, row_3);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+  }
+  EXPECT_EQ(ReadAll(dir_ / "metrics.jsonl"),
+            "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 2, \"loss\": 7.9}\n" + row_3 + "\n");
+  EXPECT_THAT(said_.str(), HasSubstr((dir_ / "metrics.jsonl").string() +
+                                     ": line(s) 2, 4 are no metrics row (a damaged file?)"));
+  EXPECT_THAT(said_.str(), HasSubstr("0 row(s) past it dropped; step 3's row was lost and is "
+                                     "logged again from the checkpoint"));
+  // With the row there, the checkpoint's copy is not added again.
+  {
+    absl::StatusOr<MetricsLog> again =
+        MetricsLog::Open(dir_.string(), {1.0, "test"}, 3, nullptr, true, row_3);
+    ASSERT_TRUE(again.ok()) << again.status();
+  }
+  EXPECT_EQ(ReadAll(dir_ / "metrics.jsonl"),
+            "{\"step\": 1, \"loss\": 8.1}\n{\"step\": 2, \"loss\": 7.9}\n" + row_3 + "\n");
+}
+
+TEST_F(MetricsLogTest, TheLastTrainingRowIsKeptForTheCheckpoint) {
+  absl::StatusOr<MetricsLog> log = MetricsLog::Open(dir_.string(), {1.0, "test"});
+  ASSERT_TRUE(log.ok()) << log.status();
+  log->Log(Row(4, 5));
+  log->LogEval(4, 7.5);
+  const std::string written = ReadAll(dir_ / "metrics.jsonl");
+  EXPECT_EQ(log->TrainingRow(4) + "\n", written.substr(0, written.find('\n') + 1));
+  EXPECT_EQ(log->TrainingRow(5), "");
 }
 
 TEST_F(MetricsLogTest, AResumedRunKeepsTheRowsUpToItsCheckpoint) {

@@ -18,6 +18,9 @@ namespace titan {
 namespace {
 
 std::atomic<int> stop_signal{0};
+std::atomic<bool> flight_record_requested{false};
+
+extern "C" void OnFlightRecordSignal(int) { flight_record_requested.store(true); }
 
 // Only async-signal-safe calls here: an atomic exchange, write and _exit.
 extern "C" void OnStopSignal(int signal) {
@@ -41,6 +44,27 @@ void InstallStopSignalHandlers() {
   action.sa_flags = SA_RESTART;  // reads and writes in progress carry on
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+}
+
+void InstallFlightRecordSignalHandler() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = OnFlightRecordSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &action, nullptr);
+}
+
+void ServeFlightRecordRequest(Communicator& world, absl::string_view when) {
+  if (!flight_record_requested.exchange(false)) return;
+  const std::string at(when);
+  absl::StatusOr<std::string> record = world.DumpFlightRecord(absl::StrCat("SIGUSR1, ", at));
+  if (record.ok()) {
+    spdlog::info("[comm] SIGUSR1: flight record of rank {} ({}) in {}", world.rank(), at, *record);
+  } else {
+    spdlog::warn("[comm] SIGUSR1: rank {} could not write its flight record ({}): {}", world.rank(),
+                 at, std::string(record.status().message()));
+  }
 }
 
 int StopSignal() { return stop_signal.load(); }

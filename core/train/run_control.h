@@ -15,6 +15,15 @@ namespace titan {
 // exits the process at once with 128 + the signal's number, saving nothing.
 void InstallStopSignalHandlers();
 
+// SIGUSR1 asks for the flight record and never ends the run. Installed first thing, so that a
+// request that comes before this rank has joined its job waits for it; a comm plugin may take
+// the signal over once joined, to answer from inside a collective (mpi does).
+void InstallFlightRecordSignalHandler();
+
+// Writes `world`'s flight record when SIGUSR1 has asked for one since the last call, logging
+// where (or why not); `when` says at what point, e.g. "after step 7".
+void ServeFlightRecordRequest(Communicator& world, absl::string_view when);
+
 // The signal that asked for a stop, 0 when none has.
 int StopSignal();
 

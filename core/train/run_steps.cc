@@ -73,9 +73,10 @@ absl::StatusOr<std::optional<MetricsLog>> OpenMetrics(const TrainingJob& job) {
   if (!job.lead() && tensorboard == nullptr) return std::nullopt;
   PeakFlops peak = ThisMachinePeak(metrics.peak_tflops);
   spdlog::info("[metrics] peak {:.3f} TFLOP/s per rank, for MFU: {}", peak.tflops, peak.source);
-  TITAN_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(job.plan.job.dump_folder, std::move(peak),
-                                                          job.resume.step, std::move(tensorboard),
-                                                          /*jsonl=*/job.lead()));
+  TITAN_ASSIGN_OR_RETURN(
+      MetricsLog log, MetricsLog::Open(job.plan.job.dump_folder, std::move(peak), job.resume.step,
+                                       std::move(tensorboard),
+                                       /*jsonl=*/job.lead(), job.resume.metrics_row));
   return std::optional<MetricsLog>(std::move(log));
 }
 
@@ -176,12 +177,14 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
       TITAN_ASSIGN_OR_RETURN(double eval_loss, EvalLoss(job, batches));
       if (log) log->LogEval(step, eval_loss);
     }
+    ServeFlightRecordRequest(mesh.world(), absl::StrCat("after step ", step));
     bool stop = false;  // asked on every rank every step, so that all stop after the same one
     if (step < steps) {
       TITAN_ASSIGN_OR_RETURN(stop, AgreeToStop(mesh.world()));
     }
     if (job.checkpointer != nullptr) {
-      outcome.saved = job.checkpointer->MaybeSave(step, steps, resume, train_state, stop);
+      outcome.saved = job.checkpointer->MaybeSave(step, steps, resume, train_state, stop,
+                                                  log ? log->TrainingRow(step) : "");
       if (!outcome.saved.ok()) break;  // the weights trained so far still go to model.arena
     }
     if (step == resume.step + 1) TITAN_RETURN_IF_ERROR(UseTrainTimeouts(mesh.world()));

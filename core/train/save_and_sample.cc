@@ -78,7 +78,8 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
     TITAN_RETURN_IF_ERROR(mesh.world().Barrier());
     return absl::CancelledError(absl::StrCat(stopped, what));
   };
-  if (outcome.stopped_after > 0 && job.checkpointer != nullptr && saved.ok()) {
+  const bool resumable = job.checkpointer != nullptr && job.checkpointer->holds_training_state();
+  if (outcome.stopped_after > 0 && resumable && saved.ok()) {
     return stop_after_save("; its checkpoint is saved: run the same command to resume");
   }
   std::optional<MetricsLog>& log = job.metrics;
@@ -103,8 +104,12 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
   }
   if (!saved.ok()) return saved;
   if (outcome.stopped_after > 0) {
-    return stop_after_save(absl::StrCat("; the model is saved to ", model_path,
-                                        " (checkpoint.enable is off: no resuming)"));
+    const std::string why = job.checkpointer == nullptr
+                                ? std::string("checkpoint.enable is off")
+                                : absl::StrCat("checkpoint.format = \"", job.plan.checkpoint.format,
+                                               "\" holds the model only");
+    return stop_after_save(
+        absl::StrCat("; the model is saved to ", model_path, " (", why, ": no resuming)"));
   }
   if (!job.lead()) return absl::OkStatus();
   return Sample(job);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -36,9 +37,12 @@ class CheckpointRun : public testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // titan-run on the debug recipe into dir_/`dump`, checkpointing on, with `args` after.
-  Result Run(const std::string& dump, int steps, const std::string& args) {
+  // `launcher` goes before it, e.g. "prlimit --fsize=N".
+  Result Run(const std::string& dump, int steps, const std::string& args,
+             const std::string& launcher = "") {
     const std::string command = absl::StrCat(
-        "cd ", TITAN_SOURCE_DIR, " && env -u TITAN_PLUGIN_PATH OMP_NUM_THREADS=1 ", TITAN_RUN,
+        "cd ", TITAN_SOURCE_DIR, " && ", launcher, " env -u TITAN_PLUGIN_PATH OMP_NUM_THREADS=1 ",
+        TITAN_RUN,
         " --recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 ",
         "--training.local_batch_size=2 --validation.freq=0 --generate.max_new_tokens=0 ",
         "--checkpoint.enable=true --training.steps=", steps,
@@ -74,7 +78,7 @@ TEST_F(CheckpointRun, IncompleteNewestStepFolderIsReportedAndKept) {
   const auto shard_size = fs::file_size(steps / "step-3" / "rank-0.bin");
 
   Result resumed = Run("run", 4, dcp);
-  EXPECT_NE(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.output;  // a corrupt checkpoint's status
   EXPECT_THAT(resumed.output,
               HasSubstr((steps / "step-3").string() + " is not a complete checkpoint ("));
   EXPECT_THAT(resumed.output, HasSubstr("metadata.json is missing"));
@@ -89,7 +93,7 @@ TEST_F(CheckpointRun, IncompleteNewestStepFolderIsReportedAndKept) {
   fs::remove_all(steps / "step-3");
   fs::create_directory(steps / "step-3");
   Result empty = Run("run", 4, dcp);
-  EXPECT_NE(empty.exit_code, 0) << empty.output;
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
   EXPECT_THAT(empty.output, HasSubstr((steps / "step-3").string() + " is not a complete"));
   fs::rename(steps / "step-3", steps / "step-0");
   Result older = Run("run", 3, dcp);
@@ -97,6 +101,98 @@ TEST_F(CheckpointRun, IncompleteNewestStepFolderIsReportedAndKept) {
   EXPECT_THAT(older.output, HasSubstr("ignoring " + (steps / "step-0").string() + ", older than " +
                                       (steps / "step-2").string()));
   EXPECT_THAT(older.output, HasSubstr("step 3] loss"));
+}
+
+// keep_latest_k renames a checkpoint before removing it, so a kill mid-removal leaves a
+// step-<N>.pruned folder, which the next prune removes; a step folder whose rank file is gone
+// (metadata.json alone) is not complete, so neither resumed from nor counted among the kept.
+TEST_F(CheckpointRun, PruningIsCrashSafeAndAFolderMissingARankFileIsIncomplete) {
+  const std::string dcp =
+      "--checkpoint.interval=1 --checkpoint.last_save_model_only=false "
+      "--checkpoint.keep_latest_k=2";
+  auto listing = [](const fs::path& folder) {
+    std::set<std::string> names;
+    for (const auto& entry : fs::directory_iterator(folder))
+      names.insert(entry.path().filename().string());
+    return names;
+  };
+  Result first = Run("run", 3, dcp);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path steps = dir_ / "run" / "checkpoint";
+  EXPECT_EQ(listing(steps), (std::set<std::string>{"step-2", "step-3"}));
+  // What a prune killed midway leaves, and a newest step whose rank file is gone.
+  fs::copy(steps / "step-2", steps / "step-1.pruned");
+  fs::remove(steps / "step-1.pruned" / "rank-0.bin");
+  fs::copy(steps / "step-3", steps / "step-4");
+  fs::remove(steps / "step-4" / "rank-0.bin");
+
+  Result refused = Run("run", 5, dcp);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr((steps / "step-4").string() + " is not a complete checkpoint (" +
+                        (steps / "step-4" / "rank-0.bin").string() + " is missing"));
+  EXPECT_THAT(refused.output, Not(HasSubstr("step 5] loss")));
+
+  fs::remove_all(steps / "step-4");
+  Result resumed = Run("run", 5, dcp);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("loaded " + (steps / "step-3").string() + " (step 3"));
+  EXPECT_EQ(listing(steps), (std::set<std::string>{"step-4", "step-5"}));
+}
+
+// Whatever is damaged (a shard's bytes, metadata.json, a missing shard, the folder load_step
+// names), a corrupt checkpoint exits with 1, as the README says; a load_step with no folder
+// at all is the recipe's error (2).
+TEST_F(CheckpointRun, EveryCorruptCheckpointExitsWithOne) {
+  const std::string dcp = "--checkpoint.interval=1 --checkpoint.last_save_model_only=false";
+  ASSERT_EQ(Run("run", 2, dcp).exit_code, 0);
+  const fs::path steps = dir_ / "run" / "checkpoint";
+  const fs::path saved = dir_ / "saved";
+  fs::copy(steps, saved, fs::copy_options::recursive);
+  auto restore = [&] {
+    fs::remove_all(steps);
+    fs::copy(saved, steps, fs::copy_options::recursive);
+  };
+  {
+    std::fstream shard(steps / "step-2" / "rank-0.bin",
+                       std::ios::in | std::ios::out | std::ios::binary);
+    shard.seekp(40);
+    shard.put('\x5a');
+  }
+  Result bad_shard = Run("run", 3, dcp);
+  EXPECT_EQ(bad_shard.exit_code, 1) << bad_shard.output;
+  EXPECT_THAT(bad_shard.output, HasSubstr((steps / "step-2" / "rank-0.bin").string()));
+  restore();
+  std::ofstream(steps / "step-2" / "metadata.json") << "{\"format\": \"titan-dcp\", \"vers";
+  Result bad_index = Run("run", 3, dcp);
+  EXPECT_EQ(bad_index.exit_code, 1) << bad_index.output;
+  EXPECT_THAT(bad_index.output, HasSubstr("malformed index"));
+  restore();
+  fs::remove(steps / "step-1" / "rank-0.bin");
+  Result missing_shard = Run("run", 3, dcp + " --checkpoint.load_step=1");
+  EXPECT_EQ(missing_shard.exit_code, 1) << missing_shard.output;
+  EXPECT_THAT(missing_shard.output,
+              HasSubstr("checkpoint.load_step = 1: " + steps.string() +
+                        " holds no complete checkpoint of that step (it has: 2); " +
+                        (steps / "step-1" / "rank-0.bin").string() + " is missing"));
+  Result no_such_step = Run("run", 3, dcp + " --checkpoint.load_step=7");
+  EXPECT_EQ(no_such_step.exit_code, 2) << no_such_step.output;
+}
+
+// A file that happens to be named like a step is no checkpoint, complete or not: the run
+// resumes from the latest checkpoint folder and says what it ignored.
+TEST_F(CheckpointRun, AFileNamedLikeAStepDoesNotBlockResuming) {
+  const std::string dcp = "--checkpoint.interval=1 --checkpoint.last_save_model_only=false";
+  ASSERT_EQ(Run("run", 2, dcp).exit_code, 0);
+  const fs::path steps = dir_ / "run" / "checkpoint";
+  std::ofstream(steps / "step-20") << "not a checkpoint\n";
+  Result resumed = Run("run", 3, dcp);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("ignoring " + (steps / "step-20").string() +
+                                        ": a file, not a checkpoint folder"));
+  EXPECT_THAT(resumed.output, HasSubstr("loaded " + (steps / "step-2").string() + " (step 2"));
+  EXPECT_THAT(resumed.output, HasSubstr("step 3] loss"));
+  EXPECT_TRUE(fs::is_regular_file(steps / "step-20"));
 }
 
 TEST_F(CheckpointRun, SafetensorsModelOnlyFinalSaveHoldsTheModelAndResumes) {
@@ -137,16 +233,37 @@ TEST_F(CheckpointRun, SafetensorsAskedForTrainingStateIsRefusedBeforeTraining) {
 }
 
 TEST_F(CheckpointRun, FailedFinalSaveStillWritesTheTrainedWeights) {
-  // The checkpoint folder cannot be made: a file stands in its place.
-  fs::create_directories(dir_ / "run");
-  std::ofstream(dir_ / "run" / "checkpoint") << "in the way";
-  Result run = Run("run", 2, "--checkpoint.interval=100 --checkpoint.last_save_model_only=true");
+  // A full disk, as a file size limit: the full checkpoint (about 59 MB: model and optimizer
+  // state) does not fit, model.arena (21.5 MB) does. SIGXFSZ ignored, a write fails with EFBIG.
+  Result run = Run("run", 2, "--checkpoint.interval=100 --checkpoint.last_save_model_only=false",
+                   "trap '' XFSZ; prlimit --fsize=40000000");
   EXPECT_NE(run.exit_code, 0) << run.output;
   const fs::path arena = dir_ / "run" / "model.arena";
   EXPECT_THAT(run.output, HasSubstr("[train] stopped after step 2: checkpoint: "));
   EXPECT_THAT(run.output, HasSubstr("the weights of step 2 are in " + arena.string()));
   EXPECT_TRUE(fs::exists(arena));
   EXPECT_GT(fs::file_size(arena), 5'000'000u);  // 5.4M f32 parameters' worth
+}
+
+// Folders the run writes to only later are checked at start: a file in the checkpoint folder's
+// place, or in the profiler's, stops the run before its first step, naming the key.
+TEST_F(CheckpointRun, UnwritableOutputFoldersAreFoundAtStart) {
+  fs::create_directories(dir_ / "run");
+  std::ofstream(dir_ / "run" / "checkpoint") << "in the way";
+  Result checkpoint = Run("run", 2, "--checkpoint.interval=100");
+  EXPECT_EQ(checkpoint.exit_code, 2) << checkpoint.output;
+  EXPECT_THAT(checkpoint.output, HasSubstr("checkpoint.folder: cannot write in " +
+                                           (dir_ / "run" / "checkpoint").string() + ": "));
+  EXPECT_THAT(checkpoint.output, testing::Not(HasSubstr("step 1] loss")));
+
+  std::ofstream(dir_ / "run" / "traces") << "in the way";
+  Result traces = Run("run", 2,
+                      "--checkpoint.enable=false --profiling.enable_profiling=true "
+                      "--profiling.save_traces_folder=traces");
+  EXPECT_EQ(traces.exit_code, 2) << traces.output;
+  EXPECT_THAT(traces.output, HasSubstr("profiling.save_traces_folder: cannot write in " +
+                                       (dir_ / "run" / "traces").string() + ": "));
+  EXPECT_THAT(traces.output, testing::Not(HasSubstr("step 1] loss")));
 }
 
 TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherShape) {

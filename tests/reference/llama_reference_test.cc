@@ -111,8 +111,8 @@ void CompareWithPyTorch(DType matmul_dtype, const char* flag, const Tolerances& 
     ASSERT_EQ(ref_logits.size(), static_cast<size_t>(n * c.vocab));
     const float ref_loss = ReadFloats(dir / "loss.bin").at(0);
     const double loss_error = std::fabs(*loss - ref_loss) / std::fabs(ref_loss);
-    const double logits_error =
-        RelativeError(p.model->logits(), ref_logits.data(), ref_logits.size());
+    const double logits_error = RelativeError(p.model->logits().data_as<const float>(),
+                                              ref_logits.data(), ref_logits.size());
     EXPECT_LT(loss_error, tolerance.loss) << *loss << " vs " << ref_loss;
     EXPECT_LT(logits_error, tolerance.logits);
     ASSERT_TRUE(p.model->Backward().ok());

@@ -50,7 +50,7 @@ class SafetensorsReferenceTest : public ::testing::Test {
     }
     ASSERT_TRUE(model.Forward(tokens.data(), targets.data(), kBatch, kSeqLen).ok());
     reference::WriteBinary(dir / "tokens.bin", tokens.data(), tokens.size());
-    reference::WriteBinary(dir / "titan_logits.bin", model.logits(),
+    reference::WriteBinary(dir / "titan_logits.bin", model.logits().data_as<const float>(),
                            static_cast<size_t>(kBatch * kSeqLen * vocab));
     std::FILE* file = std::fopen((dir / "case.txt").c_str(), "w");
     std::fprintf(file, "batch %ld\nseq_len %ld\n%s", kBatch, kSeqLen, extra.c_str());
@@ -149,7 +149,8 @@ TEST_F(SafetensorsReferenceTest, ImportTakesTheCheckpointsRopeAndNormEps) {
   const std::vector<int32_t> tokens = reference::ReadBinary<int32_t>(dir / "tokens.bin");
   ASSERT_TRUE(unadopted->Forward(tokens.data(), tokens.data(), kBatch, kSeqLen).ok());
   const std::vector<float> hf = reference::ReadFloats(dir / "hf_logits.bin");
-  const double error = reference::RelativeError(unadopted->logits(), hf.data(), hf.size());
+  const double error =
+      reference::RelativeError(unadopted->logits().data_as<const float>(), hf.data(), hf.size());
   EXPECT_GT(error, 1e-3) << "the flavor's rope and eps should change the logits";
   std::printf("flavor's settings: logits relative error %.3g\n", error);
 }

@@ -1,5 +1,5 @@
 // titan-checkpoint: lists what a checkpoint folder holds and converts the model between
-// checkpoint formats (dcp, safetensors, any checkpoint plugin). Documented in README.md.
+// checkpoint formats (dcp, safetensors, any checkpoint plugin). Documented in docs/checkpoints.md.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

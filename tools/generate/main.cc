@@ -1,5 +1,5 @@
 // titan-generate: samples text from a model saved by titan-run (<job.dump_folder>/model.arena),
-// with temperature, top-k and top-p. Flags are documented in README.md.
+// with temperature, top-k and top-p. Flags are documented in docs/training.md.
 #include <cstdio>
 #include <string>
 

@@ -1,5 +1,5 @@
 // titan-tokenize: a corpus (text, .jsonl, .jsonl.zst; file or folder) into pre-tokenized shards
-// that recipes read with data.format = "tokens". Flags are documented in README.md.
+// that recipes read with data.format = "tokens". Flags are documented in docs/data.md.
 #include <unistd.h>
 
 #include <chrono>

@@ -13,6 +13,12 @@
 namespace titan {
 namespace {
 
+std::string ShardPath(const std::string& output, int64_t index) {
+  return (std::filesystem::path(output) /
+          absl::StrFormat("shard_%05d%s", index, kTokenShardExtension))
+      .string();
+}
+
 class Sharder {
  public:
   Sharder(const Tokenizer& tokenizer, const ShardOptions& options)
@@ -47,10 +53,7 @@ class Sharder {
 
   absl::Status Flush() {
     if (current_.empty()) return absl::OkStatus();
-    const std::string path = (std::filesystem::path(options_.output) /
-                              absl::StrFormat("shard_%05d%s", report_.shards, kTokenShardExtension))
-                                 .string();
-    TITAN_RETURN_IF_ERROR(WriteTokenShard(path, current_));
+    TITAN_RETURN_IF_ERROR(WriteTokenShard(ShardPath(options_.output, report_.shards), current_));
     ++report_.shards;
     current_.clear();
     return absl::OkStatus();
@@ -65,21 +68,12 @@ class Sharder {
   ShardReport report_;
 };
 
-}  // namespace
-
-absl::StatusOr<ShardReport> WriteShards(const std::string& input, const DocumentOptions& documents,
-                                        const Tokenizer& tokenizer, const ShardOptions& options,
-                                        const ShardProgress& progress) {
-  std::error_code error;
-  std::filesystem::create_directories(options.output, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("--output=", options.output, ": cannot create the folder: ", error.message()));
-  }
-  Sharder sharder(tokenizer, options);
+// Reads the corpus and writes its shards through `sharder`.
+absl::Status Tokenize(const std::string& input, const DocumentOptions& documents,
+                      const ShardOptions& options, const ShardProgress& progress, Sharder& sharder,
+                      DocumentReport& read_report) {
   std::vector<std::string> block;
   absl::Status failed;
-  DocumentReport read_report;
   TITAN_RETURN_IF_ERROR(ReadDocuments(
       input, documents,
       [&](absl::string_view document) {
@@ -92,7 +86,36 @@ absl::StatusOr<ShardReport> WriteShards(const std::string& input, const Document
       &read_report));
   TITAN_RETURN_IF_ERROR(failed);
   TITAN_RETURN_IF_ERROR(sharder.AddBlock(block));
-  TITAN_RETURN_IF_ERROR(sharder.Flush());
+  return sharder.Flush();
+}
+
+}  // namespace
+
+absl::StatusOr<ShardReport> WriteShards(const std::string& input, const DocumentOptions& documents,
+                                        const Tokenizer& tokenizer, const ShardOptions& options,
+                                        const ShardProgress& progress) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const bool existed = fs::exists(options.output, error);
+  fs::create_directories(options.output, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--output=", options.output, ": cannot create the folder: ", error.message()));
+  }
+  Sharder sharder(tokenizer, options);
+  DocumentReport read_report;
+  const absl::Status written = Tokenize(input, documents, options, progress, sharder, read_report);
+  if (!written.ok()) {
+    // A failure leaves nothing behind: no folder it made, no part of a corpus to train on.
+    if (!existed) {
+      fs::remove_all(options.output, error);
+    } else {
+      const int64_t shards = sharder.report().shards;
+      for (int64_t i = 0; i < shards; ++i) fs::remove(ShardPath(options.output, i), error);
+      fs::remove(ShardPath(options.output, shards) + ".tmp", error);
+    }
+    return written;
+  }
   if (progress) progress(sharder.report());
   ShardReport report = sharder.report();
   report.input = read_report;

@@ -68,5 +68,44 @@ TEST(WriteShards, PacksDocumentsInOrderWhateverTheThreadCount) {
   fs::remove_all(dir);
 }
 
+// Corrupt input stops the tool without leaving an empty or partial output behind: a folder it
+// made is removed, and in a folder that was there the shards it wrote are.
+TEST(WriteShards, CorruptInputLeavesNoOutputBehind) {
+  const fs::path dir =
+      fs::path(testing::TempDir()) / absl::StrCat("titan_tokenize_corrupt_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "corpus");
+  // Two files read in order: a good one that fills shards, then a corrupt one.
+  {
+    std::ofstream good(dir / "corpus" / "a.txt");
+    for (int i = 0; i < 50; ++i) good << "document " << i << "\n%\n";
+  }
+  std::ofstream(dir / "corpus" / "b.jsonl.zst") << "not a zstd stream";
+  auto tokenizer = LoadTokenizer("byte");
+  ASSERT_TRUE(tokenizer.ok());
+  DocumentOptions documents;
+  documents.text_separator = "%";
+  ShardOptions options;
+  options.shard_tokens = 16;  // a shard every document or two, so some are written first
+  options.block_documents = 1;
+  options.output = (dir / "made").string();
+  auto made = WriteShards((dir / "corpus").string(), documents, **tokenizer, options, nullptr);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("b.jsonl.zst: corrupt zstd data"), std::string::npos)
+      << made.status();
+  EXPECT_FALSE(fs::exists(dir / "made"));
+
+  fs::create_directories(dir / "there");
+  std::ofstream(dir / "there" / "notes.txt") << "mine";
+  options.output = (dir / "there").string();
+  ASSERT_FALSE(
+      WriteShards((dir / "corpus").string(), documents, **tokenizer, options, nullptr).ok());
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir / "there"))
+    left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"notes.txt"});
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace titan

@@ -1,4 +1,4 @@
-// The control plane of devolved controllers (docs/lbdc.md, README "Control plane"): a few
+// The control plane of devolved controllers (docs/lbdc.md, docs/control-plane.md): a few
 // controller ranks watch the others. After each step a rank hands its report (step, loss, busy
 // time) to its control thread, which sends it to the rank's controller on a communicator of its
 // own, so reporting never blocks a training collective. Controllers name workers whose reports

@@ -95,8 +95,37 @@ class Dcp : public CheckpointPlugin {
                            Communicator& comm);
 };
 
+// Every piece file the index names is there and long enough to hold its pieces: a folder whose
+// rank files are gone (a prune or a copy cut short) is no checkpoint to resume from.
+absl::Status CheckPieceFiles(const std::string& folder, const Index& index) {
+  std::map<std::string, std::pair<int64_t, int64_t>> needed;  // file: pieces, bytes up to
+  for (const StoredPiece& piece : index.pieces) {
+    auto& [count, end] = needed[piece.file];
+    ++count;
+    end = std::max(end, piece.position + piece.bytes);
+  }
+  for (const auto& [file, need] : needed) {
+    const std::filesystem::path path = std::filesystem::path(folder) / file;
+    std::error_code error;
+    const bool regular = std::filesystem::is_regular_file(path, error);
+    const auto size = regular ? std::filesystem::file_size(path, error) : 0;
+    if (!regular || error) {
+      return absl::DataLossError(absl::StrCat(
+          path.string(), " is missing: ", kIndexFile, " names ", need.first, " piece(s) in it, so ",
+          folder, " is not a complete dcp checkpoint (a removal or copy cut short?)"));
+    }
+    if (static_cast<int64_t>(size) < need.second) {
+      return absl::DataLossError(absl::StrCat(
+          path.string(), " is ", size, " bytes, but ", kIndexFile, " places pieces up to byte ",
+          need.second, " in it: ", folder, " is not a complete dcp checkpoint"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CheckpointContents> Dcp::Read(const std::string& folder) {
   TITAN_ASSIGN_OR_RETURN(Index index, ReadIndex(folder));
+  TITAN_RETURN_IF_ERROR(CheckPieceFiles(folder, index));
   CheckpointContents contents{{}, index.metadata};
   for (const auto& [name, tensor] : index.tensors) contents.tensors.push_back(tensor);
   return contents;

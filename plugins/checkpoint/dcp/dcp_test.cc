@@ -173,6 +173,35 @@ TEST(Dcp, CorruptionIsAnErrorNamingTheFile) {
   EXPECT_NE(status.message().find("malformed index"), std::string::npos) << status;
 }
 
+// What a removal cut short leaves (metadata.json and no rank file, or half of one) is no
+// complete checkpoint: Read, which decides what a run may resume from, says which file is short.
+TEST(Dcp, ReadRefusesAFolderWhosePieceFilesAreMissingOrShort) {
+  Dcp dcp;
+  std::vector<float> matrix, vector;
+  const std::string missing = Folder("missing_rank_file");
+  ASSERT_TRUE(SaveExample(dcp, missing, matrix, vector).ok());
+  ASSERT_TRUE(dcp.plugin->Read(missing).ok());
+  fs::remove(missing + "/rank-0.bin");
+  absl::Status status = dcp.plugin->Read(missing).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(missing +
+                                  "/rank-0.bin is missing: metadata.json names 3 "
+                                  "piece(s) in it, so " +
+                                  missing + " is not a complete dcp checkpoint"),
+            std::string::npos)
+      << status;
+
+  const std::string short_file = Folder("short_rank_file");
+  ASSERT_TRUE(SaveExample(dcp, short_file, matrix, vector).ok());
+  fs::resize_file(short_file + "/rank-0.bin", 3);
+  status = dcp.plugin->Read(short_file).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(short_file + "/rank-0.bin is 3 bytes, but metadata.json places "
+                                               "pieces up to byte "),
+            std::string::npos)
+      << status;
+}
+
 // Rewrites the folder's metadata.json through `edit`.
 template <typename Edit>
 void EditIndex(const std::string& folder, Edit edit) {

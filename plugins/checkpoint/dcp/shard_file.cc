@@ -155,7 +155,8 @@ absl::StatusOr<std::vector<char>> ReadPiece(const std::string& folder, const Sto
   const std::string what = absl::StrCat(path, ": ", piece.tensor);
   std::error_code error;
   const auto size = std::filesystem::file_size(path, error);
-  if (error) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", error.message()));
+  // The index names this file: its absence is a damaged checkpoint, as a bad byte in it is.
+  if (error) return absl::DataLossError(absl::StrCat(path, ": cannot read: ", error.message()));
   if (piece.position < 0 || piece.bytes < 0 ||
       static_cast<uintmax_t>(piece.position + piece.bytes) > size) {
     return absl::DataLossError(absl::StrCat(what, ": expected ", piece.bytes, " bytes at offset ",

@@ -31,13 +31,8 @@ AttentionSpec AllGatherAttention::ChunkSpec(const AttentionSpec& spec, int half)
   return chunk;
 }
 
-absl::Status AllGatherAttention::Forward(const AttentionSpec& spec, const TensorView& q_view,
-                                         const TensorView& k_view, const TensorView& v_view,
-                                         TensorView out, TensorView lse_view) {
-  TITAN_RETURN_IF_ERROR(Prepare(spec));
-  const float *q = q_view.data_as<float>(), *k = k_view.data_as<float>();
-  const float* v = v_view.data_as<float>();
-  float *att = out.data_as<float>(), *lse = lse_view.data_as<float>();
+absl::Status AllGatherAttention::RunForward(const AttentionSpec& spec, const ForwardOperands& x) {
+  const auto [q, k, v, att, lse] = x;
   const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, hd = spec.head_dim;
   const int64_t qd = h * hd, kvd = spec.kv_heads * hd, c = tl / 2, t = tl * layout_.degree;
   const SequenceGather gather(group_, rows_, layout_, ranks_, reduced_, b, tl);
@@ -60,17 +55,8 @@ absl::Status AllGatherAttention::Forward(const AttentionSpec& spec, const Tensor
   return absl::OkStatus();
 }
 
-absl::Status AllGatherAttention::Backward(const AttentionSpec& spec, const TensorView& dout,
-                                          const TensorView& q_view, const TensorView& k_view,
-                                          const TensorView& v_view, const TensorView& out,
-                                          const TensorView& lse_view, TensorView dq_view,
-                                          TensorView dk_view, TensorView dv_view) {
-  TITAN_RETURN_IF_ERROR(Prepare(spec));
-  const float *d_att = dout.data_as<float>(), *q = q_view.data_as<float>();
-  const float *k = k_view.data_as<float>(), *v = v_view.data_as<float>();
-  const float *att = out.data_as<float>(), *lse = lse_view.data_as<float>();
-  float *dq = dq_view.data_as<float>(), *dk = dk_view.data_as<float>();
-  float* dv = dv_view.data_as<float>();
+absl::Status AllGatherAttention::RunBackward(const AttentionSpec& spec, const BackwardOperands& x) {
+  const auto [d_att, q, k, v, att, lse, dq, dk, dv] = x;
   const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, hd = spec.head_dim;
   const int64_t qd = h * hd, kvd = spec.kv_heads * hd, c = tl / 2, t = tl * layout_.degree;
   const SequenceGather gather(group_, rows_, layout_, ranks_, reduced_, b, tl);

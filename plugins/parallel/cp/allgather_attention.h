@@ -16,16 +16,12 @@ class AllGatherAttention : public ContextAttention {
  public:
   using ContextAttention::ContextAttention;
 
-  absl::Status Forward(const AttentionSpec& spec, const TensorView& q, const TensorView& k,
-                       const TensorView& v, TensorView out, TensorView lse) override;
-  absl::Status Backward(const AttentionSpec& spec, const TensorView& dout, const TensorView& q,
-                        const TensorView& k, const TensorView& v, const TensorView& out,
-                        const TensorView& lse, TensorView dq, TensorView dk,
-                        TensorView dv) override;
   std::string description() const override { return "keys and values all-gathered"; }
 
  private:
-  absl::Status Prepare(const AttentionSpec& spec);
+  absl::Status Prepare(const AttentionSpec& spec) override;
+  absl::Status RunForward(const AttentionSpec& spec, const ForwardOperands& x) override;
+  absl::Status RunBackward(const AttentionSpec& spec, const BackwardOperands& x) override;
   // The spec of local chunk `half`'s queries against the whole sequences' keys.
   AttentionSpec ChunkSpec(const AttentionSpec& spec, int half) const;
 

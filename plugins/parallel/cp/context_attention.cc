@@ -7,6 +7,26 @@ absl::StatusOr<float> ContextAttention::AverageLoss(float local_loss) {
   return local_loss;
 }
 
+absl::Status ContextAttention::Forward(const AttentionSpec& spec, const TensorView& q,
+                                       const TensorView& k, const TensorView& v, TensorView out,
+                                       TensorView lse) {
+  TITAN_RETURN_IF_ERROR(Prepare(spec));
+  return RunForward(spec, {q.data_as<const float>(), k.data_as<const float>(),
+                           v.data_as<const float>(), out.data_as<float>(), lse.data_as<float>()});
+}
+
+absl::Status ContextAttention::Backward(const AttentionSpec& spec, const TensorView& dout,
+                                        const TensorView& q, const TensorView& k,
+                                        const TensorView& v, const TensorView& out,
+                                        const TensorView& lse, TensorView dq, TensorView dk,
+                                        TensorView dv) {
+  TITAN_RETURN_IF_ERROR(Prepare(spec));
+  return RunBackward(
+      spec, {dout.data_as<const float>(), q.data_as<const float>(), k.data_as<const float>(),
+             v.data_as<const float>(), out.data_as<const float>(), lse.data_as<const float>(),
+             dq.data_as<float>(), dk.data_as<float>(), dv.data_as<float>()});
+}
+
 absl::Status ContextAttention::Reserve(const AttentionSpec& spec,
                                        const std::vector<std::pair<float**, int64_t>>& slots) {
   const AttentionSpec& r = reserved_for_;

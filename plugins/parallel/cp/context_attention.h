@@ -35,6 +35,13 @@ class ContextAttention : public CausalAttention {
   std::vector<TokenRun> Positions(int64_t local_seq_len) const override {
     return layout_.Positions(local_seq_len);
   }
+  // Unpack the views (f32 device memory) once, prepare the scratch for the spec, then run the
+  // method's own Run* below.
+  absl::Status Forward(const AttentionSpec& spec, const TensorView& q, const TensorView& k,
+                       const TensorView& v, TensorView out, TensorView lse) final;
+  absl::Status Backward(const AttentionSpec& spec, const TensorView& dout, const TensorView& q,
+                        const TensorView& k, const TensorView& v, const TensorView& out,
+                        const TensorView& lse, TensorView dq, TensorView dk, TensorView dv) final;
   // The mean of the ranks' means: every rank holds as many tokens of each sequence.
   absl::StatusOr<float> AverageLoss(float local_loss) override;
   Communicator* sequence_group() const override { return &group_; }
@@ -44,6 +51,19 @@ class ContextAttention : public CausalAttention {
   }
 
  protected:
+  // One call's operands, in the order titan/attention.h passes them.
+  struct ForwardOperands {
+    const float *q, *k, *v;
+    float *out, *lse;
+  };
+  struct BackwardOperands {
+    const float *dout, *q, *k, *v, *out, *lse;
+    float *dq, *dk, *dv;
+  };
+  // Sizes the method's scratch for `spec` (Reserve).
+  virtual absl::Status Prepare(const AttentionSpec& spec) = 0;
+  virtual absl::Status RunForward(const AttentionSpec& spec, const ForwardOperands& x) = 0;
+  virtual absl::Status RunBackward(const AttentionSpec& spec, const BackwardOperands& x) = 0;
   // Points each slot at its floats of one device buffer, allocated anew only when the shape of
   // the attention changes (the slots' sizes are a function of it).
   absl::Status Reserve(const AttentionSpec& spec,

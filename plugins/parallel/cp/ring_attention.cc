@@ -72,13 +72,8 @@ std::vector<RingAttention::Pair> RingAttention::Pairs(const AttentionSpec& spec,
   return pairs;
 }
 
-absl::Status RingAttention::Forward(const AttentionSpec& spec, const TensorView& q_view,
-                                    const TensorView& k_view, const TensorView& v_view,
-                                    TensorView out, TensorView lse_view) {
-  TITAN_RETURN_IF_ERROR(Prepare(spec));
-  const float *q = q_view.data_as<float>(), *k = k_view.data_as<float>();
-  const float* v = v_view.data_as<float>();
-  float *att = out.data_as<float>(), *lse = lse_view.data_as<float>();
+absl::Status RingAttention::RunForward(const AttentionSpec& spec, const ForwardOperands& x) {
+  const auto [q, k, v, att, lse] = x;
   const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, c = tl / 2;
   const int64_t qd = h * spec.head_dim, kvd = spec.kv_heads * spec.head_dim;
   const int64_t chunk_q = b * c * qd, chunk_kv = b * c * kvd, chunk_lse = b * h * c;
@@ -123,17 +118,8 @@ absl::Status RingAttention::Forward(const AttentionSpec& spec, const TensorView&
   return absl::OkStatus();
 }
 
-absl::Status RingAttention::Backward(const AttentionSpec& spec, const TensorView& dout,
-                                     const TensorView& q_view, const TensorView& k_view,
-                                     const TensorView& v_view, const TensorView& out,
-                                     const TensorView& lse_view, TensorView dq_view,
-                                     TensorView dk_view, TensorView dv_view) {
-  TITAN_RETURN_IF_ERROR(Prepare(spec));
-  const float *d_att = dout.data_as<float>(), *q = q_view.data_as<float>();
-  const float *k = k_view.data_as<float>(), *v = v_view.data_as<float>();
-  const float *att = out.data_as<float>(), *lse = lse_view.data_as<float>();
-  float *dq = dq_view.data_as<float>(), *dk = dk_view.data_as<float>();
-  float* dv = dv_view.data_as<float>();
+absl::Status RingAttention::RunBackward(const AttentionSpec& spec, const BackwardOperands& x) {
+  const auto [d_att, q, k, v, att, lse, dq, dk, dv] = x;
   const int64_t b = spec.batch, tl = spec.seq_len, h = spec.heads, c = tl / 2;
   const int64_t qd = h * spec.head_dim, kvd = spec.kv_heads * spec.head_dim;
   const int64_t chunk_q = b * c * qd, chunk_kv = b * c * kvd, chunk_lse = b * h * c;

@@ -20,12 +20,6 @@ class RingAttention : public ContextAttention {
  public:
   using ContextAttention::ContextAttention;
 
-  absl::Status Forward(const AttentionSpec& spec, const TensorView& q, const TensorView& k,
-                       const TensorView& v, TensorView out, TensorView lse) override;
-  absl::Status Backward(const AttentionSpec& spec, const TensorView& dout, const TensorView& q,
-                        const TensorView& k, const TensorView& v, const TensorView& out,
-                        const TensorView& lse, TensorView dq, TensorView dk,
-                        TensorView dv) override;
   std::string description() const override { return "keys and values passed around the ring"; }
 
   // A query chunk of this rank against a key chunk of the block in hand, and where they sit.
@@ -37,7 +31,9 @@ class RingAttention : public ContextAttention {
   std::vector<Pair> Pairs(const AttentionSpec& spec, int source) const;
 
  private:
-  absl::Status Prepare(const AttentionSpec& spec);
+  absl::Status Prepare(const AttentionSpec& spec) override;
+  absl::Status RunForward(const AttentionSpec& spec, const ForwardOperands& x) override;
+  absl::Status RunBackward(const AttentionSpec& spec, const BackwardOperands& x) override;
   // K and V [batch, seq_len, kvd] into a block: for each chunk, its keys then its values, each
   // [batch, chunk, kvd]; and a block of gradients added back into dk and dv.
   absl::Status PackBlock(const AttentionSpec& spec, const float* k, const float* v,

@@ -1,0 +1,69 @@
+// A decoder model family: what its token embedding, its n_layers blocks and its head (final
+// norm and output) hold, and how a block is built from its parameters. The model
+// (core/model/llama.h) composes a family's modules; Llama 3 is one family (llama_family.cc).
+#ifndef TITAN_CORE_MODEL_MODEL_FAMILY_H_
+#define TITAN_CORE_MODEL_MODEL_FAMILY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/config.h"
+#include "core/model/modules/decoder_block.h"
+#include "titan/module.h"
+
+namespace titan {
+
+// How a parameter starts (DecoderModel::Initialize): all ones, or each element drawn from
+// Normal(0, std) until it lies in [low, high] (torch.nn.init.trunc_normal_).
+struct ParameterInit {
+  enum class Kind : uint8_t { kOnes, kTruncatedNormal } kind = Kind::kOnes;
+  double std = 0, low = 0, high = 0;
+};
+
+// A parameter as the family declares it: its name, its shape on a rank of the tensor-parallel
+// ranks, how tensor parallelism splits it (the tp plugin's plan), whether it is only ever a
+// matmul operand (a plugin gathering it may then hand it over in bf16), and how it starts.
+struct ParameterDecl {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorParallelStyle tp_style;
+  bool matmul_weight = false;
+  ParameterInit init;
+};
+
+// Every parameter of the whole model, grouped by the module that holds it, each group in arena
+// order: the embedding table; each block's; the final norm's and (untied) the output's.
+struct FamilyParameters {
+  std::vector<ParameterDecl> embedding;
+  std::vector<std::vector<ParameterDecl>> blocks;
+  std::vector<ParameterDecl> head;
+};
+
+// All of them in arena order: the embedding's, the blocks', the head's.
+std::vector<ParameterDecl> InArenaOrder(FamilyParameters family);
+
+class ModelFamily {
+ public:
+  virtual ~ModelFamily() = default;
+  virtual std::string name() const = 0;
+  // On a rank of `tp` tensor-parallel ranks.
+  virtual FamilyParameters Declare(const LlamaConfig& config, int64_t tp) const = 0;
+  // A block over its parameters: `weights` indexes the context's parameters, one per declared
+  // block parameter, in declaration order.
+  virtual std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context,
+                                                  const std::vector<int>& weights,
+                                                  BlockPolicy policy) const = 0;
+};
+
+// Llama 3 (TorchTitan's names and tensor-parallel plan): pre-norm blocks of grouped-query
+// attention with RoPE and a SwiGLU feed-forward, RMSNorm, optionally tied embeddings.
+const ModelFamily& LlamaFamily();
+
+// The family a recipe's model.name names ("llama3"); an error lists the known ones.
+absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name);
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_MODEL_FAMILY_H_

@@ -1,0 +1,69 @@
+// A pre-norm decoder block: x + attention(norm(x)), then + feed_forward(norm(.)). Its forward
+// runs in stages (activation_checkpoint.h) so that a policy can keep some stages' outputs and
+// recompute the others before the backward.
+#ifndef TITAN_CORE_MODEL_MODULES_DECODER_BLOCK_H_
+#define TITAN_CORE_MODEL_MODULES_DECODER_BLOCK_H_
+
+#include <vector>
+
+#include "core/model/modules/feed_forward.h"
+#include "core/model/modules/rms_norm.h"
+#include "core/model/modules/self_attention.h"
+
+namespace titan {
+
+// One block's activations for one microbatch, in its activation set or the shared recompute
+// scratch.
+struct BlockActs {
+  TensorView ln1, rstd1;  // the attention norm's output [n, d] (matmul dtype), rstd [n_local]
+  AttentionActs attention;
+  TensorView x_mid;       // [n_local * d]: x + the attention's output
+  TensorView ln2, rstd2;  // the feed-forward norm's
+  FeedForwardActs ffn;
+};
+
+// The parameters of a block, as indices into the context's parameters.
+struct BlockWeights {
+  int attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
+};
+
+class DecoderBlock {
+ public:
+  DecoderBlock(ModuleContext& context, const BlockWeights& w, BlockPolicy policy)
+      : ctx_(context),
+        policy_(policy),
+        attention_norm_(context, w.attention_norm),
+        attention_(context, w.wq, w.wk, w.wv, w.wo),
+        ffn_norm_(context, w.ffn_norm),
+        feed_forward_(context, w.w1, w.w2, w.w3) {}
+
+  BlockPolicy policy() const { return policy_; }
+  // Every activation, in the order the model plans them.
+  std::vector<ActivationSlot> Activations(BlockActs& acts) const;
+  // The linear layers, wq, wk, wv, wo, w1, w3, w2, with the inputs their weight pass reads.
+  std::vector<ProjectionInput> Projections() const;
+  std::vector<int> norm_weights() const { return {attention_norm_.weight(), ffn_norm_.weight()}; }
+  // Every linear layer's weight, in the order of the block's parameters.
+  std::vector<int> linear_weights() const;
+
+  // out [n_local, d] from x [n_local, d]; with `recompute` only the stages whose outputs the
+  // policy did not keep, for the backward (out untouched).
+  absl::Status Forward(const BlockActs& acts, const TensorView& x, const TensorView& out,
+                       bool recompute);
+  // d_x (in the context's d_residual scratch, this rank's tokens) from the gradient of the
+  // block's output there, updated in place: the skip connections pass it through unchanged
+  // and the branches add to it.
+  absl::Status Backward(const BlockActs& acts, const TensorView& x);
+
+ private:
+  ModuleContext& ctx_;
+  BlockPolicy policy_;
+  RmsNorm attention_norm_;
+  SelfAttention attention_;
+  RmsNorm ffn_norm_;
+  FeedForward feed_forward_;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_MODULES_DECODER_BLOCK_H_

@@ -1,0 +1,45 @@
+// A linear layer y = x W^T over one parameter W [out_features, in_features]: in f32, with bf16
+// operands under mixed precision, or in Float8 when the converter chose it. Under the
+// zero-bubble split its backward leaves W's gradient for the weight pass.
+#ifndef TITAN_CORE_MODEL_MODULES_LINEAR_H_
+#define TITAN_CORE_MODEL_MODULES_LINEAR_H_
+
+#include "core/model/modules/module_context.h"
+
+namespace titan {
+
+class Linear {
+ public:
+  Linear(ModuleContext& context, int weight) : ctx_(context), weight_(weight) {}
+
+  int weight() const { return weight_; }
+  // out [rows, out_features] (+)= in . W^T; `in` a matmul operand (ModuleContext::Operand).
+  absl::Status Forward(const TensorView& in, const TensorView& out, bool accumulate = false);
+  // Row-parallel W (tensor parallel splits its in_features): out [n_local, d] += this rank's
+  // tokens of in . W^T summed over the tensor-parallel ranks (`in` holding every token).
+  absl::Status AddRowParallel(const TensorView& in, const TensorView& out);
+  // Over in's rows: dinp [rows, in_features] += dout . W (skipped when dinp has no data) and
+  // grad(W) += dout^T . in (left for the weight pass while one is deferring); f32 dout, `in` as
+  // the forward stored it (f32 or bf16).
+  absl::Status Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp);
+  // The weight pass's part: grad(W) += dout^T . in, dout [rows, out_features] f32.
+  absl::Status WeightGrad(const TensorView& dout, const TensorView& in);
+
+ private:
+  bool float8() const { return ctx_.float8 != nullptr && ctx_.float8->Converts(weight_); }
+  // W as a matmul operand: the low-precision copy a plugin gathered (Parameter::compute), else
+  // its value as an Operand.
+  absl::StatusOr<TensorView> WeightOperand();
+  absl::StatusOr<Float8Operand> Float8WeightOperand();
+  // How tensor and context parallelism split W's Float8 operands now.
+  Float8Split Split() const;
+  // grad(W) += g^T . in, g the output gradient as a matmul operand.
+  absl::Status AccumulateWeightGrad(const TensorView& g, const TensorView& in);
+
+  ModuleContext& ctx_;
+  int weight_;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_MODULES_LINEAR_H_

@@ -1,0 +1,41 @@
+#include "core/model/modules/module_context.h"
+
+#include <cassert>
+
+namespace titan {
+
+LocalSizes ModuleContext::local() const {
+  const int64_t t = tp.size(), vocab = config.vocab_size / t;
+  return {config.n_heads / t, config.n_kv_heads / t, config.hidden_dim() / t, vocab,
+          vocab * tp.rank()};
+}
+
+TensorView ModuleContext::Reshaped(const TensorView& view, std::vector<int64_t> shape) {
+  TensorView reshaped = view;
+  reshaped.shape = std::move(shape);
+  reshaped.strides.clear();
+  assert(view.data == nullptr || reshaped.numel() <= view.numel());
+  return reshaped;
+}
+
+absl::StatusOr<TensorView> ModuleContext::Operand(const TensorView& x,
+                                                  OperandScratch scratch) const {
+  if (x.dtype == matmul_dtype) return x;
+  TensorView rounded = x;
+  rounded.dtype = matmul_dtype;
+  rounded.data = this->scratch.bf16[static_cast<int>(scratch)].data;
+  TITAN_RETURN_IF_ERROR(compute.Cast(x, rounded));
+  return rounded;
+}
+
+TensorView ModuleContext::Value(int weight) const {
+  const Parameter& p = parameters[weight];
+  return F32(p.value.data, p.value.shape);
+}
+
+TensorView ModuleContext::Grad(int weight) const {
+  const Parameter& p = parameters[weight];
+  return F32(p.grad.data, p.grad.shape);
+}
+
+}  // namespace titan

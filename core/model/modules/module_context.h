@@ -1,0 +1,94 @@
+// What every module of a decoder model computes with: the compute and its precision, the
+// parameters, the tensor-parallel group, the attention in use, the current microbatch's tokens
+// and the scratch all modules use in turn. The model owns it and plans it per (batch, seq_len);
+// the modules (core/model/modules/) read it and pass each other TensorViews.
+#ifndef TITAN_CORE_MODEL_MODULES_MODULE_CONTEXT_H_
+#define TITAN_CORE_MODEL_MODULES_MODULE_CONTEXT_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/model/config.h"
+#include "core/model/float8_linear.h"
+#include "core/model/tensor_parallel.h"
+#include "titan/attention.h"
+#include "titan/compute.h"
+#include "titan/device.h"
+#include "titan/module.h"
+
+namespace titan {
+
+class WeightPass;  // core/model/modules/weight_pass.h
+
+// The sizes one tensor-parallel rank computes with: all of them on one rank.
+struct LocalSizes {
+  int64_t heads, kv_heads, hidden, vocab, first_vocab;
+};
+
+// The bf16 scratch a matmul operand is rounded into under mixed precision: the input (the
+// attention's output; the other inputs are stored in bf16), the output's gradient, the weight.
+enum class OperandScratch { kInput, kGrad, kWeight };
+inline constexpr int kOperandScratches = 3;
+
+// Scratch every block of every microbatch uses in turn, planned once per (batch, seq_len): n is
+// every token of the batch (as the column-parallel projections see them), n_local this rank's.
+struct SharedScratch {
+  TensorView rope_cos, rope_sin;  // [seq_len, head_dim / 2]
+  // Gradients in flight: the residual stream's [n_local, d]; a norm output's [n, d]; the
+  // attention's output, queries, keys and values [n, heads or kv_heads * head_dim]; SwiGLU's
+  // output and inputs [n, hidden].
+  TensorView d_residual, d_norm_out, d_att, d_q, d_k, d_v, d_h, d_a, d_b;
+  // Tensor parallel only (empty on one rank): this rank's tokens [n_local, d], every token
+  // [n, d], a norm weight's gradient [d].
+  TensorView tokens_local, tokens_full, norm_grad;
+  std::array<TensorView, kOperandScratches> bf16;  // empty in f32
+};
+
+struct ModuleContext {
+  ModuleContext(const LlamaConfig& config, Compute& compute, DevicePlugin* device,
+                DType matmul_dtype, CausalAttention& attention)
+      : config(config),
+        compute(compute),
+        device(device),
+        matmul_dtype(matmul_dtype),
+        attention(&attention) {}
+
+  const LlamaConfig& config;
+  Compute& compute;
+  DevicePlugin* device;  // allocates the model's memory; null: host memory
+  // kF32, or kBF16: matmul operands rounded to bf16, products accumulated in f32.
+  DType matmul_dtype;
+  CausalAttention* attention;  // the model's own local attention or a plugin's
+  std::vector<Parameter> parameters;
+  TensorParallelGroup tp;
+  Float8Linears* float8 = nullptr;  // null: no linear layer in Float8
+  std::vector<bool> row_parallel;   // per parameter: tp splits its in_features (kRowwise)
+
+  // The planned sizes: the batch, this rank's tokens of each sequence, every token of the
+  // batch, this rank's tokens between blocks (n / the tensor-parallel degree).
+  int64_t batch = 0, seq_len = 0, n = 0, n_local = 0;
+  SharedScratch scratch;
+  TensorView token_ids, target_ids;  // the current microbatch's, i32 [n] on the device
+  // Set while a zero-bubble BackwardInput runs: weight gradients are kept for its weight pass.
+  WeightPass* deferring = nullptr;
+
+  LocalSizes local() const;
+  // An f32 view of model memory on the compute's device.
+  TensorView F32(void* data, std::vector<int64_t> shape) const {
+    return TensorView{data, DType::kF32, compute.device(), std::move(shape), {}};
+  }
+  // The first elements of `view`'s memory, as `shape` (of at most as many elements).
+  static TensorView Reshaped(const TensorView& view, std::vector<int64_t> shape);
+  // A matmul operand in the compute precision: x itself when it has that dtype, else (f32 under
+  // mixed precision) its bf16 rounding in `scratch`.
+  absl::StatusOr<TensorView> Operand(const TensorView& x, OperandScratch scratch) const;
+  absl::Status Zero(const TensorView& x) const { return compute.Fill(x, 0.0f); }
+  // A parameter's value or gradient as the module computes with it: f32 on the compute's device.
+  TensorView Value(int weight) const;
+  TensorView Grad(int weight) const;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_MODULES_MODULE_CONTEXT_H_

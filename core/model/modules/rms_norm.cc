@@ -1,0 +1,58 @@
+#include "core/model/modules/rms_norm.h"
+
+#include "core/model/modules/weight_pass.h"
+
+namespace titan {
+
+absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out,
+                              const TensorView& rstd) {
+  const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
+  const bool f32 = out.dtype == DType::kF32;
+  const TensorView full = f32 ? out : ModuleContext::Reshaped(ctx_.scratch.d_norm_out, out.shape);
+  const TensorView local = ctx_.tp.size() > 1
+                               ? ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl, d})
+                               : ModuleContext::Reshaped(full, {nl, d});
+  TITAN_RETURN_IF_ERROR(ctx_.compute.RmsNormForward(
+      ModuleContext::Reshaped(inp, {nl, d}), ctx_.parameters[weight_].value, ctx_.config.norm_eps,
+      local, ModuleContext::Reshaped(rstd, {nl})));
+  TITAN_RETURN_IF_ERROR(ctx_.tp
+                            .GatherTokens(ModuleContext::Reshaped(local, {nl * d}),
+                                          ModuleContext::Reshaped(full, {full.numel()}))
+                            .status());
+  return f32 ? absl::OkStatus() : ctx_.compute.Cast(full, out);
+}
+
+absl::Status RmsNorm::Backward(const TensorView& d_out_full, const TensorView& inp,
+                               const TensorView& rstd, const TensorView& d_inp) {
+  const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
+  TITAN_ASSIGN_OR_RETURN(
+      const TensorView d_out,
+      ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(d_out_full, {d_out_full.numel()}),
+                                  ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl * d})));
+  const Parameter& p = ctx_.parameters[weight_];
+  const TensorView dout = ModuleContext::Reshaped(d_out, {nl, d});
+  const TensorView x = ModuleContext::Reshaped(inp, {nl, d});
+  const TensorView r = ModuleContext::Reshaped(rstd, {nl});
+  const TensorView dx = ModuleContext::Reshaped(d_inp, {nl, d});
+  if (ctx_.tp.size() == 1 && ctx_.deferring == nullptr) {
+    return ctx_.compute.RmsNormBackward(dout, x, p.value, r, dx, p.grad);
+  }
+  // Accumulated apart (and summed over the tensor-parallel ranks) first: the gradient may
+  // already hold earlier microbatches' sums, which must not be summed again. The zero-bubble
+  // split keeps it for BackwardWeight.
+  TensorView sum = ctx_.scratch.norm_grad;
+  if (ctx_.deferring != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(sum, ctx_.deferring->Keep(ctx_.F32(nullptr, {d}), weight_, false));
+  }
+  sum = ctx_.F32(sum.data, {d});
+  TITAN_RETURN_IF_ERROR(ctx_.Zero(sum));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.RmsNormBackward(dout, x, p.value, r, dx, sum));
+  TITAN_RETURN_IF_ERROR(ctx_.tp.AllReduceSum(sum));
+  if (ctx_.deferring != nullptr) {
+    ctx_.deferring->Add(DeferredGrad::kNorm, weight_, 1, sum, TensorView{});
+    return absl::OkStatus();
+  }
+  return ctx_.compute.Accumulate(sum, p.grad);
+}
+
+}  // namespace titan
