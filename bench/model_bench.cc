@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/tensor/attention.h"
 #include "core/tensor/cross_entropy.h"
 #include "core/tensor/embedding.h"
@@ -112,7 +112,7 @@ void Kernels() {
 }
 
 void Model(const char* name, const LlamaConfig& config, int64_t b, int64_t t) {
-  auto model = LlamaModel::Create(config);
+  auto model = DecoderModel::Create(config);
   if (!model.ok()) {
     std::fprintf(stderr, "%s: %s\n", name, model.status().ToString().c_str());
     return;

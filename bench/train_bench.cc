@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/recipe.h"
 #include "core/train/metrics.h"
@@ -42,7 +42,7 @@ int Train(const std::map<std::string, int64_t>& args) {
   config.vocab_size = args.at("vocab_size");
   const int64_t batch = args.at("batch"), seq_len = args.at("seq_len"), steps = args.at("steps");
   const DType matmul = args.at("bf16") != 0 ? DType::kBF16 : DType::kF32;
-  auto model = LlamaModel::Create(config, {}, ModelCompute{nullptr, matmul});
+  auto model = DecoderModel::Create(config, {}, ModelCompute{nullptr, matmul});
   if (!model.ok()) return Fail(model.status().ToString());
   (*model)->Initialize(0);
   auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});

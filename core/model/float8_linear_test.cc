@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "core/cpu/cpu_compute.h"
+#include "core/model/decoder_model.h"
 #include "core/model/float8_test_plugin.h"
-#include "core/model/llama.h"
 
 namespace titan {
 namespace {
@@ -51,7 +51,7 @@ LlamaConfig TinyConfig() {
 // One forward and backward of a fresh model: the loss and every gradient.
 std::pair<float, std::vector<float>> Step(const Float8Plugin* plugin,
                                           std::vector<Float8LinearChoice>* choices = nullptr) {
-  auto model = std::move(LlamaModel::Create(TinyConfig())).value();
+  auto model = std::move(DecoderModel::Create(TinyConfig())).value();
   if (plugin != nullptr) {
     auto made = model->ConvertToFloat8(*plugin).value();
     if (choices != nullptr) *choices = made;

@@ -6,7 +6,7 @@
 #include <numbers>
 #include <vector>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/tensor/splitmix64.h"
 
 namespace titan {
@@ -43,7 +43,7 @@ void FillTruncatedNormal(float* x, int64_t n, uint64_t stream, double std, doubl
 
 }  // namespace
 
-void LlamaModel::Initialize(uint64_t seed) {
+void DecoderModel::Initialize(uint64_t seed) {
   const uint64_t seed_stream = SplitMix64(seed);
   std::vector<float> host;  // drawn on the host, then copied to the parameter's device
   for (int i = 0; i < params_.size(); ++i) {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 
 namespace titan {
 namespace {
@@ -26,7 +26,7 @@ Moments Measure(const Tensor& t) {
 
 TEST(InitTest, FollowsTorchTitanAndIsDeterministic) {
   LlamaConfig config;  // debugmodel
-  auto model = LlamaModel::Create(config);
+  auto model = DecoderModel::Create(config);
   ASSERT_TRUE(model.ok());
   (*model)->Initialize(7);
   const Arena& p = (*model)->params();
@@ -46,7 +46,7 @@ TEST(InitTest, FollowsTorchTitanAndIsDeterministic) {
   EXPECT_EQ(norm.mean, 1.0);
   EXPECT_EQ(norm.std, 0.0);
 
-  auto again = LlamaModel::Create(config);
+  auto again = DecoderModel::Create(config);
   (*again)->Initialize(7);
   const Arena& q = (*again)->params();
   EXPECT_EQ(0, std::memcmp(p.flat_data(), q.flat_data(), p.flat_size() * sizeof(float)));

@@ -1,6 +1,7 @@
 // A decoder model family: what its token embedding, its n_layers blocks and its head (final
 // norm and output) hold, and how a block is built from its parameters. The model
-// (core/model/llama.h) composes a family's modules; Llama 3 is one family (llama_family.cc).
+// (core/model/decoder_model.h) composes a family's modules; Llama 3 is one family
+// (llama_family.cc).
 #ifndef TITAN_CORE_MODEL_MODEL_FAMILY_H_
 #define TITAN_CORE_MODEL_MODEL_FAMILY_H_
 

@@ -109,8 +109,9 @@ absl::Status BuildModel(TrainingJob& job) {
   job.where.device = &job.mesh.device();
   job.where.matmul_dtype = job.plan.training.matmul_dtype;
   TITAN_ASSIGN_OR_RETURN(PipelinePlan stages, PlaceStages(job));
-  TITAN_ASSIGN_OR_RETURN(job.model, LlamaModel::Create(model.config, job.plan.activation_checkpoint,
-                                                       job.where, stages, *job.plan.model.family));
+  TITAN_ASSIGN_OR_RETURN(
+      job.model, DecoderModel::Create(model.config, job.plan.activation_checkpoint, job.where,
+                                      stages, *job.plan.model.family));
   spdlog::info("[device] {}; matmuls in {}", job.model->compute().Describe(),
                job.where.matmul_dtype == DType::kBF16
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/data/packed_loader.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/train/train_step.h"
 #include "titan/checkpoint.h"
@@ -27,7 +27,7 @@ namespace titan {
 
 // What a checkpoint holds and restores, owned by the trainer.
 struct TrainState {
-  LlamaModel* model = nullptr;
+  DecoderModel* model = nullptr;
   TrainStep* train_step = nullptr;
   PackedLoader* loader = nullptr;
   PackedLoader* eval_loader = nullptr;  // null without validation

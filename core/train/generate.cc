@@ -33,7 +33,7 @@ int32_t SampleToken(std::span<const float> logits, const SamplingOptions& option
   return ids[pick(rng)];
 }
 
-absl::Status Generate(LlamaModel& model, std::vector<int32_t>& tokens, int64_t max_new_tokens,
+absl::Status Generate(DecoderModel& model, std::vector<int32_t>& tokens, int64_t max_new_tokens,
                       int64_t window, int32_t stop, const SamplingOptions& options, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int64_t vocab = model.config().vocab_size;

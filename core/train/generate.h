@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 
 namespace titan {
 
@@ -23,7 +23,7 @@ int32_t SampleToken(std::span<const float> logits, const SamplingOptions& option
 
 // Extends `tokens` by up to `max_new_tokens`, stopping after `stop` (EOS). The model sees the
 // last `window` tokens (its training seq_len).
-absl::Status Generate(LlamaModel& model, std::vector<int32_t>& tokens, int64_t max_new_tokens,
+absl::Status Generate(DecoderModel& model, std::vector<int32_t>& tokens, int64_t max_new_tokens,
                       int64_t window, int32_t stop, const SamplingOptions& options, uint64_t seed);
 
 }  // namespace titan

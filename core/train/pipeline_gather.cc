@@ -7,19 +7,19 @@
 
 namespace titan {
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> GatherPipelineModel(const LlamaModel& stage_model,
-                                                                Communicator& pp_group,
-                                                                const ActivationCheckpoint& ac,
-                                                                const ModelCompute& where) {
-  std::unique_ptr<LlamaModel> whole;
+absl::StatusOr<std::unique_ptr<DecoderModel>> GatherPipelineModel(const DecoderModel& stage_model,
+                                                                  Communicator& pp_group,
+                                                                  const ActivationCheckpoint& ac,
+                                                                  const ModelCompute& where) {
+  std::unique_ptr<DecoderModel> whole;
   const bool lead = pp_group.rank() == 0;
   if (lead) {
-    TITAN_ASSIGN_OR_RETURN(whole, LlamaModel::Create(stage_model.config(), ac, where));
+    TITAN_ASSIGN_OR_RETURN(whole, DecoderModel::Create(stage_model.config(), ac, where));
   }
   absl::flat_hash_map<std::string, const Parameter*> held;
   for (const Parameter& p : stage_model.Parameters()) held[p.name] = &p;
   Compute& compute = stage_model.compute();
-  for (const auto& [name, shape] : LlamaModel::WholeParameterShapes(stage_model.config())) {
+  for (const auto& [name, shape] : DecoderModel::WholeParameterShapes(stage_model.config())) {
     int64_t count = 1;
     for (int64_t extent : shape) count *= extent;
     std::vector<float> values(static_cast<size_t>(count), 0.0f);

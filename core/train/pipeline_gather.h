@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "titan/communicator.h"
 
 namespace titan {
@@ -14,10 +14,10 @@ namespace titan {
 // (unsharded) parameters: rank 0 of the group gets the whole model, built with `ac` and
 // `where`; the others get null. Each parameter travels as a sum in which only its owner's
 // values are not zero, so the values arrive exactly.
-absl::StatusOr<std::unique_ptr<LlamaModel>> GatherPipelineModel(const LlamaModel& stage_model,
-                                                                Communicator& pp_group,
-                                                                const ActivationCheckpoint& ac,
-                                                                const ModelCompute& where);
+absl::StatusOr<std::unique_ptr<DecoderModel>> GatherPipelineModel(const DecoderModel& stage_model,
+                                                                  Communicator& pp_group,
+                                                                  const ActivationCheckpoint& ac,
+                                                                  const ModelCompute& where);
 
 }  // namespace titan
 

@@ -26,7 +26,7 @@ double Seconds(Clock::time_point since) {
 // ranks (each evaluates its own part). Under pipeline parallelism each batch runs the
 // schedule's forwards only and the last stage's rank shares the losses with the others.
 absl::StatusOr<double> EvalLoss(TrainingJob& job, int64_t batches) {
-  LlamaModel& model = *job.model;
+  DecoderModel& model = *job.model;
   PackedLoader& loader = *job.data->eval;
   const int64_t batch = job.plan.training.local_batch_size, seq_len = job.plan.training.seq_len;
   PipelineRole* pipeline = job.plan.parallelism.pipeline();

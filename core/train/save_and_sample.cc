@@ -32,7 +32,7 @@ absl::Status GatherWholeModel(TrainingJob& job) {
   if (parallel.pipeline() != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
       mesh.coordinate(MeshDim::kDpShard) == 0 && mesh.coordinate(MeshDim::kCp) == 0 &&
       mesh.coordinate(MeshDim::kTp) == 0) {
-    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> whole,
+    TITAN_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> whole,
                            GatherPipelineModel(*job.model, mesh.group(MeshDim::kPp),
                                                job.plan.activation_checkpoint, job.where));
     if (job.lead()) job.model = std::move(whole);

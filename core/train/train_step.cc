@@ -31,7 +31,7 @@ absl::StatusOr<double> ClipGradNorm(Compute& compute, const TensorView& grads,
   return norm;
 }
 
-absl::StatusOr<TrainStep> TrainStep::Create(LlamaModel& model, OptimizerPlugin& optimizer,
+absl::StatusOr<TrainStep> TrainStep::Create(DecoderModel& model, OptimizerPlugin& optimizer,
                                             int64_t batch, int64_t seq_len, int64_t accumulation,
                                             double max_norm, DataParallelContext dp) {
   if (batch < 1 || seq_len < 1 || accumulation < 1) {

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/tensor/arena.h"
 #include "titan/optimizer.h"
 #include "titan/parallel.h"
@@ -57,7 +57,7 @@ struct DataParallelContext {
 
 class TrainStep {
  public:
-  static absl::StatusOr<TrainStep> Create(LlamaModel& model, OptimizerPlugin& optimizer,
+  static absl::StatusOr<TrainStep> Create(DecoderModel& model, OptimizerPlugin& optimizer,
                                           int64_t batch, int64_t seq_len, int64_t accumulation,
                                           double max_norm, DataParallelContext dp = {});
 
@@ -83,7 +83,7 @@ class TrainStep {
   // A flat f32 view on the compute's device.
   TensorView Flat(float* data, int64_t count) const;
 
-  LlamaModel* model_ = nullptr;
+  DecoderModel* model_ = nullptr;
   OptimizerPlugin* optimizer_ = nullptr;
   Compute* compute_ = nullptr;
   DataParallelContext dp_;

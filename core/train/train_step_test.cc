@@ -40,11 +40,11 @@ TEST(ClipGradNorm, ScalesToMaxNormAndReportsTheNormBefore) {
 
 constexpr int64_t kSeqLen = 9, kVocab = 43;
 
-std::unique_ptr<LlamaModel> TinyModel() {
+std::unique_ptr<DecoderModel> TinyModel() {
   LlamaConfig config;
   config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
   config.vocab_size = kVocab, config.multiple_of = 16;
-  auto model = LlamaModel::Create(config, *ParseActivationCheckpoint("none", ""));
+  auto model = DecoderModel::Create(config, *ParseActivationCheckpoint("none", ""));
   EXPECT_TRUE(model.ok()) << model.status();
   (*model)->Initialize(5);
   return std::move(*model);
@@ -77,7 +77,7 @@ void FillRows(int64_t first_row, int64_t rows, int32_t* tokens, int32_t* targets
   }
 }
 
-std::vector<float> Params(const LlamaModel& model) {
+std::vector<float> Params(const DecoderModel& model) {
   const float* p = model.params().flat_data();
   return std::vector<float>(p, p + model.params().flat_size());
 }
@@ -112,7 +112,7 @@ TEST(TrainStep, AHostOnlyOptimizerIsRefusedOnAnotherDeviceAndRunsOnTheCpu) {
   config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
   config.vocab_size = kVocab, config.multiple_of = 16;
   PretendCudaDevice cuda(/*kernels=*/true);
-  auto on_cuda = LlamaModel::Create(config, {}, ModelCompute{&cuda, DType::kF32});
+  auto on_cuda = DecoderModel::Create(config, {}, ModelCompute{&cuda, DType::kF32});
   ASSERT_TRUE(on_cuda.ok()) << on_cuda.status();
   EXPECT_EQ((*on_cuda)->params().at(0).view().device.type, DeviceType::kCuda);
   HostOnlyOptimizer host_only;
@@ -129,14 +129,14 @@ TEST(TrainStep, AModelOnADeviceWithoutKernelsIsRefused) {
   PretendCudaDevice no_kernels(/*kernels=*/false);
   LlamaConfig config;
   config.dim = 16, config.n_layers = 1, config.n_heads = 2, config.n_kv_heads = 1;
-  auto model = LlamaModel::Create(config, {}, ModelCompute{&no_kernels, DType::kF32});
+  auto model = DecoderModel::Create(config, {}, ModelCompute{&no_kernels, DType::kF32});
   EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(model.status().message(), testing::HasSubstr("implements no compute kernels"));
 }
 
 TEST(TrainStep, AccumulationOfTwoEqualsOneStepOnTheDoubledBatch) {
   LoadedAdamW opt_a = AdamW(), opt_b = AdamW();
-  std::unique_ptr<LlamaModel> accumulated = TinyModel(), doubled = TinyModel();
+  std::unique_ptr<DecoderModel> accumulated = TinyModel(), doubled = TinyModel();
   auto step_a = TrainStep::Create(*accumulated, *opt_a.optimizer, 2, kSeqLen, 2, 1.0);
   auto step_b = TrainStep::Create(*doubled, *opt_b.optimizer, 4, kSeqLen, 1, 1.0);
   ASSERT_TRUE(step_a.ok() && step_b.ok());
@@ -173,7 +173,7 @@ TEST(TrainStep, SavedOptimizerStateAndParametersResumeExactly) {
   const std::string params_path = absl::StrCat(dir, "/titan_params_", getpid(), ".bin");
   auto next = [](int32_t* tokens, int32_t* targets) { FillRows(3, 2, tokens, targets); };
   LoadedAdamW opt_a = AdamW(), opt_b = AdamW();
-  std::unique_ptr<LlamaModel> original = TinyModel(), resumed = TinyModel();
+  std::unique_ptr<DecoderModel> original = TinyModel(), resumed = TinyModel();
   auto a = TrainStep::Create(*original, *opt_a.optimizer, 2, kSeqLen, 1, 1.0);
   auto b = TrainStep::Create(*resumed, *opt_b.optimizer, 2, kSeqLen, 1, 1.0);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -194,7 +194,7 @@ TEST(TrainStep, SavedOptimizerStateAndParametersResumeExactly) {
 
 TEST(TrainStep, NonFiniteLossStopsNamingTheStep) {
   LoadedAdamW opt = AdamW();
-  std::unique_ptr<LlamaModel> model = TinyModel();
+  std::unique_ptr<DecoderModel> model = TinyModel();
   auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
   ASSERT_TRUE(step.ok());
   auto next = [](int32_t* tokens, int32_t* targets) { FillRows(0, 1, tokens, targets); };
@@ -213,7 +213,7 @@ TEST(TrainStep, NonFiniteLossStopsNamingTheStep) {
 // step's NaN loss: it is named itself, before the optimizer touches anything.
 TEST(TrainStep, ANonFiniteLearningRateIsNamedBeforeTheOptimizerRuns) {
   LoadedAdamW opt = AdamW();
-  std::unique_ptr<LlamaModel> model = TinyModel();
+  std::unique_ptr<DecoderModel> model = TinyModel();
   auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
   ASSERT_TRUE(step.ok());
   int64_t batches = 0;
@@ -246,7 +246,7 @@ TEST(TrainStep, ANonFiniteLearningRateIsNamedBeforeTheOptimizerRuns) {
 // true gradient is about 6 x FLT_MAX: not representable in float32.
 TEST(TrainStep, NonFiniteGradientWithAFiniteLossStopsAndLeavesTheParameters) {
   LoadedAdamW opt = AdamW();
-  std::unique_ptr<LlamaModel> model = TinyModel();
+  std::unique_ptr<DecoderModel> model = TinyModel();
   auto step = TrainStep::Create(*model, *opt.optimizer, 1, kSeqLen, 1, 1.0);
   ASSERT_TRUE(step.ok());
   std::vector<int32_t> tokens(kSeqLen), targets(kSeqLen);

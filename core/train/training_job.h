@@ -9,7 +9,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/train/checkpointer.h"
 #include "core/train/job_plan.h"
 #include "core/train/metrics.h"
@@ -30,7 +30,7 @@ struct TrainingJob {
   std::optional<TrainingData> data;            // set by LoadData
   ModelCompute where;                          // the mesh's device, the plan's matmul dtype
   std::unique_ptr<Checkpointer> checkpointer;  // null when checkpoint.enable is off
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::optional<TrainStep> train_step;
   ResumePoint resume;
   std::optional<MetricsLog> metrics;  // rank 0's metrics.jsonl, TensorBoard files where written

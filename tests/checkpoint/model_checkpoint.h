@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "titan/checkpoint.h"
 
 namespace titan::checkpoint_testing {
@@ -34,8 +34,8 @@ inline LlamaConfig SmallConfig(bool tied = false) {
 // Initialised from `seed`, with the norm weights moved off 1 so they are tested too, and wq, wk
 // scaled up: with TorchTitan's small initial values attention is nearly uniform, and the logits
 // would hardly depend on how the rotary embedding is laid out.
-inline std::unique_ptr<LlamaModel> SmallModel(const LlamaConfig& config, uint64_t seed = 42) {
-  std::unique_ptr<LlamaModel> model = std::move(LlamaModel::Create(config)).value();
+inline std::unique_ptr<DecoderModel> SmallModel(const LlamaConfig& config, uint64_t seed = 42) {
+  std::unique_ptr<DecoderModel> model = std::move(DecoderModel::Create(config)).value();
   model->Initialize(seed);
   const Arena& params = model->params();
   for (int i = 0; i < params.size(); ++i) {
@@ -57,7 +57,7 @@ inline CheckpointMetadata ModelMetadata(const LlamaConfig& c, int64_t max_seq_le
 }
 
 // One whole piece per parameter, viewing the model's own values.
-inline std::vector<CheckpointPiece> ModelPieces(const LlamaModel& model) {
+inline std::vector<CheckpointPiece> ModelPieces(const DecoderModel& model) {
   std::vector<CheckpointPiece> pieces;
   for (const Parameter& p : model.Parameters()) {
     pieces.push_back(

@@ -10,7 +10,7 @@ Each CASE_DIR holds what the C++ test wrote:
   case.txt         "key value" lines: batch, seq_len, and optionally
                    f32_export DIR (export/ is then a bf16 copy of that f32 export)
   tokens.bin       int32 [batch * seq_len]
-  titan_logits.bin f32 [batch * seq_len, vocab]: titan's LlamaModel::Forward
+  titan_logits.bin f32 [batch * seq_len, vocab]: titan's DecoderModel::Forward
 and receives hf_logits.bin (f32, same shape), built from config.json and model.safetensors
 alone. It fails when the logits differ from titan's by more than 1e-5 (relative norm).
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/tensor/cross_entropy.h"
 #include "tests/reference/reference_files.h"
 
@@ -40,14 +40,14 @@ LlamaConfig ConfigOf(const Case& c) {
 
 // Sets up the model and its batch, and writes both where the reference reads them.
 struct Prepared {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::vector<int32_t> tokens, targets;
 };
 
 Prepared Prepare(const Case& c, const fs::path& dir, DType matmul_dtype = DType::kF32) {
   Prepared p;
   auto ac = ParseActivationCheckpoint(c.ac_mode, c.ac_option);
-  auto model = LlamaModel::Create(ConfigOf(c), *ac, ModelCompute{nullptr, matmul_dtype});
+  auto model = DecoderModel::Create(ConfigOf(c), *ac, ModelCompute{nullptr, matmul_dtype});
   EXPECT_TRUE(model.ok()) << model.status();
   p.model = std::move(*model);
   p.model->Initialize(42);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 
 namespace titan::reference {
 
@@ -46,7 +46,7 @@ inline double RelativeError(const float* actual, const float* expected, size_t n
 }
 
 // config.txt, params.txt and params.bin as llama_reference.py's read_config/read_params expect.
-inline void WriteModel(const LlamaConfig& config, const LlamaModel& model, int64_t batch,
+inline void WriteModel(const LlamaConfig& config, const DecoderModel& model, int64_t batch,
                        int64_t seq_len, const fs::path& dir) {
   fs::create_directories(dir);
   std::ofstream(dir / "config.txt")

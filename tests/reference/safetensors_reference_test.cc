@@ -41,7 +41,7 @@ class SafetensorsReferenceTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   // Writes the tokens and titan's logits for them beside the export in `dir`.
-  void WriteCase(LlamaModel& model, const fs::path& dir, const std::string& extra = "") {
+  void WriteCase(DecoderModel& model, const fs::path& dir, const std::string& extra = "") {
     std::vector<int32_t> tokens, targets;
     const int64_t vocab = model.config().vocab_size;
     for (int64_t i = 0; i < kBatch * kSeqLen; ++i) {
@@ -61,7 +61,7 @@ class SafetensorsReferenceTest : public ::testing::Test {
                     const LlamaConfig& config) {
     return plugin_->Save(folder.string(), pieces, ModelMetadata(config), comm_);
   }
-  absl::Status Load(const fs::path& folder, LlamaModel& model) {
+  absl::Status Load(const fs::path& folder, DecoderModel& model) {
     std::vector<CheckpointPiece> pieces = ModelPieces(model);
     return plugin_->Load(folder.string(), pieces, comm_);
   }

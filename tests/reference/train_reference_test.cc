@@ -55,7 +55,7 @@ TEST(TrainReferenceTest, FirstTenStepsMatchPyTorch) {
   LlamaConfig config;
   config.dim = 32, config.n_layers = 2, config.n_heads = 4, config.n_kv_heads = 2;
   config.vocab_size = kVocab, config.multiple_of = 32;
-  auto model = LlamaModel::Create(config, *ParseActivationCheckpoint("selective", "2"));
+  auto model = DecoderModel::Create(config, *ParseActivationCheckpoint("selective", "2"));
   ASSERT_TRUE(model.ok()) << model.status();
   (*model)->Initialize(42);
   reference::WriteModel(config, **model, kBatch, kSeqLen, dir);

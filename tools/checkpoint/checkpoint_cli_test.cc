@@ -62,7 +62,7 @@ class CheckpointCliTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // The parameters the folder holds, loaded into a fresh model.
-  std::unique_ptr<LlamaModel> Loaded(const fs::path& folder) {
+  std::unique_ptr<DecoderModel> Loaded(const fs::path& folder) {
     auto model = checkpoint_testing::SmallModel(config_, 11);
     std::vector<CheckpointPiece> pieces = checkpoint_testing::ModelPieces(*model);
     absl::Status status = plugin_->Load(folder.string(), pieces, comm_);
@@ -75,7 +75,7 @@ class CheckpointCliTest : public ::testing::Test {
   LlamaConfig config_ = checkpoint_testing::SmallConfig();
   std::unique_ptr<PluginRegistry> registry_;
   std::unique_ptr<CheckpointPlugin> plugin_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<DecoderModel> model_;
   SingleProcessCommunicator comm_;
 };
 

@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/data/tokenizer.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/tensor/arena_file.h"
 #include "core/train/generate.h"
 
@@ -79,7 +79,7 @@ absl::StatusOr<std::string> Sample(const Flags& flags) {
   TITAN_ASSIGN_OR_RETURN(LlamaConfig config, LlamaFlavor(flags.flavor));
   config.vocab_size = tokenizer->vocab_size();
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint none, ParseActivationCheckpoint("none", ""));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Create(config, none));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> model, DecoderModel::Create(config, none));
   TITAN_RETURN_IF_ERROR(ReadArena(flags.model, model->params()));
   std::vector<int32_t> tokens = {tokenizer->bos_id()};
   const std::vector<int32_t> prompt = tokenizer->Encode(flags.prompt);

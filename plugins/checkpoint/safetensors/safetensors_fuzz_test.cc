@@ -36,7 +36,7 @@ class SafetensorsFuzzTest : public SafetensorsTest {
   }
 
   LlamaConfig config_ = SmallConfig();
-  std::unique_ptr<LlamaModel> model_, target_;
+  std::unique_ptr<DecoderModel> model_, target_;
   std::string folder_;
   int failures_ = 0;
 };

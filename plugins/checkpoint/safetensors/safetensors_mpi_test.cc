@@ -37,7 +37,7 @@ Communicator& World() {
 // This rank's part of every parameter: 2-D tensors split by rows (uneven when the ranks do not
 // divide them), the feed-forward output projections by columns as tensor parallelism splits
 // them, norms replicated on every rank.
-std::vector<CheckpointPiece> OwnPieces(const LlamaModel& model, int rank, int ranks) {
+std::vector<CheckpointPiece> OwnPieces(const DecoderModel& model, int rank, int ranks) {
   std::vector<CheckpointPiece> pieces;
   for (CheckpointPiece whole : ModelPieces(model)) {
     float* data = whole.data.data_as<float>();

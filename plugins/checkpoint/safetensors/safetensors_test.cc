@@ -23,7 +23,7 @@ struct Converted {
   std::vector<CheckpointPiece> pieces;
 };
 
-Converted AsBf16(const LlamaModel& model) {
+Converted AsBf16(const DecoderModel& model) {
   Converted c;
   c.storage.reserve(model.Parameters().size());
   for (CheckpointPiece piece : ModelPieces(model)) {

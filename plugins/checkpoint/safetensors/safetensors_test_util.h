@@ -55,7 +55,7 @@ class SafetensorsTest : public ::testing::Test {
 };
 
 // Every parameter's bytes, in arena order.
-inline std::vector<std::string> ParameterBytes(const LlamaModel& model) {
+inline std::vector<std::string> ParameterBytes(const DecoderModel& model) {
   std::vector<std::string> bytes;
   for (const Parameter& p : model.Parameters()) {
     bytes.emplace_back(static_cast<const char*>(p.value.data), p.value.nbytes());

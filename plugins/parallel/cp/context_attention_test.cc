@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/cpu/cpu_device.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "plugins/parallel/common/thread_comm.h"
 #include "plugins/parallel/cp/allgather_attention.h"
 #include "plugins/parallel/cp/ring_attention.h"
@@ -39,7 +39,7 @@ enum class Rotate { kNone, kAllGather, kRing };
 TrainedRun Train(Rotate rotate, ThreadComm* comm) {
   TrainedRun run;
   auto ac = ParseActivationCheckpoint("selective", "2");
-  auto model = LlamaModel::Create(SmallConfig(), *ac);
+  auto model = DecoderModel::Create(SmallConfig(), *ac);
   EXPECT_TRUE(model.ok()) << model.status();
   (*model)->Initialize(5);
   std::unique_ptr<ContextAttention> attention;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/cpu/cpu_device.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "plugins/parallel/common/thread_comm.h"
 
 namespace titan::tp {
@@ -97,7 +97,7 @@ TEST(TpShards, LlamaDeclaresTorchTitansPlan) {
   LlamaConfig config;
   config.dim = 32, config.n_layers = 1, config.n_heads = 4, config.n_kv_heads = 2;
   config.vocab_size = 48, config.multiple_of = 16;
-  auto model = LlamaModel::Create(config);
+  auto model = DecoderModel::Create(config);
   ASSERT_TRUE(model.ok()) << model.status();
   using Style = TensorParallelStyle;
   const std::map<std::string, Style> want = {
@@ -138,7 +138,7 @@ constexpr int64_t kBatch = 2, kSeqLen = 8;
 TrainedRun Train(ThreadComm* comm) {
   TrainedRun run;
   auto ac = ParseActivationCheckpoint("selective", "2");  // the recompute path too
-  auto model = LlamaModel::Create(SmallConfig(), *ac);
+  auto model = DecoderModel::Create(SmallConfig(), *ac);
   EXPECT_TRUE(model.ok());
   (*model)->Initialize(11);
   TpShards shards(CpuDevice::Host());
@@ -192,7 +192,7 @@ TEST(TpShards, TensorParallelModelMatchesOneRank) {
   }
   for (std::thread& t : threads) t.join();
 
-  auto model = LlamaModel::Create(SmallConfig());
+  auto model = DecoderModel::Create(SmallConfig());
   ASSERT_TRUE(model.ok());
   const std::vector<Parameter>& whole = (*model)->Parameters();
   for (int r = 0; r < kRanks; ++r) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <tuple>
 
+#include "core/model/decoder_model.h"
 #include "core/model/float8_test_plugin.h"
-#include "core/model/llama.h"
 #include "core/runtime/memory_snapshot.h"
 
 namespace titan {
@@ -30,7 +30,7 @@ std::vector<int32_t> Ids(int64_t n, int64_t mul, int64_t add, int64_t vocab) {
   return ids;
 }
 
-std::map<std::string, std::vector<float>> Grads(const LlamaModel& model) {
+std::map<std::string, std::vector<float>> Grads(const DecoderModel& model) {
   std::map<std::string, std::vector<float>> grads;
   for (const Parameter& p : model.Parameters()) {
     const float* g = p.grad.data_as<const float>();
@@ -57,7 +57,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   const LlamaConfig config = TinyConfig();
   const int64_t batch = 2, seq_len = 8, n = batch * seq_len, microbatches = 3;
   // The whole model, one microbatch after another (gradient accumulation).
-  auto whole = LlamaModel::Create(config, {}, compute);
+  auto whole = DecoderModel::Create(config, {}, compute);
   ASSERT_TRUE(whole.ok()) << whole.status();
   if (float8) {
     ASSERT_TRUE((*whole)->ConvertToFloat8(tensorwise).ok());
@@ -75,8 +75,8 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
     ASSERT_TRUE((*whole)->Backward().ok());
   }
   // Stage 0: embedding and blocks 0-1; stage 1: blocks 2-3, norm, output and loss.
-  auto first = LlamaModel::Create(config, *ac, compute, PipelinePlan{2, {{0, 0, 2}}});
-  auto last = LlamaModel::Create(config, *ac, compute, PipelinePlan{2, {{1, 2, 4}}});
+  auto first = DecoderModel::Create(config, *ac, compute, PipelinePlan{2, {{0, 0, 2}}});
+  auto last = DecoderModel::Create(config, *ac, compute, PipelinePlan{2, {{1, 2, 4}}});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(last.ok()) << last.status();
   for (auto* stage : {&*first, &*last}) {
@@ -140,7 +140,7 @@ TEST(PipelineStagesTest, SplitBackwardKeepsItsWeightPassInPlannedMemory) {
     absl::StatusOr<ActivationCheckpoint> ac = ParseActivationCheckpoint(mode, "2");
     ASSERT_TRUE(ac.ok()) << ac.status();
     // Both stages on one rank (as a V places them), handing over in memory.
-    auto model = LlamaModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}, {1, 2, 4}}});
+    auto model = DecoderModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}, {1, 2, 4}}});
     ASSERT_TRUE(model.ok()) << model.status();
     (*model)->Initialize(7);
     (*model)->ZeroGrad();
@@ -184,7 +184,7 @@ TEST(PipelineStagesTest, SplitBackwardKeepsItsWeightPassInPlannedMemory) {
 }
 
 TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {
-  auto middle = LlamaModel::Create(TinyConfig(), {}, {}, PipelinePlan{3, {{1, 1, 3}}});
+  auto middle = DecoderModel::Create(TinyConfig(), {}, {}, PipelinePlan{3, {{1, 1, 3}}});
   ASSERT_TRUE(middle.ok()) << middle.status();
   std::vector<std::string> names;
   for (const Parameter& p : (*middle)->Parameters()) names.push_back(p.name);
@@ -196,7 +196,7 @@ TEST(PipelineStagesTest, StagesHoldOnlyTheirParametersUnderGlobalNames) {
 TEST(PipelineStagesTest, TiedEmbeddingsAcrossStagesAreRefused) {
   LlamaConfig config = TinyConfig();
   config.tie_embeddings = true;
-  auto first = LlamaModel::Create(config, {}, {}, PipelinePlan{2, {{0, 0, 2}}});
+  auto first = DecoderModel::Create(config, {}, {}, PipelinePlan{2, {{0, 0, 2}}});
   ASSERT_FALSE(first.ok());
   EXPECT_NE(first.status().message().find("tie_embeddings"), std::string::npos);
 }

@@ -1,4 +1,4 @@
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 
 #include <cstring>
 
@@ -38,11 +38,11 @@ absl::Status CheckPlan(const PipelinePlan& plan, int64_t n_layers) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config,
-                                                               const ActivationCheckpoint& ac,
-                                                               const ModelCompute& where,
-                                                               const PipelinePlan& stages,
-                                                               const ModelFamily& family) {
+absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(const LlamaConfig& config,
+                                                                   const ActivationCheckpoint& ac,
+                                                                   const ModelCompute& where,
+                                                                   const PipelinePlan& stages,
+                                                                   const ModelFamily& family) {
   TITAN_RETURN_IF_ERROR(config.Validate());
   if (where.matmul_dtype != DType::kF32 && where.matmul_dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
                        "(titan/compute.h), so nothing can train on it yet"));
     }
   }
-  std::unique_ptr<LlamaModel> model(
-      new LlamaModel(config, ac, *compute, where.device, where.matmul_dtype, family));
+  std::unique_ptr<DecoderModel> model(
+      new DecoderModel(config, ac, *compute, where.device, where.matmul_dtype, family));
   model->stages_ = plan.local;
   model->num_stages_ = plan.num_stages;
   const bool first = model->holds_first_stage(), last = model->holds_last_stage();
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig
   return model;
 }
 
-void LlamaModel::BuildModules() {
+void DecoderModel::BuildModules() {
   const FamilyParameters owned = OwnedParameters(1);
   std::vector<Parameter>& parameters = ctx_.parameters;
   // Arena order: the embedding, each block's parameters, the final norm and the output (those
@@ -139,7 +139,7 @@ void LlamaModel::BuildModules() {
   root_.set_attention_host(this);
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::WholeParameterShapes(
+std::vector<std::pair<std::string, std::vector<int64_t>>> DecoderModel::WholeParameterShapes(
     const LlamaConfig& config) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (ParameterDecl& decl : InArenaOrder(LlamaFamily().Declare(config, 1))) {
@@ -148,14 +148,14 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaModel::WholeParam
   return shapes;
 }
 
-bool LlamaModel::OwnsLayer(int64_t layer) const {
+bool DecoderModel::OwnsLayer(int64_t layer) const {
   for (const PipelineStage& s : stages_) {
     if (layer >= s.first_layer && layer < s.end_layer) return true;
   }
   return false;
 }
 
-FamilyParameters LlamaModel::OwnedParameters(int64_t tp) const {
+FamilyParameters DecoderModel::OwnedParameters(int64_t tp) const {
   FamilyParameters owned = family_.Declare(config_, tp);
   if (!holds_first_stage()) owned.embedding.clear();
   for (int64_t l = 0; l < config_.n_layers; ++l) {
@@ -165,11 +165,11 @@ FamilyParameters LlamaModel::OwnedParameters(int64_t tp) const {
   return owned;
 }
 
-absl::Status LlamaModel::CheckTensorParallelDegree(int degree) const {
+absl::Status DecoderModel::CheckTensorParallelDegree(int degree) const {
   return titan::CheckTensorParallelDegree(config_, degree);
 }
 
-absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
+absl::Status DecoderModel::SetTensorParallel(const TensorParallelLayout& layout) {
   const TensorParallelGroup tp(layout.group);
   const int t = tp.size();
   TITAN_RETURN_IF_ERROR(CheckTensorParallelDegree(t));
@@ -189,7 +189,7 @@ absl::Status LlamaModel::SetTensorParallel(const TensorParallelLayout& layout) {
   return absl::OkStatus();
 }
 
-void LlamaModel::ReleaseUnusedStorage() {
+void DecoderModel::ReleaseUnusedStorage() {
   bool values_used = false, grads_used = false;
   for (const Parameter& p : ctx_.parameters) {
     values_used = values_used || params_.Contains(p.value.data);
@@ -199,7 +199,7 @@ void LlamaModel::ReleaseUnusedStorage() {
   if (!grads_used) grads_ = Arena();
 }
 
-absl::Status LlamaModel::SaveParameters(const std::string& path) const {
+absl::Status DecoderModel::SaveParameters(const std::string& path) const {
   TITAN_ASSIGN_OR_RETURN(Arena copy, Arena::Allocate(plan_));
   for (int i = 0; i < copy.size(); ++i) {
     const Parameter& p = ctx_.parameters[i];
@@ -212,13 +212,13 @@ absl::Status LlamaModel::SaveParameters(const std::string& path) const {
   return WriteArena(copy, path);
 }
 
-void LlamaModel::ZeroGrad() {
+void DecoderModel::ZeroGrad() {
   if (grads_.flat_size() == 0) return;
   const TensorView all = ctx_.F32(grads_.flat_data(), {static_cast<int64_t>(grads_.flat_size())});
   ctx_.compute.Fill(all, 0.0f).IgnoreError();  // the arena's own memory: cannot fail
 }
 
-absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
+absl::StatusOr<std::vector<Float8LinearChoice>> DecoderModel::ConvertToFloat8(
     const Float8Plugin& plugin, bool gather_float8) {
   std::vector<Parameter>& parameters = ctx_.parameters;
   std::vector<Float8LinearChoice> linears;
@@ -259,7 +259,7 @@ absl::StatusOr<std::vector<Float8LinearChoice>> LlamaModel::ConvertToFloat8(
   return linears;
 }
 
-absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
+absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   if (batch == batch_ && seq_len == seq_len_) return absl::OkStatus();
   const LlamaConfig& c = config_;
   const int64_t t = ctx_.tp.size();
@@ -399,7 +399,7 @@ absl::Status LlamaModel::PlanActivations(int64_t batch, int64_t seq_len) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ArenaPlan> LlamaModel::PlanDeferredGrads() {
+absl::StatusOr<ArenaPlan> DecoderModel::PlanDeferredGrads() {
   const int64_t n = ctx_.n, d = config_.dim;
   ArenaPlan plan;
   deferred_grad_entry_.assign(ctx_.parameters.size(), -1);
@@ -432,7 +432,7 @@ absl::StatusOr<ArenaPlan> LlamaModel::PlanDeferredGrads() {
   return plan;
 }
 
-absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
+absl::StatusOr<DecoderModel::MicrobatchActs*> DecoderModel::NewActivationSet() {
   auto set = std::make_unique<MicrobatchActs>();
   TITAN_ASSIGN_OR_RETURN(set->arena, Arena::Allocate(set_plan_, ctx_.device, "activations"));
   // A slot of the set, or of the shared recompute scratch; empty when this rank has none.
@@ -466,31 +466,31 @@ absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::NewActivationSet() {
   return sets_.back().get();
 }
 
-void LlamaModel::Use(MicrobatchActs& set) {
+void DecoderModel::Use(MicrobatchActs& set) {
   current_ = &set;
   ctx_.token_ids = set.tokens;
   ctx_.target_ids = set.targets;
 }
 
-TensorView LlamaModel::logits() const {
+TensorView DecoderModel::logits() const {
   if (current_ == nullptr || head_ == nullptr) return {};
   return ModuleContext::Reshaped(current_->head.logits, {ctx_.n, ctx_.local().vocab});
 }
 
-size_t LlamaModel::activation_bytes() const {
+size_t DecoderModel::activation_bytes() const {
   size_t floats = shared_arena_.flat_size();
   for (const auto& set : sets_) floats += set->arena.flat_size() + set->deferred_arena.flat_size();
   return floats * sizeof(float) + ctx_.attention->workspace_bytes();
 }
 
-absl::Status LlamaModel::SetAttention(CausalAttention* attention) {
+absl::Status DecoderModel::SetAttention(CausalAttention* attention) {
   ctx_.attention = attention != nullptr ? attention : &local_attention_;
   batch_ = seq_len_ = 0;  // the activations' sizes change with the local sequence
   tokens_valid_ = false;
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targets) const {
+absl::Status DecoderModel::CheckTokens(const int32_t* tokens, const int32_t* targets) const {
   const int64_t n = batch_ * seq_len_;
   for (int64_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
@@ -507,8 +507,8 @@ absl::Status LlamaModel::CheckTokens(const int32_t* tokens, const int32_t* targe
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* targets,
-                                          int64_t batch, int64_t seq_len) {
+absl::StatusOr<float> DecoderModel::Forward(const int32_t* tokens, const int32_t* targets,
+                                            int64_t batch, int64_t seq_len) {
   ScopedSpan span("module", "model", ".forward");
   if (batch <= 0 || seq_len <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("model input: expected a positive batch and ",
@@ -541,14 +541,14 @@ absl::StatusOr<float> LlamaModel::Forward(const int32_t* tokens, const int32_t* 
   return attention.AverageLoss(loss);
 }
 
-absl::Status LlamaModel::EmbedTokens(bool root_hooks) {
+absl::Status DecoderModel::EmbedTokens(bool root_hooks) {
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   TITAN_RETURN_IF_ERROR(embedding_->Forward(current_->residual[0]));
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.AfterForward());
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> LlamaModel::HeadForward(bool root_hooks) {
+absl::StatusOr<float> DecoderModel::HeadForward(bool root_hooks) {
   MicrobatchActs& set = *current_;
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeForward());
   TITAN_RETURN_IF_ERROR(final_norm_->Forward(set.residual.back(), set.final_norm, set.final_rstd));
@@ -557,7 +557,7 @@ absl::StatusOr<float> LlamaModel::HeadForward(bool root_hooks) {
   return loss;
 }
 
-absl::Status LlamaModel::ForwardLayers(int64_t first, int64_t end) {
+absl::Status DecoderModel::ForwardLayers(int64_t first, int64_t end) {
   MicrobatchActs& set = *current_;
   for (int64_t l = first; l < end; ++l) {
     ScopedSpan span("module", layer_module_[l]->name(), ".forward");
@@ -571,7 +571,7 @@ absl::Status LlamaModel::ForwardLayers(int64_t first, int64_t end) {
 
 // Under the zero-bubble split the weights' gradients wait for BackwardWeight, which runs the
 // backward hooks; the input gradient needs only the weights, gathered as for a forward.
-absl::Status LlamaModel::BackwardLayers(int64_t first, int64_t end) {
+absl::Status DecoderModel::BackwardLayers(int64_t first, int64_t end) {
   MicrobatchActs& set = *current_;
   WeightPass* deferring = ctx_.deferring;
   for (int64_t l = end - 1; l >= first; --l) {
@@ -586,7 +586,7 @@ absl::Status LlamaModel::BackwardLayers(int64_t first, int64_t end) {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::Backward() {
+absl::Status DecoderModel::Backward() {
   ScopedSpan span("module", "model", ".backward");
   if (!tokens_valid_) {
     return absl::FailedPreconditionError("model: Backward needs a Forward first");
@@ -600,7 +600,7 @@ absl::Status LlamaModel::Backward() {
 }
 
 // Leaves the gradient of the last block's output in the d_residual scratch.
-absl::Status LlamaModel::HeadBackward(bool root_hooks) {
+absl::Status DecoderModel::HeadBackward(bool root_hooks) {
   MicrobatchActs& set = *current_;
   const bool deferring = ctx_.deferring != nullptr;
   if (root_hooks) {
@@ -619,7 +619,7 @@ absl::Status LlamaModel::HeadBackward(bool root_hooks) {
 }
 
 // From the gradient of the first block's input in the d_residual scratch.
-absl::Status LlamaModel::EmbeddingBackward(bool root_hooks) {
+absl::Status DecoderModel::EmbeddingBackward(bool root_hooks) {
   return embedding_->Backward(d_residual(), root_hooks ? &root_ : nullptr);
 }
 

@@ -7,15 +7,15 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 #include "core/model/modules/linear.h"
 #include "core/runtime/profiler.h"
 
 namespace titan {
 
-absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> tokens,
-                                         std::vector<std::vector<int32_t>> targets, int64_t batch,
-                                         int64_t seq_len) {
+absl::Status DecoderModel::SetMicrobatches(std::vector<std::vector<int32_t>> tokens,
+                                           std::vector<std::vector<int32_t>> targets, int64_t batch,
+                                           int64_t seq_len) {
   if (tokens.empty() || tokens.size() != targets.size() || batch <= 0 || seq_len <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model: expected one or more microbatches of tokens and targets and a positive batch and "
@@ -48,7 +48,7 @@ absl::Status LlamaModel::SetMicrobatches(std::vector<std::vector<int32_t>> token
   return absl::OkStatus();
 }
 
-absl::StatusOr<const PipelineStage*> LlamaModel::LocalStage(int stage, int microbatch) const {
+absl::StatusOr<const PipelineStage*> DecoderModel::LocalStage(int stage, int microbatch) const {
   if (microbatch < 0 || microbatch >= num_microbatches()) {
     return absl::OutOfRangeError(
         absl::StrCat("pipeline: microbatch ", microbatch, " of a step of ", num_microbatches()));
@@ -60,7 +60,7 @@ absl::StatusOr<const PipelineStage*> LlamaModel::LocalStage(int stage, int micro
       absl::StrCat("pipeline: stage ", stage, " is not on this rank"));
 }
 
-absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::SetFor(int microbatch) {
+absl::StatusOr<DecoderModel::MicrobatchActs*> DecoderModel::SetFor(int microbatch) {
   int& index = set_of_[microbatch];
   if (index < 0) {
     if (free_sets_.empty()) {
@@ -74,7 +74,7 @@ absl::StatusOr<LlamaModel::MicrobatchActs*> LlamaModel::SetFor(int microbatch) {
   return sets_[index].get();
 }
 
-void LlamaModel::ReleaseSet(int microbatch) {
+void DecoderModel::ReleaseSet(int microbatch) {
   int& index = set_of_[microbatch];
   if (index >= 0 && --sets_[index]->backwards_left == 0) {
     free_sets_.push_back(index);
@@ -82,8 +82,8 @@ void LlamaModel::ReleaseSet(int microbatch) {
   }
 }
 
-absl::StatusOr<TensorView> LlamaModel::Boundary(int stage, int microbatch, bool output,
-                                                bool gradient) {
+absl::StatusOr<TensorView> DecoderModel::Boundary(int stage, int microbatch, bool output,
+                                                  bool gradient) {
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
   if (!output && stage == 0) {
     return absl::InvalidArgumentError("pipeline: stage 0 starts at the tokens, no input");
@@ -96,20 +96,20 @@ absl::StatusOr<TensorView> LlamaModel::Boundary(int stage, int microbatch, bool 
   return gradient ? set->d_boundary[layer] : set->residual[layer];
 }
 
-absl::StatusOr<TensorView> LlamaModel::StageInput(int stage, int microbatch) {
+absl::StatusOr<TensorView> DecoderModel::StageInput(int stage, int microbatch) {
   return Boundary(stage, microbatch, /*output=*/false, /*gradient=*/false);
 }
-absl::StatusOr<TensorView> LlamaModel::StageOutput(int stage, int microbatch) {
+absl::StatusOr<TensorView> DecoderModel::StageOutput(int stage, int microbatch) {
   return Boundary(stage, microbatch, /*output=*/true, /*gradient=*/false);
 }
-absl::StatusOr<TensorView> LlamaModel::OutputGrad(int stage, int microbatch) {
+absl::StatusOr<TensorView> DecoderModel::OutputGrad(int stage, int microbatch) {
   return Boundary(stage, microbatch, /*output=*/true, /*gradient=*/true);
 }
-absl::StatusOr<TensorView> LlamaModel::InputGrad(int stage, int microbatch) {
+absl::StatusOr<TensorView> DecoderModel::InputGrad(int stage, int microbatch) {
   return Boundary(stage, microbatch, /*output=*/false, /*gradient=*/true);
 }
 
-absl::Status LlamaModel::Forward(int stage, int microbatch) {
+absl::Status DecoderModel::Forward(int stage, int microbatch) {
   ScopedSpan span("module",
                   [&] { return absl::StrCat("stage", stage, ".forward mb", microbatch); });
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
@@ -130,7 +130,7 @@ absl::Status LlamaModel::Forward(int stage, int microbatch) {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
+absl::Status DecoderModel::StageBackward(int stage, int microbatch, bool split) {
   ScopedSpan span("module", [&] {
     return absl::StrCat("stage", stage, split ? ".backward_input" : ".backward", " mb", microbatch);
   });
@@ -170,15 +170,15 @@ absl::Status LlamaModel::StageBackward(int stage, int microbatch, bool split) {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::Backward(int stage, int microbatch) {
+absl::Status DecoderModel::Backward(int stage, int microbatch) {
   return StageBackward(stage, microbatch, /*split=*/false);
 }
 
-absl::Status LlamaModel::BackwardInput(int stage, int microbatch) {
+absl::Status DecoderModel::BackwardInput(int stage, int microbatch) {
   return StageBackward(stage, microbatch, /*split=*/true);
 }
 
-absl::Status LlamaModel::BackwardWeight(int stage, int microbatch) {
+absl::Status DecoderModel::BackwardWeight(int stage, int microbatch) {
   ScopedSpan span("module",
                   [&] { return absl::StrCat("stage", stage, ".backward_weight mb", microbatch); });
   TITAN_ASSIGN_OR_RETURN(const PipelineStage* s, LocalStage(stage, microbatch));
@@ -193,7 +193,7 @@ absl::Status LlamaModel::BackwardWeight(int stage, int microbatch) {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) {
+absl::Status DecoderModel::RunDeferredGrads(MicrobatchActs& set, int local_stage) {
   Use(set);
   std::vector<DeferredGrad>& work = set.deferred[local_stage];
   // In the order BackwardInput left them, each module's between its backward hooks (which is

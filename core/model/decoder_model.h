@@ -4,8 +4,8 @@
 // modules' activations once per (batch, seq_len) and reuses them every step, runs the parallel
 // plugins' hooks around its modules and the pipeline's stages. Every kernel runs through the
 // device's compute interface (titan/compute.h), in f32 or with bf16 matmul operands.
-#ifndef TITAN_CORE_MODEL_LLAMA_H_
-#define TITAN_CORE_MODEL_LLAMA_H_
+#ifndef TITAN_CORE_MODEL_DECODER_MODEL_H_
+#define TITAN_CORE_MODEL_DECODER_MODEL_H_
 
 #include <array>
 #include <cstdint>
@@ -42,12 +42,12 @@ struct ModelCompute {
   DType matmul_dtype = DType::kF32;
 };
 
-class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, public AttentionHost {
+class DecoderModel : public TensorParallelTarget, public PipelineStageTarget, public AttentionHost {
  public:
   // With a pipeline plan, the model holds only the plan's local stages: their blocks, the
   // embedding on stage 0 and the final norm and output on the last stage, under their global
   // names. An empty plan: one stage with everything.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+  static absl::StatusOr<std::unique_ptr<DecoderModel>> Create(
       const LlamaConfig& config, const ActivationCheckpoint& ac = {},
       const ModelCompute& where = {}, const PipelinePlan& stages = {},
       const ModelFamily& family = LlamaFamily());
@@ -159,8 +159,8 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
     Arena deferred_arena;
   };
 
-  LlamaModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
-             DevicePlugin* device, DType matmul_dtype, const ModelFamily& family)
+  DecoderModel(const LlamaConfig& config, const ActivationCheckpoint& ac, Compute& compute,
+               DevicePlugin* device, DType matmul_dtype, const ModelFamily& family)
       : config_(config),
         ac_(ac),
         family_(family),
@@ -245,4 +245,4 @@ class LlamaModel : public TensorParallelTarget, public PipelineStageTarget, publ
 
 }  // namespace titan
 
-#endif  // TITAN_CORE_MODEL_LLAMA_H_
+#endif  // TITAN_CORE_MODEL_DECODER_MODEL_H_

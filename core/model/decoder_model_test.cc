@@ -1,4 +1,4 @@
-#include "core/model/llama.h"
+#include "core/model/decoder_model.h"
 
 #include <gtest/gtest.h>
 
@@ -34,7 +34,7 @@ Batch MakeBatch(int64_t n, int64_t vocab) {
 TEST(LlamaTest, ParametersAreTheSdkViewOfTheArenas) {
   LlamaConfig config = TinyConfig();
   config.tie_embeddings = true;
-  auto model = LlamaModel::Create(config);
+  auto model = DecoderModel::Create(config);
   ASSERT_TRUE(model.ok()) << model.status();
   const std::vector<Parameter> parameters = (*model)->Parameters();
   int64_t total = 0;
@@ -72,7 +72,7 @@ class LayoutOnlyGroup : public Communicator {
 };
 
 TEST(LlamaTest, TensorParallelLayoutsThatCannotSplitAreErrorsNamingTheNumbers) {
-  auto model = LlamaModel::Create(TinyConfig());  // 4 heads, 2 kv heads, vocabulary 50
+  auto model = DecoderModel::Create(TinyConfig());  // 4 heads, 2 kv heads, vocabulary 50
   ASSERT_TRUE(model.ok());
   LayoutOnlyGroup three(3), two(2), four(4);
   absl::Status status = (*model)->SetTensorParallel({&three});
@@ -82,12 +82,12 @@ TEST(LlamaTest, TensorParallelLayoutsThatCannotSplitAreErrorsNamingTheNumbers) {
   EXPECT_NE(status.message().find("n_kv_heads = 2"), std::string::npos) << status;
   LlamaConfig config = TinyConfig();
   config.vocab_size = 51;
-  model = LlamaModel::Create(config);
+  model = DecoderModel::Create(config);
   ASSERT_TRUE(model.ok());
   status = (*model)->SetTensorParallel({&two});
   EXPECT_NE(status.message().find("vocab_size = 51"), std::string::npos) << status;
   // Divisible, but the parameters are whole: the model will not compute with the wrong boxes.
-  model = LlamaModel::Create(TinyConfig());
+  model = DecoderModel::Create(TinyConfig());
   ASSERT_TRUE(model.ok());
   status = (*model)->SetTensorParallel({&two});
   EXPECT_NE(status.message().find("tok_embeddings.weight to hold [25, 32], found [50, 32]"),
@@ -98,7 +98,7 @@ TEST(LlamaTest, TensorParallelLayoutsThatCannotSplitAreErrorsNamingTheNumbers) {
 }
 
 TEST(LlamaTest, RejectsBadInput) {
-  auto model = LlamaModel::Create(TinyConfig());
+  auto model = DecoderModel::Create(TinyConfig());
   ASSERT_TRUE(model.ok());
   EXPECT_EQ((*model)->Backward().code(), absl::StatusCode::kFailedPrecondition);
   Batch batch = MakeBatch(6, 50);
@@ -124,7 +124,7 @@ TEST_P(LlamaActivationCheckpointTest, GivesIdenticalGradients) {
     SCOPED_TRACE(std::string(mode) + " " + option);
     auto ac = ParseActivationCheckpoint(mode, option);
     ASSERT_TRUE(ac.ok());
-    auto model = LlamaModel::Create(TinyConfig(), *ac, ModelCompute{nullptr, GetParam()});
+    auto model = DecoderModel::Create(TinyConfig(), *ac, ModelCompute{nullptr, GetParam()});
     ASSERT_TRUE(model.ok());
     (*model)->Initialize(3);
     for (int step = 0; step < 2; ++step) {  // the second step reuses the planned memory
@@ -166,7 +166,7 @@ TEST(LlamaTest, Bf16StoresTheMatmulInputsInHalfTheBytes) {
     return (bytes + a - 1) / a * a;
   };
   int64_t largest_parameter = 0;
-  for (const auto& [name, shape] : LlamaModel::WholeParameterShapes(config)) {
+  for (const auto& [name, shape] : DecoderModel::WholeParameterShapes(config)) {
     largest_parameter = std::max(largest_parameter, std::accumulate(shape.begin(), shape.end(),
                                                                     int64_t{1}, std::multiplies()));
   }
@@ -195,7 +195,7 @@ TEST(LlamaTest, Bf16StoresTheMatmulInputsInHalfTheBytes) {
     }
     std::array<int64_t, 2> bytes{};
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      auto model = LlamaModel::Create(config, *ac, ModelCompute{nullptr, dtype});
+      auto model = DecoderModel::Create(config, *ac, ModelCompute{nullptr, dtype});
       ASSERT_TRUE(model.ok()) << model.status();
       (*model)->Initialize(3);
       auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), batch, seq_len);
