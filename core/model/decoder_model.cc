@@ -139,10 +139,10 @@ void DecoderModel::BuildModules() {
   root_.set_attention_host(this);
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> DecoderModel::WholeParameterShapes(
-    const LlamaConfig& config) {
+std::vector<std::pair<std::string, std::vector<int64_t>>> DecoderModel::WholeParameterShapes()
+    const {
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  for (ParameterDecl& decl : InArenaOrder(LlamaFamily().Declare(config, 1))) {
+  for (ParameterDecl& decl : InArenaOrder(family_.Declare(config_, 1))) {
     shapes.emplace_back(std::move(decl.name), std::move(decl.shape));
   }
   return shapes;

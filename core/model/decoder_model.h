@@ -53,9 +53,9 @@ class DecoderModel : public TensorParallelTarget, public PipelineStageTarget, pu
       const ModelFamily& family = LlamaFamily());
 
   const LlamaConfig& config() const { return config_; }
-  // Every parameter's name and shape in the whole (one-stage, one-rank) model, in arena order.
-  static std::vector<std::pair<std::string, std::vector<int64_t>>> WholeParameterShapes(
-      const LlamaConfig& config);
+  // Every parameter's name and shape in the whole (one-stage, one-rank) model, in arena order:
+  // also those other pipeline stages hold.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> WholeParameterShapes() const;
   Compute& compute() const { return ctx_.compute; }
   // The device plugin holding the model's memory; null: host memory (the CPU).
   DevicePlugin* device() const { return ctx_.device; }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -166,9 +167,10 @@ TEST(LlamaTest, Bf16StoresTheMatmulInputsInHalfTheBytes) {
     return (bytes + a - 1) / a * a;
   };
   int64_t largest_parameter = 0;
-  for (const auto& [name, shape] : DecoderModel::WholeParameterShapes(config)) {
-    largest_parameter = std::max(largest_parameter, std::accumulate(shape.begin(), shape.end(),
-                                                                    int64_t{1}, std::multiplies()));
+  for (const ParameterDecl& decl : InArenaOrder(LlamaFamily().Declare(config, 1))) {
+    largest_parameter = std::max(
+        largest_parameter,
+        std::accumulate(decl.shape.begin(), decl.shape.end(), int64_t{1}, std::multiplies()));
   }
   const int64_t bf16_scratch = planned(2 * n * qd) +
                                planned(2 * n * std::max({d, qd, f, config.vocab_size})) +
@@ -204,6 +206,23 @@ TEST(LlamaTest, Bf16StoresTheMatmulInputsInHalfTheBytes) {
       bytes[dtype == DType::kBF16] = static_cast<int64_t>((*model)->activation_bytes());
     }
     EXPECT_EQ(bytes[0] - bytes[1], saved - bf16_scratch);
+  }
+}
+
+// A tied table is the output projection too: it starts small enough that the first logits are of
+// order one, so the first loss is near ln(vocab), as for the untied flavor (not 250 as it was with
+// the embedding's Normal(0, 1)).
+TEST(LlamaTest, ATiedModelStartsNearTheUniformLoss) {
+  for (const char* flavor : {"debugmodel", "debugmodel_tied"}) {
+    SCOPED_TRACE(flavor);
+    const LlamaConfig config = *LlamaFlavor(flavor);
+    auto model = DecoderModel::Create(config);
+    ASSERT_TRUE(model.ok()) << model.status();
+    (*model)->Initialize(7);
+    const Batch data = MakeBatch(2 * 32, config.vocab_size);
+    auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), 2, 32);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_NEAR(*loss, std::log(static_cast<double>(config.vocab_size)), 1.0);
   }
 }
 

@@ -21,19 +21,24 @@ class Llama : public ModelFamily {
     const int64_t d = c.dim, hd = c.head_dim(), f = c.hidden_dim() / tp, v = c.vocab_size / tp;
     const int64_t qd = c.n_heads / tp * hd, kvd = c.n_kv_heads / tp * hd;
     using Style = TensorParallelStyle;
-    // TorchTitan's initialization: norms at one; the embedding Normal(0, 1); the projections
+    // TorchTitan's initialization: norms at one; an untied embedding Normal(0, 1); the projections
     // truncated at +-2 with std 0.02, the ones back into the residual stream (wo, w2) and w3
     // scaled by depth, 0.02 / sqrt(2 (layer + 1)); the output std 1 / sqrt(dim), cut at 3 std.
     const ParameterInit ones;
     auto normal = [](double std, double low, double high) {
       return ParameterInit{ParameterInit::Kind::kTruncatedNormal, std, low, high};
     };
+    const double output_std = 1.0 / std::sqrt(static_cast<double>(c.dim));
+    const ParameterInit output_init = normal(output_std, -3 * output_std, 3 * output_std);
+    // A tied table is also the output projection: Normal(0, 1) would make the first logits of
+    // order sqrt(dim). It starts as Hugging Face's transformers start a tied model (Qwen3, Gemma):
+    // Normal(0, initializer_range = 0.02), the first loss then near ln(vocab).
     FamilyParameters family;
     family.embedding = {{"tok_embeddings.weight",
                          {v, d},
                          Style::kVocabParallelEmbedding,
                          false,
-                         normal(1.0, -INFINITY, INFINITY)}};
+                         normal(c.tie_embeddings ? 0.02 : 1.0, -INFINITY, INFINITY)}};
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const std::string prefix = absl::StrCat("layers.", l, ".");
       const ParameterInit in = normal(0.02, -2.0, 2.0);
@@ -57,9 +62,7 @@ class Llama : public ModelFamily {
     family.head = {{"norm.weight", {d}, Style::kReplicate, false, ones}};
     // A tied output is the embedding table, which is read in f32.
     if (!c.tie_embeddings) {
-      const double std = 1.0 / std::sqrt(static_cast<double>(c.dim));
-      family.head.push_back(
-          {"output.weight", {v, d}, Style::kColumnwise, true, normal(std, -3 * std, 3 * std)});
+      family.head.push_back({"output.weight", {v, d}, Style::kColumnwise, true, output_init});
     }
     return family;
   }

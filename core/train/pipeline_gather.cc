@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> GatherPipelineModel(const DecoderM
   absl::flat_hash_map<std::string, const Parameter*> held;
   for (const Parameter& p : stage_model.Parameters()) held[p.name] = &p;
   Compute& compute = stage_model.compute();
-  for (const auto& [name, shape] : DecoderModel::WholeParameterShapes(stage_model.config())) {
+  for (const auto& [name, shape] : stage_model.WholeParameterShapes()) {
     int64_t count = 1;
     for (int64_t extent : shape) count *= extent;
     std::vector<float> values(static_cast<size_t>(count), 0.0f);
