@@ -235,6 +235,10 @@ inline unsigned atomicMax(unsigned* address, unsigned value) {  // one OS thread
   return old;
 }
 
+// CUDA's separately rounded product and sum, which keep nvcc from fusing them into an FMA.
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+
 // CUDA's classification functions, which the kernels call unqualified.
 using std::isfinite;
 using std::isnan;

@@ -455,6 +455,165 @@ inline absl::Status CheckCrossEntropyBackwardOperands(const TensorView& logits,
   return ExpectOperand(kKernel, "dlogits", dlogits, device, DType::kF32, logits.numel());
 }
 
+// A routing's top_k, groups and groups_chosen against the router's E experts.
+inline absl::Status CheckMoeRouting(const char* kernel, const MoeRouting& r, int64_t experts) {
+  if (r.score != MoeRouting::Score::kSoftmax && r.score != MoeRouting::Score::kSigmoid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernel, ": routing.score ", static_cast<int>(r.score), " is neither softmax nor sigmoid"));
+  }
+  if (r.top_k < 1 || r.top_k > experts) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": routing.top_k ", r.top_k,
+                                                   " must be in [1, ", experts, "] (the experts)"));
+  }
+  if (r.groups < 1 || experts % r.groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": routing.groups ", r.groups,
+                                                   " must divide the ", experts, " experts"));
+  }
+  if (r.groups_chosen < 1 || r.groups_chosen > r.groups) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": routing.groups_chosen ",
+                                                   r.groups_chosen, " must be in [1, ", r.groups,
+                                                   "] (the groups)"));
+  }
+  const int64_t eligible = r.groups_chosen * (experts / r.groups);
+  if (r.top_k > eligible) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": routing.top_k ", r.top_k,
+                                                   " exceeds the ", eligible, " experts of the ",
+                                                   r.groups_chosen, " groups chosen"));
+  }
+  return absl::OkStatus();
+}
+
+// Router logits [n, E], f32.
+inline absl::Status ExpectRouterLogits(const char* kernel, const TensorView& logits,
+                                       DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "logits", logits, 2));
+  return ExpectOperand(kernel, "logits", logits, device, DType::kF32);
+}
+
+// The MoE kernels' k = m / n experts per token: `operand` holds the m assignments of n tokens.
+inline absl::Status ExpectWholeAssignmentsPerToken(const char* kernel, const char* operand,
+                                                   int64_t assignments, int64_t tokens) {
+  if (tokens == 0 ? assignments == 0 : assignments % tokens == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(kernel, ": operand '", operand, "' expected a multiple of ", tokens,
+                   " assignments (k per token), found ", assignments));
+}
+
+// MoeRoute's logits [n, E], bias [E] (or no data: none) and weights [n, k] (f32), experts
+// [n, k] (i32), and a routing that fits E experts.
+inline absl::Status CheckMoeRouteOperands(const TensorView& logits, const TensorView& bias,
+                                          const MoeRouting& routing, const TensorView& experts,
+                                          const TensorView& weights, DeviceType device) {
+  constexpr const char* kKernel = "MoeRoute";
+  TITAN_RETURN_IF_ERROR(ExpectRouterLogits(kKernel, logits, device));
+  const int64_t n = logits.shape[0], e = logits.shape[1];
+  if (bias.data != nullptr) {
+    TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "bias", bias, device, DType::kF32, e));
+  }
+  TITAN_RETURN_IF_ERROR(CheckMoeRouting(kKernel, routing, e));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperand(kKernel, "experts", experts, device, DType::kI32, n * routing.top_k));
+  return ExpectOperand(kKernel, "weights", weights, device, DType::kF32, n * routing.top_k);
+}
+
+// MoeRouteBackward's logits and d_logits [n, E] and d_weights [n, k] (f32), experts [n, k]
+// (i32), and a routing that fits E experts.
+inline absl::Status CheckMoeRouteBackwardOperands(const TensorView& logits,
+                                                  const TensorView& experts,
+                                                  const TensorView& d_weights,
+                                                  const MoeRouting& routing,
+                                                  const TensorView& d_logits, DeviceType device) {
+  constexpr const char* kKernel = "MoeRouteBackward";
+  TITAN_RETURN_IF_ERROR(ExpectRouterLogits(kKernel, logits, device));
+  const int64_t n = logits.shape[0], e = logits.shape[1];
+  TITAN_RETURN_IF_ERROR(CheckMoeRouting(kKernel, routing, e));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperand(kKernel, "experts", experts, device, DType::kI32, n * routing.top_k));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperand(kKernel, "d_weights", d_weights, device, DType::kF32, n * routing.top_k));
+  return ExpectOperand(kKernel, "d_logits", d_logits, device, DType::kF32, n * e);
+}
+
+// MoePermute's experts (i32, m of them), counts (i32, one per expert, at least one) and slots
+// (i32 [m]).
+inline absl::Status CheckMoePermuteOperands(const TensorView& experts, const TensorView& counts,
+                                            const TensorView& slots, DeviceType device) {
+  constexpr const char* kKernel = "MoePermute";
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "experts", experts, device, DType::kI32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "counts", counts, device, DType::kI32));
+  if (counts.numel() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'counts' expected at least one expert, found 0"));
+  }
+  return ExpectOperand(kKernel, "slots", slots, device, DType::kI32, experts.numel());
+}
+
+// MoeDispatch's x [n, d] (f32 or bf16), slots [m] (i32, k per token) and out [m, d] of x's dtype.
+inline absl::Status CheckMoeDispatchOperands(const TensorView& x, const TensorView& slots,
+                                             const TensorView& out, DeviceType device) {
+  constexpr const char* kKernel = "MoeDispatch";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "x", x, 2));
+  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kKernel, ": operand 'x' expected f32 or bf16, found ", DTypeName(x.dtype)));
+  }
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "x", x, device, x.dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "slots", slots, device, DType::kI32));
+  const int64_t m = slots.numel();
+  TITAN_RETURN_IF_ERROR(ExpectWholeAssignmentsPerToken(kKernel, "slots", m, x.shape[0]));
+  return ExpectOperand(kKernel, "out", out, device, x.dtype, m * x.shape[1]);
+}
+
+// MoeDispatchBackward's d_out [m, d] and dx [n, d] (f32) and slots [m] (i32, k per token).
+inline absl::Status CheckMoeDispatchBackwardOperands(const TensorView& d_out,
+                                                     const TensorView& slots, const TensorView& dx,
+                                                     DeviceType device) {
+  constexpr const char* kKernel = "MoeDispatchBackward";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "d_out", d_out, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "d_out", d_out, device, DType::kF32));
+  const int64_t m = d_out.shape[0], d = d_out.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "slots", slots, device, DType::kI32, m));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "dx", dx, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dx", dx, device, DType::kF32, dx.shape[0] * d));
+  return ExpectWholeAssignmentsPerToken(kKernel, "slots", m, dx.shape[0]);
+}
+
+// MoeCombine's y [m, d], weights [m] and out [n, d] (f32) and slots [m] (i32, k per token).
+inline absl::Status CheckMoeCombineOperands(const TensorView& y, const TensorView& weights,
+                                            const TensorView& slots, const TensorView& out,
+                                            DeviceType device) {
+  constexpr const char* kKernel = "MoeCombine";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "y", y, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "y", y, device, DType::kF32));
+  const int64_t m = y.shape[0], d = y.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "weights", weights, device, DType::kF32, m));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "slots", slots, device, DType::kI32, m));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "out", out, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32, out.shape[0] * d));
+  return ExpectWholeAssignmentsPerToken(kKernel, "slots", m, out.shape[0]);
+}
+
+// MoeCombineBackward's d_out [n, d], y and d_y [m, d], weights and d_weights [m] (f32), and slots
+// [m] (i32, k per token).
+inline absl::Status CheckMoeCombineBackwardOperands(const TensorView& d_out, const TensorView& y,
+                                                    const TensorView& weights,
+                                                    const TensorView& slots, const TensorView& d_y,
+                                                    const TensorView& d_weights,
+                                                    DeviceType device) {
+  constexpr const char* kKernel = "MoeCombineBackward";
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "d_out", d_out, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "d_out", d_out, device, DType::kF32));
+  const int64_t n = d_out.shape[0], d = d_out.shape[1];
+  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "y", y, 2));
+  const int64_t m = y.shape[0];
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "y", y, device, DType::kF32, m * d));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "weights", weights, device, DType::kF32, m));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "slots", slots, device, DType::kI32, m));
+  TITAN_RETURN_IF_ERROR(ExpectWholeAssignmentsPerToken(kKernel, "slots", m, n));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "d_y", d_y, device, DType::kF32, m * d));
+  return ExpectOperand(kKernel, "d_weights", d_weights, device, DType::kF32, m);
+}
+
 // AdamStep's params, grads, exp_avg and exp_avg_sq, f32 of params' size.
 inline absl::Status CheckAdamStepOperands(const TensorView& params, const TensorView& grads,
                                           const TensorView& exp_avg, const TensorView& exp_avg_sq,

@@ -1,5 +1,6 @@
 // The plain data the compute interface's kernels take besides their tensors: attention's and
-// RoPE's shapes, the optimizers' hyperparameters, Float8 scaling, and stream and event handles.
+// RoPE's shapes, the optimizers' hyperparameters, Float8 scaling, mixture-of-experts routing, and
+// stream and event handles.
 // Apart from titan/compute.h so that the operand checks (titan/compute_operands.h), which the
 // interface runs, can name them.
 #ifndef TITAN_COMPUTE_TYPES_H_
@@ -73,6 +74,19 @@ struct Float8Scaling {
   bool power_of_two = false;
   bool transpose = false;
   TensorView amax;  // data null: x's own amaxes
+};
+
+// How a mixture-of-experts router turns its logits into each token's experts and weights
+// (TorchTitan's TokenChoiceTopKRouter; Qwen3: softmax, normalize; DeepSeek-V3: sigmoid, normalize,
+// groups, scale).
+struct MoeRouting {
+  enum class Score : uint8_t { kSoftmax, kSigmoid };
+  Score score = Score::kSoftmax;
+  int64_t top_k = 1;
+  bool normalize = true;      // weights divided by their sum (+ 1e-20)
+  float scale = 1.0f;         // route scale, applied last
+  int64_t groups = 1;         // node-limited routing: experts split into `groups` equal groups ...
+  int64_t groups_chosen = 1;  // ... and only the best `groups_chosen` groups' experts are eligible
 };
 
 // An ordered queue of work on the device, and a marker in it. The CPU has one stream that runs
