@@ -5,7 +5,9 @@
 //   titan_train_bench --dim 512 --n_layers 8 --n_heads 8 --n_kv_heads 4 --vocab_size 8192
 //                     --seq_len 512 --batch 4 --steps 5
 // (each flag optional: the defaults are the debugmodel at seq_len 256, batch 8); --bf16 1 runs the
-// matmuls with bf16 operands (training.mixed_precision_param = "bfloat16").
+// matmuls with bf16 operands (training.mixed_precision_param = "bfloat16"). --experts E --top_k K
+// --expert_hidden H make every block a mixture of E experts of H features, K per token (the qwen3
+// family, QK-norm on); --hidden F sets a dense feed-forward's width (0: Llama's rule).
 // --peak instead prints the f32 matmul rate of this machine (GFLOP/s, best of 2048^3 sgemms).
 #include <omp.h>
 
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,9 +43,15 @@ int Train(const std::map<std::string, int64_t>& args) {
   config.dim = args.at("dim"), config.n_layers = args.at("n_layers");
   config.n_heads = args.at("n_heads"), config.n_kv_heads = args.at("n_kv_heads");
   config.vocab_size = args.at("vocab_size");
+  config.explicit_hidden_dim = args.at("hidden");
+  config.moe.experts = args.at("experts"), config.moe.top_k = args.at("top_k");
+  config.moe.hidden_dim = args.at("expert_hidden");
+  const bool qwen3 = config.moe.enabled();
+  config.qk_norm = qwen3;
   const int64_t batch = args.at("batch"), seq_len = args.at("seq_len"), steps = args.at("steps");
   const DType matmul = args.at("bf16") != 0 ? DType::kBF16 : DType::kF32;
-  auto model = DecoderModel::Create(config, {}, ModelCompute{nullptr, matmul});
+  auto model = DecoderModel::Create(config, {}, ModelCompute{nullptr, matmul}, PipelinePlan{},
+                                    qwen3 ? Qwen3Family() : LlamaFamily());
   if (!model.ok()) return Fail(model.status().ToString());
   (*model)->Initialize(0);
   auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
@@ -90,7 +99,11 @@ int Train(const std::map<std::string, int64_t>& args) {
 int main(int argc, char** argv) {
   std::map<std::string, int64_t> args = {{"dim", 256},       {"n_layers", 6},      {"n_heads", 16},
                                          {"n_kv_heads", 16}, {"vocab_size", 2048}, {"seq_len", 256},
-                                         {"batch", 8},       {"steps", 5},         {"bf16", 0}};
+                                         {"batch", 8},       {"steps", 5},         {"bf16", 0},
+                                         {"hidden", 0},      {"experts", 0},       {"top_k", 0},
+                                         {"expert_hidden", 0}};
+  // These may be 0: unset, or a dense model.
+  const std::set<std::string> zero_allowed = {"hidden", "experts", "top_k", "expert_hidden"};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--peak") {
@@ -102,9 +115,9 @@ int main(int argc, char** argv) {
     }
     const std::string key = flag.substr(2);
     args[key] = std::atoll(argv[++i]);
-    if (key == "bf16" ? args[key] != 0 && args[key] != 1 : args[key] <= 0) {
-      return titan::Fail(flag +
-                         (key == "bf16" ? ": expected 0 or 1" : ": expected a positive integer"));
+    if (key == "bf16" ? args[key] != 0 && args[key] != 1
+                      : args[key] < (zero_allowed.count(key) ? 0 : 1)) {
+      return titan::Fail(flag + (key == "bf16" ? ": expected 0 or 1" : ": expected a count"));
     }
   }
   return titan::Train(args);

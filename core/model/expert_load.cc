@@ -47,6 +47,7 @@ absl::Status DecoderModel::BalanceExperts(const std::vector<ExpertLoad>& loads) 
     const bool sharded = p.shard.data != nullptr;
     const TensorView& held = sharded ? p.shard : p.value;
     const int64_t first = sharded ? p.shard_offset : 0;
+    if (held.numel() == 0) continue;  // no run of it on this rank
     std::vector<float> bias(held.numel());
     TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(held, bias.data()));
     for (int64_t i = 0; i < held.numel(); ++i) bias[i] += delta[first + i] - mean_delta;

@@ -1,5 +1,6 @@
 // Qwen3 as a model family (TorchTitan's qwen3 names): Llama's pre-norm blocks with an explicit
-// head size, QK-norm (an RMSNorm over each query and key head before RoPE), plain RoPE with
+// head size, QK-norm (an RMSNorm over each query and key head before RoPE; every flavor has it,
+// LlamaConfig::qk_norm), plain RoPE with
 // theta 1e6, and in the MoE flavors a mixture of experts in every block: softmax scores, the top
 // k experts' weights normalized, no shared expert.
 #include <cmath>
@@ -116,10 +117,13 @@ class Qwen3 : public ModelFamily {
           {"attention.wq.weight", {qd, d}, Style::kColumnwise, true, in},
           {"attention.wk.weight", {kvd, d}, Style::kColumnwise, true, in},
           {"attention.wv.weight", {kvd, d}, Style::kColumnwise, true, in},
-          {"attention.wo.weight", {d, qd}, Style::kRowwise, true, out},
-          {"attention.q_norm.weight", {hd}, Style::kReplicate, false, ones},
-          {"attention.k_norm.weight", {hd}, Style::kReplicate, false, ones},
-          {"ffn_norm.weight", {d}, Style::kReplicate, false, ones}};
+          {"attention.wo.weight", {d, qd}, Style::kRowwise, true, out}};
+      if (c.qk_norm) {
+        weights.insert(weights.end(),
+                       {{"attention.q_norm.weight", {hd}, Style::kReplicate, false, ones},
+                        {"attention.k_norm.weight", {hd}, Style::kReplicate, false, ones}});
+      }
+      weights.push_back({"ffn_norm.weight", {d}, Style::kReplicate, false, ones});
       if (!c.IsMoeLayer(l)) {
         weights.insert(weights.end(),
                        {{"feed_forward.w1.weight", {f, d}, Style::kColumnwise, true, in},
@@ -162,13 +166,15 @@ class Qwen3 : public ModelFamily {
   std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context, int64_t layer,
                                           const std::vector<int>& w,
                                           BlockPolicy policy) const override {
-    const AttentionWeights attention{w[1], w[2], w[3], w[4], w[5], w[6]};
+    AttentionWeights attention{w[1], w[2], w[3], w[4]};
+    size_t next = 5;
+    if (context.config.qk_norm) attention.q_norm = w[next++], attention.k_norm = w[next++];
+    const int ffn_norm = w[next++];
     std::unique_ptr<FeedForwardLayer> feed_forward;
     if (!context.config.IsMoeLayer(layer)) {
-      feed_forward = std::make_unique<FeedForward>(context, w[8], w[9], w[10]);
+      feed_forward = std::make_unique<FeedForward>(context, w[next], w[next + 1], w[next + 2]);
     } else {
       const MoeConfig& m = context.config.moe;
-      size_t next = 8;
       MoeWeights moe;
       moe.router = w[next++];
       if (m.load_balance_coeff > 0) moe.bias = w[next++];
@@ -178,8 +184,8 @@ class Qwen3 : public ModelFamily {
       }
       feed_forward = std::make_unique<MoeFeedForward>(context, moe);
     }
-    return std::make_unique<DecoderBlock>(context, w[0], attention, w[7], std::move(feed_forward),
-                                          policy);
+    return std::make_unique<DecoderBlock>(context, w[0], attention, ffn_norm,
+                                          std::move(feed_forward), policy);
   }
 };
 
