@@ -7,7 +7,8 @@
 // (each flag optional: the defaults are the debugmodel at seq_len 256, batch 8); --bf16 1 runs the
 // matmuls with bf16 operands (training.mixed_precision_param = "bfloat16"). --experts E --top_k K
 // --expert_hidden H make every block a mixture of E experts of H features, K per token (the qwen3
-// family, QK-norm on); --hidden F sets a dense feed-forward's width (0: Llama's rule).
+// family, QK-norm on); --hidden F sets a dense feed-forward's width (0: Llama's rule); --qwen3 1
+// the qwen3 family (QK-norm) for a dense model too.
 // --peak instead prints the f32 matmul rate of this machine (GFLOP/s, best of 2048^3 sgemms).
 #include <omp.h>
 
@@ -46,7 +47,7 @@ int Train(const std::map<std::string, int64_t>& args) {
   config.explicit_hidden_dim = args.at("hidden");
   config.moe.experts = args.at("experts"), config.moe.top_k = args.at("top_k");
   config.moe.hidden_dim = args.at("expert_hidden");
-  const bool qwen3 = config.moe.enabled();
+  const bool qwen3 = config.moe.enabled() || args.at("qwen3") != 0;
   config.qk_norm = qwen3;
   const int64_t batch = args.at("batch"), seq_len = args.at("seq_len"), steps = args.at("steps");
   const DType matmul = args.at("bf16") != 0 ? DType::kBF16 : DType::kF32;
@@ -101,9 +102,10 @@ int main(int argc, char** argv) {
                                          {"n_kv_heads", 16}, {"vocab_size", 2048}, {"seq_len", 256},
                                          {"batch", 8},       {"steps", 5},         {"bf16", 0},
                                          {"hidden", 0},      {"experts", 0},       {"top_k", 0},
-                                         {"expert_hidden", 0}};
+                                         {"expert_hidden", 0}, {"qwen3", 0}};
   // These may be 0: unset, or a dense model.
-  const std::set<std::string> zero_allowed = {"hidden", "experts", "top_k", "expert_hidden"};
+  const std::set<std::string> zero_allowed = {"hidden", "experts", "top_k", "expert_hidden",
+                                              "qwen3"};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--peak") {

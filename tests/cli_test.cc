@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -254,6 +255,45 @@ TEST(TitanTokenize, ShardsTrainWithDataFormatTokensAndCorruptionIsNamed) {
   EXPECT_EQ(corrupt.exit_code, 1);  // data loss: a runtime failure, not a recipe error
   EXPECT_THAT(corrupt.output, HasSubstr(shard.string() + ": the header (byte 16) announces"));
   std::filesystem::remove_all(dir);
+}
+
+// A Qwen3 MoE run logs its experts' loads in metrics.jsonl (each step: 6 blocks x 2 x 16 tokens
+// x 2 choices spread over the 8 experts), and titan-generate samples the saved model when told
+// its family; told another, it refuses.
+TEST(TitanRun, AMixtureOfExpertsLogsItsLoadsAndSamples) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_test_moe_", getpid());
+  Result r = Titan(
+      "--recipe recipes/qwen3_moe_debug.toml --model.tokenizer_path=byte --training.steps=2 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=0 --job.dump_folder=" +
+      dump.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[model] qwen3 debugmodel_moe with vocabulary"));
+  EXPECT_THAT(r.output, testing::ContainsRegex("experts max/mean [0-9.]+"));
+  std::ifstream metrics(dump / "metrics.jsonl");
+  std::string line;
+  int rows = 0;
+  while (std::getline(metrics, line)) {
+    const nlohmann::json object = nlohmann::json::parse(line);
+    ASSERT_TRUE(object.contains("expert_tokens")) << line;
+    const std::vector<int64_t> tokens = object.at("expert_tokens").get<std::vector<int64_t>>();
+    ASSERT_EQ(tokens.size(), 8u) << line;
+    EXPECT_EQ(std::accumulate(tokens.begin(), tokens.end(), int64_t{0}), 6 * 2 * 16 * 2) << line;
+    EXPECT_GE(object.at("expert_imbalance").get<double>(), 1.0) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+  const std::string generate =
+      absl::StrCat(TITAN_GENERATE, " --model=", (dump / "model.arena").string(),
+                   " --tokenizer=byte --prompt=Hi --max-new-tokens=3 --temperature=0 --seq-len=16");
+  Result sampled = Shell(generate + " --name=qwen3 --flavor=debugmodel_moe");
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.output;
+  EXPECT_THAT(sampled.output, testing::StartsWith("Hi"));
+  Result llama = Shell(generate + " --flavor=debugmodel_moe");
+  EXPECT_EQ(llama.exit_code, 1) << llama.output;
+  EXPECT_THAT(llama.output, HasSubstr("llama3 has no flavor 'debugmodel_moe'"));
+  std::filesystem::remove_all(dump);
 }
 
 // The large presets name TorchTitan's tokenizer file and no dataset: --validate says so, and

@@ -151,6 +151,28 @@ absl::Status CheckModel(const Recipe& recipe, const PlanOptions& options, JobPla
   return absl::OkStatus();
 }
 
+// A mixture of experts computes its weights' gradients with its inputs' (MoeFeedForward): the
+// schedules that split the backward into input and weight passes are refused before any rank
+// starts (a CSV schedule with I and W actions is refused at its first I action).
+absl::Status CheckExpertsSchedule(const Recipe& recipe, const JobPlan& plan) {
+  if (!plan.model.config.moe.enabled() || plan.parallelism.pipeline() == nullptr) {
+    return absl::OkStatus();
+  }
+  const ConfigView& parallelism = recipe.section("parallelism");
+  absl::StatusOr<std::string> csv = parallelism.GetString("pipeline_parallel_schedule_csv");
+  absl::StatusOr<std::string> schedule = parallelism.GetString("pipeline_parallel_schedule");
+  if (!csv.ok() || !csv->empty() || !schedule.ok()) return absl::OkStatus();
+  for (const char* split : {"InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"}) {
+    if (*schedule != split) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        KeyValue(recipe, "parallelism", "pipeline_parallel_schedule", *schedule),
+        " splits the backward into input and weight passes, which a mixture of experts (model.flavor"
+        " = \"", plan.model.flavor, "\") does not yet; use 1F1B, GPipe, Interleaved1F1B or "
+        "LoopedBFS"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckFolders(const Recipe& recipe, const JobPlan& plan, const PlanOptions& options) {
   if (plan.job.dump_folder.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -250,6 +272,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
     check(CheckPipelinePlan(plan));
   }
   check(CheckModel(recipe, options, plan));
+  check(CheckExpertsSchedule(recipe, plan));
   check(CheckControlPlane(plan.control_plane, shape.world_size()));
   CheckComm(recipe, plan, problems);
   CheckFloat8(recipe, options, plan, problems);

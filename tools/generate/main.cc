@@ -17,6 +17,7 @@ constexpr char kUsage[] =
     R"(usage: titan-generate --model=FILE --tokenizer=PATH [flags]
   --model=FILE           parameters saved by titan-run (<job.dump_folder>/model.arena)
   --tokenizer=PATH       the tokenizer it was trained with (tiktoken, tokenizer.json, byte)
+  --name=NAME            the model.name it was trained with       (default llama3)
   --flavor=NAME          the model.flavor it was trained with     (default debugmodel)
   --prompt=TEXT          text to continue                         (default: empty)
   --max-new-tokens=N     tokens to sample                         (default 64)
@@ -28,7 +29,7 @@ constexpr char kUsage[] =
 )";
 
 struct Flags {
-  std::string model, tokenizer, flavor = "debugmodel", prompt;
+  std::string model, tokenizer, name = "llama3", flavor = "debugmodel", prompt;
   int64_t max_new_tokens = 64, seq_len = 128, seed = 0;
   SamplingOptions sampling;
 };
@@ -45,6 +46,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       flags.model = value;
     } else if (name == "--tokenizer") {
       flags.tokenizer = value;
+    } else if (name == "--name") {
+      flags.name = value;
     } else if (name == "--flavor") {
       flags.flavor = value;
     } else if (name == "--prompt") {
@@ -76,10 +79,12 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 
 absl::StatusOr<std::string> Sample(const Flags& flags) {
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(flags.tokenizer));
-  TITAN_ASSIGN_OR_RETURN(LlamaConfig config, LlamaFlavor(flags.flavor));
+  TITAN_ASSIGN_OR_RETURN(const ModelFamily* family, ModelFamilyNamed(flags.name));
+  TITAN_ASSIGN_OR_RETURN(LlamaConfig config, family->Flavor(flags.flavor));
   config.vocab_size = tokenizer->vocab_size();
   TITAN_ASSIGN_OR_RETURN(ActivationCheckpoint none, ParseActivationCheckpoint("none", ""));
-  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> model, DecoderModel::Create(config, none));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> model,
+                         DecoderModel::Create(config, none, {}, {}, *family));
   TITAN_RETURN_IF_ERROR(ReadArena(flags.model, model->params()));
   std::vector<int32_t> tokens = {tokenizer->bos_id()};
   const std::vector<int32_t> prompt = tokenizer->Encode(flags.prompt);
