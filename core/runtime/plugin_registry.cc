@@ -42,6 +42,14 @@ bool IsValidName(absl::string_view name) {
   });
 }
 
+// "the optimizer plugin 'lion'" for titan_optimizer_lion.so, as the file's name reads.
+std::string NameInFileName(absl::string_view file_name) {
+  absl::string_view stem = absl::StripSuffix(absl::StripPrefix(file_name, "titan_"), ".so");
+  std::pair<absl::string_view, absl::string_view> kind_name = absl::StrSplit(stem, '_');
+  if (kind_name.second.empty()) return absl::StrCat("'", stem, "'");
+  return absl::StrCat("the ", kind_name.first, " plugin '", kind_name.second, "'");
+}
+
 }  // namespace
 
 std::string PluginInfo::Describe() const {
@@ -226,6 +234,15 @@ absl::Status PluginRegistry::Add(PluginInfo info) {
   if (!IsValidName(d.name)) {
     return absl::FailedPreconditionError(absl::StrCat(info.location(), ": plugin name '", d.name,
                                                       "' must be lowercase letters, digits, '-'"));
+  }
+  if (const std::string file_name = absl::StrCat("titan_", d.kind, "_", d.name, ".so");
+      !info.path.empty() && info.path.filename() != file_name) {
+    // A recipe names a plugin by the name its file carries (the SDK's promise): a file that
+    // holds another plugin would be chosen for one name and run as another.
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.location(), ": the file's name says ", NameInFileName(info.path.filename().string()),
+        ", but it holds the ", d.kind, " plugin '", d.name,
+        "'; a plugin file is named titan_<kind>_<name>.so: rename it ", file_name));
   }
   for (const PluginInfo& other : plugins_) {
     if (absl::string_view(other.descriptor->kind) == d.kind &&

@@ -168,6 +168,16 @@ TEST(PluginRegistry, SkipsEveryBadFileAndLoadsTheRest) {
   EXPECT_NE((*registry)->rejected()[1].reason.find("no entry point"), std::string::npos);
 }
 
+TEST(PluginRegistry, RefusesAFileNamedForAnotherPlugin) {
+  // titan_optimizer_notgood.so holds the plugin 'testgood'.
+  const fs::path file = kTestPlugins / "misnamed" / "titan_optimizer_notgood.so";
+  EXPECT_EQ(RejectionOf(kTestPlugins / "misnamed", "notgood"),
+            "the optimizer plugin 'notgood' cannot be used: " + file.string() +
+                ": the file's name says the optimizer plugin 'notgood', but it holds the "
+                "optimizer plugin 'testgood'; a plugin file is named titan_<kind>_<name>.so: "
+                "rename it titan_optimizer_testgood.so");
+}
+
 TEST(PluginRegistry, AFactoryReturningNullIsAnErrorNamingThePlugin) {
   auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
   ASSERT_TRUE(registry.ok()) << registry.status();
