@@ -135,8 +135,9 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DeviceP
     return absl::InternalError("the job plan chose no comm plugin for a job of several ranks");
   }
   TITAN_ASSIGN_OR_RETURN(
-      std::unique_ptr<Communicator> world,
-      plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device}));
+      std::unique_ptr<Communicator> world, CallPluginOf(*plan.comm.plugin, "ConnectWorld", [&] {
+        return plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device});
+      }));
   TITAN_RETURN_IF_ERROR(CheckPlacement(*world));
   // The control plane tells a rank's own work from its waits for the others.
   if (plan.control_plane.enable) world = TimeCommunication(std::move(world));

@@ -178,6 +178,31 @@ TEST(PluginRegistry, RefusesAFileNamedForAnotherPlugin) {
                 "rename it titan_optimizer_testgood.so");
 }
 
+// Issue #39: "internal error: boom from plugin Step" named neither the plugin nor its file.
+TEST(PluginRegistry, AnExceptionFromAPluginCallIsAnErrorNamingThePlugin) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto optimizer = (*registry)->Create<OptimizerPlugin>("throwingstep");
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  std::vector<float> params = {1.0f}, grads = {0.5f};
+  std::vector<ParamSegment> segments = {{0, 1, true}};
+  OptimizerStep step{
+      FlatF32(params.data(), 1), FlatF32(grads.data(), 1), FlatF32(nullptr, 0), segments, 0.1, 1};
+  OptimizerPlugin& plugin = **optimizer;
+  absl::Status stepped = CallPluginOf(plugin, "Step", [&] { return plugin.Step(step); });
+  EXPECT_EQ(stepped.message(),
+            "optimizer plugin 'throwingstep' (" +
+                (kTestPlugins / "faulty" / "titan_optimizer_throwingstep.so").string() +
+                "): Step threw a C++ exception: boom from plugin Step (a plugin must return an "
+                "error status instead)");
+  // A StatusOr's value comes back as the call returned it.
+  absl::StatusOr<int> value = CallPluginOf(plugin, "StateNames", [&]() -> absl::StatusOr<int> {
+    return static_cast<int>(plugin.StateNames().size());
+  });
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, 0);
+}
+
 TEST(PluginRegistry, AFactoryReturningNullIsAnErrorNamingThePlugin) {
   auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
   ASSERT_TRUE(registry.ok()) << registry.status();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/logging.h"
+#include "core/runtime/plugin_registry.h"
 #include "core/train/generate.h"
 #include "core/train/pipeline_gather.h"
 #include "core/train/run_control.h"
@@ -26,7 +27,10 @@ absl::Status GatherWholeModel(TrainingJob& job) {
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (auto plugin = parallel.plugins.rbegin(); plugin != parallel.plugins.rend(); ++plugin) {
     UnshardingRole* unsharding = (*plugin)->unsharding();
-    if (unsharding != nullptr) TITAN_RETURN_IF_ERROR(unsharding->Unshard());
+    if (unsharding != nullptr) {
+      TITAN_RETURN_IF_ERROR(
+          CallPluginOf(*unsharding, "Unshard", [&] { return unsharding->Unshard(); }));
+    }
   }
   // The pp ranks of the lead's pipeline (every other coordinate 0) hand their stages to it.
   if (parallel.pipeline() != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
