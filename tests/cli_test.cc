@@ -422,6 +422,14 @@ TEST(TitanRun, RecipeErrorsNamePlaceAndKeyWithoutCrashing) {
   EXPECT_THAT(garbage.output, HasSubstr("not valid TOML"));
 }
 
+// Issue #39: every rank logged as rank 0 until it had read its placement, a usage error too.
+TEST(TitanRun, ARankLogsAsItselfFromItsFirstLine) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --bogus",
+                   "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 1 step -] unknown argument '--bogus'"));
+}
+
 TEST(TitanRun, UnknownPluginListsTheAvailableOnes) {
   Result r = Titan("--recipe recipes/llama3_debug.toml --optimizer.name=adamx");
   EXPECT_EQ(r.exit_code, 2);

@@ -165,6 +165,11 @@ absl::Status CheckOutputFolders(const JobPlan& plan) {
 }
 
 int Run(const std::vector<std::string>& args) {
+  absl::StatusOr<std::optional<LaunchPlacement>> placement =
+      ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
+  // Every line names its rank from the start, a usage error's too, not only once the
+  // communicator exists.
+  if (placement.ok() && *placement && (*placement)->rank) SetLogRank(*(*placement)->rank);
   absl::StatusOr<Options> options = ParseOptions(args);
   if (!options.ok()) {
     InitLogging(spdlog::level::info);
@@ -196,15 +201,11 @@ int Run(const std::vector<std::string>& args) {
         "(see --help)");
     return kExitUsage;
   }
-  absl::StatusOr<std::optional<LaunchPlacement>> placement =
-      ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
   if (!placement.ok()) {
     spdlog::error("{}", std::string(placement.status().message()));
     return kExitUsage;
   }
   if (*placement && (*placement)->rank) {
-    // Every line names its rank from the start, not only once the communicator exists.
-    SetLogRank(*(*placement)->rank);
     spdlog::info("[job] started by {} as rank {} of {}, local rank {} ({})", (*placement)->launcher,
                  *(*placement)->rank, (*placement)->world_size, (*placement)->local_rank,
                  (*placement)->variables);

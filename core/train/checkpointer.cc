@@ -256,6 +256,19 @@ absl::Status Checkpointer::MatchModel(LlamaConfig& config, absl::string_view fla
         "from model.flavor = \"{}\"",
         source.folder, absl::StrJoin(adopted, ", "), std::string(flavor));
   }
+  if (auto dropout = contents.metadata.find("model.attention_dropout");
+      dropout != contents.metadata.end()) {
+    spdlog::warn(
+        "[checkpoint] {} asks for attention_dropout = {}, but titan trains without dropout: the "
+        "run ignores it",
+        source.folder, dropout->second);
+  }
+  // The context the model came with outlives a run at a shorter seq_len: an export keeps an
+  // imported max_position_embeddings of 8192 rather than the run's training.seq_len.
+  if (auto context = contents.metadata.find("model.max_seq_len");
+      context != contents.metadata.end()) {
+    (void)absl::SimpleAtoi(context->second, &source_max_seq_len_);
+  }
   return absl::OkStatus();
 }
 
@@ -342,7 +355,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   Collect(state, model_only, {}, pieces);
   // Device state is copied to the host first: the plugins and CopyPieces read host bytes.
   TITAN_RETURN_IF_ERROR(StagePiecesToHost(state.model->compute(), pieces.pieces, pieces.owned));
-  CheckpointMetadata metadata = CheckpointMetadataOf(state.model->config(), state.max_seq_len);
+  CheckpointMetadata metadata =
+      CheckpointMetadataOf(state.model->config(), std::max(state.max_seq_len, source_max_seq_len_));
   metadata["train.step"] = absl::StrCat(step);
   if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);
   if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);

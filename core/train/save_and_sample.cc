@@ -98,7 +98,13 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
   const std::string model_path =
       (std::filesystem::path(job.plan.job.dump_folder) / "model.arena").string();
   if (job.lead()) {
-    TITAN_RETURN_IF_ERROR(job.model->SaveParameters(model_path));
+    absl::Status written = job.model->SaveParameters(model_path);
+    if (!written.ok() && !saved.ok()) {
+      // A full disk fails both saves: the checkpoint's error is the first, and the cause.
+      spdlog::error("[train] stopped after step {}: {}; writing the weights failed too", trained,
+                    std::string(saved.message()));
+    }
+    TITAN_RETURN_IF_ERROR(written);
     if (!saved.ok()) {
       spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
                     std::string(saved.message()), trained, model_path);
