@@ -466,6 +466,14 @@ TEST(TitanRun, RecipeErrorsNamePlaceAndKeyWithoutCrashing) {
   EXPECT_THAT(garbage.output, HasSubstr("not valid TOML"));
 }
 
+// Issue #39: every rank logged as rank 0 until it had read its placement, a usage error too.
+TEST(TitanRun, ARankLogsAsItselfFromItsFirstLine) {
+  Result r = Titan("--recipe recipes/llama3_debug.toml --bogus",
+                   "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 1 step -] unknown argument '--bogus'"));
+}
+
 TEST(TitanRun, UnknownPluginListsTheAvailableOnes) {
   Result r = Titan("--recipe recipes/llama3_debug.toml --optimizer.name=adamx");
   EXPECT_EQ(r.exit_code, 2);
@@ -523,6 +531,20 @@ TEST(TitanRun, FaultyPluginsAreNamedInsteadOfCrashing) {
     EXPECT_THAT(r.output, HasSubstr(absl::StrCat("optimizer plugin '", name, "' (", faulty,
                                                  "/titan_optimizer_", name, ".so): ")));
   }
+  // An exception from a plugin's Step during training ends the run naming the plugin and file.
+  const std::string dump =
+      (std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_test_step_", getpid()))
+          .string();
+  Result step = Titan(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=1 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=0 --optimizer.name=throwingstep --plugin-dir " +
+      faulty + " --job.dump_folder=" + dump);
+  std::filesystem::remove_all(dump);
+  EXPECT_EQ(step.exit_code, 1) << step.output;
+  EXPECT_THAT(step.output, HasSubstr("optimizer plugin 'throwingstep' (" + faulty +
+                                     "/titan_optimizer_throwingstep.so): Step threw a C++ "
+                                     "exception: boom from plugin Step"));
   // --recipe-reference creates every plugin it lists: a faulty one is named, not fatal.
   Result reference = Titan("--recipe-reference --plugin-dir " + faulty);
   EXPECT_EQ(reference.exit_code, 0) << reference.output;

@@ -135,8 +135,9 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DeviceP
     return absl::InternalError("the job plan chose no comm plugin for a job of several ranks");
   }
   TITAN_ASSIGN_OR_RETURN(
-      std::unique_ptr<Communicator> world,
-      plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device}));
+      std::unique_ptr<Communicator> world, CallPluginOf(*plan.comm.plugin, "ConnectWorld", [&] {
+        return plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device});
+      }));
   TITAN_RETURN_IF_ERROR(CheckPlacement(*world));
   // The control plane tells a rank's own work from its waits for the others.
   if (plan.control_plane.enable) world = TimeCommunication(std::move(world));
@@ -164,6 +165,11 @@ absl::Status CheckOutputFolders(const JobPlan& plan) {
 }
 
 int Run(const std::vector<std::string>& args) {
+  absl::StatusOr<std::optional<LaunchPlacement>> placement =
+      ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
+  // Every line names its rank from the start, a usage error's too, not only once the
+  // communicator exists.
+  if (placement.ok() && *placement && (*placement)->rank) SetLogRank(*(*placement)->rank);
   absl::StatusOr<Options> options = ParseOptions(args);
   if (!options.ok()) {
     InitLogging(spdlog::level::info);
@@ -195,15 +201,11 @@ int Run(const std::vector<std::string>& args) {
         "(see --help)");
     return kExitUsage;
   }
-  absl::StatusOr<std::optional<LaunchPlacement>> placement =
-      ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
   if (!placement.ok()) {
     spdlog::error("{}", std::string(placement.status().message()));
     return kExitUsage;
   }
   if (*placement && (*placement)->rank) {
-    // Every line names its rank from the start, not only once the communicator exists.
-    SetLogRank(*(*placement)->rank);
     spdlog::info("[job] started by {} as rank {} of {}, local rank {} ({})", (*placement)->launcher,
                  *(*placement)->rank, (*placement)->world_size, (*placement)->local_rank,
                  (*placement)->variables);

@@ -137,7 +137,9 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::LoadTiktoken(const s
         !absl::SimpleAtoi(fields[1], &rank)) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ":", line_no, ": expected \"<base64 bytes> <rank>\" (tiktoken format), found \"",
-          line.substr(0, 60), "\""));
+          // Escaped: a binary file's bytes must not reach the log raw.
+          absl::CHexEscape(absl::string_view(line).substr(0, 60)),
+          line.size() > 60 ? "...\"" : "\""));
     }
     if (rank != static_cast<int64_t>(ranks.size())) {
       return absl::InvalidArgumentError(

@@ -1,5 +1,6 @@
 #include "core/data/tokenizer.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -200,6 +201,14 @@ TEST(BpeTokenizer, TiktokenFileRoundTripAndErrors) {
   std::ofstream((dir / "bad").string()) << "QQ== 0\nnot-base64!! 1\n";
   auto bad = BpeTokenizer::LoadTiktoken((dir / "bad").string());
   EXPECT_NE(std::string(bad.status().message()).find("bad:2"), std::string::npos);
+  // A binary file's bytes are quoted escaped and cut short (issue #39), never raw.
+  std::ofstream((dir / "binary").string())
+      << "\x1b[31m\xff\x01 and sixty more bytes of a binary file, which the message cuts short\n";
+  auto binary = BpeTokenizer::LoadTiktoken((dir / "binary").string());
+  EXPECT_THAT(std::string(binary.status().message()),
+              testing::HasSubstr("binary:1: expected \"<base64 bytes> <rank>\" (tiktoken format), "
+                                 "found \"\\x1b[31m\\xff\\x01 and sixty more bytes of a binary "
+                                 "file, which the mes...\""));
   std::ofstream((dir / "short").string()) << "QQ== 0\n";
   auto short_vocab = BpeTokenizer::LoadTiktoken((dir / "short").string());
   EXPECT_NE(std::string(short_vocab.status().message()).find("single byte"), std::string::npos);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
 #include <exception>
+#include <mutex>
 #include <system_error>
+#include <unordered_map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -42,14 +44,25 @@ bool IsValidName(absl::string_view name) {
   });
 }
 
+// "the optimizer plugin 'lion'" for titan_optimizer_lion.so, as the file's name reads.
+std::string NameInFileName(absl::string_view file_name) {
+  absl::string_view stem = absl::StripSuffix(absl::StripPrefix(file_name, "titan_"), ".so");
+  std::pair<absl::string_view, absl::string_view> kind_name = absl::StrSplit(stem, '_');
+  if (kind_name.second.empty()) return absl::StrCat("'", stem, "'");
+  return absl::StrCat("the ", kind_name.first, " plugin '", kind_name.second, "'");
+}
+
 }  // namespace
 
 std::string PluginInfo::Describe() const {
   return absl::StrCat(descriptor->kind, " plugin '", descriptor->name, "' (", location(), ")");
 }
 
-absl::Status CallPlugin(const PluginInfo& info, absl::string_view what,
-                        absl::FunctionRef<absl::Status()> call) {
+namespace {
+
+// Runs `call`; an exception escaping it becomes an error naming the plugin `who()` describes.
+absl::Status Guarded(absl::FunctionRef<std::string()> who, absl::string_view what,
+                     absl::FunctionRef<absl::Status()> call) {
   std::string escaped;
   try {
     return call();
@@ -58,8 +71,38 @@ absl::Status CallPlugin(const PluginInfo& info, absl::string_view what,
   } catch (...) {
     escaped = "a C++ exception of an unknown type";
   }
-  return absl::InternalError(absl::StrCat(info.Describe(), ": ", what, " threw ", escaped,
+  return absl::InternalError(absl::StrCat(who(), ": ", what, " threw ", escaped,
                                           " (a plugin must return an error status instead)"));
+}
+
+// Every instance Instantiate made, by the address of the whole object (a plugin's roles are
+// parts of it), so that a call into it can name its plugin. Never destroyed, as the libraries.
+struct Instances {
+  std::mutex mutex;
+  std::unordered_map<const void*, PluginInfo> made;  // guarded by mutex
+};
+Instances& MadeInstances() {
+  static auto* instances = new Instances();
+  return *instances;
+}
+
+}  // namespace
+
+absl::Status CallPlugin(const PluginInfo& info, absl::string_view what,
+                        absl::FunctionRef<absl::Status()> call) {
+  return Guarded([&] { return info.Describe(); }, what, call);
+}
+
+std::string DescribePluginAt(const void* whole_object) {
+  Instances& instances = MadeInstances();
+  std::lock_guard<std::mutex> lock(instances.mutex);
+  auto found = instances.made.find(whole_object);
+  return found == instances.made.end() ? "a plugin" : found->second.Describe();
+}
+
+absl::Status CallPluginAt(const void* whole_object, absl::string_view what,
+                          absl::FunctionRef<absl::Status()> call) {
+  return Guarded([&] { return DescribePluginAt(whole_object); }, what, call);
 }
 
 absl::StatusOr<std::unique_ptr<Plugin>> Instantiate(const PluginInfo& info) {
@@ -72,6 +115,9 @@ absl::StatusOr<std::unique_ptr<Plugin>> Instantiate(const PluginInfo& info) {
     return absl::InternalError(
         absl::StrCat(info.Describe(), ": its factory returned null instead of an instance"));
   }
+  Instances& instances = MadeInstances();
+  std::lock_guard<std::mutex> lock(instances.mutex);
+  instances.made.insert_or_assign(dynamic_cast<const void*>(plugin.get()), info);
   return plugin;
 }
 
@@ -226,6 +272,15 @@ absl::Status PluginRegistry::Add(PluginInfo info) {
   if (!IsValidName(d.name)) {
     return absl::FailedPreconditionError(absl::StrCat(info.location(), ": plugin name '", d.name,
                                                       "' must be lowercase letters, digits, '-'"));
+  }
+  if (const std::string file_name = absl::StrCat("titan_", d.kind, "_", d.name, ".so");
+      !info.path.empty() && info.path.filename() != file_name) {
+    // A recipe names a plugin by the name its file carries (the SDK's promise): a file that
+    // holds another plugin would be chosen for one name and run as another.
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.location(), ": the file's name says ", NameInFileName(info.path.filename().string()),
+        ", but it holds the ", d.kind, " plugin '", d.name,
+        "'; a plugin file is named titan_<kind>_<name>.so: rename it ", file_name));
   }
   for (const PluginInfo& other : plugins_) {
     if (absl::string_view(other.descriptor->kind) == d.kind &&

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "titan/plugin.h"
 #include "titan/status.h"
@@ -34,6 +35,28 @@ struct RejectedPlugin {
 // across the boundary; one that escapes anyway becomes an error naming the plugin.
 absl::Status CallPlugin(const PluginInfo& info, absl::string_view what,
                         absl::FunctionRef<absl::Status()> call);
+
+// The plugin whose instance (made by Instantiate) is the object at `whole_object` (the address
+// dynamic_cast<const void*> gives for the plugin or one of its roles), as PluginInfo::Describe
+// says it; "a plugin" for an object Instantiate did not make.
+std::string DescribePluginAt(const void* whole_object);
+// CallPlugin for a call into the object at `whole_object`: an escaping exception names its plugin.
+absl::Status CallPluginAt(const void* whole_object, absl::string_view what,
+                          absl::FunctionRef<absl::Status()> call);
+
+// Runs `call` (a call named `what` into `object`, a plugin instance or one of its roles, that
+// returns a Status or a StatusOr) and returns its result; an exception that escapes it is an
+// error naming the plugin and its file, as CallPlugin makes.
+template <typename Object, typename Call>
+auto CallPluginOf(Object& object, absl::string_view what, Call&& call) -> decltype(call()) {
+  decltype(call()) result = absl::UnknownError(absl::StrCat(what, " did not return"));
+  absl::Status guarded = CallPluginAt(dynamic_cast<const void*>(&object), what, [&] {
+    result = call();
+    return absl::OkStatus();
+  });
+  if (!guarded.ok()) return guarded;
+  return result;
+}
 
 // A new instance of the plugin `info` through its factory; a null result or an exception is an
 // error naming the plugin and its file.

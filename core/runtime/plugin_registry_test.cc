@@ -168,6 +168,41 @@ TEST(PluginRegistry, SkipsEveryBadFileAndLoadsTheRest) {
   EXPECT_NE((*registry)->rejected()[1].reason.find("no entry point"), std::string::npos);
 }
 
+TEST(PluginRegistry, RefusesAFileNamedForAnotherPlugin) {
+  // titan_optimizer_notgood.so holds the plugin 'testgood'.
+  const fs::path file = kTestPlugins / "misnamed" / "titan_optimizer_notgood.so";
+  EXPECT_EQ(RejectionOf(kTestPlugins / "misnamed", "notgood"),
+            "the optimizer plugin 'notgood' cannot be used: " + file.string() +
+                ": the file's name says the optimizer plugin 'notgood', but it holds the "
+                "optimizer plugin 'testgood'; a plugin file is named titan_<kind>_<name>.so: "
+                "rename it titan_optimizer_testgood.so");
+}
+
+// Issue #39: "internal error: boom from plugin Step" named neither the plugin nor its file.
+TEST(PluginRegistry, AnExceptionFromAPluginCallIsAnErrorNamingThePlugin) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto optimizer = (*registry)->Create<OptimizerPlugin>("throwingstep");
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  std::vector<float> params = {1.0f}, grads = {0.5f};
+  std::vector<ParamSegment> segments = {{0, 1, true}};
+  OptimizerStep step{
+      FlatF32(params.data(), 1), FlatF32(grads.data(), 1), FlatF32(nullptr, 0), segments, 0.1, 1};
+  OptimizerPlugin& plugin = **optimizer;
+  absl::Status stepped = CallPluginOf(plugin, "Step", [&] { return plugin.Step(step); });
+  EXPECT_EQ(stepped.message(),
+            "optimizer plugin 'throwingstep' (" +
+                (kTestPlugins / "faulty" / "titan_optimizer_throwingstep.so").string() +
+                "): Step threw a C++ exception: boom from plugin Step (a plugin must return an "
+                "error status instead)");
+  // A StatusOr's value comes back as the call returned it.
+  absl::StatusOr<int> value = CallPluginOf(plugin, "StateNames", [&]() -> absl::StatusOr<int> {
+    return static_cast<int>(plugin.StateNames().size());
+  });
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, 0);
+}
+
 TEST(PluginRegistry, AFactoryReturningNullIsAnErrorNamingThePlugin) {
   auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
   ASSERT_TRUE(registry.ok()) << registry.status();

@@ -398,6 +398,7 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
   for (const SectionSchema& section : schema) {
     const RawRecipe::Section* given = raw.Find(section.name);
     std::map<std::string, ConfigView::Entry> entries;
+    const size_t problems_before = problems.size();
     CheckKeys(section.name, section.keys, given, raw.source, entries, problems);
     recipe.sections_[section.name] = ConfigView(section.name, entries);
 
@@ -405,7 +406,9 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
     std::unique_ptr<Plugin> plugin;
     const PluginInfo* info = nullptr;
     bool in_use = false;
-    bool plugin_keys_valid = true;  // a plugin configures only from valid values of its keys
+    // A plugin configures only from valid values of its section's keys, the core's among them
+    // (a float8 plugin reads float8.filter_fqns): a key left out for its error is no key to it.
+    bool keys_valid = problems.size() == problems_before;
     if (!section.plugin_kind.empty() && entries.count(section.plugin_key)) {
       const ConfigView::Entry& selector = entries[section.plugin_key];
       const std::string& name = std::get<std::string>(selector.value);
@@ -419,9 +422,8 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
         info = *found;
         plugin = std::move(*created);
         std::map<std::string, ConfigView::Entry> plugin_entries;
-        const size_t problems_before = problems.size();
         CheckKeys(section.name, *plugin_keys, given, raw.source, plugin_entries, problems);
-        plugin_keys_valid = problems.size() == problems_before;
+        keys_valid = problems.size() == problems_before;
         entries.insert(plugin_entries.begin(), plugin_entries.end());
         all_keys.insert(all_keys.end(), plugin_keys->begin(), plugin_keys->end());
       } else if (in_use) {
@@ -452,9 +454,8 @@ absl::StatusOr<Recipe> ValidateRecipe(const RawRecipe& raw, const PluginRegistry
     ConfigView view(section.name, entries);
     if (plugin && in_use) {
       absl::Status configured =
-          plugin_keys_valid
-              ? CallPlugin(*info, "Configure", [&] { return plugin->Configure(view); })
-              : absl::OkStatus();
+          keys_valid ? CallPlugin(*info, "Configure", [&] { return plugin->Configure(view); })
+                     : absl::OkStatus();
       if (!configured.ok()) problems.push_back(std::string(configured.message()));
       recipe.plugins_.push_back({section.name, info, std::move(plugin)});
     }

@@ -170,6 +170,10 @@ TEST(Recipe, Float8ConverterLoadsTheRecipePlugin) {
   EXPECT_STREQ(float8->info->descriptor->name, "rowwise-with-gw-hp");
   EXPECT_THAT(ErrorOf("", {"model.converters=float8", "float8.recipe_name=rowwize"}),
               HasSubstr("no float8 plugin named 'rowwize'"));
+  // A wrong type is the one problem named (issue #39): the plugin is not configured without
+  // the key, which it would report as a key its ConfigKeys() forgot.
+  EXPECT_EQ(ErrorOf("[model]\nconverters = [\"float8\"]\n[float8]\nfilter_fqns = 3\n"),
+            "r.toml:4:15: float8.filter_fqns: expected array of strings, found the integer 3");
   // Without the converter the section's plugin is not loaded.
   auto off = Validate("[float8]\nrecipe_name = \"no-such-recipe\"\n");
   EXPECT_TRUE(off.ok()) << off.status();

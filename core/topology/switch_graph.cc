@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -221,6 +222,12 @@ absl::StatusOr<Described> ReadToml(const std::string& path, const std::string& t
 }
 
 absl::StatusOr<Topology> ReadTopologyFile(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error)) {
+    // A folder reads as empty text, which would be reported as "not valid JSON".
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a file (a folder?): expected a topology file"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the topology file"));
   std::stringstream text;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/plugin_registry.h"
 #include "core/train/preflight.h"
 #include "core/train/training_job.h"
 
@@ -37,11 +38,12 @@ std::string DescribeGatherFormats(const std::vector<Parameter>& parameters) {
 absl::StatusOr<PipelinePlan> PlaceStages(TrainingJob& job) {
   PipelineRole* pipeline = job.plan.parallelism.pipeline();
   if (pipeline == nullptr) return PipelinePlan{};
-  TITAN_ASSIGN_OR_RETURN(
-      PipelinePlan stages,
-      pipeline->PlanPipeline(static_cast<int>(job.plan.model.config.n_layers),
-                             static_cast<int>(job.plan.parallelism.pipeline_microbatches),
-                             job.mesh));
+  TITAN_ASSIGN_OR_RETURN(PipelinePlan stages, CallPluginOf(*pipeline, "PlanPipeline", [&] {
+                           return pipeline->PlanPipeline(
+                               static_cast<int>(job.plan.model.config.n_layers),
+                               static_cast<int>(job.plan.parallelism.pipeline_microbatches),
+                               job.mesh);
+                         }));
   for (const PipelineStage& stage : stages.local) {
     spdlog::info("[pp] stage {} of {}: layers {}..{}{}{}", stage.stage, stages.num_stages,
                  stage.first_layer, stage.end_layer, stage.stage == 0 ? " + embedding" : "",
@@ -147,7 +149,8 @@ absl::Status ApplyParallelism(TrainingJob& job) {
   // In the plan's order, TorchTitan's: the pp split (made by BuildModel), tp, cp, then fsdp or
   // ddp over the tp-local tensors.
   for (const std::unique_ptr<ParallelPlugin>& plugin : parallel.plugins) {
-    TITAN_RETURN_IF_ERROR(plugin->Apply(job.model->root(), mesh));
+    TITAN_RETURN_IF_ERROR(
+        CallPluginOf(*plugin, "Apply", [&] { return plugin->Apply(job.model->root(), mesh); }));
     job.model->ReleaseUnusedStorage();
     if (plugin->dimension() == MeshDim::kDpShard) {
       spdlog::info("[fsdp] {}", DescribeGatherFormats(job.model->Parameters()));
@@ -186,7 +189,10 @@ absl::Status LoadOrInit(TrainingJob& job) {
   }
   // The scales of the weights as initialized or loaded; each optimizer step computes them anew.
   TITAN_ASSIGN_OR_RETURN(Float8GatherRole * float8_scales, Float8ScalesToPrecompute(job.plan));
-  if (float8_scales != nullptr) TITAN_RETURN_IF_ERROR(float8_scales->PrecomputeFloat8Scales());
+  if (float8_scales != nullptr) {
+    TITAN_RETURN_IF_ERROR(CallPluginOf(*float8_scales, "PrecomputeFloat8Scales",
+                                       [&] { return float8_scales->PrecomputeFloat8Scales(); }));
+  }
   return absl::OkStatus();
 }
 

@@ -115,6 +115,11 @@ std::string StepFolder(const std::string& root, int64_t step) {
   return (fs::path(root) / absl::StrCat("step-", step)).string();
 }
 
+// The plugin's Read, guarded: an exception escaping it is an error naming the plugin.
+absl::StatusOr<CheckpointContents> ReadWith(CheckpointPlugin& plugin, const std::string& folder) {
+  return CallPluginOf(plugin, "Read", [&] { return plugin.Read(folder); });
+}
+
 }  // namespace
 
 Checkpointer::StepFolders Checkpointer::ScanSteps() const {
@@ -131,7 +136,8 @@ Checkpointer::StepFolders Checkpointer::ScanSteps() const {
       steps.not_folders.push_back(entry.path().string());
       continue;
     }
-    absl::StatusOr<CheckpointContents> contents = settings_.plugin->Read(entry.path().string());
+    absl::StatusOr<CheckpointContents> contents =
+        ReadWith(*settings_.plugin, entry.path().string());
     if (contents.ok()) {
       steps.complete.push_back(step);
     } else {
@@ -206,7 +212,7 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
   if (settings_.initial_load_path.empty()) return std::nullopt;
   // Weights to start from: the model only, in whichever format the folder is.
   Source source{settings_.initial_load_path, settings_.plugin, true};
-  absl::Status read = settings_.plugin->Read(source.folder).status();
+  absl::Status read = ReadWith(*settings_.plugin, source.folder).status();
   if (read.ok()) return source;
   std::vector<std::string> refusals = {absl::StrCat(settings_.format, ": ", read.message())};
   // Every other checkpoint plugin on the plugin path, whatever its name.
@@ -218,8 +224,12 @@ absl::StatusOr<std::optional<Checkpointer::Source>> Checkpointer::FindSource() {
     }
     absl::StatusOr<std::unique_ptr<CheckpointPlugin>> other =
         settings_.registry->Create<CheckpointPlugin>(d.name);
-    if (!other.ok() || !(*other)->Configure(ConfigView("checkpoint", {})).ok()) continue;
-    absl::Status other_read = (*other)->Read(source.folder).status();
+    if (!other.ok()) continue;
+    CheckpointPlugin& reader = **other;
+    absl::Status configured = CallPluginOf(
+        reader, "Configure", [&] { return reader.Configure(ConfigView("checkpoint", {})); });
+    if (!configured.ok()) continue;
+    absl::Status other_read = ReadWith(**other, source.folder).status();
     if (other_read.ok()) {
       initial_plugin_ = std::move(*other);
       source.plugin = initial_plugin_.get();
@@ -237,7 +247,7 @@ absl::Status Checkpointer::MatchModel(LlamaConfig& config, absl::string_view fla
   TITAN_RETURN_IF_ERROR(ChooseSource());
   if (!source_->has_value()) return absl::OkStatus();
   const Source& source = **source_;
-  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, source.plugin->Read(source.folder));
+  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, ReadWith(*source.plugin, source.folder));
   TITAN_ASSIGN_OR_RETURN(std::vector<std::string> adopted,
                          AdoptCheckpointModel(contents.metadata, source.folder, flavor, config));
   if (!adopted.empty()) {
@@ -245,6 +255,19 @@ absl::Status Checkpointer::MatchModel(LlamaConfig& config, absl::string_view fla
         "[checkpoint] {} was trained with {}: the run takes these from the checkpoint, not "
         "from model.flavor = \"{}\"",
         source.folder, absl::StrJoin(adopted, ", "), std::string(flavor));
+  }
+  if (auto dropout = contents.metadata.find("model.attention_dropout");
+      dropout != contents.metadata.end()) {
+    spdlog::warn(
+        "[checkpoint] {} asks for attention_dropout = {}, but titan trains without dropout: the "
+        "run ignores it",
+        source.folder, dropout->second);
+  }
+  // The context the model came with outlives a run at a shorter seq_len: an export keeps an
+  // imported max_position_embeddings of 8192 rather than the run's training.seq_len.
+  if (auto context = contents.metadata.find("model.max_seq_len");
+      context != contents.metadata.end()) {
+    (void)absl::SimpleAtoi(context->second, &source_max_seq_len_);
   }
   return absl::OkStatus();
 }
@@ -257,7 +280,7 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   CheckpointPlugin* plugin = source.plugin;
   std::vector<std::string> exclude = settings_.exclude;
   if (source.import) exclude = {"optimizer", "lr_scheduler", "dataloader", "rng"};
-  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, plugin->Read(folder));
+  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, ReadWith(*plugin, folder));
   auto model_only = contents.metadata.find(kModelOnly);
   if (model_only != contents.metadata.end() && model_only->second == "true") {
     spdlog::warn("[checkpoint] {} holds the model only: optimizer, data and LR state start fresh",
@@ -287,7 +310,8 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   }
   LoadStaging staging;  // device state is loaded into host buffers, then copied over
   TITAN_RETURN_IF_ERROR(staging.Prepare(state.model->compute(), pieces.pieces));
-  TITAN_RETURN_IF_ERROR(plugin->Load(folder, pieces.pieces, *comm_));
+  TITAN_RETURN_IF_ERROR(
+      CallPluginOf(*plugin, "Load", [&] { return plugin->Load(folder, pieces.pieces, *comm_); }));
   TITAN_RETURN_IF_ERROR(staging.Finish());
   ResumePoint resume{pieces.step[0], 0, ""};
   auto row = contents.metadata.find(kMetricsRow);
@@ -331,7 +355,8 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   Collect(state, model_only, {}, pieces);
   // Device state is copied to the host first: the plugins and CopyPieces read host bytes.
   TITAN_RETURN_IF_ERROR(StagePiecesToHost(state.model->compute(), pieces.pieces, pieces.owned));
-  CheckpointMetadata metadata = CheckpointMetadataOf(state.model->config(), state.max_seq_len);
+  CheckpointMetadata metadata =
+      CheckpointMetadataOf(state.model->config(), std::max(state.max_seq_len, source_max_seq_len_));
   metadata["train.step"] = absl::StrCat(step);
   if (state.bos_id >= 0) metadata["model.bos_token_id"] = absl::StrCat(state.bos_id);
   if (state.eos_id >= 0) metadata["model.eos_token_id"] = absl::StrCat(state.eos_id);
@@ -361,7 +386,9 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
 absl::Status Checkpointer::Save(const std::string& folder, std::vector<CheckpointPiece> pieces,
                                 CheckpointMetadata metadata) {
   const auto start = std::chrono::steady_clock::now();
-  absl::Status saved = settings_.plugin->Save(folder, pieces, metadata, *comm_);
+  absl::Status saved = CallPluginOf(*settings_.plugin, "Save", [&] {
+    return settings_.plugin->Save(folder, pieces, metadata, *comm_);
+  });
   if (!saved.ok()) return absl::Status(saved.code(), absl::StrCat("checkpoint: ", saved.message()));
   spdlog::info("[checkpoint] saved {} in {:.2f}s{}", folder,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),

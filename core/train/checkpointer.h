@@ -116,6 +116,7 @@ class Checkpointer {
   std::unique_ptr<Communicator> comm_;           // the checkpoint's own, so a background save never
                                                  // interleaves with training's collectives
   std::optional<std::optional<Source>> source_;  // found once, by MatchModel or Load
+  int64_t source_max_seq_len_ = 0;  // the source's model.max_seq_len, kept in what is saved
   std::thread background_;
   absl::Status background_status_;
 };

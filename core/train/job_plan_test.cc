@@ -302,8 +302,8 @@ TEST_F(JobPlanTest, Float8AllGatherNeedsFsdpAndTheTensorwiseRecipe) {
   EXPECT_THAT(ErrorOf(Make("[model]\nconverters = [\"float8\"]\n[float8]\n"
                            "precompute_float8_dynamic_scale_for_fsdp = true\n"),
                       Mesh(2, 1)),
-              HasSubstr("float8.precompute_float8_dynamic_scale_for_fsdp = true needs "
-                        "float8.enable_fsdp_float8_all_gather = true"));
+              HasSubstr("t.toml:8:44: float8.precompute_float8_dynamic_scale_for_fsdp = true "
+                        "needs float8.enable_fsdp_float8_all_gather = true"));
   EXPECT_TRUE(BuildJobPlan(Make(gather + "precompute_float8_dynamic_scale_for_fsdp = true\n"),
                            *registry_, Mesh(2, 1))
                   .ok());

@@ -75,9 +75,12 @@ absl::Status CheckPipelinePlan(JobPlan& plan) {
   const bool ordered =
       plan.comm.plugin != nullptr && !plan.comm.plugin->traits().unordered_point_to_point;
   PlanningMesh mesh(plan.parallelism.shape, *plan.job.device, ordered);
-  return pipeline
-      ->PlanPipeline(static_cast<int>(plan.model.config.n_layers),
-                     static_cast<int>(plan.parallelism.pipeline_microbatches), mesh)
+  return CallPluginOf(*pipeline, "PlanPipeline",
+                      [&] {
+                        return pipeline->PlanPipeline(
+                            static_cast<int>(plan.model.config.n_layers),
+                            static_cast<int>(plan.parallelism.pipeline_microbatches), mesh);
+                      })
       .status();
 }
 

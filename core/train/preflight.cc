@@ -195,7 +195,10 @@ void CheckFloat8(const Recipe& recipe, const PlanOptions& options, JobPlan& plan
                  std::vector<std::string>& problems) {
   const Float8Settings& float8 = plan.float8;
   const ConfigView& section = recipe.section("float8");
-  const std::string where = section.Where("enable_fsdp_float8_all_gather");
+  // Where each key was set; a default's is the recipe file, never the word "default".
+  const std::string where = WhereSet(recipe, "float8", "enable_fsdp_float8_all_gather");
+  const std::string precompute_where =
+      WhereSet(recipe, "float8", "precompute_float8_dynamic_scale_for_fsdp");
   if (float8.plugin == nullptr) {
     const std::pair<const char*, bool> keys[] = {
         {"enable_fsdp_float8_all_gather", float8.gather_in_float8},
@@ -221,9 +224,11 @@ void CheckFloat8(const Recipe& recipe, const PlanOptions& options, JobPlan& plan
         ": float8.enable_fsdp_float8_all_gather needs fsdp, and data_parallel_shard_degree = "
         "-1 leaves it 1 rank of ",
         plan.parallelism.shape.world_size(), "; the run refuses it unless launched on more ranks"));
-    check(CheckFloat8AllGather(float8.gather_in_float8, float8.precompute_scales, 2, where));
+    check(CheckFloat8AllGather(float8.gather_in_float8, float8.precompute_scales, 2, where,
+                               precompute_where));
   } else {
-    check(CheckFloat8AllGather(float8.gather_in_float8, float8.precompute_scales, dp_shard, where));
+    check(CheckFloat8AllGather(float8.gather_in_float8, float8.precompute_scales, dp_shard, where,
+                               precompute_where));
   }
   if (float8.gather_in_float8 && float8.recipe_name != "tensorwise") {
     problems.push_back(absl::StrCat(
@@ -290,17 +295,18 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
 }
 
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
-                                  absl::string_view where) {
+                                  absl::string_view gather_where,
+                                  absl::string_view precompute_where) {
   if (precompute && !gather_float8) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where,
+        absl::StrCat(precompute_where,
                      ": float8.precompute_float8_dynamic_scale_for_fsdp = true needs "
                      "float8.enable_fsdp_float8_all_gather = true: it computes the scales of the "
                      "weights fsdp gathers in float8"));
   }
   if (gather_float8 && dp_shard <= 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where,
+        gather_where,
         ": float8.enable_fsdp_float8_all_gather = true gathers weights under fsdp, which "
         "this run does not shard (parallelism.data_parallel_shard_degree = ",
         dp_shard, "); set it to false or shard over more ranks"));

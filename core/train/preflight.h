@@ -26,9 +26,11 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
                           std::vector<std::string>& problems);
 
 // float8.enable_fsdp_float8_all_gather needs fsdp (dp_shard > 1);
-// precompute_float8_dynamic_scale_for_fsdp needs the float8 all-gather. `where` names the key.
+// precompute_float8_dynamic_scale_for_fsdp needs the float8 all-gather. `gather_where` and
+// `precompute_where` say where each key was set.
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
-                                  absl::string_view where);
+                                  absl::string_view gather_where,
+                                  absl::string_view precompute_where);
 // One optimizer step may not use more sequences than the training data holds (more would
 // repeat sequences within a step, and an absurd global batch would never finish a step). Checked
 // once the data is loaded: the data's size is not known before.

@@ -6,6 +6,7 @@
 #include "core/runtime/control_plane/control_plane.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/observability.h"
+#include "core/runtime/plugin_registry.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/matmul.h"
 #include "core/train/lr_schedule.h"
@@ -51,7 +52,9 @@ absl::StatusOr<double> EvalLoss(TrainingJob& job, int64_t batches) {
                                                 batch / microbatches, seq_len));
     PipelineStepOptions forward_only;
     forward_only.forward_only = true;
-    TITAN_RETURN_IF_ERROR(pipeline->RunSchedule(forward_only).status());
+    TITAN_RETURN_IF_ERROR(CallPluginOf(*pipeline, "RunSchedule", [&] {
+                            return pipeline->RunSchedule(forward_only);
+                          }).status());
     if (!model.holds_last_stage()) continue;
     for (float loss : model.microbatch_losses()) total += loss / static_cast<double>(microbatches);
   }

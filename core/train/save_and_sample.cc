@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/logging.h"
+#include "core/runtime/plugin_registry.h"
 #include "core/train/generate.h"
 #include "core/train/pipeline_gather.h"
 #include "core/train/run_control.h"
@@ -26,7 +27,10 @@ absl::Status GatherWholeModel(TrainingJob& job) {
   // In the reverse order of Apply: fsdp gathers the tp-local tensors, tp the whole ones.
   for (auto plugin = parallel.plugins.rbegin(); plugin != parallel.plugins.rend(); ++plugin) {
     UnshardingRole* unsharding = (*plugin)->unsharding();
-    if (unsharding != nullptr) TITAN_RETURN_IF_ERROR(unsharding->Unshard());
+    if (unsharding != nullptr) {
+      TITAN_RETURN_IF_ERROR(
+          CallPluginOf(*unsharding, "Unshard", [&] { return unsharding->Unshard(); }));
+    }
   }
   // The pp ranks of the lead's pipeline (every other coordinate 0) hand their stages to it.
   if (parallel.pipeline() != nullptr && mesh.coordinate(MeshDim::kDpReplicate) == 0 &&
@@ -94,7 +98,13 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
   const std::string model_path =
       (std::filesystem::path(job.plan.job.dump_folder) / "model.arena").string();
   if (job.lead()) {
-    TITAN_RETURN_IF_ERROR(job.model->SaveParameters(model_path));
+    absl::Status written = job.model->SaveParameters(model_path);
+    if (!written.ok() && !saved.ok()) {
+      // A full disk fails both saves: the checkpoint's error is the first, and the cause.
+      spdlog::error("[train] stopped after step {}: {}; writing the weights failed too", trained,
+                    std::string(saved.message()));
+    }
+    TITAN_RETURN_IF_ERROR(written);
     if (!saved.ok()) {
       spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
                     std::string(saved.message()), trained, model_path);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/plugin_registry.h"
 #include "core/runtime/profiler.h"
 
 namespace titan {
@@ -172,7 +173,9 @@ absl::StatusOr<double> TrainStep::RunPipeline(bool last_accumulation, const Next
   PipelineStepOptions options;
   options.data_parallel = dp_.data_parallel;
   options.sync_gradients = last_accumulation;
-  TITAN_ASSIGN_OR_RETURN(PipelineStepStats ran, dp_.pipeline->RunSchedule(options));
+  TITAN_ASSIGN_OR_RETURN(PipelineStepStats ran, CallPluginOf(*dp_.pipeline, "RunSchedule", [&] {
+                           return dp_.pipeline->RunSchedule(options);
+                         }));
   stats.step_seconds += ran.step_seconds;
   stats.compute_seconds += ran.compute_seconds;
   stats.theoretical_bubble = ran.theoretical_bubble;
@@ -242,8 +245,10 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     TITAN_RETURN_IF_ERROR(model_->Backward());
   }
   if (dp_.data_parallel != nullptr) {
-    TITAN_RETURN_IF_ERROR(Traced("sync", "wait_for_gradients",
-                                 [&] { return dp_.data_parallel->WaitForGradients(); }));
+    TITAN_RETURN_IF_ERROR(Traced("sync", "wait_for_gradients", [&] {
+      return CallPluginOf(*dp_.data_parallel, "WaitForGradients",
+                          [&] { return dp_.data_parallel->WaitForGradients(); });
+    }));
   }
   if (dp_.context_group != nullptr && dp_.context_group->size() > 1) {
     // Each cp rank's gradient is of the mean loss over its own tokens; the sequence's is their
@@ -284,11 +289,14 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
                        lr,
                        step,
                        compute_};
-  TITAN_RETURN_IF_ERROR(
-      Traced("optimizer", "optimizer.step", [&] { return optimizer_->Step(update); }));
+  TITAN_RETURN_IF_ERROR(Traced("optimizer", "optimizer.step", [&] {
+    return CallPluginOf(*optimizer_, "Step", [&] { return optimizer_->Step(update); });
+  }));
   if (dp_.float8_scales != nullptr) {
-    TITAN_RETURN_IF_ERROR(Traced("optimizer", "precompute_float8_scales",
-                                 [&] { return dp_.float8_scales->PrecomputeFloat8Scales(); }));
+    TITAN_RETURN_IF_ERROR(Traced("optimizer", "precompute_float8_scales", [&] {
+      return CallPluginOf(*dp_.float8_scales, "PrecomputeFloat8Scales",
+                          [&] { return dp_.float8_scales->PrecomputeFloat8Scales(); });
+    }));
   }
   return result;
 }

@@ -245,6 +245,16 @@ TEST_F(CheckpointRun, FailedFinalSaveStillWritesTheTrainedWeights) {
   EXPECT_GT(fs::file_size(arena), 5'000'000u);  // 5.4M f32 parameters' worth
 }
 
+// Issue #39: when model.arena does not fit either, both errors are logged, the checkpoint's first.
+TEST_F(CheckpointRun, AFailedFinalSaveAndAFailedModelArenaAreBothLogged) {
+  Result run = Run("run", 2, "--checkpoint.interval=100 --checkpoint.last_save_model_only=false",
+                   "trap '' XFSZ; prlimit --fsize=10000000");
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("[train] stopped after step 2: checkpoint: "));
+  EXPECT_THAT(run.output, HasSubstr("writing the weights failed too"));
+  EXPECT_THAT(run.output, HasSubstr((dir_ / "run" / "model.arena").string()));
+}
+
 // Folders the run writes to only later are checked at start: a file in the checkpoint folder's
 // place, or in the profiler's, stops the run before its first step, naming the key.
 TEST_F(CheckpointRun, UnwritableOutputFoldersAreFoundAtStart) {
@@ -282,6 +292,8 @@ TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherSh
   config["rope_theta"] = 10000.0;  // Llama 2's
   config["rms_norm_eps"] = 1e-6;
   config["rope_scaling"] = nullptr;
+  config["max_position_embeddings"] = 8192;  // more than the run's seq_len of 16
+  config["attention_dropout"] = 0.1;
   WriteJson(hf / "config.json", config);
   Result run = Run("run", 1, import);
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -297,6 +309,11 @@ TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherSh
   EXPECT_EQ(saved["metadata"]["model.rope_theta"], "10000");
   EXPECT_EQ(saved["metadata"]["model.norm_eps"], "1e-06");
   EXPECT_EQ(saved["metadata"]["model.rope_scaled"], "false");
+  // Issue #39: the imported context is kept (an export's max_position_embeddings stays 8192, not
+  // the run's seq_len), and the dropout titan does not apply is named.
+  EXPECT_EQ(saved["metadata"]["model.max_seq_len"], "8192");
+  EXPECT_THAT(run.output, HasSubstr(hf.string() + " asks for attention_dropout = 0.1, but titan "
+                                                  "trains without dropout: the run ignores it"));
 
   config["num_attention_heads"] = 8;  // the same tensors, cut into other heads
   config["num_key_value_heads"] = 8;

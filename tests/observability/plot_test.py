@@ -27,6 +27,39 @@ def has_color(image, hex_color):
     return bool(np.any(np.all(np.abs(image[:, :, :3] - rgb) < 0.02, axis=2)))
 
 
+def plot(*args, **kwargs):
+    return subprocess.run([TITAN_PLOT, *args], capture_output=True, text=True,
+                          errors="backslashreplace", timeout=60, **kwargs)
+
+
+def check_bad_inputs(tmp):
+    """Damaged or hostile inputs end in a message and exit 2, never a traceback or a hang."""
+    garbage = os.path.join(tmp, "garbage.jsonl")
+    with open(garbage, "wb") as f:
+        f.write(bytes(range(256)) * 8 + b"\n\xff\xfe\x1b[31m\n")
+    result = plot("--out", os.path.join(tmp, "g"), garbage)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "not JSON rows, skipped" in result.stderr and "no metrics rows" in result.stderr
+    assert "\x1b" not in result.stderr, "raw bytes of the file reached the terminal"
+
+    result = plot("--out", os.path.join(tmp, "huge"), "--size", "100000x100000",
+                  os.path.join(tmp, "baseline"))
+    assert result.returncode == 2 and "--size: expected 100 to 10000" in result.stderr, result.stderr
+
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)  # nobody writes to it: reading it would block forever
+    result = plot("--out", os.path.join(tmp, "f"), fifo)
+    assert result.returncode == 2 and "not a regular file" in result.stderr, result.stderr
+
+    strings = os.path.join(tmp, "strings.jsonl")
+    with open(strings, "w") as f:
+        f.write('{"step": 1, "loss": "2.5", "lr": 0.1}\n{"step": 2, "loss": "2.0", "lr": 0.1}\n')
+    result = plot("--out", os.path.join(tmp, "s"), strings)
+    assert result.returncode == 0, result.stderr
+    assert (f'{strings}:1: "loss" is "2.5", not a number: 2 such value(s) of "loss" not drawn'
+            in result.stderr), result.stderr
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         write_run(os.path.join(tmp, "baseline"), [10.0, 9.0, 8.5])
@@ -53,6 +86,7 @@ def main():
         missing = subprocess.run([TITAN_PLOT, os.path.join(tmp, "nothing")],
                                  capture_output=True, text=True)
         assert missing.returncode == 2 and "cannot read the run" in missing.stderr, missing.stderr
+        check_bad_inputs(tmp)
     print("1 passed, 0 failed")
 
 

@@ -1,6 +1,6 @@
 // Plugins that break the contract at the boundary, one per library, selected by the macro
-// FAULT: a factory that returns null, a factory (constructor) that throws, and a Configure that
-// throws. The loader must name the plugin and never crash.
+// FAULT: a factory that returns null, a factory (constructor) that throws, a Configure that
+// throws, and a Step that throws. The loader and the trainer must name the plugin, never crash.
 #include <stdexcept>
 
 #include "titan/optimizer.h"
@@ -17,8 +17,27 @@ class Faulty : public titan::OptimizerPlugin {
     throw std::runtime_error("Configure failed on purpose");
   }
 #endif
+#if FAULT == 4
+  // The keys of the debug recipe's [optimizer], so that a run reaches its first Step.
+  std::vector<titan::ConfigKey> ConfigKeys() const override {
+    return {
+        {"lr", titan::ConfigType::kFloat, titan::ConfigValue(1e-3), "learning rate", {}, {}, {}},
+        { "eps",
+          titan::ConfigType::kFloat,
+          titan::ConfigValue(1e-8),
+          "unused",
+          {},
+          {},
+          {} }};
+  }
+#endif
   std::vector<std::string> StateNames() const override { return {}; }
-  absl::Status Step(const titan::OptimizerStep&) override { return absl::OkStatus(); }
+  absl::Status Step(const titan::OptimizerStep&) override {
+#if FAULT == 4
+    throw std::runtime_error("boom from plugin Step");
+#endif
+    return absl::OkStatus();
+  }
 };
 
 #if FAULT == 1
@@ -38,6 +57,8 @@ const titan::PluginDescriptor kDescriptor = {TITAN_ABI_VERSION,
 BOOST_DLL_ALIAS_SECTIONED(kDescriptor, TITAN_PLUGIN_SYMBOL_, titan)
 #elif FAULT == 2
 TITAN_PLUGIN(titan::OptimizerPlugin, Faulty, "throwingfactory", "0.0.1", "a throwing factory")
-#else
+#elif FAULT == 3
 TITAN_PLUGIN(titan::OptimizerPlugin, Faulty, "throwingconfigure", "0.0.1", "a throwing Configure")
+#else
+TITAN_PLUGIN(titan::OptimizerPlugin, Faulty, "throwingstep", "0.0.1", "a throwing Step")
 #endif

@@ -128,6 +128,11 @@ TEST(LbdcTopologyFile, BadFilesNameTheFileAndThePlace) {
       topology::MakeTopology("/nonexistent/net.json", random);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/net.json"));
+  // A folder is named as one (issue #39), not as "not valid JSON".
+  const std::string folder = TestFile("folder.json");
+  std::filesystem::create_directories(folder);
+  EXPECT_EQ(topology::MakeTopology(folder, random).status().message(),
+            folder + ": not a file (a folder?): expected a topology file");
 }
 
 absl::StatusOr<std::vector<std::vector<double>>> ReadTrace(const std::string& text, int n) {

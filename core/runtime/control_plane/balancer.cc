@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/plugin_registry.h"
 
 namespace titan {
 
@@ -43,7 +44,8 @@ absl::StatusOr<BalanceProblem> WithoutLost(const BalanceProblem& problem,
 absl::StatusOr<Balanced> AssignControllers(BalancePlugin& policy, const BalanceProblem& problem,
                                            const std::vector<bool>& lost) {
   TITAN_ASSIGN_OR_RETURN(BalanceProblem live, WithoutLost(problem, lost));
-  TITAN_ASSIGN_OR_RETURN(BalanceResult result, policy.Assign(live));
+  TITAN_ASSIGN_OR_RETURN(BalanceResult result,
+                         CallPluginOf(policy, "Assign", [&] { return policy.Assign(live); }));
   return Balanced{std::move(result.controller_of), result.lower_bound, true};
 }
 
@@ -78,7 +80,9 @@ absl::StatusOr<Balanced> RebalanceControllers(BalancePlugin& policy, const Balan
   // the best lower bound (the trivial one, or better if the policy proves one).
   RebalanceGoal goal;
   goal.lower_bound = std::max(heaviest, total / static_cast<double>(alive));
-  TITAN_ASSIGN_OR_RETURN(RebalanceResult result, policy.Rebalance(live, next, goal));
+  TITAN_ASSIGN_OR_RETURN(RebalanceResult result, CallPluginOf(policy, "Rebalance", [&] {
+                           return policy.Rebalance(live, next, goal);
+                         }));
   for (const Migration& move : result.moves) next[move.switch_index] = move.to;
   return Balanced{std::move(next), std::max(goal.lower_bound, result.lower_bound), false};
 }

@@ -111,8 +111,10 @@ absl::Status CheckPieceFiles(const std::string& folder, const Index& index) {
     const auto size = regular ? std::filesystem::file_size(path, error) : 0;
     if (!regular || error) {
       return absl::DataLossError(absl::StrCat(
-          path.string(), " is missing: ", kIndexFile, " names ", need.first, " piece(s) in it, so ",
-          folder, " is not a complete dcp checkpoint (a removal or copy cut short?)"));
+          path.string(),
+          std::filesystem::exists(path, error) ? " is not a file (a folder?)" : " is missing", ": ",
+          kIndexFile, " names ", need.first, " piece(s) in it, so ", folder,
+          " is not a complete dcp checkpoint (a removal or copy cut short?)"));
     }
     if (static_cast<int64_t>(size) < need.second) {
       return absl::DataLossError(absl::StrCat(

@@ -165,6 +165,15 @@ TEST(Dcp, CorruptionIsAnErrorNamingTheFile) {
   EXPECT_NE(status.message().find("metadata.json is missing"), std::string::npos) << status;
   EXPECT_FALSE(dcp.plugin->Read(no_index).ok());
 
+  // A folder in metadata.json's place is named as one (issue #39), not as libstdc++'s
+  // "basic_filebuf::underflow error reading the file".
+  fs::create_directory(no_index + "/metadata.json");
+  status = dcp.plugin->Read(no_index).status();
+  EXPECT_EQ(status.message(), no_index +
+                                  "/metadata.json is not a file (a folder?): expected the "
+                                  "index of the dcp checkpoint " +
+                                  no_index);
+
   const std::string bad_index = Folder("bad_index");
   ASSERT_TRUE(SaveExample(dcp, bad_index, matrix, vector).ok());
   std::ofstream(bad_index + "/metadata.json") << "{\"format\": \"titan-dcp\", \"vers";
@@ -190,6 +199,11 @@ TEST(Dcp, ReadRefusesAFolderWhosePieceFilesAreMissingOrShort) {
                                   missing + " is not a complete dcp checkpoint"),
             std::string::npos)
       << status;
+
+  fs::create_directory(missing + "/rank-0.bin");  // a folder in its place is named as one
+  EXPECT_NE(dcp.plugin->Read(missing).status().message().find(
+                missing + "/rank-0.bin is not a file (a folder?): metadata.json names 3 piece(s)"),
+            std::string::npos);
 
   const std::string short_file = Folder("short_rank_file");
   ASSERT_TRUE(SaveExample(dcp, short_file, matrix, vector).ok());

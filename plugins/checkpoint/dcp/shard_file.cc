@@ -230,6 +230,13 @@ absl::StatusOr<Index> ReadIndex(const std::string& folder) {
   if (!std::filesystem::is_directory(folder)) {
     return absl::NotFoundError(absl::StrCat(folder, ": no such checkpoint folder"));
   }
+  std::error_code kind_error;
+  if (std::filesystem::exists(path, kind_error) &&
+      !std::filesystem::is_regular_file(path, kind_error)) {
+    // A stream would read a folder as "basic_filebuf::underflow error reading the file".
+    return absl::DataLossError(absl::StrCat(path, " is not a file (a folder?): expected the ",
+                                            "index of the dcp checkpoint ", folder));
+  }
   std::ifstream in(path);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(path, " is missing: ", folder,

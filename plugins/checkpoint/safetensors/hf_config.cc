@@ -261,6 +261,7 @@ CheckpointMetadata MetadataOf(const ModelShape& s) {
                           {"model.max_seq_len", absl::StrCat(s.max_seq_len)},
                           {"model.tie_embeddings", s.tie_embeddings ? "true" : "false"}};
   if (s.bos_token_id >= 0) m["model.bos_token_id"] = absl::StrCat(s.bos_token_id);
+  if (s.attention_dropout != 0) m["model.attention_dropout"] = FormatDouble(s.attention_dropout);
   if (s.eos_token_id >= 0) m["model.eos_token_id"] = absl::StrCat(s.eos_token_id);
   if (s.rope_scaled) {
     m["model.rope_scale_factor"] = FormatDouble(s.rope_scale_factor);
@@ -329,6 +330,7 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
   config.Double("rope_theta", s.rope_theta, 10000.0);
   config.Int("max_position_embeddings", s.max_seq_len, 2048);
   config.Bool("tie_word_embeddings", s.tie_embeddings, false);
+  config.Double("attention_dropout", s.attention_dropout, 0.0);
   // Kept for a re-export when they are single ids (Llama 3.1 lists several eos ids: unknown).
   for (auto [key, id] :
        {std::pair{"bos_token_id", &s.bos_token_id}, std::pair{"eos_token_id", &s.eos_token_id}}) {

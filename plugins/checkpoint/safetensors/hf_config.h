@@ -26,6 +26,8 @@ struct ModelShape {
   int64_t max_seq_len = kDefaultMaxSeqLen;
   bool tie_embeddings = false;
   int64_t bos_token_id = -1, eos_token_id = -1;  // the tokenizer's; -1: unknown (null)
+  // An imported config's; titan trains without dropout, and the core warns when it is not 0.
+  double attention_dropout = 0;
 
   int64_t head_dim() const { return dim / n_heads; }
 };

@@ -27,6 +27,11 @@ std::string Shape(const std::vector<int64_t>& shape) {
 }
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::error_code error;
+  if (fs::exists(path, error) && !fs::is_regular_file(path, error)) {
+    // A folder reads as empty text, which would be reported as JSON that does not parse.
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a file (a folder?)"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
   std::ostringstream text;
@@ -57,6 +62,7 @@ absl::StatusOr<std::unique_ptr<HfFolder>> HfFolder::Open(const std::string& fold
   }
   const std::string config_path = (fs::path(folder) / kConfigFile).string();
   absl::StatusOr<std::string> config = ReadText(config_path);
+  if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
   if (!config.ok()) {
     return absl::NotFoundError(absl::StrCat(config_path, ": missing; a Hugging Face Llama folder ",
                                             "holds its config.json beside the tensors"));

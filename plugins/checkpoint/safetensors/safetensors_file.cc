@@ -223,6 +223,13 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
     ::close(fd);
     return status;
   }
+  if (!S_ISREG(info.st_mode)) {
+    // mmap would refuse a folder as "No such device".
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a file (", S_ISDIR(info.st_mode) ? "a folder" : "a FIFO or device",
+        "): expected a safetensors file"));
+  }
   const size_t size = static_cast<size_t>(info.st_size);
   void* data = nullptr;
   if (size > 0) {

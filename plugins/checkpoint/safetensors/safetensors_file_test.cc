@@ -144,6 +144,12 @@ TEST(SafetensorsFile, WriterAndMappingRoundTrip) {
   std::filesystem::remove(path);
   EXPECT_THAT(std::string(MappedFile::Open(path).status().message()),
               HasSubstr(path + ": cannot open: No such file"));
+  // A folder in a safetensors file's place is named as one (issue #39), not "cannot map: No
+  // such device".
+  std::filesystem::create_directories(path);
+  EXPECT_EQ(MappedFile::Open(path).status().message(),
+            path + ": not a file (a folder): expected a safetensors file");
+  std::filesystem::remove(path);
 }
 
 }  // namespace

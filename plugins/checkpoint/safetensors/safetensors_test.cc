@@ -391,6 +391,10 @@ TEST_F(SafetensorsTest, FoldersThatAreNotExportsAreNamed) {
   fs::remove(dir_ / "e" / "config.json");
   EXPECT_THAT(std::string(Load(folder, ModelPieces(*model)).message()),
               HasSubstr(folder + "/config.json: missing"));
+  // A folder in its place is named as one (issue #39), not as JSON that does not parse.
+  fs::create_directory(dir_ / "e" / "config.json");
+  EXPECT_THAT(std::string(Load(folder, ModelPieces(*model)).message()),
+              HasSubstr(folder + "/config.json: not a file (a folder?)"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -82,11 +83,17 @@ std::string ActionName(const Action& action) {
   return absl::StrCat(action.stage, TypeName(action.type), action.microbatch);
 }
 
+std::string Excerpt(absl::string_view text) {
+  constexpr size_t kMaxBytes = 40;
+  if (text.size() <= kMaxBytes) return absl::CHexEscape(text);
+  return absl::StrCat(absl::CHexEscape(text.substr(0, kMaxBytes)), "...");
+}
+
 absl::StatusOr<Action> ParseAction(absl::string_view text) {
   absl::string_view rest = absl::StripAsciiWhitespace(text);
   auto malformed = [&](absl::string_view what) {
     return absl::InvalidArgumentError(
-        absl::StrCat("action '", text, "': ", what,
+        absl::StrCat("action '", Excerpt(text), "': ", what,
                      "; expected [stage][F|B|I|W|SEND_F|RECV_F|SEND_B|RECV_B][microbatch], e.g. "
                      "2F0 or 1SEND_B3"));
   };
@@ -103,7 +110,7 @@ absl::StatusOr<Action> ParseAction(absl::string_view text) {
   }
   if (!typed) return malformed("no action type");
   if (!ConsumeNumber(rest, action.microbatch)) return malformed("no microbatch number");
-  if (!rest.empty()) return malformed(absl::StrCat("'", rest, "' after the microbatch"));
+  if (!rest.empty()) return malformed(absl::StrCat("'", Excerpt(rest), "' after the microbatch"));
   return action;
 }
 

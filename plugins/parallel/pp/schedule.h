@@ -38,6 +38,9 @@ bool IsCompute(ActionType type);
 // "0F3", "1I0", "2SEND_F1", "0RECV_B5": stage, type, microbatch, as PyTorch writes them.
 std::string ActionName(const Action& action);
 absl::StatusOr<Action> ParseAction(absl::string_view text);
+// `text` from a file, as an error message quotes it: at most 40 bytes, C-escaped, so that a
+// binary file's bytes never reach the log raw.
+std::string Excerpt(absl::string_view text);
 
 // How stages sit on ranks: kLoop puts stage s on rank s % ranks (GPipe, 1F1B, Interleaved1F1B,
 // LoopedBFS, InterleavedZeroBubble); kV puts two stages on each rank, rank r holding stages r

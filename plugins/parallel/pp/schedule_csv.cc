@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -31,6 +32,12 @@ absl::StatusOr<Schedule> ReadCsv(const std::string& path, int ranks, int microba
                                                    "found ",
                                                    ranks, " and ", microbatches));
   }
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error)) {
+    // A folder reads as no lines, which would be reported as "found 0" rank lines.
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline schedule CSV '", path, "': not a file (a folder?)"));
+  }
   std::ifstream file(path);
   if (!file) {
     return absl::NotFoundError(
@@ -58,7 +65,7 @@ absl::StatusOr<Schedule> ReadCsv(const std::string& path, int ranks, int microba
       const absl::string_view value = absl::StripAsciiWhitespace(raw);
       if (value.empty()) continue;
       auto where = [&] {
-        return absl::StrCat(path, ":", line, ": cell ", cell, " ('", value, "')");
+        return absl::StrCat(path, ":", line, ": cell ", cell, " ('", Excerpt(value), "')");
       };
       absl::StatusOr<Action> action = ParseAction(value);
       if (!action.ok()) {

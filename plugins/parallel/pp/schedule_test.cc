@@ -444,6 +444,10 @@ TEST(PpCsv, RefusesMalformedFilesNamingFileLineAndCell) {
            Case{"0F0,0B0\n2F0,2B0\n", ": no compute action of stage 1"},
            Case{"0F0,0F1,0B0,0B1\n,\n", ":2: rank 1 runs no stage"},
            Case{"0F0,0B0\n1SEND_F0\n", ":2: rank 1 runs no stage"},
+           // Binary bytes are quoted escaped and cut short (issue #39), never raw.
+           Case{"\x1b[31m\xff\x01 and forty more bytes of a binary file, cut short",
+                ":1: cell 1 ('\\x1b[31m\\xff\\x01 and forty more bytes of a binary...'): action "
+                "'\\x1b[31m\\xff\\x01 and forty more bytes of a binary...': no stage number"},
        }) {
     const TempFile file(c.text);
     absl::StatusOr<Schedule> read = ReadCsv(file.path(), 2, 2);
@@ -455,6 +459,12 @@ TEST(PpCsv, RefusesMalformedFilesNamingFileLineAndCell) {
   absl::StatusOr<Schedule> missing = ReadCsv("/nonexistent/schedule.csv", 2, 2);
   EXPECT_THAT(missing.status().message(),
               AllOf(HasSubstr("/nonexistent/schedule.csv"), HasSubstr("cannot open")));
+  // A folder is named as one (issue #39), not read as a file of no rank lines.
+  const std::string folder = testing::TempDir() + "/pp_csv_folder_" + std::to_string(getpid());
+  std::filesystem::create_directories(folder);
+  EXPECT_EQ(ReadCsv(folder, 2, 2).status().message(),
+            "pipeline schedule CSV '" + folder + "': not a file (a folder?)");
+  std::filesystem::remove(folder);
 }
 
 // docs/pipeline.md's tables for p = 4 (bubbles per m; peak in flight per rank at m = 8) are what
