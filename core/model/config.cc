@@ -20,18 +20,40 @@ std::string NumberText(double value) {
 }  // namespace
 
 int64_t LlamaConfig::hidden_dim() const {
+  if (explicit_hidden_dim > 0) return explicit_hidden_dim;
   int64_t hidden = 2 * (4 * dim) / 3;
   if (ffn_dim_multiplier > 0) hidden = static_cast<int64_t>(ffn_dim_multiplier * hidden);
   return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
 }
 
-int64_t LlamaConfig::ParameterCount() const {
-  const int64_t kv_dim = n_kv_heads * head_dim();
-  const int64_t attention = 2 * dim * dim + 2 * dim * kv_dim;
-  const int64_t per_layer = attention + 3 * dim * hidden_dim() + 2 * dim;
-  const int64_t embeddings = (tie_embeddings ? 1 : 2) * vocab_size * dim;
-  return n_layers * per_layer + embeddings + dim;
+namespace {
+
+// A block's parameters, the routed experts' counted `routed` of experts times (all of them, or
+// top_k for the active count).
+int64_t BlockParameters(const LlamaConfig& c, int64_t layer, int64_t routed) {
+  const int64_t hd = c.head_dim(), qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
+  const int64_t attention = 2 * c.dim * qd + 2 * c.dim * kvd + (c.qk_norm ? 2 * hd : 0);
+  const int64_t norms = 2 * c.dim;
+  if (!c.IsMoeLayer(layer)) return attention + norms + 3 * c.dim * c.hidden_dim();
+  const MoeConfig& m = c.moe;
+  // The experts' bias is a buffer, not counted (as TorchTitan's and Hugging Face's counts).
+  const int64_t router = m.experts * c.dim;
+  return attention + norms + router + 3 * c.dim * m.hidden_dim * (routed + m.shared_experts);
 }
+
+int64_t CountParameters(const LlamaConfig& c, bool active) {
+  int64_t total = (c.tie_embeddings ? 1 : 2) * c.vocab_size * c.dim + c.dim;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    total += BlockParameters(c, l, active ? c.moe.top_k : c.moe.experts);
+  }
+  return total;
+}
+
+}  // namespace
+
+int64_t LlamaConfig::ParameterCount() const { return CountParameters(*this, false); }
+
+int64_t LlamaConfig::ActiveParameterCount() const { return CountParameters(*this, true); }
 
 absl::Status LlamaConfig::Validate() const {
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || vocab_size <= 0 ||
@@ -41,7 +63,7 @@ absl::Status LlamaConfig::Validate() const {
                      ", n_heads ", n_heads, ", n_kv_heads ", n_kv_heads, ", vocab_size ",
                      vocab_size, ", multiple_of ", multiple_of));
   }
-  if (dim % n_heads != 0 || head_dim() % 2 != 0) {
+  if ((explicit_head_dim == 0 && dim % n_heads != 0) || head_dim() % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("model: expected n_heads to divide dim into an ",
                                                    "even head size, found dim ", dim,
                                                    " and n_heads ", n_heads));
@@ -49,6 +71,17 @@ absl::Status LlamaConfig::Validate() const {
   if (n_heads % n_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("model: expected n_kv_heads to divide n_heads, ",
                                                    "found ", n_kv_heads, " and ", n_heads));
+  }
+  if (!moe.enabled()) return absl::OkStatus();
+  if (moe.top_k < 1 || moe.top_k > moe.experts || moe.hidden_dim <= 0 ||
+      moe.shared_experts < 0 || moe.dense_layers < 0 || moe.dense_layers > n_layers ||
+      moe.route_scale <= 0 || moe.load_balance_coeff < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: expected 1 <= top_k <= experts, a positive expert hidden dim and route scale, ",
+        "0 <= dense layers <= n_layers; found experts ", moe.experts, ", top_k ", moe.top_k,
+        ", hidden dim ", moe.hidden_dim, ", shared experts ", moe.shared_experts,
+        ", dense layers ", moe.dense_layers, ", route scale ", moe.route_scale,
+        ", load balance coefficient ", moe.load_balance_coeff));
   }
   return absl::OkStatus();
 }
@@ -91,6 +124,12 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
 }
 
 absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vocab_known) {
+  if (c.moe.enabled() && degree > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor parallel degree ", degree, ": tensor parallelism does not split a mixture of "
+        "experts yet; use data_parallel_shard_degree (fsdp) or pipeline parallelism for this "
+        "flavor"));
+  }
   const std::pair<const char*, int64_t> divided[] = {
       {"n_heads", c.n_heads},
       {"n_kv_heads", c.n_kv_heads},
@@ -122,7 +161,14 @@ std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, in
           {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
           {"model.rope_original_context", text(c.rope.original_context)},
           {"model.max_seq_len", absl::StrCat(max_seq_len)},
-          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"}};
+          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"},
+          {"model.head_dim", absl::StrCat(c.head_dim())},
+          {"model.qk_norm", c.qk_norm ? "true" : "false"},
+          {"model.experts", absl::StrCat(c.moe.experts)},
+          {"model.experts_per_token", absl::StrCat(c.moe.top_k)},
+          {"model.expert_hidden_dim", absl::StrCat(c.moe.hidden_dim)},
+          {"model.shared_experts", absl::StrCat(c.moe.shared_experts)},
+          {"model.dense_layers", absl::StrCat(c.moe.dense_layers)}};
 }
 
 absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
@@ -141,7 +187,13 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
                                                    {"n_heads", config.n_heads},
                                                    {"n_kv_heads", config.n_kv_heads},
                                                    {"hidden_dim", config.hidden_dim()},
-                                                   {"vocab_size", config.vocab_size}};
+                                                   {"vocab_size", config.vocab_size},
+                                                   {"head_dim", config.head_dim()},
+                                                   {"experts", config.moe.experts},
+                                                   {"experts_per_token", config.moe.top_k},
+                                                   {"expert_hidden_dim", config.moe.hidden_dim},
+                                                   {"shared_experts", config.moe.shared_experts},
+                                                   {"dense_layers", config.moe.dense_layers}};
   for (const auto& [key, ours] : sizes) {
     const std::string* text = find(key);
     int64_t theirs = 0;

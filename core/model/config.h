@@ -1,5 +1,6 @@
-// Llama 3 shapes: the published flavors and the derived sizes (feed-forward width, parameter
-// count) that both the model and the tests rely on.
+// A decoder model's shape: Llama 3's published flavors and derived sizes (feed-forward width,
+// parameter count) that both the model and the tests rely on, and what other families (Qwen3)
+// set apart from them: an explicit head size and feed-forward width, QK-norm, experts.
 #ifndef TITAN_CORE_MODEL_CONFIG_H_
 #define TITAN_CORE_MODEL_CONFIG_H_
 
@@ -14,6 +15,28 @@
 
 namespace titan {
 
+// A mixture-of-experts feed-forward (TorchTitan's MoEArgs): each token's top_k of `experts`
+// routed experts, each a SwiGLU of `hidden_dim` features, plus `shared_experts` that see every
+// token. experts = 0: every block has a dense feed-forward.
+struct MoeConfig {
+  int64_t experts = 0;
+  int64_t top_k = 0;
+  int64_t hidden_dim = 0;      // each expert's (moe_intermediate_size)
+  int64_t shared_experts = 0;  // a SwiGLU of shared_experts * hidden_dim features
+  int64_t dense_layers = 0;    // the first layers keep the dense feed-forward (DeepSeek-V3)
+  // TorchTitan's TokenChoiceTopKRouter: softmax or sigmoid scores, weights normalized over the
+  // chosen experts and scaled.
+  bool sigmoid = false;
+  bool normalize = true;
+  double route_scale = 1.0;
+  // Load balance without an auxiliary loss: a bias on the scores that the choice (not the
+  // weights) sees, moved after every step by coefficient x sign(mean load - expert's load).
+  // 0: no bias.
+  double load_balance_coeff = 0;
+
+  bool enabled() const { return experts > 0; }
+};
+
 struct LlamaConfig {
   int64_t dim = 256;
   int64_t n_layers = 6;
@@ -25,11 +48,21 @@ struct LlamaConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = false;
   RopeConfig rope;
+  // Set by families whose sizes are not Llama's derivations (0: derived).
+  int64_t explicit_head_dim = 0;    // else dim / n_heads
+  int64_t explicit_hidden_dim = 0;  // the dense feed-forward's, else Llama's rule below
+  bool qk_norm = false;             // RMSNorm over each query and key head before RoPE (Qwen3)
+  MoeConfig moe;
 
-  int64_t head_dim() const { return dim / n_heads; }
-  // int(8 * dim / 3), times ffn_dim_multiplier when set, rounded up to multiple_of.
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
+  // explicit_hidden_dim, else int(8 * dim / 3), times ffn_dim_multiplier when set, rounded up to
+  // multiple_of.
   int64_t hidden_dim() const;
+  // Whether block `layer` has the mixture of experts (else the dense feed-forward).
+  bool IsMoeLayer(int64_t layer) const { return moe.enabled() && layer >= moe.dense_layers; }
   int64_t ParameterCount() const;
+  // What one token computes with: every parameter but the routed experts it is not sent to.
+  int64_t ActiveParameterCount() const;
   // Checks the shape is one the kernels can run: heads divide dim, kv heads divide heads, ...
   absl::Status Validate() const;
 };

@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(const LlamaCo
     if (owned[i].matmul_weight && where.matmul_dtype == DType::kBF16) {
       p.compute_dtype = DType::kBF16;
     }
+    p.weight_decay = !owned[i].buffer;  // with no gradient either, the optimizer leaves it be
     parameters.push_back(std::move(p));
     model->inits_.push_back(owned[i].init);
   }
@@ -121,7 +122,7 @@ void DecoderModel::BuildModules() {
       weights.push_back(next);
       layer->AddParameter(&parameters[next++]);
     }
-    blocks_[l] = family_.MakeBlock(ctx_, weights, ac_.PolicyFor(l));
+    blocks_[l] = family_.MakeBlock(ctx_, l, weights, ac_.PolicyFor(l));
     root_.AddChild(layer.get());
     layer_module_[l] = layer.get();
     layer_modules_.push_back(std::move(layer));
@@ -273,6 +274,8 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   // n: every token of the batch, as the column-parallel projections see them; nl: this rank's.
   const int64_t n = batch * seq_len, nl = n / t, d = c.dim, f = local.hidden;
   const int64_t qd = local.heads * c.head_dim(), kvd = local.kv_heads * c.head_dim();
+  // The widest dense feed-forward: the block's own, or a mixture of experts' shared experts.
+  const int64_t ffn = std::max(f, c.moe.shared_experts * c.moe.hidden_dim);
   ctx_.batch = batch, ctx_.seq_len = seq_len, ctx_.n = n, ctx_.n_local = nl;
   // Two plans: what each microbatch keeps from its forward to its backward (a set), and the
   // scratch all microbatches share (recomputed activations, gradients in flight, tables). Each
@@ -336,14 +339,24 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&s.d_q, "d_q", n * qd},
       {&s.d_k, "d_k", n * kvd},
       {&s.d_v, "d_v", n * kvd},
-      {&s.d_h, "d_h", n * f},
-      {&s.d_a, "d_a", n * f},
-      {&s.d_b, "d_b", n * f},
+      {&s.d_h, "d_h", n * ffn},
+      {&s.d_a, "d_a", n * ffn},
+      {&s.d_b, "d_b", n * ffn},
   };
+  if (c.moe.enabled()) {
+    const int64_t m = n * c.moe.top_k, hm = c.moe.hidden_dim;
+    singles.insert(singles.end(), {{&s.moe_d_y, "moe_d_y", m * d},
+                                   {&s.moe_d_h, "moe_d_h", m * hm},
+                                   {&s.moe_d_a, "moe_d_a", m * hm},
+                                   {&s.moe_d_b, "moe_d_b", m * hm},
+                                   {&s.moe_d_x, "moe_d_x", m * d},
+                                   {&s.moe_d_logits, "moe_d_logits", n * c.moe.experts},
+                                   {&s.moe_d_weights, "moe_d_weights", n * c.moe.top_k}});
+  }
   if (t > 1) {
     singles.push_back({&s.tokens_local, "tokens_local", nl * d});
     singles.push_back({&s.tokens_full, "tokens_full", n * d});
-    singles.push_back({&s.norm_grad, "norm_grad", d});
+    singles.push_back({&s.norm_grad, "norm_grad", std::max(d, c.head_dim())});
   }
   for (const Single& single : singles) {
     TITAN_RETURN_IF_ERROR(shared_plan.Add(single.name, {single.size}).status());
@@ -356,8 +369,14 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
     for (int64_t extent : decl.shape) numel *= extent;
     largest_weight = std::max(largest_weight, numel);
   }
+  // A mixture of experts rounds the gradients of its m assignments' outputs and hidden features
+  // and of the router's logits.
+  const int64_t moe_grads =
+      c.moe.enabled()
+          ? std::max(n * c.moe.top_k * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
+          : 0;
   const std::array<int64_t, kOperandScratches> scratch_sizes = {
-      n * qd, n * std::max({d, qd, f, local.vocab}), largest_weight};
+      n * qd, std::max(n * std::max({d, qd, ffn, local.vocab}), moe_grads), largest_weight};
   const bool bf16 = ctx_.matmul_dtype == DType::kBF16;
   for (int i = 0; i < kOperandScratches && bf16; ++i) {
     TITAN_RETURN_IF_ERROR(
@@ -424,7 +443,9 @@ absl::StatusOr<ArenaPlan> DecoderModel::PlanDeferredGrads() {
       }
       deferred_input_entry_[p.weight] = inputs[name];
     }
-    for (const int norm : block.norm_weights()) TITAN_RETURN_IF_ERROR(add_grad(norm, {d}));
+    for (const int norm : block.norm_weights()) {
+      TITAN_RETURN_IF_ERROR(add_grad(norm, {ctx_.parameters[norm].value.numel()}));
+    }
   }
   // The output's gradient is the logits' memory, in the set already.
   if (holds_last_stage()) TITAN_RETURN_IF_ERROR(add_grad(norm_, {d}));

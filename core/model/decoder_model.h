@@ -85,6 +85,19 @@ class DecoderModel : public TensorParallelTarget, public PipelineStageTarget, pu
   // Each parameter as its family declares (ParameterInit), a pure function of the seed and the
   // parameter's name.
   void Initialize(uint64_t seed);
+
+  // The mixture of experts' loads (expert_load.cc): per block with one on this rank, the tokens
+  // each expert received in the forwards since the last call (recomputations not counted).
+  struct ExpertLoad {
+    int64_t layer;
+    std::vector<int64_t> tokens;
+  };
+  std::vector<ExpertLoad> TakeExpertLoads();
+  // TorchTitan's auxiliary-loss-free load balancing, from the loads summed over the ranks that
+  // saw other tokens (data and context parallel): each expert's score bias moves by
+  // load_balance_coeff x sign(mean load - its load), less the mean of those moves. Does nothing
+  // when the model has no bias (load_balance_coeff 0).
+  absl::Status BalanceExperts(const std::vector<ExpertLoad>& loads);
   void ZeroGrad();
 
   // tokens, targets [batch, seq_len]; returns the mean cross-entropy. Plans activation memory

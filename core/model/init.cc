@@ -51,8 +51,8 @@ void DecoderModel::Initialize(uint64_t seed) {
     const int64_t n = params_.at(i).numel();
     host.resize(n);
     const ParameterInit& init = inits_[i];
-    if (init.kind == ParameterInit::Kind::kOnes) {
-      std::fill(host.begin(), host.end(), 1.0f);
+    if (init.kind == ParameterInit::Kind::kOnes || init.kind == ParameterInit::Kind::kZeros) {
+      std::fill(host.begin(), host.end(), init.kind == ParameterInit::Kind::kOnes ? 1.0f : 0.0f);
     } else {
       FillTruncatedNormal(host.data(), n, seed_stream ^ Fnv1a(name), init.std, init.low, init.high);
     }

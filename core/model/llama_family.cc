@@ -12,6 +12,12 @@ namespace {
 class Llama : public ModelFamily {
  public:
   std::string name() const override { return "llama3"; }
+  std::vector<std::string> flavors() const override {
+    return {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "1B", "3B", "8B", "70B", "405B"};
+  }
+  absl::StatusOr<LlamaConfig> Flavor(absl::string_view flavor) const override {
+    return LlamaFlavor(flavor);
+  }
 
   // TorchTitan's tensor-parallel plan for Llama: the projections into heads and hidden features
   // column-wise, the ones back into the residual stream row-wise, the norms replicated (sequence
@@ -67,10 +73,12 @@ class Llama : public ModelFamily {
     return family;
   }
 
-  std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context, const std::vector<int>& w,
+  std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context, int64_t /*layer*/,
+                                          const std::vector<int>& w,
                                           BlockPolicy policy) const override {
-    const BlockWeights weights{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]};
-    return std::make_unique<DecoderBlock>(context, weights, policy);
+    return std::make_unique<DecoderBlock>(context, w[0], AttentionWeights{w[1], w[2], w[3], w[4]},
+                                          w[5], std::make_unique<FeedForward>(context, w[6], w[7], w[8]),
+                                          policy);
   }
 };
 

@@ -16,22 +16,25 @@
 
 namespace titan {
 
-// How a parameter starts (DecoderModel::Initialize): all ones, or each element drawn from
-// Normal(0, std) until it lies in [low, high] (torch.nn.init.trunc_normal_).
+// How a parameter starts (DecoderModel::Initialize): all ones, all zeros, or each element drawn
+// from Normal(0, std) until it lies in [low, high] (torch.nn.init.trunc_normal_).
 struct ParameterInit {
-  enum class Kind : uint8_t { kOnes, kTruncatedNormal } kind = Kind::kOnes;
+  enum class Kind : uint8_t { kOnes, kZeros, kTruncatedNormal } kind = Kind::kOnes;
   double std = 0, low = 0, high = 0;
 };
 
 // A parameter as the family declares it: its name, its shape on a rank of the tensor-parallel
 // ranks, how tensor parallelism splits it (the tp plugin's plan), whether it is only ever a
 // matmul operand (a plugin gathering it may then hand it over in bf16), and how it starts.
+// A buffer (the experts' load-balancing bias) is not trained: it never gets a gradient and no
+// weight decay, so the optimizer leaves it as it is, and the model moves it itself.
 struct ParameterDecl {
   std::string name;
   std::vector<int64_t> shape;
   TensorParallelStyle tp_style;
   bool matmul_weight = false;
   ParameterInit init;
+  bool buffer = false;
 };
 
 // Every parameter of the whole model, grouped by the module that holds it, each group in arena
@@ -49,11 +52,14 @@ class ModelFamily {
  public:
   virtual ~ModelFamily() = default;
   virtual std::string name() const = 0;
+  // The shapes a recipe's model.flavor names; an error lists them.
+  virtual std::vector<std::string> flavors() const = 0;
+  virtual absl::StatusOr<LlamaConfig> Flavor(absl::string_view flavor) const = 0;
   // On a rank of `tp` tensor-parallel ranks.
   virtual FamilyParameters Declare(const LlamaConfig& config, int64_t tp) const = 0;
-  // A block over its parameters: `weights` indexes the context's parameters, one per declared
-  // block parameter, in declaration order.
-  virtual std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context,
+  // Block `layer` over its parameters: `weights` indexes the context's parameters, one per
+  // declared block parameter, in declaration order.
+  virtual std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context, int64_t layer,
                                                   const std::vector<int>& weights,
                                                   BlockPolicy policy) const = 0;
 };
@@ -62,8 +68,18 @@ class ModelFamily {
 // attention with RoPE and a SwiGLU feed-forward, RMSNorm, optionally tied embeddings.
 const ModelFamily& LlamaFamily();
 
-// The family a recipe's model.name names ("llama3"); an error lists the known ones.
+// Qwen3 (TorchTitan's qwen3): Llama's blocks with an explicit head size, QK-norm and, in the
+// MoE flavors, a mixture of experts with softmax top-k routing for every feed-forward.
+const ModelFamily& Qwen3Family();
+
+// Every family, in the order the recipe reference lists them.
+std::vector<const ModelFamily*> ModelFamilies();
+
+// The family a recipe's model.name names ("llama3", "qwen3"); an error lists the known ones.
 absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name);
+
+// The error for a flavor `family` does not have, listing those it has.
+absl::Status UnknownFlavor(const ModelFamily& family, absl::string_view flavor);
 
 }  // namespace titan
 

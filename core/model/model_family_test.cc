@@ -14,10 +14,73 @@ TEST(ModelFamily, ARecipeNamesItsFamilyAndAnUnknownOneListsTheKnown) {
   absl::StatusOr<const ModelFamily*> llama = ModelFamilyNamed("llama3");
   ASSERT_TRUE(llama.ok()) << llama.status();
   EXPECT_EQ(*llama, &LlamaFamily());
-  const absl::Status unknown = ModelFamilyNamed("qwen3").status();
+  absl::StatusOr<const ModelFamily*> qwen3 = ModelFamilyNamed("qwen3");
+  ASSERT_TRUE(qwen3.ok()) << qwen3.status();
+  EXPECT_EQ(*qwen3, &Qwen3Family());
+  const absl::Status unknown = ModelFamilyNamed("mamba").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(unknown.message(), HasSubstr("\"qwen3\""));
-  EXPECT_THAT(unknown.message(), HasSubstr("llama3"));
+  EXPECT_THAT(unknown.message(), HasSubstr("\"mamba\""));
+  EXPECT_THAT(unknown.message(), HasSubstr("llama3, qwen3"));
+}
+
+TEST(ModelFamily, EachFamilyRefusesAFlavorItLacksListingItsOwn) {
+  const absl::Status status = Qwen3Family().Flavor("405B").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("qwen3 has no flavor '405B'"));
+  EXPECT_THAT(status.message(), HasSubstr("debugmodel_moe"));
+  EXPECT_THAT(LlamaFamily().Flavor("30B-A3B").status().message(), HasSubstr("405B"));
+  for (const ModelFamily* family : ModelFamilies()) {
+    for (const std::string& flavor : family->flavors()) {
+      absl::StatusOr<LlamaConfig> config = family->Flavor(flavor);
+      ASSERT_TRUE(config.ok()) << family->name() << " " << flavor << ": " << config.status();
+      EXPECT_TRUE(config->Validate().ok()) << family->name() << " " << flavor;
+    }
+  }
+}
+
+// The published sizes: Qwen3-30B-A3B has 30.5B parameters, 3.3B of them active per token (its
+// model card); 0.6B and 8B count 0.6B and 8.2B.
+TEST(ModelFamily, Qwen3FlavorsHaveThePublishedParameterCounts) {
+  auto count = [](const char* flavor) { return Qwen3Family().Flavor(flavor)->ParameterCount(); };
+  EXPECT_NEAR(count("30B-A3B") / 1e9, 30.5, 0.05);
+  EXPECT_NEAR(Qwen3Family().Flavor("30B-A3B")->ActiveParameterCount() / 1e9, 3.3, 0.06);
+  EXPECT_NEAR(count("0.6B") / 1e9, 0.6, 0.05);
+  EXPECT_NEAR(count("8B") / 1e9, 8.2, 0.05);
+  EXPECT_EQ(count("8B"), Qwen3Family().Flavor("8B")->ActiveParameterCount());
+}
+
+// Qwen3's blocks: QK-norm weights of one head's size, and in the MoE flavors the router, the
+// experts' bias (a buffer: zeros, no weight decay) and the experts' stacked weights.
+TEST(ModelFamily, Qwen3DeclaresQkNormAndTheExperts) {
+  LlamaConfig config = *Qwen3Family().Flavor("debugmodel_moe");
+  config.n_layers = 2, config.moe.dense_layers = 1, config.moe.shared_experts = 2;
+  const FamilyParameters family = Qwen3Family().Declare(config, 1);
+  auto names = [](const std::vector<ParameterDecl>& block) {
+    std::vector<std::string> out;
+    for (const ParameterDecl& decl : block) out.push_back(decl.name);
+    return out;
+  };
+  EXPECT_THAT(names(family.blocks[0]), testing::Contains("layers.0.feed_forward.w2.weight"));
+  EXPECT_THAT(names(family.blocks[1]),
+              testing::ElementsAre(
+                  "layers.1.attention_norm.weight", "layers.1.attention.wq.weight",
+                  "layers.1.attention.wk.weight", "layers.1.attention.wv.weight",
+                  "layers.1.attention.wo.weight", "layers.1.attention.q_norm.weight",
+                  "layers.1.attention.k_norm.weight", "layers.1.ffn_norm.weight",
+                  "layers.1.moe.router.gate.weight", "layers.1.moe.expert_bias",
+                  "layers.1.moe.experts.w1", "layers.1.moe.experts.w2", "layers.1.moe.experts.w3",
+                  "layers.1.moe.shared_experts.w1.weight", "layers.1.moe.shared_experts.w2.weight",
+                  "layers.1.moe.shared_experts.w3.weight"));
+  const std::vector<ParameterDecl>& moe = family.blocks[1];
+  EXPECT_EQ(moe[5].shape, std::vector<int64_t>({64}));   // q_norm: head_dim
+  EXPECT_EQ(moe[1].shape, std::vector<int64_t>({512, 256}));  // wq: 8 heads of 64
+  EXPECT_TRUE(moe[9].buffer);
+  EXPECT_EQ(moe[9].init.kind, ParameterInit::Kind::kZeros);
+  EXPECT_EQ(moe[10].shape, std::vector<int64_t>({8, 256, 256}));
+  EXPECT_EQ(moe[11].shape, std::vector<int64_t>({8, 256, 256}));
+  EXPECT_EQ(moe[13].shape, std::vector<int64_t>({512, 256}));  // 2 shared experts of 256
+  config.moe.load_balance_coeff = 0;
+  EXPECT_EQ(Qwen3Family().Declare(config, 1).blocks[1].size(), moe.size() - 1);
 }
 
 // Every parameter is declared once, with a tensor-parallel style, and its shape divides as the

@@ -84,10 +84,12 @@ std::vector<SectionSchema> MakeSchema() {
        String("device", "cpu", "device plugin to compute on: cpu (built in) or cuda")},
       "device", "device", [](const auto&) { return true; }));
   schema.push_back(Section(
-      "model", "the Llama 3 model",
-      {String("name", "llama3", "model family", {"llama3"}),
-       String("flavor", "debugmodel", "model size",
-              {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "1B", "3B", "8B", "70B", "405B"}),
+      "model", "the model",
+      {String("name", "llama3", "model family", {"llama3", "qwen3"}),
+       // Every family's flavors (core/model/model_family.h); the family refuses those it lacks.
+       String("flavor", "debugmodel", "model size (the family's flavors)",
+              {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "debugmodel_moe", "0.6B", "1B",
+               "1.7B", "3B", "4B", "8B", "14B", "32B", "70B", "405B", "30B-A3B", "235B-A22B"}),
        String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
        StringList("converters", {}, "module converters to apply", {"float8"})}));
   schema.push_back(

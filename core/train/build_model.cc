@@ -118,8 +118,21 @@ absl::Status BuildModel(TrainingJob& job) {
                    : "f32");
   TITAN_RETURN_IF_ERROR(ConvertToFloat8(job));
   job.model->Initialize(static_cast<uint64_t>(job.plan.training.seed));
-  spdlog::info("[model] llama3 {} with vocabulary {}: {:.2f}M parameters", model.flavor,
-               model.config.vocab_size, model.config.ParameterCount() / 1e6);
+  spdlog::info("[model] {} {} with vocabulary {}: {:.2f}M parameters", model.family->name(),
+               model.flavor, model.config.vocab_size, model.config.ParameterCount() / 1e6);
+  if (model.config.moe.enabled()) {
+    const MoeConfig& moe = model.config.moe;
+    spdlog::info(
+        "[model] a mixture of {} experts, {} per token, of {} hidden features{}, in layers {} to "
+        "{}: {:.2f}M parameters active per token{}",
+        moe.experts, moe.top_k, moe.hidden_dim,
+        moe.shared_experts > 0 ? fmt::format(" and {} shared", moe.shared_experts) : "",
+        moe.dense_layers, model.config.n_layers - 1, model.config.ActiveParameterCount() / 1e6,
+        moe.load_balance_coeff > 0
+            ? fmt::format("; the experts' load balanced by a score bias (coefficient {})",
+                          moe.load_balance_coeff)
+            : "");
+  }
   if (job.plan.parallelism.pipeline() != nullptr) {
     int64_t held = 0;
     for (const Parameter& p : job.model->Parameters()) held += p.value.numel();
@@ -143,6 +156,8 @@ absl::Status ApplyParallelism(TrainingJob& job) {
   DataParallelContext context;
   context.data_parallel = parallel.data_parallel();
   context.loss_group = &mesh.world();
+  context.token_groups = {&mesh.group_with_context(MeshDim::kDpShard),
+                          &mesh.group(MeshDim::kDpReplicate)};
   // The last applied first: it keeps what the ones before it left on this rank.
   for (auto plugin = parallel.plugins.rbegin(); plugin != parallel.plugins.rend(); ++plugin) {
     if ((*plugin)->parameter_shards() != nullptr) {

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/data/input_file.h"
 
@@ -143,6 +144,10 @@ std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m,
     fields.emplace_back("pp_bubble", absl::StrFormat("%.4f", m.bubble));
     fields.emplace_back("pp_bubble_schedule", absl::StrFormat("%.4f", m.bubble_theory));
   }
+  if (!m.expert_tokens.empty()) {
+    fields.emplace_back("expert_imbalance", absl::StrFormat("%.4f", m.expert_imbalance));
+    fields.emplace_back("expert_tokens", absl::StrCat("[", absl::StrJoin(m.expert_tokens, ", "), "]"));
+  }
   return fields;
 }
 
@@ -195,9 +200,12 @@ void MetricsLog::Log(const StepMetrics& m) {
   }
   const std::string mfu =
       mfu_known ? absl::StrFormat("%.1f%%", m.mfu) : std::string("n/a (peak too low)");
-  const std::string bubble = m.pipeline ? absl::StrFormat("  bubble %.1f%% (schedule %.1f%%)",
-                                                          100 * m.bubble, 100 * m.bubble_theory)
-                                        : "";
+  std::string bubble = m.pipeline ? absl::StrFormat("  bubble %.1f%% (schedule %.1f%%)",
+                                                    100 * m.bubble, 100 * m.bubble_theory)
+                                  : "";
+  if (!m.expert_tokens.empty()) {
+    absl::StrAppend(&bubble, absl::StrFormat("  experts max/mean %.2f", m.expert_imbalance));
+  }
   spdlog::info(
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
       "mem {:.2f}GiB{}  data {:.3f}s{}",
@@ -258,8 +266,10 @@ double FlopPerToken(const LlamaConfig& config, int64_t seq_len) {
   // A tied table is also the output projection, a matmul: it stays in the count.
   const double embedding =
       config.tie_embeddings ? 0.0 : static_cast<double>(config.vocab_size) * config.dim;
-  return 6.0 * (static_cast<double>(config.ParameterCount()) - embedding) +
-         6.0 * static_cast<double>(config.n_layers * config.dim * seq_len);
+  // A mixture of experts counts the experts a token is sent to (TorchTitan's active count).
+  const int64_t attention_width = config.n_heads * config.head_dim();
+  return 6.0 * (static_cast<double>(config.ActiveParameterCount()) - embedding) +
+         6.0 * static_cast<double>(config.n_layers * attention_width * seq_len);
 }
 
 }  // namespace titan

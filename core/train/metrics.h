@@ -34,6 +34,9 @@ struct StepMetrics {
   // logged steps, and the schedule's theoretical one (F=1, B=2).
   bool pipeline = false;
   double bubble = 0, bubble_theory = 0;
+  // A mixture of experts' (empty without): StepResult's expert_tokens and expert_imbalance.
+  std::vector<int64_t> expert_tokens;
+  double expert_imbalance = 0;
 };
 
 class MetricsLog {

@@ -225,7 +225,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
   parallel.data_parallel_degree =
       shape.degree(MeshDim::kDpReplicate) * shape.degree(MeshDim::kDpShard);
   check(CheckFolders(recipe, plan, options));
-  TITAN_ASSIGN_OR_RETURN(plan.model.config, LlamaFlavor(plan.model.flavor));
+  TITAN_ASSIGN_OR_RETURN(plan.model.config, plan.model.family->Flavor(plan.model.flavor));
 
   absl::StatusOr<int64_t> accumulation = GradientAccumulation(recipe, plan);
   check(accumulation.status());

@@ -155,6 +155,7 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
                          non_data_parallel, flop_per_token, log->peak().tflops);
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
+      m.expert_tokens = result.expert_tokens, m.expert_imbalance = result.expert_imbalance;
       m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
       SetPeakMemory(mesh.device(), m);
       m.data_s = data_s / static_cast<double>(window_steps);

@@ -182,6 +182,37 @@ absl::StatusOr<double> TrainStep::RunPipeline(bool last_accumulation, const Next
   return loss / static_cast<double>(count);
 }
 
+absl::Status TrainStep::BalanceExperts(StepResult& result) {
+  std::vector<DecoderModel::ExpertLoad> loads = model_->TakeExpertLoads();
+  if (loads.empty()) return absl::OkStatus();
+  // Summed in f32, exact below 2^24 tokens per expert and step.
+  std::vector<float> flat;
+  for (const DecoderModel::ExpertLoad& load : loads) {
+    for (int64_t tokens : load.tokens) flat.push_back(static_cast<float>(tokens));
+  }
+  for (Communicator* group : dp_.token_groups) {
+    if (group == nullptr || group->size() == 1) continue;
+    TITAN_RETURN_IF_ERROR(
+        group->AllReduce(FlatF32(flat.data(), static_cast<int64_t>(flat.size())), ReduceOp::kSum));
+  }
+  size_t next = 0;
+  result.expert_tokens.assign(loads.front().tokens.size(), 0);
+  for (DecoderModel::ExpertLoad& load : loads) {
+    int64_t total = 0, most = 0;
+    for (size_t e = 0; e < load.tokens.size(); ++e) {
+      load.tokens[e] = static_cast<int64_t>(flat[next++]);
+      result.expert_tokens[e] += load.tokens[e];
+      total += load.tokens[e];
+      most = std::max(most, load.tokens[e]);
+    }
+    if (total > 0) {
+      const double mean = static_cast<double>(total) / static_cast<double>(load.tokens.size());
+      result.expert_imbalance = std::max(result.expert_imbalance, static_cast<double>(most) / mean);
+    }
+  }
+  return model_->BalanceExperts(loads);
+}
+
 absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMicrobatch& next) {
   // The optimizers compute in f32: an lr beyond its range would make every weight inf, and the
   // next step would blame its NaN loss.
@@ -244,6 +275,7 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
                                             result.grad_norm,
                                             "; stopping (lower optimizer.lr or check the data)"));
   }
+  TITAN_RETURN_IF_ERROR(BalanceExperts(result));
   const int64_t state_count = static_cast<int64_t>(state_.flat_size());
   OptimizerStep update{Flat(params_, count_),
                        grads,

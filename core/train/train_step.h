@@ -25,6 +25,11 @@ struct StepResult {
   PipelineStepStats pipeline;
   double grad_norm = 0;  // global L2 norm of the averaged gradients, before clipping
                          // (each parameter counted once, however many ranks hold a copy)
+  // A mixture of experts' (empty without): the tokens each expert received this step, summed over
+  // this rank's layers with experts and over the ranks that saw other tokens, and the largest
+  // ratio of an expert's load to the mean load in any of those layers.
+  std::vector<int64_t> expert_tokens;
+  double expert_imbalance = 0;
 };
 
 // Fills tokens and targets, each [batch, seq_len], with the next microbatch.
@@ -36,6 +41,9 @@ struct DataParallelContext {
   // ddp or fsdp: averages the gradients across its ranks.
   DataParallelRole* data_parallel = nullptr;
   Communicator* loss_group = nullptr;  // the ranks whose losses average into the step's loss
+  // The ranks that hold the same layers and saw other tokens, as groups whose sums add up to
+  // theirs (dp_shard with cp, then dp_replicate): the experts' loads are summed over them.
+  std::vector<Communicator*> token_groups;
   // The plugins that keep parameters in flat buffers of their own (ParameterShardsRole), the
   // last applied first (fsdp, then tp): the optimizer updates the first one's buffers, and each
   // one's ranks' gradients add up to the whole model's.
@@ -80,6 +88,9 @@ class TrainStep {
   absl::StatusOr<double> RunPipeline(bool last_accumulation, const NextMicrobatch& next,
                                      PipelineStepStats& stats);
   absl::StatusOr<double> GradNorm() const;
+  // The step's expert loads, summed over the token groups, into `result`; the model's experts'
+  // bias moved by them (TorchTitan's optimizer pre-hook).
+  absl::Status BalanceExperts(StepResult& result);
   // A flat f32 view on the compute's device.
   TensorView Flat(float* data, int64_t count) const;
 

@@ -52,9 +52,15 @@ inline void WriteModel(const LlamaConfig& config, const DecoderModel& model, int
   std::ofstream(dir / "config.txt")
       << "dim " << config.dim << "\nn_layers " << config.n_layers << "\nn_heads " << config.n_heads
       << "\nn_kv_heads " << config.n_kv_heads << "\nvocab_size " << config.vocab_size
-      << "\nhidden_dim " << config.hidden_dim()
-      << "\nnorm_eps 1e-05\nrope_theta 500000.0\ntie_embeddings " << config.tie_embeddings
-      << "\nbatch " << batch << "\nseq_len " << seq_len << "\n";
+      << "\nhidden_dim " << config.hidden_dim() << "\nnorm_eps " << std::scientific
+      << config.norm_eps << "\nrope_theta " << config.rope.theta << std::defaultfloat
+      << "\ntie_embeddings " << config.tie_embeddings << "\nbatch " << batch << "\nseq_len "
+      << seq_len << "\nhead_dim " << config.head_dim() << "\nqk_norm " << config.qk_norm
+      << "\nexperts " << config.moe.experts << "\ntop_k " << config.moe.top_k
+      << "\nexpert_hidden_dim " << config.moe.hidden_dim << "\nshared_experts "
+      << config.moe.shared_experts << "\ndense_layers " << config.moe.dense_layers
+      << "\nsigmoid " << config.moe.sigmoid << "\nnormalize " << config.moe.normalize
+      << "\nroute_scale " << std::scientific << config.moe.route_scale << "\n";
   const Arena& params = model.params();
   std::ofstream names(dir / "params.txt");
   std::ofstream values(dir / "params.bin", std::ios::binary);

@@ -16,20 +16,26 @@ std::vector<ActivationSlot> DecoderBlock::Activations(BlockActs& acts) const {
   slots.push_back({&acts.x_mid, "x_mid", {nl * d}, DType::kF32, BlockStage::kAttentionOut});
   slots.push_back({&acts.ln2, "ln2", {n, d}, dtype, BlockStage::kFfnNorm});
   slots.push_back({&acts.rstd2, "rstd2", {nl}, DType::kF32, BlockStage::kFfnNorm});
-  feed_forward_.ListActivations(acts.ffn, slots);
+  feed_forward_->ListActivations(acts.ffn, slots);
   return slots;
 }
 
 std::vector<ProjectionInput> DecoderBlock::Projections() const {
   std::vector<ProjectionInput> projections;
   attention_.ListProjections("ln1", BlockStage::kAttentionNorm, projections);
-  feed_forward_.ListProjections("ln2", BlockStage::kFfnNorm, projections);
+  feed_forward_->ListProjections("ln2", BlockStage::kFfnNorm, projections);
   return projections;
+}
+
+std::vector<int> DecoderBlock::norm_weights() const {
+  std::vector<int> weights = {attention_norm_.weight(), ffn_norm_.weight()};
+  for (int w : attention_.norm_weights()) weights.push_back(w);
+  return weights;
 }
 
 std::vector<int> DecoderBlock::linear_weights() const {
   std::vector<int> weights = attention_.weights();
-  for (int w : feed_forward_.weights()) weights.push_back(w);
+  for (int w : feed_forward_->weights()) weights.push_back(w);
   return weights;
 }
 
@@ -49,11 +55,11 @@ absl::Status DecoderBlock::Forward(const BlockActs& acts, const TensorView& x,
   if (run(BlockStage::kFfnNorm)) {
     TITAN_RETURN_IF_ERROR(ffn_norm_.Forward(acts.x_mid, acts.ln2, acts.rstd2));
   }
-  if (run(BlockStage::kGateUp)) TITAN_RETURN_IF_ERROR(feed_forward_.GateUp(acts.ln2, acts.ffn));
-  if (run(BlockStage::kSwiGlu)) TITAN_RETURN_IF_ERROR(feed_forward_.SwiGlu(acts.ffn));
+  if (run(BlockStage::kGateUp)) TITAN_RETURN_IF_ERROR(feed_forward_->GateUp(acts.ln2, acts.ffn));
+  if (run(BlockStage::kSwiGlu)) TITAN_RETURN_IF_ERROR(feed_forward_->SwiGlu(acts.ffn));
   if (!recompute) {
     TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(acts.x_mid, R::Reshaped(out, {nl * d})));
-    TITAN_RETURN_IF_ERROR(feed_forward_.AddOutput(acts.ffn, out));
+    TITAN_RETURN_IF_ERROR(feed_forward_->AddOutput(acts.ffn, out));
   }
   return absl::OkStatus();
 }
@@ -74,7 +80,7 @@ absl::Status DecoderBlock::Backward(const BlockActs& acts, const TensorView& x) 
     return R::Reshaped(all, {n, d});
   };
   TITAN_ASSIGN_OR_RETURN(TensorView d_out, gathered());
-  TITAN_RETURN_IF_ERROR(feed_forward_.Backward(d_out, acts.ln2, acts.ffn, d_norm_out));
+  TITAN_RETURN_IF_ERROR(feed_forward_->Backward(d_out, acts.ln2, acts.ffn, d_norm_out));
   TITAN_RETURN_IF_ERROR(ffn_norm_.Backward(d_norm_out, acts.x_mid, acts.rstd2, d_residual));
   TITAN_ASSIGN_OR_RETURN(d_out, gathered());
   TITAN_RETURN_IF_ERROR(attention_.Backward(d_out, acts.ln1, acts.attention, d_norm_out));

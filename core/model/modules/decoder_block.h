@@ -1,9 +1,11 @@
-// A pre-norm decoder block: x + attention(norm(x)), then + feed_forward(norm(.)). Its forward
+// A pre-norm decoder block: x + attention(norm(x)), then + feed_forward(norm(.)), the feed-forward
+// dense or a mixture of experts as the family builds it. Its forward
 // runs in stages (activation_checkpoint.h) so that a policy can keep some stages' outputs and
 // recompute the others before the backward.
 #ifndef TITAN_CORE_MODEL_MODULES_DECODER_BLOCK_H_
 #define TITAN_CORE_MODEL_MODULES_DECODER_BLOCK_H_
 
+#include <memory>
 #include <vector>
 
 #include "core/model/modules/feed_forward.h"
@@ -22,27 +24,26 @@ struct BlockActs {
   FeedForwardActs ffn;
 };
 
-// The parameters of a block, as indices into the context's parameters.
-struct BlockWeights {
-  int attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
-};
-
 class DecoderBlock {
  public:
-  DecoderBlock(ModuleContext& context, const BlockWeights& w, BlockPolicy policy)
+  // The norms' weights index the context's parameters.
+  DecoderBlock(ModuleContext& context, int attention_norm, const AttentionWeights& attention,
+               int ffn_norm, std::unique_ptr<FeedForwardLayer> feed_forward, BlockPolicy policy)
       : ctx_(context),
         policy_(policy),
-        attention_norm_(context, w.attention_norm),
-        attention_(context, w.wq, w.wk, w.wv, w.wo),
-        ffn_norm_(context, w.ffn_norm),
-        feed_forward_(context, w.w1, w.w2, w.w3) {}
+        attention_norm_(context, attention_norm),
+        attention_(context, attention),
+        ffn_norm_(context, ffn_norm),
+        feed_forward_(std::move(feed_forward)) {}
 
   BlockPolicy policy() const { return policy_; }
   // Every activation, in the order the model plans them.
   std::vector<ActivationSlot> Activations(BlockActs& acts) const;
   // The linear layers, wq, wk, wv, wo, w1, w3, w2, with the inputs their weight pass reads.
   std::vector<ProjectionInput> Projections() const;
-  std::vector<int> norm_weights() const { return {attention_norm_.weight(), ffn_norm_.weight()}; }
+  // The norms' weights (QK-norm's too).
+  std::vector<int> norm_weights() const;
+  FeedForwardLayer& feed_forward() { return *feed_forward_; }
   // Every linear layer's weight, in the order of the block's parameters.
   std::vector<int> linear_weights() const;
 
@@ -61,7 +62,7 @@ class DecoderBlock {
   RmsNorm attention_norm_;
   SelfAttention attention_;
   RmsNorm ffn_norm_;
-  FeedForward feed_forward_;
+  std::unique_ptr<FeedForwardLayer> feed_forward_;
 };
 
 }  // namespace titan

@@ -6,30 +6,45 @@ namespace {
 using R = ModuleContext;
 }  // namespace
 
+FeedForward::FeedForward(ModuleContext& context, int w1, int w2, int w3, bool shared)
+    : ctx_(context),
+      w1_(context, w1),
+      w2_(context, w2),
+      w3_(context, w3),
+      shared_(shared),
+      a_name_(shared ? "shared_a" : "a"),
+      b_name_(shared ? "shared_b" : "b"),
+      h_name_(shared ? "shared_h" : "h") {}
+
+int64_t FeedForward::hidden() const {
+  const MoeConfig& moe = ctx_.config.moe;
+  return shared_ ? moe.shared_experts * moe.hidden_dim : ctx_.local().hidden;
+}
+
 void FeedForward::ListActivations(FeedForwardActs& acts, std::vector<ActivationSlot>& slots) const {
-  const int64_t n = ctx_.n, f = ctx_.local().hidden;
-  slots.push_back({&acts.a, "a", {n * f}, DType::kF32, BlockStage::kGateUp});
-  slots.push_back({&acts.b, "b", {n * f}, DType::kF32, BlockStage::kGateUp});
-  slots.push_back({&acts.h, "h", {n, f}, ctx_.matmul_dtype, BlockStage::kSwiGlu});
+  const int64_t n = ctx_.n, f = hidden();
+  slots.push_back({&acts.a, a_name_, {n * f}, DType::kF32, BlockStage::kGateUp});
+  slots.push_back({&acts.b, b_name_, {n * f}, DType::kF32, BlockStage::kGateUp});
+  slots.push_back({&acts.h, h_name_, {n, f}, ctx_.matmul_dtype, BlockStage::kSwiGlu});
 }
 
 void FeedForward::ListProjections(const char* normed, BlockStage norm_stage,
                                   std::vector<ProjectionInput>& projections) const {
-  const int64_t d = ctx_.config.dim, f = ctx_.local().hidden;
+  const int64_t d = ctx_.config.dim, f = hidden();
   const DType dtype = ctx_.matmul_dtype;
   projections.push_back({w1_.weight(), f, d, normed, norm_stage, dtype});
   projections.push_back({w3_.weight(), f, d, normed, norm_stage, dtype});
-  projections.push_back({w2_.weight(), d, f, "h", BlockStage::kSwiGlu, dtype});
+  projections.push_back({w2_.weight(), d, f, h_name_, BlockStage::kSwiGlu, dtype});
 }
 
 absl::Status FeedForward::GateUp(const TensorView& x, const FeedForwardActs& acts) {
-  const int64_t n = ctx_.n, f = ctx_.local().hidden;
+  const int64_t n = ctx_.n, f = hidden();
   TITAN_RETURN_IF_ERROR(w1_.Forward(x, R::Reshaped(acts.a, {n, f})));
   return w3_.Forward(x, R::Reshaped(acts.b, {n, f}));
 }
 
 absl::Status FeedForward::SwiGlu(const FeedForwardActs& acts) {
-  const int64_t n = ctx_.n, f = ctx_.local().hidden;
+  const int64_t n = ctx_.n, f = hidden();
   const bool f32 = acts.h.dtype == DType::kF32;
   const TensorView out = f32 ? acts.h : R::Reshaped(ctx_.scratch.d_h, {n, f});
   TITAN_RETURN_IF_ERROR(ctx_.compute.SwiGluForward(acts.a, acts.b, out));
@@ -42,7 +57,7 @@ absl::Status FeedForward::AddOutput(const FeedForwardActs& acts, const TensorVie
 
 absl::Status FeedForward::Backward(const TensorView& d_out, const TensorView& x,
                                    const FeedForwardActs& acts, const TensorView& dx) {
-  const int64_t n = ctx_.n, f = ctx_.local().hidden;
+  const int64_t n = ctx_.n, f = hidden();
   const SharedScratch& s = ctx_.scratch;
   const TensorView d_h = R::Reshaped(s.d_h, {n, f});
   TITAN_RETURN_IF_ERROR(ctx_.Zero(d_h));

@@ -39,8 +39,13 @@ struct SharedScratch {
   // attention's output, queries, keys and values [n, heads or kv_heads * head_dim]; SwiGLU's
   // output and inputs [n, hidden].
   TensorView d_residual, d_norm_out, d_att, d_q, d_k, d_v, d_h, d_a, d_b;
+  // A mixture of experts' (empty without): for its m assignments, the gradients of the experts'
+  // outputs [m, d], hidden features [m, expert hidden] (also the forward's f32 SwiGLU under
+  // bf16), gate and up projections, and inputs [m, d]; of the router's logits [n, experts] and
+  // the weights [n, top_k].
+  TensorView moe_d_y, moe_d_h, moe_d_a, moe_d_b, moe_d_x, moe_d_logits, moe_d_weights;
   // Tensor parallel only (empty on one rank): this rank's tokens [n_local, d], every token
-  // [n, d], a norm weight's gradient [d].
+  // [n, d], a norm weight's gradient [d, or head_dim when larger].
   TensorView tokens_local, tokens_full, norm_grad;
   std::array<TensorView, kOperandScratches> bf16;  // empty in f32
 };

@@ -55,4 +55,33 @@ absl::Status RmsNorm::Backward(const TensorView& d_out_full, const TensorView& i
   return ctx_.compute.Accumulate(sum, p.grad);
 }
 
+absl::Status HeadRmsNorm::Forward(const TensorView& inp, const TensorView& out,
+                                  const TensorView& rstd) {
+  return ctx_.compute.RmsNormForward(inp, ctx_.parameters[weight_].value, ctx_.config.norm_eps,
+                                     out, rstd);
+}
+
+absl::Status HeadRmsNorm::Backward(const TensorView& d_out, const TensorView& inp,
+                                   const TensorView& rstd, const TensorView& d_inp) {
+  const Parameter& p = ctx_.parameters[weight_];
+  if (ctx_.tp.size() == 1 && ctx_.deferring == nullptr) {
+    return ctx_.compute.RmsNormBackward(d_out, inp, p.value, rstd, d_inp, p.grad);
+  }
+  // As RmsNorm's: summed apart over the tensor-parallel ranks, or kept for the weight pass.
+  const int64_t hd = p.value.numel();
+  TensorView sum = ctx_.scratch.norm_grad;
+  if (ctx_.deferring != nullptr) {
+    TITAN_ASSIGN_OR_RETURN(sum, ctx_.deferring->Keep(ctx_.F32(nullptr, {hd}), weight_, false));
+  }
+  sum = ctx_.F32(sum.data, {hd});
+  TITAN_RETURN_IF_ERROR(ctx_.Zero(sum));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.RmsNormBackward(d_out, inp, p.value, rstd, d_inp, sum));
+  TITAN_RETURN_IF_ERROR(ctx_.tp.AllReduceSum(sum));
+  if (ctx_.deferring != nullptr) {
+    ctx_.deferring->Add(DeferredGrad::kNorm, weight_, 1, sum, TensorView{});
+    return absl::OkStatus();
+  }
+  return ctx_.compute.Accumulate(sum, p.grad);
+}
+
 }  // namespace titan

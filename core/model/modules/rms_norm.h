@@ -28,6 +28,25 @@ class RmsNorm {
   int weight_;
 };
 
+// RMSNorm over each head of a projection (Qwen3's QK-norm): rows of head_dim features with one
+// weight [head_dim] for every head. The heads are this rank's, so under tensor parallelism the
+// weight's gradient adds up over the ranks.
+class HeadRmsNorm {
+ public:
+  HeadRmsNorm(ModuleContext& context, int weight) : ctx_(context), weight_(weight) {}
+
+  int weight() const { return weight_; }
+  // out [rows, head_dim] from inp [rows, head_dim], both f32; rstd [rows] saved.
+  absl::Status Forward(const TensorView& inp, const TensorView& out, const TensorView& rstd);
+  // d_inp [rows, head_dim] += the gradient through the norm from d_out.
+  absl::Status Backward(const TensorView& d_out, const TensorView& inp, const TensorView& rstd,
+                        const TensorView& d_inp);
+
+ private:
+  ModuleContext& ctx_;
+  int weight_;
+};
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_MODEL_MODULES_RMS_NORM_H_

@@ -1,5 +1,6 @@
 // Grouped-query self-attention with RoPE: column-parallel projections wq, wk, wv into this
-// rank's heads, the causal attention of the context's CausalAttention (the model's own or the
+// rank's heads, optionally each query and key head RMS-normed before RoPE (Qwen3's QK-norm),
+// the causal attention of the context's CausalAttention (the model's own or the
 // cp plugin's), and the row-parallel projection wo back into the residual stream.
 #ifndef TITAN_CORE_MODEL_MODULES_SELF_ATTENTION_H_
 #define TITAN_CORE_MODEL_MODULES_SELF_ATTENTION_H_
@@ -8,19 +9,34 @@
 
 #include "core/model/modules/activation_slot.h"
 #include "core/model/modules/linear.h"
+#include "core/model/modules/rms_norm.h"
 
 namespace titan {
 
 struct AttentionActs {
   TensorView q, k, v;  // [n * heads or kv_heads * head_dim], q and k rotated
+  // QK-norm only: the projections before their norm, and the norms' rstd [n * heads or kv_heads].
+  TensorView q_raw, k_raw, rstd_q, rstd_k;
   TensorView att;      // [n * heads * head_dim], f32
   TensorView lse;      // [batch * heads * seq_len]
 };
 
+// The attention's parameters, as indices into the context's parameters; q_norm and k_norm -1
+// without QK-norm.
+struct AttentionWeights {
+  int wq, wk, wv, wo, q_norm = -1, k_norm = -1;
+};
+
 class SelfAttention {
  public:
-  SelfAttention(ModuleContext& context, int wq, int wk, int wv, int wo)
-      : ctx_(context), wq_(context, wq), wk_(context, wk), wv_(context, wv), wo_(context, wo) {}
+  SelfAttention(ModuleContext& context, const AttentionWeights& w)
+      : ctx_(context),
+        wq_(context, w.wq),
+        wk_(context, w.wk),
+        wv_(context, w.wv),
+        wo_(context, w.wo),
+        q_norm_(context, w.q_norm),
+        k_norm_(context, w.k_norm) {}
 
   void ListActivations(AttentionActs& acts, std::vector<ActivationSlot>& slots) const;
   // wq, wk, wv, wo with their inputs: `normed` (the norm before, in the matmul dtype) and the
@@ -29,6 +45,11 @@ class SelfAttention {
                        std::vector<ProjectionInput>& projections) const;
   std::vector<int> weights() const {
     return {wq_.weight(), wk_.weight(), wv_.weight(), wo_.weight()};
+  }
+  // QK-norm's weights; none without.
+  std::vector<int> norm_weights() const {
+    if (!qk_norm()) return {};
+    return {q_norm_.weight(), k_norm_.weight()};
   }
 
   // Stage kQkv: the rotated queries and keys and the values of x [n, d] (a matmul operand).
@@ -44,9 +65,11 @@ class SelfAttention {
 
  private:
   AttentionSpec Spec() const;
+  bool qk_norm() const { return q_norm_.weight() >= 0; }
 
   ModuleContext& ctx_;
   Linear wq_, wk_, wv_, wo_;
+  HeadRmsNorm q_norm_, k_norm_;
 };
 
 }  // namespace titan

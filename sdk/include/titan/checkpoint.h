@@ -10,7 +10,9 @@
 // "model.vocab_size", "model.hidden_dim", "model.norm_eps", "model.rope_theta",
 // "model.rope_scaled" ("true"/"false"), "model.rope_scale_factor", "model.rope_low_freq_factor",
 // "model.rope_high_freq_factor", "model.rope_original_context", "model.max_seq_len",
-// "model.tie_embeddings", "model.bos_token_id", "model.eos_token_id" (the tokenizer's, when
+// "model.tie_embeddings", "model.head_dim", "model.qk_norm", "model.experts",
+// "model.experts_per_token", "model.expert_hidden_dim", "model.shared_experts",
+// "model.dense_layers", "model.bos_token_id", "model.eos_token_id" (the tokenizer's, when
 // known; all as text), and "train.step".
 #ifndef TITAN_CHECKPOINT_H_
 #define TITAN_CHECKPOINT_H_

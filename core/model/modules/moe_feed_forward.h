@@ -1,0 +1,76 @@
+// A mixture-of-experts feed-forward (TorchTitan's MoE): a router scores every expert for each
+// token in f32 and picks its top k; the tokens are grouped by expert (dropless: every choice is
+// kept, in a deterministic order), each expert's SwiGLU runs on its group as one GEMM per expert
+// weight, and each token's outputs come back weighted in f32; shared experts, when the model has
+// them, see every token. An optional bias on the scores (moved between steps from the experts'
+// loads, DecoderModel::BalanceExperts) steers the choice without an auxiliary loss.
+#ifndef TITAN_CORE_MODEL_MODULES_MOE_FEED_FORWARD_H_
+#define TITAN_CORE_MODEL_MODULES_MOE_FEED_FORWARD_H_
+
+#include <memory>
+#include <vector>
+
+#include "core/model/modules/feed_forward.h"
+
+namespace titan {
+
+// The parameters of a mixture of experts, as indices into the context's parameters: the router
+// [experts, d], its bias [experts] (-1: none), the experts' w1 and w3 [experts, hidden, d] and w2
+// [experts, d, hidden], and the shared experts' w1, w2, w3 (-1: none).
+struct MoeWeights {
+  int router, bias = -1, w1, w2, w3;
+  int shared_w1 = -1, shared_w2 = -1, shared_w3 = -1;
+};
+
+class MoeFeedForward : public FeedForwardLayer {
+ public:
+  MoeFeedForward(ModuleContext& context, const MoeWeights& w);
+
+  void ListActivations(FeedForwardActs& acts, std::vector<ActivationSlot>& slots) const override;
+  // The shared experts' linear layers; the router and the routed experts are not split by the
+  // zero-bubble schedules (their backward refuses to defer).
+  void ListProjections(const char* normed, BlockStage norm_stage,
+                       std::vector<ProjectionInput>& projections) const override;
+  std::vector<int> weights() const override;
+
+  // The routing, the grouping and the experts' gate and up projections.
+  absl::Status GateUp(const TensorView& x, const FeedForwardActs& acts) override;
+  // silu(a) * b and the experts' down projections.
+  absl::Status SwiGlu(const FeedForwardActs& acts) override;
+  // The weighted sum of each token's experts' outputs, and the shared experts'. Counts the
+  // tokens each expert received (load()).
+  absl::Status AddOutput(const FeedForwardActs& acts, const TensorView& out) override;
+  absl::Status Backward(const TensorView& d_out, const TensorView& x, const FeedForwardActs& acts,
+                        const TensorView& dx) override;
+
+  int bias() const { return w_.bias; }
+  // Tokens each expert received in the forwards since the last ResetLoad.
+  const std::vector<int64_t>& load() const { return load_; }
+  void ResetLoad() { load_.assign(load_.size(), 0); }
+
+ private:
+  // Assignments per expert, read back from the device.
+  absl::StatusOr<std::vector<int32_t>> Counts(const RoutedActs& acts) const;
+  // An expert weight [experts, rows, cols] as a matmul operand (as Linear's weights).
+  absl::StatusOr<TensorView> WeightOperand(int weight) const;
+  // For each expert e with c rows of the grouped `in` [m, in_cols]: out rows (+)= in rows .
+  // op(w[e]) (`transpose_w`: w[e]^T), w an operand [experts, rows, cols].
+  absl::Status GroupedGemm(const std::vector<int32_t>& counts, const TensorView& in,
+                           const TensorView& w, bool transpose_w, float beta,
+                           const TensorView& out) const;
+  // grad(w[e]) += g rows^T . in rows for each expert e; g [m, out] f32, `in` [m, in] a matmul
+  // operand.
+  absl::Status GroupedWeightGrad(const std::vector<int32_t>& counts, const TensorView& g,
+                                 const TensorView& in, int weight) const;
+  MoeRouting Routing() const;
+
+  ModuleContext& ctx_;
+  MoeWeights w_;
+  Linear router_;
+  std::unique_ptr<FeedForward> shared_;
+  std::vector<int64_t> load_;
+};
+
+}  // namespace titan
+
+#endif  // TITAN_CORE_MODEL_MODULES_MOE_FEED_FORWARD_H_

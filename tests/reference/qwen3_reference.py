@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""PyTorch reference for titan's qwen3 family, dense and mixture of experts, after TorchTitan's
+torchtitan/models/qwen3 and torchtitan/models/moe (and Hugging Face's Qwen3 and Qwen3-MoE).
+
+Usage: /usr/bin/python3 qwen3_reference.py CASE_DIR ...
+
+Each CASE_DIR holds what the C++ test wrote, as llama_reference.py reads it, with these more keys
+in config.txt: head_dim, qk_norm, experts, top_k, expert_hidden_dim, shared_experts,
+dense_layers, sigmoid, normalize, route_scale. RoPE is unscaled (Qwen3's). It receives logits.bin,
+loss.bin and grads.bin (a buffer such as the experts' bias has no gradient: zeros).
+
+The mixture of experts is written the plain way, a loop over experts gathering their tokens and
+adding each expert's output weighted into its tokens' rows; the router's scores are f32, the
+choice is made on score + bias, the weights are the unbiased scores of the chosen experts,
+normalized over them (+ 1e-20) and scaled.
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_reference import apply_rotary, read_config, read_ints, read_params, rms_norm  # noqa: E402
+
+
+def linear(x, w):
+    return x @ w.t()
+
+
+def rope_frequencies(head_dim, seq_len, theta):
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+    angles = torch.outer(torch.arange(seq_len), freqs).float()
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def attention(x, p, prefix, c, freqs_cis):
+    b, t, _ = x.shape
+    hd = c["head_dim"]
+    q = linear(x, p[prefix + "wq.weight"]).view(b, t, c["n_heads"], hd)
+    k = linear(x, p[prefix + "wk.weight"]).view(b, t, c["n_kv_heads"], hd)
+    v = linear(x, p[prefix + "wv.weight"]).view(b, t, c["n_kv_heads"], hd)
+    if c["qk_norm"]:
+        q = rms_norm(q, p[prefix + "q_norm.weight"], c["norm_eps"])
+        k = rms_norm(k, p[prefix + "k_norm.weight"], c["norm_eps"])
+    q, k = apply_rotary(q, freqs_cis), apply_rotary(k, freqs_cis)
+    repeats = c["n_heads"] // c["n_kv_heads"]
+    k = k.repeat_interleave(repeats, dim=2)
+    v = v.repeat_interleave(repeats, dim=2)
+    q, k, v = (z.transpose(1, 2) for z in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+    return linear(out, p[prefix + "wo.weight"])
+
+
+def swiglu(x, w1, w2, w3):
+    return linear(F.silu(linear(x, w1)) * linear(x, w3), w2)
+
+
+def route(logits, bias, c):
+    scores = torch.sigmoid(logits) if c["sigmoid"] else torch.softmax(logits, dim=-1)
+    choice = scores.detach() + (bias if bias is not None else 0)
+    experts = torch.topk(choice, c["top_k"], dim=-1).indices
+    weights = scores.gather(1, experts)
+    if c["normalize"]:
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return experts, weights * c["route_scale"]
+
+
+def moe(x, p, prefix, c):
+    b, t, d = x.shape
+    tokens = x.reshape(-1, d)
+    logits = linear(tokens, p[prefix + "router.gate.weight"]).float()
+    bias = p.get(prefix + "expert_bias")
+    experts, weights = route(logits, None if bias is None else bias.detach(), c)
+    out = torch.zeros_like(tokens)
+    for e in range(c["experts"]):
+        token, choice = torch.where(experts == e)
+        if token.numel() == 0:
+            continue
+        y = swiglu(tokens[token], p[prefix + "experts.w1"][e], p[prefix + "experts.w2"][e],
+                   p[prefix + "experts.w3"][e])
+        out = out.index_add(0, token, y * weights[token, choice, None])
+    if c["shared_experts"] > 0:
+        shared = prefix + "shared_experts."
+        out = out + swiglu(tokens, p[shared + "w1.weight"], p[shared + "w2.weight"],
+                           p[shared + "w3.weight"])
+    return out.view(b, t, d)
+
+
+def forward(c, p, tokens, targets):
+    n = tokens.numel()
+    freqs_cis = rope_frequencies(c["head_dim"], c["seq_len"], c["rope_theta"])
+    eps = c["norm_eps"]
+    h = p["tok_embeddings.weight"][tokens]
+    for layer in range(c["n_layers"]):
+        prefix = f"layers.{layer}."
+        h = h + attention(rms_norm(h, p[prefix + "attention_norm.weight"], eps), p,
+                          prefix + "attention.", c, freqs_cis)
+        normed = rms_norm(h, p[prefix + "ffn_norm.weight"], eps)
+        if c["experts"] > 0 and layer >= c["dense_layers"]:
+            h = h + moe(normed, p, prefix + "moe.", c)
+        else:
+            prefix += "feed_forward."
+            h = h + swiglu(normed, p[prefix + "w1.weight"], p[prefix + "w2.weight"],
+                           p[prefix + "w3.weight"])
+    output = p["tok_embeddings.weight"] if c["tie_embeddings"] else p["output.weight"]
+    logits = linear(rms_norm(h, p["norm.weight"], eps), output).view(n, -1)
+    return logits, F.cross_entropy(logits, targets.reshape(n))
+
+
+def run_case(case):
+    c = read_config(case)
+    p = read_params(case)
+    shape = (c["batch"], c["seq_len"])
+    tokens = read_ints(os.path.join(case, "tokens.bin"), shape)
+    targets = read_ints(os.path.join(case, "targets.bin"), shape)
+    logits, loss = forward(c, p, tokens, targets)
+    loss.backward()
+    logits.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))
+    np.array([loss.item()], dtype=np.float32).tofile(os.path.join(case, "loss.bin"))
+    grads = [(p[name].grad if p[name].grad is not None else torch.zeros_like(p[name])).reshape(-1)
+             for name in p]
+    torch.cat(grads).numpy().astype(np.float32).tofile(os.path.join(case, "grads.bin"))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for case in sys.argv[1:]:
+        run_case(case)
+
+
+if __name__ == "__main__":
+    main()
