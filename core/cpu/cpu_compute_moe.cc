@@ -3,6 +3,7 @@
 // gathers and weighted sums that move tokens to their experts' rows and back. Every sum runs in
 // the order titan/compute_kernels.inc states, so the CUDA kernels (plugins/device/cuda/
 // moe_kernels.cuh) give the same bits; tokens run in parallel, each by itself.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -200,6 +200,70 @@ std::vector<Case> Cases() {
        Dtype(1, kBF16, "CrossEntropyBackward: operand 'lse' expected f32, found bf16"),
        Size(3, {14}, "CrossEntropyBackward: operand 'dlogits' expected 15 elements, found 14"),
        "CrossEntropyBackward"},
+      // MoE: n 3 tokens, E 4 experts, k 2 (m 6 assignments), d 5 features.
+      {{{"logits", kF32, {3, 4}},
+        {"bias", kF32, {4}},
+        {"experts", kI32, {3, 2}},
+        {"weights", kF32, {3, 2}}},
+       [](const Views& x, DeviceType d) {
+         return CheckMoeRouteOperands(x[0], x[1], MoeRouting{.top_k = 2}, x[2], x[3], d);
+       },
+       Dtype(2, kF32, "MoeRoute: operand 'experts' expected i32, found f32"),
+       Size(3, {5}, "MoeRoute: operand 'weights' expected 6 elements, found 5"),
+       "MoeRoute"},
+      {{{"logits", kF32, {3, 4}},
+        {"experts", kI32, {3, 2}},
+        {"d_weights", kF32, {3, 2}},
+        {"d_logits", kF32, {3, 4}}},
+       [](const Views& x, DeviceType d) {
+         return CheckMoeRouteBackwardOperands(x[0], x[1], x[2], MoeRouting{.top_k = 2}, x[3], d);
+       },
+       Dtype(1, kF32, "MoeRouteBackward: operand 'experts' expected i32, found f32"),
+       Size(3, {3, 3}, "MoeRouteBackward: operand 'd_logits' expected 12 elements, found 9"),
+       "MoeRouteBackward"},
+      {{{"experts", kI32, {3, 2}}, {"counts", kI32, {4}}, {"slots", kI32, {6}}},
+       [](const Views& x, DeviceType d) { return CheckMoePermuteOperands(x[0], x[1], x[2], d); },
+       Dtype(1, kF32, "MoePermute: operand 'counts' expected i32, found f32"),
+       Size(2, {5}, "MoePermute: operand 'slots' expected 6 elements, found 5"),
+       "MoePermute"},
+      {{{"x", kBF16, {3, 5}}, {"slots", kI32, {6}}, {"out", kBF16, {6, 5}}},
+       [](const Views& x, DeviceType d) { return CheckMoeDispatchOperands(x[0], x[1], x[2], d); },
+       Dtype(2, kF32, "MoeDispatch: operand 'out' expected bf16, found f32"),
+       Size(1, {7},
+            "MoeDispatch: operand 'slots' expected a multiple of 3 assignments (k per token), "
+            "found 7"),
+       "MoeDispatch"},
+      {{{"d_out", kF32, {6, 5}}, {"slots", kI32, {6}}, {"dx", kF32, {3, 5}}},
+       [](const Views& x, DeviceType d) {
+         return CheckMoeDispatchBackwardOperands(x[0], x[1], x[2], d);
+       },
+       Dtype(2, kBF16, "MoeDispatchBackward: operand 'dx' expected f32, found bf16"),
+       Size(2, {3, 4}, "MoeDispatchBackward: operand 'dx' expected 15 elements, found 12"),
+       "MoeDispatchBackward"},
+      {{{"y", kF32, {6, 5}},
+        {"weights", kF32, {3, 2}},
+        {"slots", kI32, {6}},
+        {"out", kF32, {3, 5}}},
+       [](const Views& x, DeviceType d) {
+         return CheckMoeCombineOperands(x[0], x[1], x[2], x[3], d);
+       },
+       Dtype(1, kBF16, "MoeCombine: operand 'weights' expected f32, found bf16"),
+       Size(3, {4, 5},
+            "MoeCombine: operand 'slots' expected a multiple of 4 assignments (k per token), "
+            "found 6"),
+       "MoeCombine"},
+      {{{"d_out", kF32, {3, 5}},
+        {"y", kF32, {6, 5}},
+        {"weights", kF32, {3, 2}},
+        {"slots", kI32, {6}},
+        {"d_y", kF32, {6, 5}},
+        {"d_weights", kF32, {3, 2}}},
+       [](const Views& x, DeviceType d) {
+         return CheckMoeCombineBackwardOperands(x[0], x[1], x[2], x[3], x[4], x[5], d);
+       },
+       Dtype(3, kF32, "MoeCombineBackward: operand 'slots' expected i32, found f32"),
+       Size(4, {6, 4}, "MoeCombineBackward: operand 'd_y' expected 30 elements, found 24"),
+       "MoeCombineBackward"},
       {{{"params", kF32, {6}},
         {"grads", kF32, {6}},
         {"exp_avg", kF32, {6}},
@@ -324,6 +388,40 @@ TEST(ComputeOperands, AttentionMergeRefusesAnInvalidSpec) {
   spec.heads = 0;
   EXPECT_EQ(CheckAttentionMergeOperands(spec, any, any, any, any, DeviceType::kCpu).message(),
             "AttentionMerge: heads 0 must be a positive multiple of kv_heads 1");
+}
+
+// MoeRoute takes a bias with no data as none; a routing must fit the experts; MoePermute needs an
+// expert; MoeDispatch moves f32 or bf16 rows, of no tokens too.
+TEST(ComputeOperands, MoeBiasRoutingExpertsAndRows) {
+  float data[32];
+  const auto view = [&](std::vector<int64_t> shape, DType dtype = DType::kF32) {
+    return TensorView{data, dtype, Device{}, std::move(shape), {}};
+  };
+  const TensorView logits = view({3, 4}), ids = view({3, 2}, DType::kI32), weights = view({3, 2});
+  constexpr DeviceType kCpu = DeviceType::kCpu;
+  EXPECT_TRUE(CheckMoeRouteOperands(logits, {}, {.top_k = 2}, ids, weights, kCpu).ok());
+  EXPECT_EQ(CheckMoeRouteOperands(logits, view({3}), {.top_k = 2}, ids, weights, kCpu).message(),
+            "MoeRoute: operand 'bias' expected 4 elements, found 3");
+  MoeRouting unknown{.top_k = 2};
+  unknown.score = static_cast<MoeRouting::Score>(7);
+  EXPECT_EQ(CheckMoeRouteOperands(logits, {}, unknown, ids, weights, kCpu).message(),
+            "MoeRoute: routing.score 7 is neither softmax nor sigmoid");
+  EXPECT_EQ(
+      CheckMoeRouteBackwardOperands(logits, ids, weights, {.top_k = 5}, logits, kCpu).message(),
+      "MoeRouteBackward: routing.top_k 5 must be in [1, 4] (the experts)");
+  EXPECT_EQ(
+      CheckMoePermuteOperands(ids, view({0}, DType::kI32), view({6}, DType::kI32), kCpu).message(),
+      "MoePermute: operand 'counts' expected at least one expert, found 0");
+  EXPECT_EQ(CheckMoeDispatchOperands(view({3, 5}, DType::kF16), view({6}, DType::kI32),
+                                     view({6, 5}, DType::kF16), kCpu)
+                .message(),
+            "MoeDispatch: operand 'x' expected f32 or bf16, found f16");
+  EXPECT_TRUE(
+      CheckMoeDispatchOperands(view({0, 5}), view({0}, DType::kI32), view({0, 5}), kCpu).ok());
+  EXPECT_EQ(
+      CheckMoeDispatchOperands(view({0, 5}), view({2}, DType::kI32), view({2, 5}), kCpu).message(),
+      "MoeDispatch: operand 'slots' expected a multiple of 0 assignments (k per token), "
+      "found 2");
 }
 
 // A size computed from bad inputs may be negative: it matches no operand, and neither does a

@@ -289,6 +289,36 @@ TEST(CudaComputeOperands, EveryKernelRefusesAWrongOperandAsTheCpuDoes) {
          const double weights[] = {1.0, 1.0};
          return c.SumOfSquares(tensors, weights, v(d, {2}));
        }},
+      {"MoeRoute",
+       [&](Compute& c, DeviceType d) {
+         return c.MoeRoute(v(d, {3, 4}), {}, {.top_k = 5}, v(d, {3, 5}, kI32), v(d, {3, 5}));
+       }},
+      {"MoeRouteBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.MoeRouteBackward(v(d, {3, 4}), v(d, {3, 2}, kI32), v(d, {3, 2}), {.top_k = 2},
+                                   v(d, {3, 3}));
+       }},
+      {"MoePermute",
+       [&](Compute& c, DeviceType d) {
+         return c.MoePermute(v(d, {3, 2}, kI32), v(d, {4}, kI32), v(d, {5}, kI32));
+       }},
+      {"MoeDispatch",
+       [&](Compute& c, DeviceType d) {
+         return c.MoeDispatch(v(d, {3, 5}), v(d, {7}, kI32), v(d, {7, 5}));
+       }},
+      {"MoeDispatchBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.MoeDispatchBackward(v(d, {6, 5}), v(d, {6}, kI32), v(d, {3, 4}));
+       }},
+      {"MoeCombine",
+       [&](Compute& c, DeviceType d) {
+         return c.MoeCombine(v(d, {6, 5}), v(d, {3, 2}, kI32), v(d, {6}, kI32), v(d, {3, 5}));
+       }},
+      {"MoeCombineBackward",
+       [&](Compute& c, DeviceType d) {
+         return c.MoeCombineBackward(v(d, {3, 5}), v(d, {6, 5}), v(d, {3, 2}), v(d, {6}, kI32),
+                                     v(d, {6, 4}), v(d, {3, 2}));
+       }},
       {"Cast", [&](Compute& c, DeviceType d) { return c.Cast(v(d, {4}), v(d, {4}, kI32)); }},
       {"Accumulate", [&](Compute& c, DeviceType d) { return c.Accumulate(v(d, {3}), v(d, {4})); }},
       {"Copy", [&](Compute& c, DeviceType d) { return c.Copy(v(d, {4}), v(d, {5})); }},
@@ -901,6 +931,85 @@ TEST_F(CudaComputeTest, Float8GemmMatchesTheCpu) {
                  absl::StrCat("c ", DTypeName(format_b), per_row ? " row" : " tensor"));
     }
   }
+}
+
+// Routing: the experts the CPU chooses (the f64 exponentials may round apart in the last place
+// of a score, but not so as to swap random logits), weights and gradients within 1e-6.
+TEST_F(CudaComputeTest, MoeRouteAndItsBackwardMatchTheCpu) {
+  const int64_t n = 517, e = 64;
+  const std::vector<MoeRouting> routings = {
+      {.score = MoeRouting::Score::kSoftmax, .top_k = 8},
+      {.score = MoeRouting::Score::kSigmoid,
+       .top_k = 6,
+       .scale = 2.5f,
+       .groups = 8,
+       .groups_chosen = 4},
+  };
+  Twin logits = F32(Random(n * e, 190, 2.0f), {n, e}), bias = F32(Random(e, 191, 0.1f), {e});
+  for (const MoeRouting& routing : routings) {
+    const int64_t k = routing.top_k;
+    Twin experts = Zeros(DType::kI32, {n, k}), weights = Zeros(DType::kF32, {n, k});
+    BOTH(cpu_.MoeRoute(logits.cpu(), bias.cpu(), routing, experts.cpu(), weights.cpu()),
+         gpu_->MoeRoute(logits.gpu(), bias.gpu(), routing, experts.gpu(), weights.gpu()));
+    EXPECT_EQ(experts.Gpu(), experts.Cpu());
+    ExpectNear(weights.Gpu(), weights.Cpu(), 1e-6, 0, "MoeRoute weights");
+    Twin d_weights = F32(Random(n * k, 192), {n, k}), d_logits = Zeros(DType::kF32, {n, e});
+    BOTH(cpu_.MoeRouteBackward(logits.cpu(), experts.cpu(), d_weights.cpu(), routing,
+                               d_logits.cpu()),
+         gpu_->MoeRouteBackward(logits.gpu(), experts.gpu(), d_weights.gpu(), routing,
+                                d_logits.gpu()));
+    ExpectNear(d_logits.Gpu(), d_logits.Cpu(), 1e-5, 1e-9, "MoeRouteBackward d_logits");
+  }
+}
+
+// The permutation, dispatch, combine and their gradients: the CPU's results bit for bit, over
+// several tiles of assignments, with an expert that gets none; an expert id out of range is
+// reported as the CPU reports it.
+TEST_F(CudaComputeTest, MoePermuteDispatchAndCombineMatchTheCpuExactly) {
+  const int64_t n = 700, k = 4, m = n * k, d = 99, e = 33;
+  std::mt19937 rng(193);
+  std::vector<int32_t> ids(m);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % (e - 1));
+  Twin experts(DType::kI32, {n, k}, ids.data());
+  Twin counts = Zeros(DType::kI32, {e}), slots = Zeros(DType::kI32, {m});
+  BOTH(cpu_.MoePermute(experts.cpu(), counts.cpu(), slots.cpu()),
+       gpu_->MoePermute(experts.gpu(), counts.gpu(), slots.gpu()));
+  EXPECT_EQ(counts.Gpu(), counts.Cpu());
+  EXPECT_EQ(slots.Gpu(), slots.Cpu());
+  const std::vector<float> x_values = Random(n * d, 194);
+  Twin x = F32(x_values, {n, d}), rows = Zeros(DType::kF32, {m, d});
+  Twin x16 = Bf16(x_values, {n, d}), rows16 = Zeros(DType::kBF16, {m, d});
+  BOTH(cpu_.MoeDispatch(x.cpu(), slots.cpu(), rows.cpu()),
+       gpu_->MoeDispatch(x.gpu(), slots.gpu(), rows.gpu()));
+  BOTH(cpu_.MoeDispatch(x16.cpu(), slots.cpu(), rows16.cpu()),
+       gpu_->MoeDispatch(x16.gpu(), slots.gpu(), rows16.gpu()));
+  EXPECT_EQ(rows.Gpu(), rows.Cpu());
+  EXPECT_EQ(rows16.GpuBytes(), rows16.CpuBytes());
+  Twin d_rows = F32(Random(m * d, 195), {m, d}), dx = F32(Random(n * d, 196), {n, d});
+  BOTH(cpu_.MoeDispatchBackward(d_rows.cpu(), slots.cpu(), dx.cpu()),
+       gpu_->MoeDispatchBackward(d_rows.gpu(), slots.gpu(), dx.gpu()));
+  EXPECT_EQ(dx.Gpu(), dx.Cpu());
+  Twin y = F32(Random(m * d, 197), {m, d}), weights = F32(Random(m, 198), {n, k});
+  Twin out = F32(Random(n * d, 199), {n, d});
+  BOTH(cpu_.MoeCombine(y.cpu(), weights.cpu(), slots.cpu(), out.cpu()),
+       gpu_->MoeCombine(y.gpu(), weights.gpu(), slots.gpu(), out.gpu()));
+  EXPECT_EQ(out.Gpu(), out.Cpu());
+  Twin d_out = F32(Random(n * d, 200), {n, d});
+  Twin d_y = Zeros(DType::kF32, {m, d}), d_weights = Zeros(DType::kF32, {n, k});
+  BOTH(cpu_.MoeCombineBackward(d_out.cpu(), y.cpu(), weights.cpu(), slots.cpu(), d_y.cpu(),
+                               d_weights.cpu()),
+       gpu_->MoeCombineBackward(d_out.gpu(), y.gpu(), weights.gpu(), slots.gpu(), d_y.gpu(),
+                                d_weights.gpu()));
+  EXPECT_EQ(d_y.Gpu(), d_y.Cpu());
+  EXPECT_EQ(d_weights.Gpu(), d_weights.Cpu());
+
+  ids[1234] = e;
+  Twin bad(DType::kI32, {n, k}, ids.data());
+  const absl::Status cpu_status = cpu_.MoePermute(bad.cpu(), counts.cpu(), slots.cpu());
+  EXPECT_EQ(cpu_status.message(),
+            "MoePermute: operand 'experts' holds expert 33 at assignment "
+            "1234, outside [0, 33)");
+  EXPECT_EQ(gpu_->MoePermute(bad.gpu(), counts.gpu(), slots.gpu()), cpu_status);
 }
 
 }  // namespace
