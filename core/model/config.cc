@@ -208,6 +208,12 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
                                       ours));
     }
   }
+  // QK-norm's weights would be dropped, or missing.
+  if (const std::string* qk_norm = find("qk_norm");
+      qk_norm != nullptr && (*qk_norm == "true") != config.qk_norm) {
+    problems.push_back(absl::StrCat("qk_norm = ", *qk_norm, ", but model.flavor = \"", flavor,
+                                    "\" has ", config.qk_norm ? "true" : "false"));
+  }
   // A tied checkpoint fills an untied model's output from its embeddings; the reverse would
   // drop the checkpoint's output weights.
   if (const std::string* tied = find("tie_embeddings");

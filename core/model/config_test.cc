@@ -107,6 +107,22 @@ TEST(AdoptCheckpointModel, RefusesAnotherShapeNamingBothValues) {
   LlamaConfig untied = *LlamaFlavor("debugmodel");
   EXPECT_TRUE(
       AdoptCheckpointModel(CheckpointMetadataOf(tied, 128), "x", "debugmodel", untied).ok());
+
+  // A checkpoint with QK-norm (a Qwen3 of Llama's shape) would lose its norms; one with experts
+  // says how many.
+  LlamaConfig qwen3 = *LlamaFlavor("debugmodel");
+  qwen3.qk_norm = true;
+  adopted = AdoptCheckpointModel(CheckpointMetadataOf(qwen3, 128), "hf/qwen3", "debugmodel",
+                                 untied);
+  EXPECT_NE(adopted.status().message().find(
+                "qk_norm = true, but model.flavor = \"debugmodel\" has false"),
+            std::string::npos)
+      << adopted.status();
+  qwen3.qk_norm = false, qwen3.moe.experts = 8, qwen3.moe.top_k = 2, qwen3.moe.hidden_dim = 64;
+  adopted = AdoptCheckpointModel(CheckpointMetadataOf(qwen3, 128), "x", "debugmodel", untied);
+  EXPECT_NE(adopted.status().message().find("experts = 8, but model.flavor = \"debugmodel\" has 0"),
+            std::string::npos)
+      << adopted.status();
 }
 
 }  // namespace

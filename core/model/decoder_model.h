@@ -87,7 +87,8 @@ class DecoderModel : public TensorParallelTarget, public PipelineStageTarget, pu
   void Initialize(uint64_t seed);
 
   // The mixture of experts' loads (expert_load.cc): per block with one on this rank, the tokens
-  // each expert received in the forwards since the last call (recomputations not counted).
+  // each expert received in the microbatches trained since the last call (a forward without a
+  // backward, validation's or sampling's, does not count; nor does a recomputation).
   struct ExpertLoad {
     int64_t layer;
     std::vector<int64_t> tokens;

@@ -16,7 +16,8 @@ class Llama : public ModelFamily {
     return {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "1B", "3B", "8B", "70B", "405B"};
   }
   absl::StatusOr<LlamaConfig> Flavor(absl::string_view flavor) const override {
-    return LlamaFlavor(flavor);
+    absl::StatusOr<LlamaConfig> config = LlamaFlavor(flavor);
+    return config.ok() ? config : UnknownFlavor(*this, flavor);
   }
 
   // TorchTitan's tensor-parallel plan for Llama: the projections into heads and hidden features

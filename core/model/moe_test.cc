@@ -36,8 +36,10 @@ std::vector<float> Bias(const DecoderModel& model, int64_t layer) {
   return {};
 }
 
-// Every forward counts each token's k choices once, in each layer with experts; recomputing the
-// forward for the backward (full activation checkpointing) does not count again.
+// Every trained microbatch counts each token's k choices once, in each layer with experts;
+// recomputing the forward for the backward (full activation checkpointing) does not count again,
+// nor does a forward alone (validation): a run resumed from a checkpoint moves the bias as the
+// uninterrupted run did.
 TEST(Moe, CountsEachTokensChoicesOncePerForward) {
   for (const char* mode : {"none", "full"}) {
     SCOPED_TRACE(mode);
@@ -48,6 +50,7 @@ TEST(Moe, CountsEachTokensChoicesOncePerForward) {
       ASSERT_TRUE(model->Forward(tokens.data(), targets.data(), 2, 9).ok());
       ASSERT_TRUE(model->Backward().ok());
     }
+    ASSERT_TRUE(model->Forward(tokens.data(), targets.data(), 2, 9).ok());  // validation's
     const std::vector<DecoderModel::ExpertLoad> loads = model->TakeExpertLoads();
     ASSERT_EQ(loads.size(), 2u);  // layers 1 and 2; layer 0 is dense
     for (const DecoderModel::ExpertLoad& load : loads) {
@@ -85,6 +88,7 @@ TEST(Moe, ABiasSteersTheChoice) {
   std::vector<int32_t> tokens(16), targets(16);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * 5) % 64, targets[i] = i % 64;
   ASSERT_TRUE(model->Forward(tokens.data(), targets.data(), 1, 16).ok());
+  ASSERT_TRUE(model->Backward().ok());
   const std::vector<DecoderModel::ExpertLoad> loads = model->TakeExpertLoads();
   // Experts 1 and 3 (raised by 200 x 0.1) take every token's two choices in layer 1.
   EXPECT_THAT(loads[0].tokens, testing::ElementsAre(0, 16, 0, 16));

@@ -16,19 +16,35 @@ std::vector<CheckpointPiece> FlatRunPieces(const std::string& name,
                                            int64_t count, float* data) {
   std::vector<CheckpointPiece> pieces;
   if (count <= 0) return pieces;
-  if (full_shape.size() != 2) return {Piece(name, full_shape, {first}, {count}, data)};
-  const int64_t columns = full_shape[1];
+  if (full_shape.size() <= 1) return {Piece(name, full_shape, {first}, {count}, data)};
+  // Rows along the first dimension, each a tensor of the remaining ones: a partial first row and
+  // a partial last row are runs of that smaller tensor, each piece of which gains this row's
+  // index in front; the whole rows between are one box.
+  const std::vector<int64_t> inner_shape(full_shape.begin() + 1, full_shape.end());
+  int64_t inner = 1;
+  for (int64_t extent : inner_shape) inner *= extent;
   int64_t at = first;
   const int64_t end = first + count;
-  auto add = [&](int64_t row, int64_t column, int64_t rows, int64_t width) {
-    pieces.push_back(Piece(name, full_shape, {row, column}, {rows, width}, data + (at - first)));
-    at += rows * width;
+  auto add_partial_row = [&](int64_t row, int64_t start, int64_t length) {
+    for (CheckpointPiece& piece :
+         FlatRunPieces(name, inner_shape, start, length, data + (at - first))) {
+      piece.full_shape = full_shape;
+      piece.offset.insert(piece.offset.begin(), row);
+      piece.data.shape.insert(piece.data.shape.begin(), 1);
+      pieces.push_back(std::move(piece));
+    }
+    at += length;
   };
-  if (at % columns != 0) {  // a partial first row
-    add(at / columns, at % columns, 1, std::min(columns - at % columns, end - at));
+  if (at % inner != 0) add_partial_row(at / inner, at % inner, std::min(inner - at % inner, end - at));
+  if (end - at >= inner) {
+    const int64_t rows = (end - at) / inner;
+    std::vector<int64_t> offset(full_shape.size(), 0), shape = full_shape;
+    offset[0] = at / inner, shape[0] = rows;
+    pieces.push_back(Piece(name, full_shape, std::move(offset), std::move(shape),
+                           data + (at - first)));
+    at += rows * inner;
   }
-  if (end - at >= columns) add(at / columns, 0, (end - at) / columns, columns);
-  if (at < end) add(at / columns, 0, 1, end - at);  // a partial last row
+  if (at < end) add_partial_row(at / inner, 0, end - at);
   return pieces;
 }
 

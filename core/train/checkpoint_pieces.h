@@ -14,8 +14,9 @@
 namespace titan {
 
 // The boxes of a tensor of `full_shape` covering the row-major elements [first, first + count)
-// held contiguously at `data`: at most three for a matrix (a partial row, whole rows, a partial
-// row), one for a vector.
+// held contiguously at `data`: one for a vector; at most three for a matrix (a partial row, whole
+// rows, a partial row); for a tensor of more dimensions the same along its first, a partial row
+// being split the same way along the next (the experts' [experts, rows, columns] weights).
 std::vector<CheckpointPiece> FlatRunPieces(const std::string& name,
                                            const std::vector<int64_t>& full_shape, int64_t first,
                                            int64_t count, float* data);

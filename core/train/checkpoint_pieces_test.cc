@@ -32,6 +32,23 @@ TEST(FlatRunPieces, SplitsARunOfAMatrixIntoRowBoxes) {
   EXPECT_TRUE(FlatRunPieces("w", {5, 4}, 3, 0, data).empty());
 }
 
+TEST(FlatRunPieces, SplitsARunOfA3DTensorIntoBoxesOfWholeRowsAndMatrices) {
+  float data[64];
+  // A [3, 2, 4] tensor (3 experts of 2 x 4), elements 5..22: the end of expert 0 (the rest of its
+  // row 1), expert 1 whole, the start of expert 2 (row 0 whole, then 3 of row 1's 4).
+  ExpectPieces(FlatRunPieces("w", {3, 2, 4}, 5, 18, data),
+               {{{0, 1, 1}, {1, 1, 3}, 0},
+                {{1, 0, 0}, {1, 2, 4}, 3},
+                {{2, 0, 0}, {1, 1, 4}, 11},
+                {{2, 1, 0}, {1, 1, 3}, 15}},
+               data);
+  for (const CheckpointPiece& piece : FlatRunPieces("w", {3, 2, 4}, 5, 18, data)) {
+    EXPECT_EQ(piece.full_shape, std::vector<int64_t>({3, 2, 4}));
+  }
+  // Whole experts only.
+  ExpectPieces(FlatRunPieces("w", {3, 2, 4}, 8, 16, data), {{{1, 0, 0}, {2, 2, 4}, 0}}, data);
+}
+
 TEST(ParameterPieces, RedirectsIntoAStateSlotLaidOutLikeTheParameters) {
   std::vector<float> params(10), slot(10);
   Parameter p;

@@ -159,10 +159,7 @@ absl::Status MoeFeedForward::AddOutput(const FeedForwardActs& acts, const Tensor
   const int64_t d = ctx_.config.dim;
   TITAN_RETURN_IF_ERROR(
       ctx_.compute.MoeCombine(r.y, r.weights, r.slots, R::Reshaped(out, {ctx_.n, d})));
-  if (shared_ != nullptr) TITAN_RETURN_IF_ERROR(shared_->AddOutput(acts, out));
-  TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
-  for (size_t e = 0; e < counts.size(); ++e) load_[e] += counts[e];
-  return absl::OkStatus();
+  return shared_ != nullptr ? shared_->AddOutput(acts, out) : absl::OkStatus();
 }
 
 absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView& x,
@@ -187,6 +184,9 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeCombineBackward(R::Reshaped(d_out, {n, d}), r.y,
                                                         r.weights, r.slots, d_y, d_weights));
   TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
+  // The load counts once per trained microbatch: here, not in the forward, which validation,
+  // sampling and recomputation also run.
+  for (size_t e = 0; e < counts.size(); ++e) load_[e] += counts[e];
   // Through the experts' down projections.
   const TensorView d_h = R::Reshaped(s.moe_d_h, {m, hm});
   TITAN_ASSIGN_OR_RETURN(const TensorView g_y, ctx_.Operand(d_y, OperandScratch::kGrad));

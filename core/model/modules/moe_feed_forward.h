@@ -37,14 +37,14 @@ class MoeFeedForward : public FeedForwardLayer {
   absl::Status GateUp(const TensorView& x, const FeedForwardActs& acts) override;
   // silu(a) * b and the experts' down projections.
   absl::Status SwiGlu(const FeedForwardActs& acts) override;
-  // The weighted sum of each token's experts' outputs, and the shared experts'. Counts the
-  // tokens each expert received (load()).
+  // The weighted sum of each token's experts' outputs, and the shared experts'.
   absl::Status AddOutput(const FeedForwardActs& acts, const TensorView& out) override;
+  // Also counts the tokens each expert received (load()).
   absl::Status Backward(const TensorView& d_out, const TensorView& x, const FeedForwardActs& acts,
                         const TensorView& dx) override;
 
   int bias() const { return w_.bias; }
-  // Tokens each expert received in the forwards since the last ResetLoad.
+  // Tokens each expert received in the microbatches trained (backward) since the last ResetLoad.
   const std::vector<int64_t>& load() const { return load_; }
   void ResetLoad() { load_.assign(load_.size(), 0); }
 
