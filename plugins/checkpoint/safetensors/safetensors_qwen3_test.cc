@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
+#include "core/model/config.h"
+#include "plugins/checkpoint/safetensors/hf_config.h"
 #include "plugins/checkpoint/safetensors/hf_folder.h"
 #include "plugins/checkpoint/safetensors/hf_layout.h"
 #include "plugins/checkpoint/safetensors/safetensors_file.h"
@@ -283,6 +285,41 @@ TEST_F(SafetensorsQwen3Test, Qwen3MoeMismatchesAreNamed) {
               HasSubstr("'model.experts' = 4: titan exports a mixture of experts as Hugging "
                         "Face's Qwen3-MoE, which has QK-norm"));
   EXPECT_FALSE(fs::exists(dir_ / "s"));
+}
+
+// Qwen3-30B-A3B's config.json as published describes titan's 30B-A3B flavor: importing it checks
+// no size against another, and takes only what the flavor already has.
+TEST(HfQwen3Config, PublishedQwen3MoeConfigIsTheFlavors) {
+  const char* published = R"({
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+    "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+    "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128,
+    "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+    "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+  absl::StatusOr<safetensors::ModelShape> shape =
+      safetensors::ModelShapeFromHfConfig(published, "config.json");
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  absl::StatusOr<LlamaConfig> flavor = Qwen3Family().Flavor("30B-A3B");
+  ASSERT_TRUE(flavor.ok()) << flavor.status();
+  LlamaConfig config = *flavor;
+  absl::StatusOr<std::vector<std::string>> adopted =
+      AdoptCheckpointModel(safetensors::MetadataOf(*shape), "config.json", "30B-A3B", config);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(adopted->empty());
+  // And titan's export of the flavor writes the same values back.
+  const Json ours = Json::parse(safetensors::HfConfigJson(
+      *safetensors::ModelShapeFromMetadata(CheckpointMetadataOf(*flavor, 40960)), DType::kBF16));
+  const Json theirs = Json::parse(published);
+  for (const auto& [key, value] : ours.items()) {
+    if (key == "bos_token_id" || key == "eos_token_id") continue;  // the tokenizer's: unknown
+    EXPECT_EQ(value, theirs.at(key)) << key;
+  }
 }
 
 }  // namespace
