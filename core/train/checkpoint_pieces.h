@@ -15,7 +15,8 @@ namespace titan {
 
 // The boxes of a tensor of `full_shape` covering the row-major elements [first, first + count)
 // held contiguously at `data`: at most three for a matrix (a partial row, whole rows, a partial
-// row), one for a vector.
+// row), one for a vector; for a tensor of more dimensions, boxes likewise whole in every
+// dimension after the first one they do not fill.
 std::vector<CheckpointPiece> FlatRunPieces(const std::string& name,
                                            const std::vector<int64_t>& full_shape, int64_t first,
                                            int64_t count, float* data);

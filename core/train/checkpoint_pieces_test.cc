@@ -32,6 +32,34 @@ TEST(FlatRunPieces, SplitsARunOfAMatrixIntoRowBoxes) {
   EXPECT_TRUE(FlatRunPieces("w", {5, 4}, 3, 0, data).empty());
 }
 
+// The experts' stacked weights [experts, rows, cols] sharded flat by fsdp: boxes of 3 dimensions
+// (part of a row, whole rows of one expert, whole experts), each contiguous.
+TEST(FlatRunPieces, SplitsARunOfAStackIntoBoxes) {
+  float data[64];
+  // [2, 3, 4], elements 5..19: the end of expert 0's row 1, its row 2, all of expert 1's first two
+  // rows.
+  ExpectPieces(FlatRunPieces("e", {2, 3, 4}, 5, 15, data),
+               {{{0, 1, 1}, {1, 1, 3}, 0}, {{0, 2, 0}, {1, 1, 4}, 3}, {{1, 0, 0}, {1, 2, 4}, 7}},
+               data);
+  // Whole experts, and a run within one row.
+  ExpectPieces(FlatRunPieces("e", {3, 2, 4}, 8, 16, data), {{{1, 0, 0}, {2, 2, 4}, 0}}, data);
+  ExpectPieces(FlatRunPieces("e", {3, 2, 4}, 9, 2, data), {{{1, 0, 1}, {1, 1, 2}, 0}}, data);
+  // Every element once, whatever the run.
+  for (int64_t first = 0; first < 24; ++first) {
+    for (int64_t count = 1; first + count <= 24; ++count) {
+      int64_t covered = 0;
+      for (const CheckpointPiece& piece : FlatRunPieces("e", {2, 3, 4}, first, count, data)) {
+        const int64_t at = piece.offset[0] * 12 + piece.offset[1] * 4 + piece.offset[2];
+        EXPECT_EQ(piece.data.data_as<float>(), data + (at - first));
+        EXPECT_TRUE(piece.data.shape[0] == 1 || (piece.offset[1] == 0 && piece.data.shape[1] == 3))
+            << "a box: rows of one expert, or whole experts";
+        covered += piece.data.numel();
+      }
+      EXPECT_EQ(covered, count) << first << " " << count;
+    }
+  }
+}
+
 TEST(ParameterPieces, RedirectsIntoAStateSlotLaidOutLikeTheParameters) {
   std::vector<float> params(10), slot(10);
   Parameter p;

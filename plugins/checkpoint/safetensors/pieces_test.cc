@@ -69,6 +69,21 @@ TEST(Pieces, BoxOfSeesAThreeDimensionalTensorAsRows) {
   EXPECT_EQ(box->col0, 1);
   EXPECT_EQ(box->cols, 2);
   EXPECT_EQ(box->row_stride, 6);
+  // fsdp's boxes of a flat run: part of one row, rows of one expert.
+  experts.offset = {3, 1, 1};
+  experts.data = {storage.data(), DType::kF32, {}, {1, 1, 3}, {}};
+  box = BoxOf(experts);
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->row0, 10);
+  EXPECT_EQ(box->rows, 1);
+  EXPECT_EQ(box->col0, 1);
+  EXPECT_EQ(box->cols, 3);
+  experts.offset = {4, 1, 0};
+  experts.data = {storage.data(), DType::kF32, {}, {1, 2, 4}, {}};
+  box = BoxOf(experts);
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->row0, 13);
+  EXPECT_EQ(box->rows, 2);
 }
 
 TEST(Pieces, BoxOfRefusesPiecesItCannotStore) {
@@ -80,7 +95,7 @@ TEST(Pieces, BoxOfRefusesPiecesItCannotStore) {
               HasSubstr("piece of 'model/w': expected a tensor of 1 or more dimensions"));
   EXPECT_THAT(error({"model/w", {2, 2, 2}, {0, 1, 0}, {x, DType::kF32, {}, {2, 1, 2}, {}}}),
               HasSubstr("piece of 'model/w': data [2, 1, 2] at [0, 1, 0] of [2, 2, 2] splits "
-                        "dimension 1"));
+                        "dimension 1: expected a run of whole rows of the last dimension"));
   EXPECT_THAT(error({"model/w", {2, 2, 2}, {0, 0, 0}, {x, DType::kF32, {}, {2, 2, 2}, {8, 2, 1}}}),
               HasSubstr("expected its rows evenly spaced, found strides [8, 2, 1]"));
   EXPECT_THAT(error({"model/w", {4, 4}, {0}, {x, DType::kF32, {}, {4, 4}, {}}}),
