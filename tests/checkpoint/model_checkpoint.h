@@ -1,4 +1,4 @@
-// A small Llama model as checkpoint plugins see it: its parameters as whole pieces named
+// A small Llama (or Qwen3) model as checkpoint plugins see it: its parameters as whole pieces named
 // "model/<parameter>" and its shape as checkpoint metadata, for the checkpoint tests.
 #ifndef TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
 #define TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
@@ -31,11 +31,30 @@ inline LlamaConfig SmallConfig(bool tied = false) {
   return config;
 }
 
+// A small Qwen3 (Qwen3Family): QK-norm, heads of 24 (not dim / n_heads = 16), an explicit
+// feed-forward width, unscaled RoPE; with `experts`, a mixture of 4 experts (2 per token) with
+// the load-balancing bias in every layer from `dense_layers` on.
+inline LlamaConfig SmallQwen3Config(bool experts = false, int64_t dense_layers = 0) {
+  LlamaConfig config;
+  config.dim = 64, config.n_layers = experts ? 3 : 2, config.n_heads = 4, config.n_kv_heads = 2;
+  config.explicit_head_dim = 24, config.explicit_hidden_dim = 96, config.vocab_size = 97;
+  config.qk_norm = true, config.norm_eps = 1e-6;
+  config.rope.theta = 1e6, config.rope.scaled = false;
+  if (experts) {
+    config.moe.experts = 4, config.moe.top_k = 2, config.moe.hidden_dim = 32;
+    config.moe.dense_layers = dense_layers, config.moe.load_balance_coeff = 1e-3;
+  }
+  return config;
+}
+
 // Initialised from `seed`, with the norm weights moved off 1 so they are tested too, and wq, wk
 // scaled up: with TorchTitan's small initial values attention is nearly uniform, and the logits
-// would hardly depend on how the rotary embedding is laid out.
-inline std::unique_ptr<DecoderModel> SmallModel(const LlamaConfig& config, uint64_t seed = 42) {
-  std::unique_ptr<DecoderModel> model = std::move(DecoderModel::Create(config)).value();
+// would hardly depend on how the rotary embedding is laid out. A router's weights are scaled up
+// too, so that the experts' scores are far apart and rounding never changes the choice.
+inline std::unique_ptr<DecoderModel> SmallModel(const LlamaConfig& config, uint64_t seed = 42,
+                                                const ModelFamily& family = LlamaFamily()) {
+  std::unique_ptr<DecoderModel> model =
+      std::move(DecoderModel::Create(config, {}, {}, {}, family)).value();
   model->Initialize(seed);
   const Arena& params = model->params();
   for (int i = 0; i < params.size(); ++i) {
@@ -46,6 +65,7 @@ inline std::unique_ptr<DecoderModel> SmallModel(const LlamaConfig& config, uint6
       if (name.find(".wq.") != std::string::npos || name.find(".wk.") != std::string::npos) {
         w[j] *= 8.0f;
       }
+      if (name.find(".router.") != std::string::npos) w[j] *= 40.0f;
     }
   }
   return model;

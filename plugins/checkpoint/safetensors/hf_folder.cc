@@ -1,5 +1,6 @@
 #include "plugins/checkpoint/safetensors/hf_folder.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -99,9 +100,11 @@ absl::Status HfFolder::ReadIndex(const std::string& path) {
   for (const std::string& file : files) TITAN_RETURN_IF_ERROR(AddFile(file));
   for (const auto& [name, file] : map->items()) {
     bool found = false;
-    for (const auto& [titan, stored] : tensors_) {
-      found |= stored.entry.name == name &&
-               fs::path(stored.file->path()).filename().string() == file.get<std::string>();
+    for (const auto& [titan, parts] : tensors_) {
+      for (const auto& [expert, stored] : parts) {
+        found |= stored.entry.name == name &&
+                 fs::path(stored.file->path()).filename().string() == file.get<std::string>();
+      }
     }
     if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq")) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": weight_map puts '", name, "' in ",
@@ -123,62 +126,88 @@ absl::Status HfFolder::AddFile(const std::string& name) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": tensor '", entry.name, "': ", message));
     };
-    absl::StatusOr<std::string> titan = TitanName(entry.name);
+    absl::StatusOr<TitanPlace> titan = TitanPlaceOf(entry.name);
     if (!titan.ok()) return error(titan.status().message());
     if (!IsStoredFloat(entry.dtype)) {
       return error(
           absl::StrCat("expected F32, BF16 or F16, found ", SafetensorsDTypeName(entry.dtype)));
     }
-    if (tensors_.count(*titan) > 0) {
-      return error(absl::StrCat("also in ", tensors_[*titan].file->path()));
+    std::map<int64_t, Stored>& parts = tensors_[titan->name];
+    if (parts.count(titan->expert) > 0) {
+      return error(absl::StrCat("also in ", parts[titan->expert].file->path()));
     }
-    tensors_[*titan] = Stored{file.get(), header.data_start, std::move(entry)};
+    parts[titan->expert] = Stored{file.get(), header.data_start, std::move(entry)};
   }
   for (auto& [key, value] : header.metadata) file_metadata_.insert({key, value});
   files_.push_back(std::move(file));
   return absl::OkStatus();
 }
 
+std::vector<int64_t> HfFolder::FullShape(const std::string& name,
+                                         const std::map<int64_t, Stored>& parts) {
+  std::vector<int64_t> shape = parts.begin()->second.entry.shape;
+  if (IsStackedExperts(name)) shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
+  return shape;
+}
+
 absl::Status HfFolder::CheckAgainstConfig(const std::string& source) const {
   const std::map<std::string, std::vector<int64_t>> expected = ParameterShapes(shape_);
   for (const auto& [name, shape] : expected) {
+    if (HasNoHfCounterpart(name)) continue;  // Fill sets it to zero
     auto it = tensors_.find(name);
-    if (it == tensors_.end()) {
-      return absl::NotFoundError(absl::StrCat(source, ": no tensor '", *HfName(name),
-                                              "' (titan's '", name, "'), which the model of ",
-                                              config_path_, " has"));
+    const bool stacked = IsStackedExperts(name);
+    for (int64_t e = stacked ? 0 : -1; e < (stacked ? shape[0] : 0); ++e) {
+      if (it == tensors_.end() || it->second.count(e) == 0) {
+        return absl::NotFoundError(absl::StrCat(source, ": no tensor '", *HfName(name, e),
+                                                "' (titan's '", name, "'",
+                                                stacked ? absl::StrCat(", expert ", e) : "",
+                                                "), which the model of ", config_path_, " has"));
+      }
     }
   }
-  for (const auto& [name, stored] : tensors_) {
+  const std::string model =
+      absl::StrCat("the model ", config_path_, " describes (", shape_.n_layers, " layers",
+                   shape_.experts > 0 ? absl::StrCat(", ", shape_.experts, " experts") : "", ")");
+  for (const auto& [name, parts] : tensors_) {
     auto it = expected.find(name);
-    // A tied model may still carry lm_head; it must then match the embeddings.
-    const std::vector<int64_t> want = it != expected.end() ? it->second
-                                      : name == "output.weight"
-                                          ? expected.at("tok_embeddings.weight")
-                                          : std::vector<int64_t>{};
-    if (want.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          stored.file->path(), ": tensor '", stored.entry.name, "' is not part of the model ",
-          config_path_, " describes (", shape_.n_layers, " layers)"));
-    }
-    if (want != stored.entry.shape) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(stored.file->path(), ": tensor '", stored.entry.name, "' has shape ",
-                       Shape(stored.entry.shape), ", ", config_path_, " implies ", Shape(want)));
+    for (const auto& [expert, stored] : parts) {
+      // A tied model may still carry lm_head; it must then match the embeddings.
+      std::vector<int64_t> want = it != expected.end()      ? it->second
+                                  : name == "output.weight" ? expected.at("tok_embeddings.weight")
+                                                            : std::vector<int64_t>{};
+      if (expert >= 0 && !want.empty()) {  // one expert of the stack
+        want = expert < want[0] ? std::vector<int64_t>(want.begin() + 1, want.end())
+                                : std::vector<int64_t>{};
+      }
+      if (want.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            stored.file->path(), ": tensor '", stored.entry.name, "' is not part of ", model));
+      }
+      if (want != stored.entry.shape) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(stored.file->path(), ": tensor '", stored.entry.name, "' has shape ",
+                         Shape(stored.entry.shape), ", ", config_path_, " implies ", Shape(want)));
+      }
     }
   }
   return absl::OkStatus();
 }
 
 CheckpointContents HfFolder::Contents() const {
-  CheckpointContents contents;
-  for (const auto& [name, stored] : tensors_) {
-    contents.tensors.push_back(
-        {absl::StrCat(kModelPrefix, name), stored.entry.shape, stored.entry.dtype});
+  std::map<std::string, CheckpointTensor> tensors;
+  for (const auto& [name, parts] : tensors_) {
+    tensors[name] = {absl::StrCat(kModelPrefix, name), FullShape(name, parts),
+                     parts.begin()->second.entry.dtype};
   }
+  for (const auto& [name, shape] : ParameterShapes(shape_)) {
+    if (HasNoHfCounterpart(name)) tensors[name] = {absl::StrCat(kModelPrefix, name), shape};
+  }
+  CheckpointContents contents;
+  for (auto& [name, tensor] : tensors) contents.tensors.push_back(std::move(tensor));
   contents.metadata = MetadataOf(shape_);
   for (const auto& [key, value] : file_metadata_) {
-    if (key != "format") contents.metadata.insert({key, value});  // config.json wins
+    // config.json wins; what an export left out is not missing from what titan loads.
+    if (key != "format" && key != kNotExportedKey) contents.metadata.insert({key, value});
   }
   return contents;
 }
@@ -190,6 +219,18 @@ absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
                                                    folder_, " has no '", piece.name, "'"));
   }
   TITAN_ASSIGN_OR_RETURN(Box box, BoxOf(piece));
+  const size_t piece_element = DTypeSize(piece.data.dtype);
+  // The experts' bias starts at zero: Hugging Face's Qwen3-MoE has none.
+  if (HasNoHfCounterpart(name)) {
+    const std::map<std::string, std::vector<int64_t>> expected = ParameterShapes(shape_);
+    auto bias = expected.find(std::string(name));
+    if (bias != expected.end() && bias->second == piece.full_shape) {
+      for (int64_t r = 0; r < box.rows; ++r) {
+        std::memset(PieceRow(piece.data, box, r), 0, static_cast<size_t>(box.cols) * piece_element);
+      }
+      return absl::OkStatus();
+    }
+  }
   auto it = tensors_.find(std::string(name));
   // Tied embeddings serve as the output projection of a model that keeps its own.
   if (it == tensors_.end() && name == "output.weight" && shape_.tie_embeddings) {
@@ -198,21 +239,37 @@ absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
   if (it == tensors_.end()) {
     return absl::NotFoundError(absl::StrCat(folder_, " has no tensor '", piece.name, "'"));
   }
-  const Stored& stored = it->second;
-  if (stored.entry.shape != piece.full_shape) {
+  const std::map<int64_t, Stored>& parts = it->second;
+  const std::vector<int64_t> stored_shape = FullShape(it->first, parts);
+  if (stored_shape != piece.full_shape) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", piece.name, "': ", folder_,
-                                                   " holds shape ", Shape(stored.entry.shape),
+                                                   " holds shape ", Shape(stored_shape),
                                                    ", expected ", Shape(piece.full_shape)));
   }
-  const bool rotary = HasRotaryRows(name);
-  const int64_t element = static_cast<int64_t>(DTypeSize(stored.entry.dtype));
-  const char* data = stored.file->bytes().data() + stored.data_start + stored.entry.begin;
+  const bool rotary_rows = HasRotaryRows(name), rotary_elements = HasRotaryElements(name);
+  const int64_t head_dim = shape_.head_dim();
+  // A stack's rows: expert `row / expert_rows`, row `row % expert_rows` of its tensor.
+  const int64_t expert_rows = parts.begin()->first >= 0 ? box.full_rows / stored_shape[0] : 0;
   for (int64_t r = 0; r < box.rows; ++r) {
     const int64_t row = box.row0 + r;
-    const int64_t file_row = rotary ? HfRow(row, shape_.head_dim()) : row;
-    TITAN_RETURN_IF_ERROR(ConvertElements(data + (file_row * box.full_cols + box.col0) * element,
-                                          stored.entry.dtype, PieceRow(piece.data, box, r),
-                                          piece.data.dtype, box.cols));
+    const Stored& stored = parts.at(expert_rows > 0 ? row / expert_rows : -1);
+    const int64_t element = static_cast<int64_t>(DTypeSize(stored.entry.dtype));
+    const char* data = stored.file->bytes().data() + stored.data_start + stored.entry.begin;
+    const int64_t file_row = expert_rows > 0 ? row % expert_rows
+                             : rotary_rows   ? HfRow(row, head_dim)
+                                             : row;
+    const char* from = data + (file_row * box.full_cols + box.col0) * element;
+    char* to = PieceRow(piece.data, box, r);
+    if (!rotary_elements) {
+      TITAN_RETURN_IF_ERROR(
+          ConvertElements(from, stored.entry.dtype, to, piece.data.dtype, box.cols));
+      continue;
+    }
+    for (int64_t c = 0; c < box.cols; ++c) {  // q_norm/k_norm: one head's elements
+      TITAN_RETURN_IF_ERROR(ConvertElements(data + HfRow(box.col0 + c, head_dim) * element,
+                                            stored.entry.dtype, to + c * piece_element,
+                                            piece.data.dtype, 1));
+    }
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 namespace titan::safetensors {
 namespace {
@@ -27,6 +28,58 @@ TEST(HfLayout, MapsEveryLlamaParameterBothWays) {
     EXPECT_EQ(*HfName(titan), hf);
     EXPECT_EQ(*TitanName(hf), titan);
   }
+}
+
+TEST(HfLayout, MapsEveryQwen3ParameterBothWays) {
+  const std::pair<const char*, const char*> names[] = {
+      {"layers.0.attention.q_norm.weight", "model.layers.0.self_attn.q_norm.weight"},
+      {"layers.9.attention.k_norm.weight", "model.layers.9.self_attn.k_norm.weight"},
+      {"layers.3.moe.router.gate.weight", "model.layers.3.mlp.gate.weight"},
+  };
+  for (const auto& [titan, hf] : names) {
+    EXPECT_EQ(*HfName(titan), hf);
+    EXPECT_EQ(*TitanName(hf), titan);
+  }
+  // Each expert's weights are one expert of titan's stack: w1 the gate, w3 up, w2 down.
+  const std::tuple<const char*, int64_t, const char*> experts[] = {
+      {"layers.2.moe.experts.w1", 0, "model.layers.2.mlp.experts.0.gate_proj.weight"},
+      {"layers.2.moe.experts.w3", 7, "model.layers.2.mlp.experts.7.up_proj.weight"},
+      {"layers.47.moe.experts.w2", 127, "model.layers.47.mlp.experts.127.down_proj.weight"},
+  };
+  for (const auto& [titan, expert, hf] : experts) {
+    EXPECT_TRUE(IsStackedExperts(titan));
+    EXPECT_EQ(*HfName(titan, expert), hf);
+    absl::StatusOr<TitanPlace> place = TitanPlaceOf(hf);
+    ASSERT_TRUE(place.ok()) << place.status();
+    EXPECT_EQ(place->name, titan);
+    EXPECT_EQ(place->expert, expert);
+  }
+  EXPECT_EQ(TitanPlaceOf("model.layers.2.mlp.gate_proj.weight")->expert, -1);
+  EXPECT_FALSE(IsStackedExperts("layers.2.feed_forward.w1.weight"));
+}
+
+TEST(HfLayout, RefusesWhatHasNoHuggingFaceName) {
+  EXPECT_TRUE(HasNoHfCounterpart("layers.4.moe.expert_bias"));
+  EXPECT_FALSE(HasNoHfCounterpart("layers.4.moe.router.gate.weight"));
+  EXPECT_THAT(std::string(HfName("layers.4.moe.expert_bias").status().message()),
+              ::testing::HasSubstr("(the experts' load-balancing bias) has no Hugging Face "
+                                   "counterpart"));
+  EXPECT_THAT(std::string(HfName("layers.4.moe.experts.w1").status().message()),
+              ::testing::HasSubstr("stacks every expert's weight"));
+  EXPECT_FALSE(HfName("layers.4.attention.wq.weight", 2).ok());
+  for (const char* hf :
+       {"model.layers.0.mlp.experts.01.gate_proj.weight",
+        "model.layers.0.mlp.experts.x.gate_proj.weight", "model.layers.0.mlp.experts.0.gate.weight",
+        "model.layers.0.mlp.shared_expert.gate_proj.weight"}) {
+    EXPECT_FALSE(TitanPlaceOf(hf).ok()) << hf;
+  }
+}
+
+TEST(HfLayout, OnlyQkNormElementsArePermuted) {
+  EXPECT_TRUE(HasRotaryElements("layers.0.attention.q_norm.weight"));
+  EXPECT_TRUE(HasRotaryElements("model/layers.0.attention.k_norm.weight"));
+  EXPECT_FALSE(HasRotaryElements("layers.0.attention_norm.weight"));
+  EXPECT_FALSE(HasRotaryRows("layers.0.attention.q_norm.weight"));
 }
 
 TEST(HfLayout, RefusesNamesOutsideTheLlamaLayout) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -47,16 +48,24 @@ absl::Status CheckOwnPieces(std::span<const CheckpointPiece> pieces) {
   return absl::OkStatus();
 }
 
+// Where a tensor of the file comes from: a titan tensor, or one expert of a stacked one.
+struct FileTensor {
+  std::string titan;  // with "model/"
+  int64_t expert = -1;
+};
+
 // Rank 0's decisions: the file's tensors, where each comes from, and what config.json says.
 struct Plan {
   ModelShape shape;
   std::vector<TensorEntry> entries;              // Hugging Face names, as the writer orders them
-  std::map<std::string, TensorSources> sources;  // by Hugging Face name
+  std::map<std::string, FileTensor> from;        // by Hugging Face name
+  std::map<std::string, TensorSources> sources;  // by titan name, those the file holds
   std::map<std::string, std::string> file_metadata;
   std::vector<std::vector<int32_t>> send_order;  // per rank: its pieces to send, -1 padded
 };
 
-// The shape the metadata describes must be exactly the shape of the pieces.
+// The shape the metadata describes must be exactly the shape of the pieces; the experts' bias,
+// which the file leaves out, may be missing.
 absl::Status MatchShapes(const ModelShape& shape, const std::vector<TensorSources>& tensors) {
   const std::map<std::string, std::vector<int64_t>> expected = ParameterShapes(shape);
   std::map<std::string, const TensorSources*> given;
@@ -66,7 +75,9 @@ absl::Status MatchShapes(const ModelShape& shape, const std::vector<TensorSource
     if (it == expected.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", t->name, "' is not a parameter of the model the metadata describes (",
-          shape.n_layers, " layers", shape.tie_embeddings ? ", tied embeddings" : "", ")"));
+          shape.n_layers, " layers", shape.tie_embeddings ? ", tied embeddings" : "",
+          shape.qk_norm() ? ", QK-norm" : "",
+          shape.experts > 0 ? absl::StrCat(", ", shape.experts, " experts") : "", ")"));
     }
     if (it->second != t->full_shape) {
       return absl::InvalidArgumentError(
@@ -75,7 +86,7 @@ absl::Status MatchShapes(const ModelShape& shape, const std::vector<TensorSource
     }
   }
   for (const auto& [name, shape_of] : expected) {
-    if (given.count(name) == 0) {
+    if (given.count(name) == 0 && !HasNoHfCounterpart(name)) {
       return absl::InvalidArgumentError(absl::StrCat("no rank holds 'model/", name, "' ",
                                                      Shape(shape_of), ", a parameter of ",
                                                      "the model the metadata describes"));
@@ -106,16 +117,36 @@ absl::StatusOr<Plan> MakePlan(const std::vector<std::string>& described,
   }
   plan.shape.tie_embeddings = !has_output;
   TITAN_RETURN_IF_ERROR(MatchShapes(plan.shape, tensors));
+  int64_t dropped = 0;
   for (TensorSources& t : tensors) {
-    TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(t.name.substr(strlen(kModelPrefix))));
-    plan.entries.push_back(TensorEntry{hf, t.dtype, t.full_shape, 0, 0});
-    plan.sources[hf] = std::move(t);
+    const std::string name = t.name.substr(strlen(kModelPrefix));
+    if (HasNoHfCounterpart(name)) {
+      ++dropped;  // no rank sends it
+      continue;
+    }
+    if (IsStackedExperts(name)) {
+      const std::vector<int64_t> one(t.full_shape.begin() + 1, t.full_shape.end());
+      for (int64_t e = 0; e < t.full_shape[0]; ++e) {
+        TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(name, e));
+        plan.entries.push_back(TensorEntry{hf, t.dtype, one, 0, 0});
+        plan.from[hf] = FileTensor{t.name, e};
+      }
+    } else {
+      TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(name));
+      plan.entries.push_back(TensorEntry{hf, t.dtype, t.full_shape, 0, 0});
+      plan.from[hf] = FileTensor{t.name, -1};
+    }
+    plan.sources[t.name] = std::move(t);
   }
-  // The order the writer lays the tensors out in is the order every rank sends its pieces in.
+  // The order the writer lays the tensors out in is the order every rank sends its pieces in:
+  // each titan tensor's pieces when the first file tensor it fills comes.
   EncodeHeader(plan.entries, {});
   plan.send_order.resize(described.size());
+  std::set<std::string> sent;
   for (const TensorEntry& entry : plan.entries) {
-    for (const PieceInfo& piece : plan.sources[entry.name].pieces) {
+    const std::string& titan = plan.from[entry.name].titan;
+    if (!sent.insert(titan).second) continue;
+    for (const PieceInfo& piece : plan.sources[titan].pieces) {
       if (piece.rank != 0) plan.send_order[piece.rank].push_back(piece.index);
     }
   }
@@ -123,6 +154,11 @@ absl::StatusOr<Plan> MakePlan(const std::vector<std::string>& described,
     plan.send_order[rank].resize(counts[rank], -1);
   plan.file_metadata = metadata;
   plan.file_metadata["format"] = "pt";  // transformers refuses safetensors files without it
+  if (dropped > 0) {
+    plan.file_metadata[kNotExportedKey] = absl::StrCat(
+        "model/layers.N.moe.expert_bias of ", dropped, " layers: the experts' load-balancing ",
+        "bias, which Hugging Face's Qwen3-MoE has no place for (an import starts it at zero)");
+  }
   return plan;
 }
 
@@ -186,45 +222,84 @@ absl::Status Publish(const fs::path& staging, const fs::path& folder) {
   return SyncPath(folder.parent_path().empty() ? fs::path(".") : folder.parent_path());
 }
 
-// Rank 0: receives and writes every tensor in file order. After a write error it keeps
-// receiving, so no sender is left waiting, and reports the first error.
+// Rank 0: one whole titan tensor from its pieces, its own and those the other ranks send.
+absl::StatusOr<std::vector<char>> Assemble(const TensorSources& sources,
+                                           std::span<const CheckpointPiece> own,
+                                           Communicator& comm) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(sources.dtype));
+  int64_t numel = 1;
+  for (int64_t d : sources.full_shape) numel *= d;
+  std::vector<char> tensor(static_cast<size_t>(numel * element)), received;
+  for (const PieceInfo& piece : sources.pieces) {
+    TensorView data;
+    Box box;
+    if (piece.rank == 0) {
+      data = own[piece.index].data;
+      box = *BoxOf(own[piece.index]);
+    } else {
+      received.resize(static_cast<size_t>(piece.numel() * element));
+      TITAN_RETURN_IF_ERROR(
+          RecvElements(received.data(), sources.dtype, piece.numel(), piece.rank, kDataTag, comm));
+      data = TensorView{received.data(), sources.dtype, Device{}, piece.extent, {}};
+      box = BoxOf(piece);
+    }
+    for (int64_t r = 0; r < box.rows; ++r) {
+      std::memcpy(&tensor[((box.row0 + r) * box.full_cols + box.col0) * element],
+                  PieceRow(data, box, r), static_cast<size_t>(box.cols * element));
+    }
+  }
+  return tensor;
+}
+
+// Appends one tensor of the file, `data` its titan values: q_proj/k_proj rows and q_norm/k_norm
+// elements in Hugging Face's order.
+absl::Status AppendInHfOrder(FileWriter& writer, const TensorEntry& entry, const std::string& titan,
+                             const char* data, int64_t head_dim) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(entry.dtype));
+  const int64_t bytes = static_cast<int64_t>(entry.end - entry.begin);
+  if (HasRotaryRows(titan)) {
+    const int64_t row_bytes = entry.shape.back() * element;
+    for (int64_t row = 0; row < entry.shape[0]; ++row) {
+      TITAN_RETURN_IF_ERROR(writer.Append(data + TitanRow(row, head_dim) * row_bytes,
+                                          static_cast<size_t>(row_bytes)));
+    }
+    return absl::OkStatus();
+  }
+  if (HasRotaryElements(titan)) {
+    std::vector<char> permuted(static_cast<size_t>(bytes));
+    for (int64_t i = 0; i < bytes / element; ++i) {
+      std::memcpy(&permuted[i * element], data + TitanRow(i, head_dim) * element, element);
+    }
+    return writer.Append(permuted.data(), permuted.size());
+  }
+  return writer.Append(data, static_cast<size_t>(bytes));
+}
+
+// Rank 0: receives and writes every tensor in file order, holding each titan tensor until the
+// last file tensor it fills is written (a stack of experts fills one per expert). After a write
+// error it keeps receiving, so no sender is left waiting, and reports the first error.
 absl::Status WriteModel(const Plan& plan, std::span<const CheckpointPiece> own,
                         const fs::path& path, Communicator& comm) {
   auto writer = FileWriter::Create(path.string(), plan.entries, plan.file_metadata);
   absl::Status written = writer.status();
-  std::vector<char> tensor, received;
+  std::map<std::string, int64_t> uses;  // file tensors still to write, by titan tensor
+  for (const auto& [hf, from] : plan.from) ++uses[from.titan];
+  std::map<std::string, std::vector<char>> held;
   for (const TensorEntry& entry : plan.entries) {
-    const TensorSources& sources = plan.sources.at(entry.name);
-    const int64_t element = static_cast<int64_t>(DTypeSize(entry.dtype));
-    tensor.resize(entry.end - entry.begin);
-    for (const PieceInfo& piece : sources.pieces) {
-      TensorView data;
-      Box box;
-      if (piece.rank == 0) {
-        data = own[piece.index].data;
-        box = *BoxOf(own[piece.index]);
-      } else {
-        received.resize(static_cast<size_t>(piece.numel() * element));
-        TITAN_RETURN_IF_ERROR(
-            RecvElements(received.data(), entry.dtype, piece.numel(), piece.rank, kDataTag, comm));
-        data = TensorView{received.data(), entry.dtype, Device{}, piece.extent, {}};
-        box = BoxOf(piece);
-      }
-      for (int64_t r = 0; r < box.rows; ++r) {
-        std::memcpy(&tensor[((box.row0 + r) * box.full_cols + box.col0) * element],
-                    PieceRow(data, box, r), static_cast<size_t>(box.cols * element));
-      }
+    const FileTensor& from = plan.from.at(entry.name);
+    auto it = held.find(from.titan);
+    if (it == held.end()) {
+      TITAN_ASSIGN_OR_RETURN(std::vector<char> tensor,
+                             Assemble(plan.sources.at(from.titan), own, comm));
+      it = held.emplace(from.titan, std::move(tensor)).first;
     }
-    if (!written.ok()) continue;
-    const int64_t row_bytes = sources.full_shape.back() * element;
-    if (HasRotaryRows(sources.name)) {
-      for (int64_t row = 0; row < sources.full_shape[0] && written.ok(); ++row) {
-        const int64_t titan_row = TitanRow(row, plan.shape.head_dim());
-        written = (*writer)->Append(&tensor[titan_row * row_bytes], row_bytes);
-      }
-    } else {
-      written = (*writer)->Append(tensor.data(), tensor.size());
+    const int64_t offset =
+        std::max<int64_t>(from.expert, 0) * static_cast<int64_t>(entry.end - entry.begin);
+    if (written.ok()) {
+      written = AppendInHfOrder(**writer, entry, from.titan, it->second.data() + offset,
+                                plan.shape.head_dim());
     }
+    if (--uses[from.titan] == 0) held.erase(it);
   }
   if (written.ok()) written = (*writer)->Close();
   return written;
@@ -266,7 +341,7 @@ absl::Status WriteFolder(const Plan& plan, std::span<const CheckpointPiece> own,
   // Still receive every piece when the folder cannot be made: the senders are waiting.
   absl::Status model = WriteModel(plan, own, staging / kModelFile, comm);
   if (status.ok()) status = model;
-  const DType dtype = plan.sources.at("model.embed_tokens.weight").dtype;
+  const DType dtype = plan.sources.at("model/tok_embeddings.weight").dtype;
   if (status.ok()) status = WriteSynced(staging / kConfigFile, HfConfigJson(plan.shape, dtype));
   if (status.ok()) status = SyncPath(staging);
   if (status.ok()) status = Publish(staging, folder);

@@ -1,6 +1,9 @@
-// Saving a model in Hugging Face's Llama layout: rank 0 assembles each tensor from the ranks'
-// pieces, one tensor at a time, and writes model.safetensors and config.json under
-// "<folder>.tmp", renamed to `folder` once complete.
+// Saving a model in Hugging Face's Llama, Qwen3 or Qwen3-MoE layout (as the metadata's model
+// is): rank 0 assembles each tensor from the ranks' pieces, one tensor at a time (a layer's
+// stacked experts until each expert's tensors are written), and writes model.safetensors and
+// config.json under "<folder>.tmp", renamed to `folder` once complete. The experts' bias has no
+// Hugging Face counterpart: it is left out, and the file's __metadata__ says so
+// (kNotExportedKey).
 #ifndef TITAN_PLUGINS_CHECKPOINT_SAFETENSORS_HF_SAVE_H_
 #define TITAN_PLUGINS_CHECKPOINT_SAFETENSORS_HF_SAVE_H_
 

@@ -86,9 +86,9 @@ absl::StatusOr<Box> BoxOf(const CheckpointPiece& piece) {
   };
   const TensorView& data = piece.data;
   const size_t rank = piece.full_shape.size();
-  if (rank < 1 || rank > 2) {
-    return error(
-        absl::StrCat("expected a 1-D or 2-D tensor, found shape ", Shape(piece.full_shape)));
+  if (rank < 1) {
+    return error(absl::StrCat("expected a tensor of 1 or more dimensions, found shape ",
+                              Shape(piece.full_shape)));
   }
   if (piece.offset.size() != rank || data.shape.size() != rank) {
     return error(absl::StrCat("expected an offset and data of ", rank, " dimensions like ",
@@ -100,6 +100,18 @@ absl::StatusOr<Box> BoxOf(const CheckpointPiece& piece) {
         piece.offset[d] + data.shape[d] > piece.full_shape[d]) {
       return error(absl::StrCat("data ", Shape(data.shape), " at ", Shape(piece.offset),
                                 " lies outside the tensor's shape ", Shape(piece.full_shape)));
+    }
+  }
+  // A tensor of 3 or more dimensions (the experts' stacked weights) is seen as rows of its last
+  // dimension: a piece must be a run of those rows, 1 wide in the dimensions before the first it
+  // spans more of and whole in those between that one and the last.
+  size_t spans = 0;
+  while (spans + 2 < rank && data.shape[spans] == 1) ++spans;
+  for (size_t d = spans + 1; d + 1 < rank; ++d) {
+    if (piece.offset[d] != 0 || data.shape[d] != piece.full_shape[d]) {
+      return error(absl::StrCat("data ", Shape(data.shape), " at ", Shape(piece.offset), " of ",
+                                Shape(piece.full_shape), " splits dimension ", d,
+                                ": expected a run of whole rows of the last dimension"));
     }
   }
   if (data.device.type != DeviceType::kCpu) {
@@ -115,7 +127,13 @@ absl::StatusOr<Box> BoxOf(const CheckpointPiece& piece) {
       return error(
           absl::StrCat("expected its rows contiguous, found strides ", Shape(data.strides)));
     }
-    if (rank == 2) box.row_stride = data.strides[0];
+    if (rank >= 2) box.row_stride = data.strides[rank - 2];
+    for (size_t d = 1; d + 1 < rank; ++d) {  // the rows of the leading dimensions evenly spaced
+      if (data.shape[d - 1] > 1 && data.strides[d - 1] != data.strides[d] * data.shape[d]) {
+        return error(absl::StrCat("expected its rows evenly spaced, found strides ",
+                                  Shape(data.strides), " for data ", Shape(data.shape)));
+      }
+    }
     if (box.rows > 1 && box.row_stride < box.cols) {
       return error(absl::StrCat("its rows overlap: strides ", Shape(data.strides), " for data ",
                                 Shape(data.shape)));
@@ -126,9 +144,23 @@ absl::StatusOr<Box> BoxOf(const CheckpointPiece& piece) {
 }
 
 Box BoxOf(const PieceInfo& info) {
-  if (info.full_shape.size() == 2) {
-    return {info.offset[0],     info.extent[0],     info.offset[1], info.extent[1],
-            info.full_shape[0], info.full_shape[1], info.extent[1]};
+  const size_t rank = info.full_shape.size();
+  if (rank >= 2) {
+    // Rows of the last dimension: an index of dimension d spans `inner` of them.
+    int64_t row0 = 0, rows = 1, full_rows = 1, inner = 1;
+    for (size_t d = rank - 1; d-- > 0;) {
+      row0 += info.offset[d] * inner;
+      rows *= info.extent[d];
+      full_rows *= info.full_shape[d];
+      inner *= info.full_shape[d];
+    }
+    return {row0,
+            rows,
+            info.offset[rank - 1],
+            info.extent[rank - 1],
+            full_rows,
+            info.full_shape[rank - 1],
+            info.extent[rank - 1]};
   }
   return {0, 1, info.offset[0], info.extent[0], 1, info.full_shape[0], info.extent[0]};
 }

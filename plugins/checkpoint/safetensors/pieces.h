@@ -14,15 +14,16 @@
 
 namespace titan::safetensors {
 
-// Where a piece sits in its tensor viewed as rows x cols (a 1-D tensor is one row), and how
-// its own rows are laid out.
+// Where a piece sits in its tensor viewed as rows x cols (a 1-D tensor is one row; one of 3 or
+// more dimensions has the rows of its last), and how its own rows are laid out.
 struct Box {
   int64_t row0 = 0, rows = 1, col0 = 0, cols = 0;
   int64_t full_rows = 1, full_cols = 0;
   int64_t row_stride = 0;  // elements between the piece's rows in its data
 };
 
-// Checks a piece can be stored or filled: 1-D or 2-D, on the CPU, inside its full shape, of
+// Checks a piece can be stored or filled: a box of rows (of more than 2 dimensions: whole in all
+// but the first and the last), on the CPU, inside its full shape, of
 // f32, bf16 or f16, rows contiguous. Errors name the piece.
 absl::StatusOr<Box> BoxOf(const CheckpointPiece& piece);
 

@@ -42,13 +42,62 @@ TEST(Pieces, BoxOfAPieceWithStridedRows) {
   EXPECT_EQ(box->cols, 4);
 }
 
+// The experts' stacked weights [experts, rows, cols]: a piece of whole experts is a box of
+// experts x rows rows.
+TEST(Pieces, BoxOfSeesAThreeDimensionalTensorAsRows) {
+  std::vector<float> storage(2 * 3 * 4);
+  CheckpointPiece experts{"model/layers.0.moe.experts.w1",
+                          {5, 3, 4},
+                          {1, 0, 0},
+                          {storage.data(), DType::kF32, {}, {2, 3, 4}, {}}};
+  absl::StatusOr<Box> box = BoxOf(experts);
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->row0, 3);
+  EXPECT_EQ(box->rows, 6);
+  EXPECT_EQ(box->col0, 0);
+  EXPECT_EQ(box->cols, 4);
+  EXPECT_EQ(box->full_rows, 15);
+  EXPECT_EQ(box->full_cols, 4);
+  EXPECT_EQ(box->row_stride, 4);
+  EXPECT_EQ(PieceRow(experts.data, *box, 5), reinterpret_cast<char*>(&storage[20]));
+  // Columns 1..2 of each row, in rows 6 apart: strides [18, 6, 1].
+  experts.offset = {1, 0, 1};
+  experts.data.shape = {2, 3, 2};
+  experts.data.strides = {18, 6, 1};
+  box = BoxOf(experts);
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->col0, 1);
+  EXPECT_EQ(box->cols, 2);
+  EXPECT_EQ(box->row_stride, 6);
+  // fsdp's boxes of a flat run: part of one row, rows of one expert.
+  experts.offset = {3, 1, 1};
+  experts.data = {storage.data(), DType::kF32, {}, {1, 1, 3}, {}};
+  box = BoxOf(experts);
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->row0, 10);
+  EXPECT_EQ(box->rows, 1);
+  EXPECT_EQ(box->col0, 1);
+  EXPECT_EQ(box->cols, 3);
+  experts.offset = {4, 1, 0};
+  experts.data = {storage.data(), DType::kF32, {}, {1, 2, 4}, {}};
+  box = BoxOf(experts);
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->row0, 13);
+  EXPECT_EQ(box->rows, 2);
+}
+
 TEST(Pieces, BoxOfRefusesPiecesItCannotStore) {
   float x[16];
   auto error = [](const CheckpointPiece& piece) {
     return std::string(BoxOf(piece).status().message());
   };
-  EXPECT_THAT(error({"model/w", {2, 2, 2}, {0, 0, 0}, {x, DType::kF32, {}, {2, 2, 2}, {}}}),
-              HasSubstr("piece of 'model/w': expected a 1-D or 2-D tensor, found shape [2, 2, 2]"));
+  EXPECT_THAT(error({"model/w", {}, {}, {x, DType::kF32, {}, {}, {}}}),
+              HasSubstr("piece of 'model/w': expected a tensor of 1 or more dimensions"));
+  EXPECT_THAT(error({"model/w", {2, 2, 2}, {0, 1, 0}, {x, DType::kF32, {}, {2, 1, 2}, {}}}),
+              HasSubstr("piece of 'model/w': data [2, 1, 2] at [0, 1, 0] of [2, 2, 2] splits "
+                        "dimension 1: expected a run of whole rows of the last dimension"));
+  EXPECT_THAT(error({"model/w", {2, 2, 2}, {0, 0, 0}, {x, DType::kF32, {}, {2, 2, 2}, {8, 2, 1}}}),
+              HasSubstr("expected its rows evenly spaced, found strides [8, 2, 1]"));
   EXPECT_THAT(error({"model/w", {4, 4}, {0}, {x, DType::kF32, {}, {4, 4}, {}}}),
               HasSubstr("expected an offset and data of 2 dimensions"));
   EXPECT_THAT(error({"model/w", {4, 4}, {2, 0}, {x, DType::kF32, {}, {3, 4}, {}}}),

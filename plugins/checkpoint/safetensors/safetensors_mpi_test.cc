@@ -36,12 +36,26 @@ Communicator& World() {
 
 // This rank's part of every parameter: 2-D tensors split by rows (uneven when the ranks do not
 // divide them), the feed-forward output projections by columns as tensor parallelism splits
-// them, norms replicated on every rank.
+// them, the experts' stacked weights by experts as expert parallelism splits them, norms and the
+// experts' bias replicated on every rank.
 std::vector<CheckpointPiece> OwnPieces(const DecoderModel& model, int rank, int ranks) {
   std::vector<CheckpointPiece> pieces;
   for (CheckpointPiece whole : ModelPieces(model)) {
     float* data = whole.data.data_as<float>();
     if (whole.full_shape.size() == 1) {
+      pieces.push_back(whole);
+      continue;
+    }
+    if (whole.full_shape.size() == 3) {
+      const int64_t experts = whole.full_shape[0];
+      const int64_t expert = whole.full_shape[1] * whole.full_shape[2];
+      const int64_t begin = experts * rank / ranks, end = experts * (rank + 1) / ranks;
+      whole.offset = {begin, 0, 0};
+      whole.data = TensorView{data + begin * expert,
+                              DType::kF32,
+                              Device{},
+                              {end - begin, whole.full_shape[1], whole.full_shape[2]},
+                              {}};
       pieces.push_back(whole);
       continue;
     }
@@ -75,6 +89,39 @@ class SafetensorsMpiTest : public ::testing::Test {
     if (comm_.rank() == 0) fs::remove_all(dir_);
   }
 
+  // Save from every rank's part gives the file one rank writes from whole tensors; each rank
+  // then loads its own part into a model that starts elsewhere.
+  void ExpectAssembledAndLoaded(const LlamaConfig& config, const ModelFamily& family) {
+    auto model = SmallModel(config, 42, family);
+    const std::string folder = (dir_ / "sharded").string();
+    std::vector<CheckpointPiece> own = OwnPieces(*model, comm_.rank(), comm_.size());
+    absl::Status saved = plugin_->Save(folder, own, ModelMetadata(config), comm_);
+    ASSERT_TRUE(saved.ok()) << saved;
+    if (comm_.rank() == 0) {
+      SingleProcessCommunicator alone;
+      ASSERT_TRUE(
+          plugin_
+              ->Save((dir_ / "whole").string(), ModelPieces(*model), ModelMetadata(config), alone)
+              .ok());
+      EXPECT_EQ(ReadFile(dir_ / "sharded" / "model.safetensors"),
+                ReadFile(dir_ / "whole" / "model.safetensors"));
+      EXPECT_EQ(ReadFile(dir_ / "sharded" / "config.json"),
+                ReadFile(dir_ / "whole" / "config.json"));
+    }
+    auto loaded = SmallModel(config, 9, family);
+    std::vector<CheckpointPiece> mine = OwnPieces(*loaded, comm_.rank(), comm_.size());
+    ASSERT_TRUE(plugin_->Load(folder, mine, comm_).ok());
+    for (size_t p = 0; p < mine.size(); ++p) {
+      const safetensors::Box box = *safetensors::BoxOf(own[p]);
+      for (int64_t r = 0; r < box.rows; ++r) {
+        ASSERT_EQ(0, std::memcmp(safetensors::PieceRow(mine[p].data, box, r),
+                                 safetensors::PieceRow(own[p].data, box, r),
+                                 static_cast<size_t>(box.cols) * sizeof(float)))
+            << own[p].name << " row " << r;
+      }
+    }
+  }
+
   Communicator& comm_ = World();
   std::unique_ptr<CheckpointPlugin> plugin_ = LoadPlugin();
   fs::path dir_ = SharedDir();
@@ -82,33 +129,13 @@ class SafetensorsMpiTest : public ::testing::Test {
 };
 
 TEST_F(SafetensorsMpiTest, RanksAssembleTheFileOneRankWrites) {
-  auto model = SmallModel(config_);
-  const std::string folder = (dir_ / "sharded").string();
-  std::vector<CheckpointPiece> own = OwnPieces(*model, comm_.rank(), comm_.size());
-  absl::Status saved = plugin_->Save(folder, own, ModelMetadata(config_), comm_);
-  ASSERT_TRUE(saved.ok()) << saved;
-  if (comm_.rank() == 0) {
-    SingleProcessCommunicator alone;
-    ASSERT_TRUE(
-        plugin_->Save((dir_ / "whole").string(), ModelPieces(*model), ModelMetadata(config_), alone)
-            .ok());
-    EXPECT_EQ(ReadFile(dir_ / "sharded" / "model.safetensors"),
-              ReadFile(dir_ / "whole" / "model.safetensors"));
-    EXPECT_EQ(ReadFile(dir_ / "sharded" / "config.json"), ReadFile(dir_ / "whole" / "config.json"));
-  }
-  // Each rank loads its own part into a model that starts elsewhere.
-  auto loaded = SmallModel(config_, 9);
-  std::vector<CheckpointPiece> mine = OwnPieces(*loaded, comm_.rank(), comm_.size());
-  ASSERT_TRUE(plugin_->Load(folder, mine, comm_).ok());
-  for (size_t p = 0; p < mine.size(); ++p) {
-    const safetensors::Box box = *safetensors::BoxOf(own[p]);
-    for (int64_t r = 0; r < box.rows; ++r) {
-      ASSERT_EQ(0, std::memcmp(safetensors::PieceRow(mine[p].data, box, r),
-                               safetensors::PieceRow(own[p].data, box, r),
-                               static_cast<size_t>(box.cols) * sizeof(float)))
-          << own[p].name << " row " << r;
-    }
-  }
+  ExpectAssembledAndLoaded(config_, LlamaFamily());
+}
+
+// Qwen3-MoE: each rank holds some experts of every layer; rank 0 writes each expert's tensors in
+// the file's name order, which interleaves the layer's three stacked weights.
+TEST_F(SafetensorsMpiTest, RanksAssembleTheExpertsOfQwen3Moe) {
+  ExpectAssembledAndLoaded(SmallQwen3Config(/*experts=*/true, /*dense_layers=*/1), Qwen3Family());
 }
 
 TEST_F(SafetensorsMpiTest, OneRanksBadPieceFailsEveryRank) {
