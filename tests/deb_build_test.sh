@@ -33,14 +33,20 @@ else
 fi
 
 # The package compiles titan again: through the shared ccache (paths relative to the copy, as
-# tools/dev does) on two cores.
+# tools/dev does), nvcc included, on two cores.
 export DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}"
 if command -v ccache >/dev/null; then
   # Named, because debhelper gives the build a HOME of its own, which would hide the cache.
   CCACHE_DIR=$(ccache --get-config cache_dir)
   export CCACHE_DIR CCACHE_BASEDIR=$tree CCACHE_NOHASHDIR=true
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  export CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 fi
+# xz at its fastest level: these packages are built to be checked and installed once, and the
+# 55 MB of titan-dbgsym, debug sections already compressed, took 42 s of CPU at xz's default
+# level against 8 s at level 0, for a 0.4% smaller file. The format that lintian and apt read
+# (data.tar.xz) is the same.
+export DPKG_DEB_COMPRESSOR_LEVEL=${DPKG_DEB_COMPRESSOR_LEVEL:-0}
 start=$SECONDS
 (cd "$tree" && dpkg-buildpackage -b -us -uc >"$work/build.log" 2>&1) ||
   { tail -50 "$work/build.log"; fail "dpkg-buildpackage -b"; }

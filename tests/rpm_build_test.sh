@@ -31,6 +31,7 @@ args=(--define "_topdir $work/rpmbuild" --define "debug_package %{nil}"
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$work/rpmbuild/BUILD/titan-$version CCACHE_NOHASHDIR=true
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  export CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 fi
 start=$SECONDS
 CXXFLAGS="" RPM_BUILD_NCPUS=2 rpmbuild -bb --nodeps "${args[@]}" --define "_smp_build_ncpus 2" \

@@ -2,7 +2,9 @@
 // follows torchao's scaling step by step (amax, the f32 scale, optional power-of-two rounding,
 // saturation, round to nearest even); the GEMM decodes each code exactly to f32, multiplies with
 // f32 accumulation and applies the inverse scales to the sums, as torch._scaled_mm does.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -42,6 +44,46 @@ float ScaleFor(double amax, const float8::Float8Format& format, bool power_of_tw
 
 const float* F32Of(const TensorView& x) { return x.data_as<const float>(); }
 
+// x (rows x columns, any float dtype) as f32 into out, transposed if asked. In square tiles, so
+// that a transpose's strided side stays within a few cache lines.
+void StageAsF32(const TensorView& x, int64_t rows, int64_t columns, bool transpose, float* out) {
+  constexpr int64_t kTile = 32;
+  const bool f32 = x.dtype == DType::kF32;
+  const float* source = f32 ? x.data_as<const float>() : nullptr;
+#pragma omp parallel for schedule(static)
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r_end = std::min(r0 + kTile, rows);
+    for (int64_t c0 = 0; c0 < columns; c0 += kTile) {
+      const int64_t c_end = std::min(c0 + kTile, columns);
+      for (int64_t r = r0; r < r_end; ++r) {
+        for (int64_t c = c0; c < c_end; ++c) {
+          const float v =
+              f32 ? source[r * columns + c] : LoadAsF32(x.data, x.dtype, r * columns + c);
+          out[transpose ? c * rows + r : r * columns + c] = v;
+        }
+      }
+    }
+  }
+}
+
+// The largest magnitude of values[0, count), NaN if any is NaN. On the bits without the sign:
+// for non-negative floats their order as integers is the order of the values, NaNs above
+// infinity, and the integer maximum vectorizes where the float one with its NaN test does not.
+double LargestMagnitude(const float* values, int64_t count) {
+  uint32_t top = 0;
+#pragma omp simd reduction(max : top)
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, values + i, sizeof(bits));
+    bits &= 0x7fffffffu;
+    top = bits > top ? bits : top;
+  }
+  if (top > 0x7f800000u) return std::numeric_limits<double>::quiet_NaN();
+  float amax = 0.0f;
+  std::memcpy(&amax, &top, sizeof(amax));
+  return amax;
+}
+
 }  // namespace
 
 absl::Status CpuCompute::RunFloat8Gemm(const TensorView& a, const TensorView& inverse_scale_a,
@@ -77,26 +119,16 @@ absl::Status CpuCompute::RunFloat8Quantize(const TensorView& x, const Float8Scal
   const int64_t out_columns = scaling.transpose ? rows : columns;
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
   const float8::Float8Format& format = *FormatOf(out.dtype);
-  // x in f32, laid out as out is (transposed if asked), so rows are contiguous below.
-  std::vector<float> values(static_cast<size_t>(rows * columns));
-  const bool f32 = x.dtype == DType::kF32;
-  const float* source = f32 ? x.data_as<const float>() : nullptr;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < columns; ++c) {
-      const float v = f32 ? source[r * columns + c] : LoadAsF32(x.data, x.dtype, r * columns + c);
-      values[scaling.transpose ? c * rows + r : r * columns + c] = v;
-    }
+  // x in f32, laid out as out is (transposed if asked), so rows are contiguous below: x itself
+  // when it already is.
+  std::vector<float> staged;
+  if (x.dtype != DType::kF32 || scaling.transpose) {
+    staged.resize(static_cast<size_t>(rows * columns));
+    StageAsF32(x, rows, columns, scaling.transpose, staged.data());
   }
-  // The largest magnitude of rows [first, end) of out; NaN if any is NaN.
+  const float* values = staged.empty() ? F32Of(x) : staged.data();
   auto amax_of = [&](int64_t first, int64_t end) {
-    double amax = 0.0;
-    for (int64_t i = first * out_columns; i < end * out_columns; ++i) {
-      const double v = std::fabs(values[i]);
-      if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
-      amax = std::max(amax, v);
-    }
-    return amax;
+    return LargestMagnitude(values + first * out_columns, (end - first) * out_columns);
   };
   uint8_t* codes = out.data_as<uint8_t>();
   float* inverse = inverse_scales.data_as<float>();
@@ -109,7 +141,7 @@ absl::Status CpuCompute::RunFloat8Quantize(const TensorView& x, const Float8Scal
     const double row_amax = !per_row ? 0.0 : given != nullptr ? given[r] : amax_of(r, r + 1);
     const float scale = per_row ? ScaleFor(row_amax, format, scaling.power_of_two) : tensor_scale;
     if (per_row) inverse[r] = 1.0f / scale;
-    const float* row = values.data() + r * out_columns;
+    const float* row = values + r * out_columns;
     for (int64_t c = 0; c < out_columns; ++c) {
       codes[r * out_columns + c] = float8::EncodeFloat8(row[c] * scale, format);
     }

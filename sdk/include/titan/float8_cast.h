@@ -38,17 +38,26 @@ inline float DecodeFloat8(uint8_t code, const Float8Format& format) {
          std::ldexp(static_cast<float>((1 << m) + mantissa), exponent - format.exponent_bias - m);
 }
 
+// 2^e for e in f32's normal range, from its bits: std::ldexp is a libm call, and the encoder
+// below runs once per element of every Float8 GEMM operand.
+inline float PowerOfTwo(int e) {
+  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+  float value = 0.0f;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
 inline uint8_t EncodeFloat8(float x, const Float8Format& format) {
   if (std::isnan(x)) return kNaNCode;
   const int m = format.mantissa_bits;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float magnitude = std::fmin(std::fabs(x), format.max_finite);
+  const float magnitude = std::min(std::fabs(x), format.max_finite);  // x is not NaN here
   // Below the smallest normal, codes count quanta of 2^(1 - bias - m): scaling by a power of two
   // is exact, so rint rounds the true value, ties to even (2^m quanta is the smallest normal's
   // code, which the count then spells).
-  const int below_normal = m + format.exponent_bias - 1;
-  if (magnitude < std::ldexp(1.0f, 1 - format.exponent_bias)) {
-    return sign | static_cast<uint8_t>(std::rint(std::ldexp(magnitude, below_normal)));
+  if (magnitude < PowerOfTwo(1 - format.exponent_bias)) {
+    return sign |
+           static_cast<uint8_t>(std::rint(magnitude * PowerOfTwo(m + format.exponent_bias - 1)));
   }
   // A normal: round the f32 mantissa to m bits, ties to even, on its bits (a carry moves into
   // the exponent as it should); the largest finite value is a code, so nothing rounds past it.
