@@ -98,11 +98,11 @@ int Train(const std::map<std::string, int64_t>& args) {
 }  // namespace titan
 
 int main(int argc, char** argv) {
-  std::map<std::string, int64_t> args = {{"dim", 256},       {"n_layers", 6},      {"n_heads", 16},
-                                         {"n_kv_heads", 16}, {"vocab_size", 2048}, {"seq_len", 256},
-                                         {"batch", 8},       {"steps", 5},         {"bf16", 0},
-                                         {"hidden", 0},      {"experts", 0},       {"top_k", 0},
-                                         {"expert_hidden", 0}, {"qwen3", 0}};
+  std::map<std::string, int64_t> args = {
+      {"dim", 256},         {"n_layers", 6},  {"n_heads", 16}, {"n_kv_heads", 16},
+      {"vocab_size", 2048}, {"seq_len", 256}, {"batch", 8},    {"steps", 5},
+      {"bf16", 0},          {"hidden", 0},    {"experts", 0},  {"top_k", 0},
+      {"expert_hidden", 0}, {"qwen3", 0}};
   // These may be 0: unset, or a dense model.
   const std::set<std::string> zero_allowed = {"hidden", "experts", "top_k", "expert_hidden",
                                               "qwen3"};

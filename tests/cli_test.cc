@@ -9,10 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -302,7 +302,8 @@ TEST(TitanRun, EveryShippedRecipeValidates) {
   const std::string files =
       " --model.tokenizer_path=byte --training.dataset_path=/usr/share/games/fortunes";
   int recipes = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(TITAN_SOURCE_DIR) + "/recipes")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(TITAN_SOURCE_DIR) + "/recipes")) {
     const std::string name = entry.path().stem().string();
     const bool debug = name.find("_debug") != std::string::npos;
     Result r =

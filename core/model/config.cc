@@ -73,15 +73,15 @@ absl::Status LlamaConfig::Validate() const {
                                                    "found ", n_kv_heads, " and ", n_heads));
   }
   if (!moe.enabled()) return absl::OkStatus();
-  if (moe.top_k < 1 || moe.top_k > moe.experts || moe.hidden_dim <= 0 ||
-      moe.shared_experts < 0 || moe.dense_layers < 0 || moe.dense_layers > n_layers ||
-      moe.route_scale <= 0 || moe.load_balance_coeff < 0) {
+  if (moe.top_k < 1 || moe.top_k > moe.experts || moe.hidden_dim <= 0 || moe.shared_experts < 0 ||
+      moe.dense_layers < 0 || moe.dense_layers > n_layers || moe.route_scale <= 0 ||
+      moe.load_balance_coeff < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model: expected 1 <= top_k <= experts, a positive expert hidden dim and route scale, ",
         "0 <= dense layers <= n_layers; found experts ", moe.experts, ", top_k ", moe.top_k,
-        ", hidden dim ", moe.hidden_dim, ", shared experts ", moe.shared_experts,
-        ", dense layers ", moe.dense_layers, ", route scale ", moe.route_scale,
-        ", load balance coefficient ", moe.load_balance_coeff));
+        ", hidden dim ", moe.hidden_dim, ", shared experts ", moe.shared_experts, ", dense layers ",
+        moe.dense_layers, ", route scale ", moe.route_scale, ", load balance coefficient ",
+        moe.load_balance_coeff));
   }
   return absl::OkStatus();
 }
@@ -126,7 +126,8 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
 absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vocab_known) {
   if (c.moe.enabled() && degree > 1) {
     return absl::UnimplementedError(absl::StrCat(
-        "tensor parallel degree ", degree, ": tensor parallelism does not split a mixture of "
+        "tensor parallel degree ", degree,
+        ": tensor parallelism does not split a mixture of "
         "experts yet; use data_parallel_shard_degree (fsdp) or pipeline parallelism for this "
         "flavor"));
   }

@@ -112,8 +112,8 @@ TEST(AdoptCheckpointModel, RefusesAnotherShapeNamingBothValues) {
   // says how many.
   LlamaConfig qwen3 = *LlamaFlavor("debugmodel");
   qwen3.qk_norm = true;
-  adopted = AdoptCheckpointModel(CheckpointMetadataOf(qwen3, 128), "hf/qwen3", "debugmodel",
-                                 untied);
+  adopted =
+      AdoptCheckpointModel(CheckpointMetadataOf(qwen3, 128), "hf/qwen3", "debugmodel", untied);
   EXPECT_NE(adopted.status().message().find(
                 "qk_norm = true, but model.flavor = \"debugmodel\" has false"),
             std::string::npos)

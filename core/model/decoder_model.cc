@@ -372,9 +372,8 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   // A mixture of experts rounds the gradients of its m assignments' outputs and hidden features
   // and of the router's logits.
   const int64_t moe_grads =
-      c.moe.enabled()
-          ? std::max(n * c.moe.top_k * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
-          : 0;
+      c.moe.enabled() ? std::max(n * c.moe.top_k * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
+                      : 0;
   const std::array<int64_t, kOperandScratches> scratch_sizes = {
       n * qd, std::max(n * std::max({d, qd, ffn, local.vocab}), moe_grads), largest_weight};
   const bool bf16 = ctx_.matmul_dtype == DType::kBF16;

@@ -77,9 +77,9 @@ class Llama : public ModelFamily {
   std::unique_ptr<DecoderBlock> MakeBlock(ModuleContext& context, int64_t /*layer*/,
                                           const std::vector<int>& w,
                                           BlockPolicy policy) const override {
-    return std::make_unique<DecoderBlock>(context, w[0], AttentionWeights{w[1], w[2], w[3], w[4]},
-                                          w[5], std::make_unique<FeedForward>(context, w[6], w[7], w[8]),
-                                          policy);
+    return std::make_unique<DecoderBlock>(
+        context, w[0], AttentionWeights{w[1], w[2], w[3], w[4]}, w[5],
+        std::make_unique<FeedForward>(context, w[6], w[7], w[8]), policy);
   }
 };
 

@@ -72,7 +72,7 @@ TEST(ModelFamily, Qwen3DeclaresQkNormAndTheExperts) {
                   "layers.1.moe.shared_experts.w1.weight", "layers.1.moe.shared_experts.w2.weight",
                   "layers.1.moe.shared_experts.w3.weight"));
   const std::vector<ParameterDecl>& moe = family.blocks[1];
-  EXPECT_EQ(moe[5].shape, std::vector<int64_t>({64}));   // q_norm: head_dim
+  EXPECT_EQ(moe[5].shape, std::vector<int64_t>({64}));        // q_norm: head_dim
   EXPECT_EQ(moe[1].shape, std::vector<int64_t>({512, 256}));  // wq: 8 heads of 64
   EXPECT_TRUE(moe[9].buffer);
   EXPECT_EQ(moe[9].init.kind, ParameterInit::Kind::kZeros);

@@ -20,12 +20,10 @@ struct DenseShape {
   int64_t dim, layers, heads, kv_heads, hidden;
   bool tied;
 };
-constexpr DenseShape kDense[] = {{"0.6B", 1024, 28, 16, 8, 3072, true},
-                                 {"1.7B", 2048, 28, 16, 8, 6144, true},
-                                 {"4B", 2560, 36, 32, 8, 9728, true},
-                                 {"8B", 4096, 36, 32, 8, 12288, false},
-                                 {"14B", 5120, 40, 40, 8, 17408, false},
-                                 {"32B", 5120, 64, 64, 8, 25600, false}};
+constexpr DenseShape kDense[] = {
+    {"0.6B", 1024, 28, 16, 8, 3072, true},  {"1.7B", 2048, 28, 16, 8, 6144, true},
+    {"4B", 2560, 36, 32, 8, 9728, true},    {"8B", 4096, 36, 32, 8, 12288, false},
+    {"14B", 5120, 40, 40, 8, 17408, false}, {"32B", 5120, 64, 64, 8, 25600, false}};
 // And the MoE ones (num_experts 128, num_experts_per_tok 8, moe_intermediate_size).
 struct MoeShape {
   const char* name;
@@ -137,16 +135,16 @@ class Qwen3 : public ModelFamily {
         if (m.load_balance_coeff > 0) {
           weights.push_back({"moe.expert_bias", {e}, Style::kReplicate, false, zeros, true});
         }
-        weights.insert(weights.end(), {{"moe.experts.w1", {e, hm, d}, Style::kReplicate, true, in},
-                                       {"moe.experts.w2", {e, d, hm}, Style::kReplicate, true, out},
-                                       {"moe.experts.w3", {e, hm, d}, Style::kReplicate, true, out}});
+        weights.insert(weights.end(),
+                       {{"moe.experts.w1", {e, hm, d}, Style::kReplicate, true, in},
+                        {"moe.experts.w2", {e, d, hm}, Style::kReplicate, true, out},
+                        {"moe.experts.w3", {e, hm, d}, Style::kReplicate, true, out}});
         if (m.shared_experts > 0) {
           const int64_t hs = m.shared_experts * hm;
-          weights.insert(
-              weights.end(),
-              {{"moe.shared_experts.w1.weight", {hs, d}, Style::kReplicate, true, in},
-               {"moe.shared_experts.w2.weight", {d, hs}, Style::kReplicate, true, out},
-               {"moe.shared_experts.w3.weight", {hs, d}, Style::kReplicate, true, out}});
+          weights.insert(weights.end(),
+                         {{"moe.shared_experts.w1.weight", {hs, d}, Style::kReplicate, true, in},
+                          {"moe.shared_experts.w2.weight", {d, hs}, Style::kReplicate, true, out},
+                          {"moe.shared_experts.w3.weight", {hs, d}, Style::kReplicate, true, out}});
         }
       }
       for (ParameterDecl& w : weights) w.name = absl::StrCat("layers.", l, ".", w.name);

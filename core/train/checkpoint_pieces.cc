@@ -35,13 +35,14 @@ std::vector<CheckpointPiece> FlatRunPieces(const std::string& name,
     }
     at += length;
   };
-  if (at % inner != 0) add_partial_row(at / inner, at % inner, std::min(inner - at % inner, end - at));
+  if (at % inner != 0)
+    add_partial_row(at / inner, at % inner, std::min(inner - at % inner, end - at));
   if (end - at >= inner) {
     const int64_t rows = (end - at) / inner;
     std::vector<int64_t> offset(full_shape.size(), 0), shape = full_shape;
     offset[0] = at / inner, shape[0] = rows;
-    pieces.push_back(Piece(name, full_shape, std::move(offset), std::move(shape),
-                           data + (at - first)));
+    pieces.push_back(
+        Piece(name, full_shape, std::move(offset), std::move(shape), data + (at - first)));
     at += rows * inner;
   }
   if (at < end) add_partial_row(at / inner, 0, end - at);

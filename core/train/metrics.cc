@@ -146,7 +146,8 @@ std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m,
   }
   if (!m.expert_tokens.empty()) {
     fields.emplace_back("expert_imbalance", absl::StrFormat("%.4f", m.expert_imbalance));
-    fields.emplace_back("expert_tokens", absl::StrCat("[", absl::StrJoin(m.expert_tokens, ", "), "]"));
+    fields.emplace_back("expert_tokens",
+                        absl::StrCat("[", absl::StrJoin(m.expert_tokens, ", "), "]"));
   }
   return fields;
 }

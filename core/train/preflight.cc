@@ -164,11 +164,15 @@ absl::Status CheckExpertsSchedule(const Recipe& recipe, const JobPlan& plan) {
   if (!csv.ok() || !csv->empty() || !schedule.ok()) return absl::OkStatus();
   for (const char* split : {"InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"}) {
     if (*schedule != split) continue;
-    return absl::UnimplementedError(absl::StrCat(
-        WhereSet(recipe, "parallelism", "pipeline_parallel_schedule"),
-        ": parallelism.pipeline_parallel_schedule = \"", *schedule, "\" splits the backward into input and weight passes, which a mixture of experts (model.flavor"
-        " = \"", plan.model.flavor, "\") does not yet; use 1F1B, GPipe, Interleaved1F1B or "
-        "LoopedBFS"));
+    return absl::UnimplementedError(
+        absl::StrCat(WhereSet(recipe, "parallelism", "pipeline_parallel_schedule"),
+                     ": parallelism.pipeline_parallel_schedule = \"", *schedule,
+                     "\" splits the backward into input and weight passes, which a mixture of "
+                     "experts (model.flavor"
+                     " = \"",
+                     plan.model.flavor,
+                     "\") does not yet; use 1F1B, GPipe, Interleaved1F1B or "
+                     "LoopedBFS"));
   }
   return absl::OkStatus();
 }

@@ -65,8 +65,8 @@ constexpr int64_t kBatch = 2, kSeqLen = 11;
 Prepared Prepare(const Case& c, const fs::path& dir) {
   Prepared p;
   auto ac = ParseActivationCheckpoint(c.ac_mode, c.ac_option);
-  auto model = DecoderModel::Create(ConfigOf(c), *ac, ModelCompute{}, PipelinePlan{},
-                                    Qwen3Family());
+  auto model =
+      DecoderModel::Create(ConfigOf(c), *ac, ModelCompute{}, PipelinePlan{}, Qwen3Family());
   EXPECT_TRUE(model.ok()) << model.status();
   p.model = std::move(*model);
   p.model->Initialize(42);

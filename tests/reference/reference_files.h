@@ -58,9 +58,9 @@ inline void WriteModel(const LlamaConfig& config, const DecoderModel& model, int
       << seq_len << "\nhead_dim " << config.head_dim() << "\nqk_norm " << config.qk_norm
       << "\nexperts " << config.moe.experts << "\ntop_k " << config.moe.top_k
       << "\nexpert_hidden_dim " << config.moe.hidden_dim << "\nshared_experts "
-      << config.moe.shared_experts << "\ndense_layers " << config.moe.dense_layers
-      << "\nsigmoid " << config.moe.sigmoid << "\nnormalize " << config.moe.normalize
-      << "\nroute_scale " << std::scientific << config.moe.route_scale << "\n";
+      << config.moe.shared_experts << "\ndense_layers " << config.moe.dense_layers << "\nsigmoid "
+      << config.moe.sigmoid << "\nnormalize " << config.moe.normalize << "\nroute_scale "
+      << std::scientific << config.moe.route_scale << "\n";
   const Arena& params = model.params();
   std::ofstream names(dir / "params.txt");
   std::ofstream values(dir / "params.bin", std::ios::binary);

@@ -26,8 +26,8 @@ struct RoutedActs {
 };
 
 struct FeedForwardActs {
-  TensorView a, b;  // [n * hidden]: x . w1^T and x . w3^T, f32
-  TensorView h;     // [n, hidden]: silu(a) * b, in the matmul dtype (w2's input)
+  TensorView a, b;    // [n * hidden]: x . w1^T and x . w3^T, f32
+  TensorView h;       // [n, hidden]: silu(a) * b, in the matmul dtype (w2's input)
   RoutedActs routed;  // a mixture of experts' (its shared experts use a, b, h)
 };
 
@@ -36,8 +36,7 @@ struct FeedForwardActs {
 class FeedForwardLayer {
  public:
   virtual ~FeedForwardLayer() = default;
-  virtual void ListActivations(FeedForwardActs& acts,
-                               std::vector<ActivationSlot>& slots) const = 0;
+  virtual void ListActivations(FeedForwardActs& acts, std::vector<ActivationSlot>& slots) const = 0;
   // The linear layers the zero-bubble weight pass computes the gradients of, with their inputs
   // (`normed`: the norm before, in the matmul dtype).
   virtual void ListProjections(const char* normed, BlockStage norm_stage,

@@ -11,8 +11,8 @@ using R = ModuleContext;
 TensorView Rows(const TensorView& view, int64_t first, int64_t count) {
   const int64_t columns = view.shape[1];
   TensorView rows = view;
-  rows.data = static_cast<char*>(view.data) +
-              static_cast<size_t>(first * columns) * DTypeSize(view.dtype);
+  rows.data =
+      static_cast<char*>(view.data) + static_cast<size_t>(first * columns) * DTypeSize(view.dtype);
   rows.shape = {count, columns};
   rows.strides.clear();
   return rows;
@@ -92,16 +92,14 @@ absl::StatusOr<TensorView> MoeFeedForward::WeightOperand(int weight) const {
   return ctx_.Operand(p.value, OperandScratch::kWeight);
 }
 
-absl::Status MoeFeedForward::GroupedGemm(const std::vector<int32_t>& counts,
-                                         const TensorView& in, const TensorView& w,
-                                         bool transpose_w, float beta,
+absl::Status MoeFeedForward::GroupedGemm(const std::vector<int32_t>& counts, const TensorView& in,
+                                         const TensorView& w, bool transpose_w, float beta,
                                          const TensorView& out) const {
   int64_t first = 0;
   for (int64_t e = 0; e < static_cast<int64_t>(counts.size()); ++e) {
     if (counts[e] == 0) continue;
     TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(in, first, counts[e]), false, Expert(w, e),
-                                            transpose_w, 1.0f, beta,
-                                            Rows(out, first, counts[e])));
+                                            transpose_w, 1.0f, beta, Rows(out, first, counts[e])));
     first += counts[e];
   }
   return absl::OkStatus();
@@ -181,8 +179,8 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   }
   const TensorView d_y = R::Reshaped(s.moe_d_y, {m, d});
   const TensorView d_weights = R::Reshaped(s.moe_d_weights, {n, k});
-  TITAN_RETURN_IF_ERROR(ctx_.compute.MoeCombineBackward(R::Reshaped(d_out, {n, d}), r.y,
-                                                        r.weights, r.slots, d_y, d_weights));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.MoeCombineBackward(R::Reshaped(d_out, {n, d}), r.y, r.weights,
+                                                        r.slots, d_y, d_weights));
   TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
   // The load counts once per trained microbatch: here, not in the forward, which validation,
   // sampling and recomputation also run.

@@ -57,8 +57,8 @@ absl::Status RmsNorm::Backward(const TensorView& d_out_full, const TensorView& i
 
 absl::Status HeadRmsNorm::Forward(const TensorView& inp, const TensorView& out,
                                   const TensorView& rstd) {
-  return ctx_.compute.RmsNormForward(inp, ctx_.parameters[weight_].value, ctx_.config.norm_eps,
-                                     out, rstd);
+  return ctx_.compute.RmsNormForward(inp, ctx_.parameters[weight_].value, ctx_.config.norm_eps, out,
+                                     rstd);
 }
 
 absl::Status HeadRmsNorm::Backward(const TensorView& d_out, const TensorView& inp,

@@ -18,8 +18,7 @@ void SelfAttention::ListActivations(AttentionActs& acts, std::vector<ActivationS
     slots.push_back({&acts.q_raw, "q_raw", {n * qd}, DType::kF32, BlockStage::kQkv});
     slots.push_back({&acts.k_raw, "k_raw", {n * kvd}, DType::kF32, BlockStage::kQkv});
     slots.push_back({&acts.rstd_q, "rstd_q", {n * local.heads}, DType::kF32, BlockStage::kQkv});
-    slots.push_back(
-        {&acts.rstd_k, "rstd_k", {n * local.kv_heads}, DType::kF32, BlockStage::kQkv});
+    slots.push_back({&acts.rstd_k, "rstd_k", {n * local.kv_heads}, DType::kF32, BlockStage::kQkv});
   }
   slots.push_back({&acts.att, "att", {n * qd}, DType::kF32, BlockStage::kAttention});
   slots.push_back({&acts.lse, "lse", {lse}, DType::kF32, BlockStage::kAttention});
@@ -111,13 +110,13 @@ absl::Status SelfAttention::Backward(const TensorView& d_out, const TensorView& 
     dq_raw = R::Reshaped(s.d_att, {n * qd});
     dk_raw = R::Reshaped(s.d_q, {n * kvd});
     TITAN_RETURN_IF_ERROR(ctx_.Zero(dq_raw));
-    TITAN_RETURN_IF_ERROR(q_norm_.Backward(
-        R::Reshaped(d_q, {qrows, hd}), R::Reshaped(acts.q_raw, {qrows, hd}),
-        R::Reshaped(acts.rstd_q, {qrows}), R::Reshaped(dq_raw, {qrows, hd})));
+    TITAN_RETURN_IF_ERROR(
+        q_norm_.Backward(R::Reshaped(d_q, {qrows, hd}), R::Reshaped(acts.q_raw, {qrows, hd}),
+                         R::Reshaped(acts.rstd_q, {qrows}), R::Reshaped(dq_raw, {qrows, hd})));
     TITAN_RETURN_IF_ERROR(ctx_.Zero(dk_raw));
-    TITAN_RETURN_IF_ERROR(k_norm_.Backward(
-        R::Reshaped(d_k, {krows, hd}), R::Reshaped(acts.k_raw, {krows, hd}),
-        R::Reshaped(acts.rstd_k, {krows}), R::Reshaped(dk_raw, {krows, hd})));
+    TITAN_RETURN_IF_ERROR(
+        k_norm_.Backward(R::Reshaped(d_k, {krows, hd}), R::Reshaped(acts.k_raw, {krows, hd}),
+                         R::Reshaped(acts.rstd_k, {krows}), R::Reshaped(dk_raw, {krows, hd})));
   }
   TITAN_RETURN_IF_ERROR(ctx_.Zero(dx));
   TITAN_RETURN_IF_ERROR(wq_.Backward(R::Reshaped(dq_raw, {n, qd}), x, dx));

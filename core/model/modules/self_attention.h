@@ -17,8 +17,8 @@ struct AttentionActs {
   TensorView q, k, v;  // [n * heads or kv_heads * head_dim], q and k rotated
   // QK-norm only: the projections before their norm, and the norms' rstd [n * heads or kv_heads].
   TensorView q_raw, k_raw, rstd_q, rstd_k;
-  TensorView att;      // [n * heads * head_dim], f32
-  TensorView lse;      // [batch * heads * seq_len]
+  TensorView att;  // [n * heads * head_dim], f32
+  TensorView lse;  // [batch * heads * seq_len]
 };
 
 // The attention's parameters, as indices into the context's parameters; q_norm and k_norm -1
