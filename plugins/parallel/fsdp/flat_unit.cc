@@ -40,12 +40,10 @@ FlatUnit::FlatUnit(std::vector<Parameter*> parameters, int degree, int rank, int
     offsets_.push_back(total);
     total += p->value.numel();
   }
-  // A run of a multiple of 16 floats: the optimizer's flat buffer of the runs stays 64-byte
-  // aligned slot after slot (TrainStep's requirement; a model with a parameter of 8 values, the
-  // experts' bias, would break it), and a low-precision run ends on a 4-byte boundary, so that
-  // the gathered runs, each a whole number of floats, follow each other with no gap.
   shard_ = (total + degree - 1) / degree;
-  shard_ = (shard_ + 15) / 16 * 16;
+  // A low-precision run ends on a 4-byte boundary, so that the gathered runs, each a whole
+  // number of floats, follow each other with no gap.
+  if (format != DType::kF32) shard_ = (shard_ + 3) / 4 * 4;
 }
 
 int64_t FlatUnit::RunBegin(size_t i) const {

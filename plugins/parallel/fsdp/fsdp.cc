@@ -339,7 +339,10 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
       Part part;
       part.flat = std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count,
                                              device, format);
-      local_count += part.flat->shard_count();
+      // The next run starts 64-byte aligned, so the optimizer's flat buffer of the runs does
+      // (TrainStep's requirement); an 8-value parameter (the experts' bias) would break it. The
+      // gap stays zero: no parameter's, no update.
+      local_count = (local_count + part.flat->shard_count() + 15) / 16 * 16;
       largest = std::max(largest, part.flat->shard_count());
       if (format == DType::kF8E4M3) {
         float8_parameters += static_cast<int64_t>(part.flat->parameter_count());
