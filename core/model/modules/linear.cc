@@ -5,16 +5,7 @@
 
 namespace titan {
 
-absl::StatusOr<TensorView> Linear::WeightOperand() {
-  const Parameter& p = ctx_.parameters[weight_];
-  if (p.compute.data != nullptr && p.compute.dtype == ctx_.matmul_dtype) return p.compute;
-  if (p.value.data == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model: parameter ", p.name, " has no values in ", DTypeName(ctx_.matmul_dtype),
-        " (a plugin gathered it as ", DTypeName(p.compute.dtype), ")"));
-  }
-  return ctx_.Operand(p.value, OperandScratch::kWeight);
-}
+absl::StatusOr<TensorView> Linear::WeightOperand() { return ctx_.WeightOperand(weight_); }
 
 absl::StatusOr<Float8Operand> Linear::Float8WeightOperand() {
   const Parameter& p = ctx_.parameters[weight_];

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "absl/strings/str_cat.h"
+
 namespace titan {
 
 LocalSizes ModuleContext::local() const {
@@ -31,6 +33,17 @@ absl::StatusOr<TensorView> ModuleContext::Operand(const TensorView& x,
 TensorView ModuleContext::Value(int weight) const {
   const Parameter& p = parameters[weight];
   return F32(p.value.data, p.value.shape);
+}
+
+absl::StatusOr<TensorView> ModuleContext::WeightOperand(int weight) const {
+  const Parameter& p = parameters[weight];
+  if (p.compute.data != nullptr && p.compute.dtype == matmul_dtype) return p.compute;
+  if (p.value.data == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model: parameter ", p.name, " has no values in ", DTypeName(matmul_dtype),
+                     " (a plugin gathered it as ", DTypeName(p.compute.dtype), ")"));
+  }
+  return Operand(p.value, OperandScratch::kWeight);
 }
 
 TensorView ModuleContext::Grad(int weight) const {

@@ -91,6 +91,9 @@ struct ModuleContext {
   absl::Status Zero(const TensorView& x) const { return compute.Fill(x, 0.0f); }
   // A parameter's value or gradient as the module computes with it: f32 on the compute's device.
   TensorView Value(int weight) const;
+  // A weight as a matmul operand: the low-precision copy a plugin gathered (Parameter::compute),
+  // else its value as an Operand (in the kWeight scratch).
+  absl::StatusOr<TensorView> WeightOperand(int weight) const;
   TensorView Grad(int weight) const;
 };
 

@@ -81,17 +81,6 @@ absl::StatusOr<std::vector<int32_t>> MoeFeedForward::Counts(const RoutedActs& ac
   return counts;
 }
 
-absl::StatusOr<TensorView> MoeFeedForward::WeightOperand(int weight) const {
-  const Parameter& p = ctx_.parameters[weight];
-  if (p.compute.data != nullptr && p.compute.dtype == ctx_.matmul_dtype) return p.compute;
-  if (p.value.data == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model: parameter ", p.name, " has no values in ", DTypeName(ctx_.matmul_dtype),
-        " (a plugin gathered it as ", DTypeName(p.compute.dtype), ")"));
-  }
-  return ctx_.Operand(p.value, OperandScratch::kWeight);
-}
-
 absl::Status MoeFeedForward::GroupedGemm(const std::vector<int32_t>& counts, const TensorView& in,
                                          const TensorView& w, bool transpose_w, float beta,
                                          const TensorView& out) const {
@@ -131,9 +120,9 @@ absl::Status MoeFeedForward::GateUp(const TensorView& x, const FeedForwardActs& 
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeDispatch(R::Reshaped(x, {n, d}), r.slots, r.x));
   TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
   // w1's operand is spent before w3's takes the same scratch.
-  TITAN_ASSIGN_OR_RETURN(TensorView w1, WeightOperand(w_.w1));
+  TITAN_ASSIGN_OR_RETURN(TensorView w1, ctx_.WeightOperand(w_.w1));
   TITAN_RETURN_IF_ERROR(GroupedGemm(counts, r.x, w1, true, 0.0f, R::Reshaped(r.a, {m, hm})));
-  TITAN_ASSIGN_OR_RETURN(TensorView w3, WeightOperand(w_.w3));
+  TITAN_ASSIGN_OR_RETURN(TensorView w3, ctx_.WeightOperand(w_.w3));
   TITAN_RETURN_IF_ERROR(GroupedGemm(counts, r.x, w3, true, 0.0f, R::Reshaped(r.b, {m, hm})));
   return shared_ != nullptr ? shared_->GateUp(x, acts) : absl::OkStatus();
 }
@@ -147,7 +136,7 @@ absl::Status MoeFeedForward::SwiGlu(const FeedForwardActs& acts) {
   TITAN_RETURN_IF_ERROR(ctx_.compute.SwiGluForward(r.a, r.b, h));
   if (!f32) TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(h, r.h));
   TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
-  TITAN_ASSIGN_OR_RETURN(TensorView w2, WeightOperand(w_.w2));
+  TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
   TITAN_RETURN_IF_ERROR(GroupedGemm(counts, r.h, w2, true, 0.0f, r.y));
   return shared_ != nullptr ? shared_->SwiGlu(acts) : absl::OkStatus();
 }
@@ -188,7 +177,7 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   // Through the experts' down projections.
   const TensorView d_h = R::Reshaped(s.moe_d_h, {m, hm});
   TITAN_ASSIGN_OR_RETURN(const TensorView g_y, ctx_.Operand(d_y, OperandScratch::kGrad));
-  TITAN_ASSIGN_OR_RETURN(TensorView w2, WeightOperand(w_.w2));
+  TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
   TITAN_RETURN_IF_ERROR(GroupedGemm(counts, g_y, w2, false, 0.0f, d_h));
   TITAN_RETURN_IF_ERROR(GroupedWeightGrad(counts, g_y, r.h, w_.w2));
   // Through SwiGLU, then the gate and up projections into each assignment's token.
@@ -203,7 +192,7 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   for (const auto& [grad, weight] : projections) {
     TITAN_ASSIGN_OR_RETURN(const TensorView g,
                            ctx_.Operand(R::Reshaped(grad, {m, hm}), OperandScratch::kGrad));
-    TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand(weight));
+    TITAN_ASSIGN_OR_RETURN(TensorView w, ctx_.WeightOperand(weight));
     TITAN_RETURN_IF_ERROR(GroupedGemm(counts, g, w, false, 1.0f, d_x));
     TITAN_RETURN_IF_ERROR(GroupedWeightGrad(counts, g, r.x, weight));
   }

@@ -51,8 +51,6 @@ class MoeFeedForward : public FeedForwardLayer {
  private:
   // Assignments per expert, read back from the device.
   absl::StatusOr<std::vector<int32_t>> Counts(const RoutedActs& acts) const;
-  // An expert weight [experts, rows, cols] as a matmul operand (as Linear's weights).
-  absl::StatusOr<TensorView> WeightOperand(int weight) const;
   // For each expert e with c rows of the grouped `in` [m, in_cols]: out rows (+)= in rows .
   // op(w[e]) (`transpose_w`: w[e]^T), w an operand [experts, rows, cols].
   absl::Status GroupedGemm(const std::vector<int32_t>& counts, const TensorView& in,
