@@ -5,8 +5,8 @@
 #include <exception>
 #include <mutex>
 #include <system_error>
-#include <unordered_map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -77,9 +77,13 @@ absl::Status Guarded(absl::FunctionRef<std::string()> who, absl::string_view wha
 
 // Every instance Instantiate made, by the address of the whole object (a plugin's roles are
 // parts of it), so that a call into it can name its plugin. Never destroyed, as the libraries.
+// Each plugin's PluginInfo is kept once, and an instance costs one slot of a flat table: making
+// and destroying instances (as validating a recipe does) then allocates nothing that stays, which
+// keeps libFuzzer's leak check, run after any input that leaves memory allocated, quiet.
 struct Instances {
   std::mutex mutex;
-  std::unordered_map<const void*, PluginInfo> made;  // guarded by mutex
+  absl::flat_hash_map<const PluginDescriptor*, std::unique_ptr<const PluginInfo>> plugins;
+  absl::flat_hash_map<const void*, const PluginInfo*> made;  // guarded by mutex
 };
 Instances& MadeInstances() {
   static auto* instances = new Instances();
@@ -97,7 +101,7 @@ std::string DescribePluginAt(const void* whole_object) {
   Instances& instances = MadeInstances();
   std::lock_guard<std::mutex> lock(instances.mutex);
   auto found = instances.made.find(whole_object);
-  return found == instances.made.end() ? "a plugin" : found->second.Describe();
+  return found == instances.made.end() ? "a plugin" : found->second->Describe();
 }
 
 absl::Status CallPluginAt(const void* whole_object, absl::string_view what,
@@ -117,7 +121,9 @@ absl::StatusOr<std::unique_ptr<Plugin>> Instantiate(const PluginInfo& info) {
   }
   Instances& instances = MadeInstances();
   std::lock_guard<std::mutex> lock(instances.mutex);
-  instances.made.insert_or_assign(dynamic_cast<const void*>(plugin.get()), info);
+  std::unique_ptr<const PluginInfo>& kept = instances.plugins[info.descriptor];
+  if (kept == nullptr) kept = std::make_unique<const PluginInfo>(info);  // one library, one path
+  instances.made.insert_or_assign(dynamic_cast<const void*>(plugin.get()), kept.get());
   return plugin;
 }
 
