@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(const LlamaCo
     p.name = model->params_.name(i);
     p.full_shape = model->params_.at(i).shape();
     p.tp_style = owned[i].tp_style;
+    p.expert = owned[i].expert;
     p.value = model->params_.at(i).view();
     p.grad = model->grads_.at(i).view();
     // Under mixed precision a weight that is only ever a matmul operand may be handed over in
@@ -136,6 +137,7 @@ void DecoderModel::BuildModules() {
     if (!config_.tie_embeddings) root_.AddParameter(&parameters[output_]);
   }
   root_.set_tensor_parallel_target(this);
+  if (config_.moe.enabled()) root_.set_expert_parallel_target(this);
   root_.set_pipeline_stage_target(this);
   root_.set_attention_host(this);
 }
@@ -186,6 +188,41 @@ absl::Status DecoderModel::SetTensorParallel(const TensorParallelLayout& layout)
   }
   ctx_.tp = tp;
   batch_ = seq_len_ = 0;  // the activations' sizes change with the degree
+  tokens_valid_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status DecoderModel::CheckExpertParallelDegree(int degree) const {
+  const MoeConfig& moe = config_.moe;
+  if (!moe.enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat("expert parallel degree ", degree,
+                                                   ": the model has no routed experts to split"));
+  }
+  if (degree < 1 || moe.experts % degree != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("expert parallel degree ", degree,
+                                                   " does not divide the model's ", moe.experts,
+                                                   " routed experts"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecoderModel::SetExpertParallel(const ExpertParallelLayout& layout) {
+  const int degree = layout.group != nullptr ? layout.group->size() : 1;
+  TITAN_RETURN_IF_ERROR(CheckExpertParallelDegree(degree));
+  const int64_t local = config_.moe.experts / degree;
+  const int64_t first = layout.group != nullptr ? layout.group->rank() * local : 0;
+  for (const Parameter& p : ctx_.parameters) {
+    if (!p.expert) continue;
+    const int64_t offset = p.local_offset.empty() ? 0 : p.local_offset[0];
+    if (p.value.shape.empty() || p.value.shape[0] != local || offset != first) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert parallel degree ", degree, ": expected parameter ", p.name,
+                       " to hold experts ", first, " to ", first + local - 1, ", found ",
+                       p.value.shape.empty() ? 0 : p.value.shape[0], " from ", offset));
+    }
+  }
+  ctx_.ep = degree > 1 ? layout.group : nullptr;
+  batch_ = seq_len_ = 0;  // the experts' rows change with the degree
   tokens_valid_ = false;
   return absl::OkStatus();
 }
@@ -344,14 +381,19 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
       {&s.d_b, "d_b", n * ffn},
   };
   if (c.moe.enabled()) {
-    const int64_t m = n * c.moe.top_k, hm = c.moe.hidden_dim;
+    // The experts' rows: m assignments, or under expert parallelism all the ep ranks' at most.
+    const int64_t m = n * c.moe.top_k, rows = ctx_.expert_rows(), hm = c.moe.hidden_dim;
     singles.insert(singles.end(), {{&s.moe_d_y, "moe_d_y", m * d},
-                                   {&s.moe_d_h, "moe_d_h", m * hm},
-                                   {&s.moe_d_a, "moe_d_a", m * hm},
-                                   {&s.moe_d_b, "moe_d_b", m * hm},
+                                   {&s.moe_d_h, "moe_d_h", rows * hm},
+                                   {&s.moe_d_a, "moe_d_a", rows * hm},
+                                   {&s.moe_d_b, "moe_d_b", rows * hm},
                                    {&s.moe_d_x, "moe_d_x", m * d},
                                    {&s.moe_d_logits, "moe_d_logits", n * c.moe.experts},
                                    {&s.moe_d_weights, "moe_d_weights", n * c.moe.top_k}});
+    if (ctx_.ep_size() > 1) {
+      singles.insert(singles.end(), {{&s.moe_recv_d_y, "moe_recv_d_y", rows * d},
+                                     {&s.moe_recv_d_x, "moe_recv_d_x", rows * d}});
+    }
   }
   if (t > 1) {
     singles.push_back({&s.tokens_local, "tokens_local", nl * d});
@@ -372,8 +414,9 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   // A mixture of experts rounds the gradients of its m assignments' outputs and hidden features
   // and of the router's logits.
   const int64_t moe_grads =
-      c.moe.enabled() ? std::max(n * c.moe.top_k * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
-                      : 0;
+      c.moe.enabled()
+          ? std::max(ctx_.expert_rows() * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
+          : 0;
   const std::array<int64_t, kOperandScratches> scratch_sizes = {
       n * qd, std::max(n * std::max({d, qd, ffn, local.vocab}), moe_grads), largest_weight};
   const bool bf16 = ctx_.matmul_dtype == DType::kBF16;

@@ -42,7 +42,10 @@ struct ModelCompute {
   DType matmul_dtype = DType::kF32;
 };
 
-class DecoderModel : public TensorParallelTarget, public PipelineStageTarget, public AttentionHost {
+class DecoderModel : public TensorParallelTarget,
+                     public ExpertParallelTarget,
+                     public PipelineStageTarget,
+                     public AttentionHost {
  public:
   // With a pipeline plan, the model holds only the plan's local stages: their blocks, the
   // embedding on stage 0 and the final norm and output on the last stage, under their global
@@ -116,6 +119,9 @@ class DecoderModel : public TensorParallelTarget, public PipelineStageTarget, pu
   // size.
   absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
   absl::Status CheckTensorParallelDegree(int degree) const override;
+  // ExpertParallelTarget: the routed experts' weights narrowed to this rank's run of experts.
+  absl::Status CheckExpertParallelDegree(int degree) const override;
+  absl::Status SetExpertParallel(const ExpertParallelLayout& layout) override;
   int tensor_parallel_degree() const { return ctx_.tp.size(); }
 
   // Attention (titan/attention.h): the model's own local attention unless a plugin replaced it

@@ -35,6 +35,7 @@ struct ParameterDecl {
   bool matmul_weight = false;
   ParameterInit init;
   bool buffer = false;
+  bool expert = false;  // a routed experts' weight [experts, ...] (Parameter::expert)
 };
 
 // Every parameter of the whole model, grouped by the module that holds it, each group in arena

@@ -28,6 +28,10 @@ class ModuleNode : public Module {
   PipelineStageTarget* pipeline_stage_target() override { return pipeline_stage_target_; }
   void set_pipeline_stage_target(PipelineStageTarget* target) { pipeline_stage_target_ = target; }
   AttentionHost* attention_host() override { return attention_host_; }
+  ExpertParallelTarget* expert_parallel_target() override { return expert_parallel_target_; }
+  void set_expert_parallel_target(ExpertParallelTarget* target) {
+    expert_parallel_target_ = target;
+  }
   void set_attention_host(AttentionHost* host) { attention_host_ = host; }
 
   void AddParameter(Parameter* parameter) { parameters_.push_back(parameter); }
@@ -49,6 +53,7 @@ class ModuleNode : public Module {
   std::vector<ModuleNode*> children_;  // owned by the model
   std::vector<std::unique_ptr<ModuleHooks>> hooks_;
   TensorParallelTarget* tensor_parallel_target_ = nullptr;  // the model, on its root
+  ExpertParallelTarget* expert_parallel_target_ = nullptr;  // the model with experts, on its root
   PipelineStageTarget* pipeline_stage_target_ = nullptr;    // the model, on its root
   AttentionHost* attention_host_ = nullptr;                 // the model, on its root
 };

@@ -136,9 +136,9 @@ class Qwen3 : public ModelFamily {
           weights.push_back({"moe.expert_bias", {e}, Style::kReplicate, false, zeros, true});
         }
         weights.insert(weights.end(),
-                       {{"moe.experts.w1", {e, hm, d}, Style::kReplicate, true, in},
-                        {"moe.experts.w2", {e, d, hm}, Style::kReplicate, true, out},
-                        {"moe.experts.w3", {e, hm, d}, Style::kReplicate, true, out}});
+                       {{"moe.experts.w1", {e, hm, d}, Style::kReplicate, true, in, false, true},
+                        {"moe.experts.w2", {e, d, hm}, Style::kReplicate, true, out, false, true},
+                        {"moe.experts.w3", {e, hm, d}, Style::kReplicate, true, out, false, true}});
         if (m.shared_experts > 0) {
           const int64_t hs = m.shared_experts * hm;
           weights.insert(weights.end(),

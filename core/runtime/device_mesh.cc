@@ -16,11 +16,18 @@ class CommDeviceMesh : public DeviceMesh {
   }
 
   const MeshShape& shape() const override { return shape_; }
-  int coordinate(MeshDim dim) const override { return coordinates_[static_cast<int>(dim)]; }
-  Communicator& group(MeshDim dim) override { return *groups_[static_cast<int>(dim)]; }
+  int coordinate(MeshDim dim) const override {
+    return dim == MeshDim::kEp ? expert_group_->rank() : coordinates_[static_cast<int>(dim)];
+  }
+  Communicator& group(MeshDim dim) override {
+    return dim == MeshDim::kEp ? *expert_group_ : *groups_[static_cast<int>(dim)];
+  }
   Communicator& group_with_context(MeshDim dim) override {
     const auto& flattened = with_context_[static_cast<int>(dim)];
     return flattened != nullptr ? *flattened : group(dim);
+  }
+  Communicator& expert_shard_group() override {
+    return expert_shard_ != nullptr ? *expert_shard_ : group_with_context(MeshDim::kDpShard);
   }
   Communicator& world() override { return *world_; }
   DevicePlugin& device() override { return device_; }
@@ -41,7 +48,35 @@ class CommDeviceMesh : public DeviceMesh {
       groups_[dim] = std::move(*group);
       stride *= shape_.degrees[dim];
     }
-    return shape_.degree(MeshDim::kCp) > 1 ? SplitWithContext() : absl::OkStatus();
+    if (shape_.degree(MeshDim::kCp) > 1) TITAN_RETURN_IF_ERROR(SplitWithContext());
+    return SplitExperts();
+  }
+
+  // Expert parallelism's runs of ep consecutive ranks of dp_shard x cp, and the ranks at the same
+  // place in every run.
+  absl::Status SplitExperts() {
+    Communicator& data = group_with_context(MeshDim::kDpShard);
+    const int ep = shape_.expert_degree, place = data.rank();
+    if (ep < 1 || data.size() % ep != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("device mesh: expert parallel degree ", ep,
+                                                     " does not divide dp_shard x ",
+                                                     "cp = ", data.size()));
+    }
+    absl::StatusOr<std::unique_ptr<Communicator>> run = data.Split(place / ep, place % ep);
+    if (!run.ok()) {
+      return absl::Status(run.status().code(),
+                          absl::StrCat("device mesh: the ep group: ", run.status().message()));
+    }
+    expert_group_ = std::move(*run);
+    if (ep == 1) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<Communicator>> same = data.Split(place % ep, place / ep);
+    if (!same.ok()) {
+      return absl::Status(
+          same.status().code(),
+          absl::StrCat("device mesh: the expert shard group: ", same.status().message()));
+    }
+    expert_shard_ = std::move(*same);
+    return absl::OkStatus();
   }
 
   // The data-parallel dimensions flattened with cp: the ranks sharing every other coordinate,
@@ -59,8 +94,8 @@ class CommDeviceMesh : public DeviceMesh {
           world_->Split(color, coordinate(dim) * cp_degree + cp);
       if (!group.ok()) {
         return absl::Status(group.status().code(),
-                            absl::StrCat("device mesh: the ", MeshDimName(dim), " x cp group: ",
-                                         group.status().message()));
+                            absl::StrCat("device mesh: the ", MeshDimName(dim),
+                                         " x cp group: ", group.status().message()));
       }
       with_context_[static_cast<int>(dim)] = std::move(*group);
     }
@@ -74,6 +109,8 @@ class CommDeviceMesh : public DeviceMesh {
   std::array<int, kMeshDims> coordinates_{};
   std::array<std::unique_ptr<Communicator>, kMeshDims> groups_;
   std::array<std::unique_ptr<Communicator>, kMeshDims> with_context_;  // when cp > 1
+  std::unique_ptr<Communicator> expert_group_;
+  std::unique_ptr<Communicator> expert_shard_;  // when ep > 1
 };
 
 }  // namespace

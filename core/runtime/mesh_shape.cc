@@ -58,6 +58,18 @@ absl::StatusOr<MeshShape> InferMeshShape(const ConfigView& parallelism, int worl
                      "*", shape.degree(MeshDim::kCp), "*", shape.degree(MeshDim::kTp), " = ",
                      shape.world_size(), ", but ", Ranks(world_size), " launched"));
   }
+  if (parallelism.Has("expert_parallel_degree")) {
+    TITAN_ASSIGN_OR_RETURN(int64_t experts, parallelism.GetInt("expert_parallel_degree"));
+    shape.expert_degree = static_cast<int>(experts);
+  }
+  const int data = shape.degree(MeshDim::kDpShard) * shape.degree(MeshDim::kCp);
+  if (data % shape.expert_degree != 0) {
+    return parallelism.Error(
+        "expert_parallel_degree",
+        absl::StrCat(shape.expert_degree,
+                     " must divide dp_shard x cp = ", shape.degree(MeshDim::kDpShard), " x ",
+                     shape.degree(MeshDim::kCp), ", whose ranks expert parallelism borrows"));
+  }
   return shape;
 }
 

@@ -146,13 +146,17 @@ std::vector<SectionSchema> MakeSchema() {
        Int("freq", 0, 0, kNoLimit, "compute the validation loss every this many steps; 0: never"),
        Int("steps", 8, 1, kNoLimit, "global batches per validation")}));
   schema.push_back(Section(
-      "parallelism", "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp)",
+      "parallelism",
+      "degrees of the device mesh (pp, dp_replicate, dp_shard, cp, tp; ep borrows dp_shard x cp)",
       {Int("data_parallel_replicate_degree", 1, 1, kMaxRanks, "DDP / HSDP replicas"),
        Int("data_parallel_shard_degree", -1, -1, kMaxRanks,
            "FSDP shards; -1 takes the ranks the other degrees leave"),
        String("fsdp_reshard_after_forward", "default", "free gathered parameters after forward",
               {"default", "always", "never"}),
        Int("tensor_parallel_degree", 1, 1, kMaxRanks, "tensor (and sequence) parallel ranks"),
+       Int("expert_parallel_degree", 1, 1, kMaxRanks,
+           "ranks the routed experts are split over (the ep plugin), borrowed from dp_shard x cp: "
+           "divides data_parallel_shard_degree x context_parallel_degree; needs fsdp"),
        Bool("enable_async_tensor_parallel", false,
             "overlap TP communication with compute (not supported yet: refused when true)"),
        Bool(

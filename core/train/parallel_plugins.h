@@ -31,6 +31,7 @@ class PlanningMesh : public DeviceMesh {
   int coordinate(MeshDim /*dim*/) const override { return 0; }
   Communicator& group(MeshDim /*dim*/) override { return *alone_; }
   Communicator& group_with_context(MeshDim /*dim*/) override { return *alone_; }
+  Communicator& expert_shard_group() override { return *alone_; }
   Communicator& world() override { return *alone_; }
   DevicePlugin& device() override { return device_; }
 

@@ -21,7 +21,8 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
   const MeshShape& shape = parallel.shape;
   const ConfigView& section = recipe.section("parallelism");
   const int64_t seq_len = plan.training.seq_len;
-  std::unique_ptr<ParallelPlugin> pipeline, context_parallel, data_parallel, tensor_parallel;
+  std::unique_ptr<ParallelPlugin> pipeline, context_parallel, data_parallel, tensor_parallel,
+      expert_parallel;
   auto create = [&](MeshDim dim, std::unique_ptr<ParallelPlugin>& into) {
     absl::StatusOr<std::unique_ptr<ParallelPlugin>> plugin =
         CreateParallelPluginFor(dim, registry, section);
@@ -43,6 +44,8 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
       create(MeshDim::kCp, context_parallel);
     }
   }
+  // ep borrows dp_shard x cp's ranks (preflight's CheckExpertParallel says when it can).
+  if (shape.degree(MeshDim::kEp) > 1) create(MeshDim::kEp, expert_parallel);
   if (shape.degree(MeshDim::kDpShard) > 1) {
     create(MeshDim::kDpShard, data_parallel);
   } else if (shape.degree(MeshDim::kDpReplicate) > 1) {
@@ -58,10 +61,10 @@ void CreateParallelPlugins(const Recipe& recipe, const PluginRegistry& registry,
       create(MeshDim::kTp, tensor_parallel);
     }
   }
-  // TorchTitan's order of applying them: the pp split, tp, cp, then fsdp or ddp over the
-  // tp-local tensors.
+  // TorchTitan's order of applying them: the pp split, tp, cp, ep, then fsdp or ddp over the
+  // tp- and ep-local tensors.
   for (std::unique_ptr<ParallelPlugin>* plugin :
-       {&pipeline, &tensor_parallel, &context_parallel, &data_parallel}) {
+       {&pipeline, &tensor_parallel, &context_parallel, &expert_parallel, &data_parallel}) {
     if (*plugin != nullptr) parallel.plugins.push_back(std::move(*plugin));
   }
 }

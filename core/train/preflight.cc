@@ -177,6 +177,33 @@ absl::Status CheckExpertsSchedule(const Recipe& recipe, const JobPlan& plan) {
   return absl::OkStatus();
 }
 
+// Expert parallelism splits the routed experts over ranks borrowed from dp_shard x cp, whose
+// fsdp then shards and averages their gradients: it needs experts that divide and fsdp.
+absl::Status CheckExpertParallel(const Recipe& recipe, const JobPlan& plan) {
+  const MeshShape& shape = plan.parallelism.shape;
+  const int ep = shape.degree(MeshDim::kEp);
+  if (ep == 1) return absl::OkStatus();
+  const std::string where =
+      KeyValue(recipe, "parallelism", "expert_parallel_degree", static_cast<int64_t>(ep));
+  const MoeConfig& moe = plan.model.config.moe;
+  if (!moe.enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": model.flavor = \"", plan.model.flavor,
+                                                   "\" has no routed experts to split"));
+  }
+  if (moe.experts % ep != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " does not divide the ", moe.experts,
+                                                   " routed experts of model.flavor = \"",
+                                                   plan.model.flavor, "\""));
+  }
+  if (shape.degree(MeshDim::kDpShard) == 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     " needs fsdp (parallelism.data_parallel_shard_degree > 1), which shards the "
+                     "experts over the ranks holding the same ones and averages their gradients"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckFolders(const Recipe& recipe, const JobPlan& plan, const PlanOptions& options) {
   if (plan.job.dump_folder.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -282,6 +309,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
   }
   check(CheckModel(recipe, options, plan));
   check(CheckExpertsSchedule(recipe, plan));
+  check(CheckExpertParallel(recipe, plan));
   check(CheckControlPlane(plan.control_plane, shape.world_size()));
   CheckComm(recipe, plan, problems);
   CheckFloat8(recipe, options, plan, problems);

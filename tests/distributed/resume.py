@@ -16,6 +16,8 @@ reshard_tp  the same for a checkpoint saved under fsdp 2 x tp 2, resumed under t
 reshard_pp  the same for a checkpoint saved under pp 2 (1F1B), resumed on one rank, under pp 4
           and under pp 2 with Interleaved1F1B (other stages on each rank).
 reshard_cp  the same for a checkpoint saved under cp 2, resumed on one rank and under cp 4.
+reshard_ep  the same for a mixture of experts' checkpoint saved under ep 2, resumed on one rank,
+          under fsdp 2 without ep and under ep 4 (each rank other experts).
 killed    a run killed while writing a checkpoint leaves the previous one loadable: the resumed
           run starts from it and ignores the interrupted step-<N>.tmp.
 """
@@ -148,6 +150,20 @@ def reshard_cp(args):
                           [("one_rank", 1, {}), ("cp4", 4, {"cp": 4})])
 
 
+def reshard_ep(args):
+    def ep(n):
+        return (f"--parallelism.expert_parallel_degree={n}",)
+    single = os.path.join(args.work, "single")
+    train(args, single, 1)
+    source = os.path.join(args.work, "ep2")
+    train(args, source, 2, *ep(2))
+    for name, ranks, extra in [("one_rank", 1, ()), ("fsdp2", 2, ()), ("ep4", 4, ep(4))]:
+        out = os.path.join(args.work, f"resumed_{name}")
+        resume_from(source, out)
+        train(args, out, ranks, *extra, fresh=False)
+        compare(losses(out), losses(single), 1e-5, f"ep2 -> {name}")
+
+
 def killed(args):
     out = os.path.join(args.work, "killed")
     for attempt in range(5):
@@ -188,13 +204,14 @@ def main():
     parser.add_argument("--titan-run", required=True)
     parser.add_argument("--recipe", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "reshard_cp", "killed"], required=True)
+    parser.add_argument("--mode", choices=["exact", "reshard", "reshard_tp", "reshard_pp", "reshard_cp", "reshard_ep",
+                                 "killed"], required=True)
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("overrides", nargs="*",
                         help="titan-run overrides for every run, after --, e.g. -- --job.device=cuda")
     args = parser.parse_args()
     {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "reshard_pp": reshard_pp,
-     "reshard_cp": reshard_cp, "killed": killed}[args.mode](args)
+     "reshard_cp": reshard_cp, "reshard_ep": reshard_ep, "killed": killed}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,15 @@ struct RoutedActs {
   TensorView slots;    // i32 [m]: where each assignment (token t, choice j) sits, t k + j
   TensorView counts;   // i32 [experts]: assignments per expert
   TensorView x;        // [m, d]: each assignment's token, in the matmul dtype
-  TensorView a, b;     // [m * expert hidden] f32: its expert's gate and up projections
-  TensorView h;        // [m, expert hidden]: silu(a) * b, in the matmul dtype
-  TensorView y;        // [m, d] f32: its expert's output
+  // The rows this rank's experts compute: its own m assignments' (x), or under expert
+  // parallelism the ep ranks' assignments to its experts, by source rank then expert (recv_x; at
+  // most ep x m rows, M below).
+  TensorView a, b;  // [M * expert hidden] f32: each row's expert's gate and up projections
+  TensorView h;     // [M, expert hidden]: silu(a) * b, in the matmul dtype
+  TensorView y;     // [m, d] f32: each assignment's expert's output
+  // Expert parallelism only (empty without): the rows each ep rank sent to each of this rank's
+  // experts, i32 [ep, local experts]; those rows [M, d] (matmul dtype) and their outputs (f32).
+  TensorView recv_counts, recv_x, recv_y;
 };
 
 struct FeedForwardActs {

@@ -44,6 +44,9 @@ struct SharedScratch {
   // bf16), gate and up projections, and inputs [m, d]; of the router's logits [n, experts] and
   // the weights [n, top_k].
   TensorView moe_d_y, moe_d_h, moe_d_a, moe_d_b, moe_d_x, moe_d_logits, moe_d_weights;
+  // Under expert parallelism the hidden ones hold M rows (RoutedActs), and these the gradients
+  // of the received rows' outputs and inputs [M, d].
+  TensorView moe_recv_d_y, moe_recv_d_x;
   // Tensor parallel only (empty on one rank): this rank's tokens [n_local, d], every token
   // [n, d], a norm weight's gradient [d, or head_dim when larger].
   TensorView tokens_local, tokens_full, norm_grad;
@@ -67,6 +70,8 @@ struct ModuleContext {
   CausalAttention* attention;  // the model's own local attention or a plugin's
   std::vector<Parameter> parameters;
   TensorParallelGroup tp;
+  // The expert-parallel ranks; null: every routed expert on this rank (ExpertParallelLayout).
+  Communicator* ep = nullptr;
   Float8Linears* float8 = nullptr;  // null: no linear layer in Float8
   std::vector<bool> row_parallel;   // per parameter: tp splits its in_features (kRowwise)
 
@@ -79,6 +84,10 @@ struct ModuleContext {
   WeightPass* deferring = nullptr;
 
   LocalSizes local() const;
+  int ep_size() const { return ep != nullptr ? ep->size() : 1; }
+  // The rows a rank's routed experts may compute at most: its m = n x top_k assignments, or
+  // under expert parallelism every ep rank's.
+  int64_t expert_rows() const { return n * config.moe.top_k * ep_size(); }
   // An f32 view of model memory on the compute's device.
   TensorView F32(void* data, std::vector<int64_t> shape) const {
     return TensorView{data, DType::kF32, compute.device(), std::move(shape), {}};

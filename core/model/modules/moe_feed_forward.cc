@@ -50,7 +50,7 @@ void MoeFeedForward::ListActivations(FeedForwardActs& acts,
                                      std::vector<ActivationSlot>& slots) const {
   const MoeConfig& moe = ctx_.config.moe;
   const int64_t n = ctx_.n, d = ctx_.config.dim, e = moe.experts, k = moe.top_k;
-  const int64_t m = n * k, hm = moe.hidden_dim;
+  const int64_t m = n * k, rows = ctx_.expert_rows(), hm = moe.hidden_dim, ep = ctx_.ep_size();
   const DType dtype = ctx_.matmul_dtype;
   RoutedActs& r = acts.routed;
   slots.push_back({&r.logits, "router_logits", {n, e}, DType::kF32, BlockStage::kGateUp});
@@ -59,10 +59,16 @@ void MoeFeedForward::ListActivations(FeedForwardActs& acts,
   slots.push_back({&r.slots, "routed_slots", {m}, DType::kI32, BlockStage::kGateUp});
   slots.push_back({&r.counts, "routed_counts", {e}, DType::kI32, BlockStage::kGateUp});
   slots.push_back({&r.x, "routed_x", {m, d}, dtype, BlockStage::kGateUp});
-  slots.push_back({&r.a, "routed_a", {m * hm}, DType::kF32, BlockStage::kGateUp});
-  slots.push_back({&r.b, "routed_b", {m * hm}, DType::kF32, BlockStage::kGateUp});
-  slots.push_back({&r.h, "routed_h", {m, hm}, dtype, BlockStage::kSwiGlu});
+  slots.push_back({&r.a, "routed_a", {rows * hm}, DType::kF32, BlockStage::kGateUp});
+  slots.push_back({&r.b, "routed_b", {rows * hm}, DType::kF32, BlockStage::kGateUp});
+  slots.push_back({&r.h, "routed_h", {rows, hm}, dtype, BlockStage::kSwiGlu});
   slots.push_back({&r.y, "routed_y", {m, d}, DType::kF32, BlockStage::kSwiGlu});
+  if (ep > 1) {
+    slots.push_back(
+        {&r.recv_counts, "routed_recv_counts", {ep, e / ep}, DType::kI32, BlockStage::kGateUp});
+    slots.push_back({&r.recv_x, "routed_recv_x", {rows, d}, dtype, BlockStage::kGateUp});
+    slots.push_back({&r.recv_y, "routed_recv_y", {rows, d}, DType::kF32, BlockStage::kSwiGlu});
+  }
   if (shared_ != nullptr) shared_->ListActivations(acts, slots);
 }
 
@@ -81,63 +87,123 @@ absl::StatusOr<std::vector<int32_t>> MoeFeedForward::Counts(const RoutedActs& ac
   return counts;
 }
 
-absl::Status MoeFeedForward::GroupedGemm(const std::vector<int32_t>& counts, const TensorView& in,
+absl::StatusOr<std::vector<MoeFeedForward::Block>> MoeFeedForward::Blocks(
+    const RoutedActs& acts) const {
+  std::vector<Block> blocks;
+  if (ctx_.ep_size() == 1) {
+    TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(acts));
+    for (size_t e = 0; e < counts.size(); ++e)
+      blocks.push_back({static_cast<int64_t>(e), counts[e]});
+    return blocks;
+  }
+  const int64_t local = acts.recv_counts.shape[1];
+  std::vector<int32_t> received(static_cast<size_t>(acts.recv_counts.numel()));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.recv_counts, received.data()));
+  for (size_t i = 0; i < received.size(); ++i) {
+    blocks.push_back({static_cast<int64_t>(i) % local, received[i]});
+  }
+  return blocks;
+}
+
+absl::StatusOr<MoeFeedForward::Routes> MoeFeedForward::RoutesOf(const RoutedActs& acts) const {
+  const int ep = ctx_.ep_size();
+  const int64_t local = ctx_.config.moe.experts / ep;
+  TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(acts));
+  TITAN_ASSIGN_OR_RETURN(const std::vector<Block> blocks, Blocks(acts));
+  Routes routes{std::vector<int64_t>(ep, 0), std::vector<int64_t>(ep, 0)};
+  for (size_t e = 0; e < counts.size(); ++e) routes.sent[e / local] += counts[e];
+  for (size_t i = 0; i < blocks.size(); ++i) routes.received[i / local] += blocks[i].rows;
+  return routes;
+}
+
+absl::Status MoeFeedForward::Travel(const RoutedActs& acts, const TensorView& mine,
+                                    const TensorView& theirs, bool back) const {
+  TITAN_ASSIGN_OR_RETURN(Routes routes, RoutesOf(acts));
+  const int64_t width = mine.shape[1];
+  for (std::vector<int64_t>* rows : {&routes.sent, &routes.received}) {
+    for (int64_t& count : *rows) count *= width;
+  }
+  const TensorView flat_mine = R::Reshaped(mine, {mine.numel()});
+  const TensorView flat_theirs = R::Reshaped(theirs, {theirs.numel()});
+  return back ? ctx_.ep->AllToAll(flat_theirs, routes.received, flat_mine, routes.sent)
+              : ctx_.ep->AllToAll(flat_mine, routes.sent, flat_theirs, routes.received);
+}
+
+absl::Status MoeFeedForward::GroupedGemm(const std::vector<Block>& blocks, const TensorView& in,
                                          const TensorView& w, bool transpose_w, float beta,
                                          const TensorView& out) const {
   int64_t first = 0;
-  for (int64_t e = 0; e < static_cast<int64_t>(counts.size()); ++e) {
-    if (counts[e] == 0) continue;
-    TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(in, first, counts[e]), false, Expert(w, e),
-                                            transpose_w, 1.0f, beta, Rows(out, first, counts[e])));
-    first += counts[e];
+  for (const Block& block : blocks) {
+    if (block.rows == 0) continue;
+    TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(in, first, block.rows), false,
+                                            Expert(w, block.expert), transpose_w, 1.0f, beta,
+                                            Rows(out, first, block.rows)));
+    first += block.rows;
   }
   return absl::OkStatus();
 }
 
-absl::Status MoeFeedForward::GroupedWeightGrad(const std::vector<int32_t>& counts,
+absl::Status MoeFeedForward::GroupedWeightGrad(const std::vector<Block>& blocks,
                                                const TensorView& g, const TensorView& in,
                                                int weight) const {
   const TensorView grad = ctx_.Grad(weight);
   int64_t first = 0;
-  for (int64_t e = 0; e < static_cast<int64_t>(counts.size()); ++e) {
-    if (counts[e] == 0) continue;
-    TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(g, first, counts[e]), true,
-                                            Rows(in, first, counts[e]), false, 1.0f, 1.0f,
-                                            Expert(grad, e)));
-    first += counts[e];
+  for (const Block& block : blocks) {
+    if (block.rows == 0) continue;
+    TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(g, first, block.rows), true,
+                                            Rows(in, first, block.rows), false, 1.0f, 1.0f,
+                                            Expert(grad, block.expert)));
+    first += block.rows;
   }
   return absl::OkStatus();
 }
 
 absl::Status MoeFeedForward::GateUp(const TensorView& x, const FeedForwardActs& acts) {
   const MoeConfig& moe = ctx_.config.moe;
-  const int64_t n = ctx_.n, d = ctx_.config.dim, m = n * moe.top_k, hm = moe.hidden_dim;
+  const int64_t n = ctx_.n, d = ctx_.config.dim, hm = moe.hidden_dim;
   const RoutedActs& r = acts.routed;
   TITAN_RETURN_IF_ERROR(router_.Forward(x, r.logits));
   const TensorView bias = w_.bias >= 0 ? ctx_.Value(w_.bias) : TensorView{};
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeRoute(r.logits, bias, Routing(), r.experts, r.weights));
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoePermute(r.experts, r.counts, r.slots));
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeDispatch(R::Reshaped(x, {n, d}), r.slots, r.x));
-  TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
+  const int ep = ctx_.ep_size();
+  if (ep > 1) {
+    // Each ep rank learns how many rows it gets for each of its experts, then gets them.
+    const std::vector<int64_t> each(ep, moe.experts / ep);
+    TITAN_RETURN_IF_ERROR(
+        ctx_.ep->AllToAll(r.counts, each, R::Reshaped(r.recv_counts, {moe.experts}), each));
+    TITAN_RETURN_IF_ERROR(Travel(r, r.x, r.recv_x, /*back=*/false));
+  }
+  TITAN_ASSIGN_OR_RETURN(const std::vector<Block> blocks, Blocks(r));
+  const TensorView& rows = ep > 1 ? r.recv_x : r.x;
+  const int64_t capacity = ctx_.expert_rows();
   // w1's operand is spent before w3's takes the same scratch.
   TITAN_ASSIGN_OR_RETURN(TensorView w1, ctx_.WeightOperand(w_.w1));
-  TITAN_RETURN_IF_ERROR(GroupedGemm(counts, r.x, w1, true, 0.0f, R::Reshaped(r.a, {m, hm})));
+  TITAN_RETURN_IF_ERROR(
+      GroupedGemm(blocks, rows, w1, true, 0.0f, R::Reshaped(r.a, {capacity, hm})));
   TITAN_ASSIGN_OR_RETURN(TensorView w3, ctx_.WeightOperand(w_.w3));
-  TITAN_RETURN_IF_ERROR(GroupedGemm(counts, r.x, w3, true, 0.0f, R::Reshaped(r.b, {m, hm})));
+  TITAN_RETURN_IF_ERROR(
+      GroupedGemm(blocks, rows, w3, true, 0.0f, R::Reshaped(r.b, {capacity, hm})));
   return shared_ != nullptr ? shared_->GateUp(x, acts) : absl::OkStatus();
 }
 
 absl::Status MoeFeedForward::SwiGlu(const FeedForwardActs& acts) {
-  const MoeConfig& moe = ctx_.config.moe;
-  const int64_t m = ctx_.n * moe.top_k, hm = moe.hidden_dim;
+  const int64_t hm = ctx_.config.moe.hidden_dim;
   const RoutedActs& r = acts.routed;
+  TITAN_ASSIGN_OR_RETURN(const std::vector<Block> blocks, Blocks(r));
+  int64_t total = 0;
+  for (const Block& block : blocks) total += block.rows;
   const bool f32 = r.h.dtype == DType::kF32;
-  const TensorView h = f32 ? r.h : R::Reshaped(ctx_.scratch.moe_d_h, {m, hm});
-  TITAN_RETURN_IF_ERROR(ctx_.compute.SwiGluForward(r.a, r.b, h));
-  if (!f32) TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(h, r.h));
-  TITAN_ASSIGN_OR_RETURN(const std::vector<int32_t> counts, Counts(r));
+  const TensorView h = R::Reshaped(f32 ? r.h : ctx_.scratch.moe_d_h, {total, hm});
+  TITAN_RETURN_IF_ERROR(ctx_.compute.SwiGluForward(R::Reshaped(r.a, {total * hm}),
+                                                   R::Reshaped(r.b, {total * hm}), h));
+  if (!f32) TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(h, R::Reshaped(r.h, {total, hm})));
   TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
-  TITAN_RETURN_IF_ERROR(GroupedGemm(counts, r.h, w2, true, 0.0f, r.y));
+  const bool ep = ctx_.ep_size() > 1;
+  TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, r.h, w2, true, 0.0f, ep ? r.recv_y : r.y));
+  // The outputs go back to their tokens' ranks here, so that the stage's activations are whole.
+  if (ep) TITAN_RETURN_IF_ERROR(Travel(r, r.y, r.recv_y, /*back=*/true));
   return shared_ != nullptr ? shared_->SwiGlu(acts) : absl::OkStatus();
 }
 
@@ -161,6 +227,7 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   const int64_t n = ctx_.n, d = ctx_.config.dim, k = moe.top_k, m = n * k, hm = moe.hidden_dim;
   const RoutedActs& r = acts.routed;
   const SharedScratch& s = ctx_.scratch;
+  const bool ep = ctx_.ep_size() > 1;
   if (shared_ != nullptr) {
     TITAN_RETURN_IF_ERROR(shared_->Backward(d_out, x, acts, dx));
   } else {
@@ -174,28 +241,41 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   // The load counts once per trained microbatch: here, not in the forward, which validation,
   // sampling and recomputation also run.
   for (size_t e = 0; e < counts.size(); ++e) load_[e] += counts[e];
+  TITAN_ASSIGN_OR_RETURN(const std::vector<Block> blocks, Blocks(r));
+  int64_t total = 0;
+  for (const Block& block : blocks) total += block.rows;
+  // Under expert parallelism the outputs' gradients travel to the experts' ranks as the rows did.
+  const TensorView d_rows_y = ep ? R::Reshaped(s.moe_recv_d_y, {total, d}) : d_y;
+  const int64_t capacity = ctx_.expert_rows();
+  if (ep) TITAN_RETURN_IF_ERROR(Travel(r, d_y, R::Reshaped(s.moe_recv_d_y, {capacity, d}), false));
   // Through the experts' down projections.
-  const TensorView d_h = R::Reshaped(s.moe_d_h, {m, hm});
-  TITAN_ASSIGN_OR_RETURN(const TensorView g_y, ctx_.Operand(d_y, OperandScratch::kGrad));
+  const TensorView d_h = R::Reshaped(s.moe_d_h, {total, hm});
+  TITAN_ASSIGN_OR_RETURN(const TensorView g_y, ctx_.Operand(d_rows_y, OperandScratch::kGrad));
   TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
-  TITAN_RETURN_IF_ERROR(GroupedGemm(counts, g_y, w2, false, 0.0f, d_h));
-  TITAN_RETURN_IF_ERROR(GroupedWeightGrad(counts, g_y, r.h, w_.w2));
-  // Through SwiGLU, then the gate and up projections into each assignment's token.
-  const TensorView d_a = R::Reshaped(s.moe_d_a, {m * hm}), d_b = R::Reshaped(s.moe_d_b, {m * hm});
+  TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, g_y, w2, false, 0.0f, d_h));
+  TITAN_RETURN_IF_ERROR(GroupedWeightGrad(blocks, g_y, r.h, w_.w2));
+  // Through SwiGLU, then the gate and up projections into each row's token.
+  const TensorView d_a = R::Reshaped(s.moe_d_a, {total * hm});
+  const TensorView d_b = R::Reshaped(s.moe_d_b, {total * hm});
   TITAN_RETURN_IF_ERROR(ctx_.Zero(d_a));
   TITAN_RETURN_IF_ERROR(ctx_.Zero(d_b));
-  TITAN_RETURN_IF_ERROR(
-      ctx_.compute.SwiGluBackward(R::Reshaped(d_h, {m * hm}), r.a, r.b, d_a, d_b));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.SwiGluBackward(R::Reshaped(d_h, {total * hm}),
+                                                    R::Reshaped(r.a, {total * hm}),
+                                                    R::Reshaped(r.b, {total * hm}), d_a, d_b));
   const TensorView d_x = R::Reshaped(s.moe_d_x, {m, d});
-  TITAN_RETURN_IF_ERROR(ctx_.Zero(d_x));
+  const TensorView d_rows_x = ep ? R::Reshaped(s.moe_recv_d_x, {total, d}) : d_x;
+  TITAN_RETURN_IF_ERROR(ctx_.Zero(d_rows_x));
+  const TensorView& rows = ep ? r.recv_x : r.x;
   const std::pair<TensorView, int> projections[] = {{d_a, w_.w1}, {d_b, w_.w3}};
   for (const auto& [grad, weight] : projections) {
     TITAN_ASSIGN_OR_RETURN(const TensorView g,
-                           ctx_.Operand(R::Reshaped(grad, {m, hm}), OperandScratch::kGrad));
+                           ctx_.Operand(R::Reshaped(grad, {total, hm}), OperandScratch::kGrad));
     TITAN_ASSIGN_OR_RETURN(TensorView w, ctx_.WeightOperand(weight));
-    TITAN_RETURN_IF_ERROR(GroupedGemm(counts, g, w, false, 1.0f, d_x));
-    TITAN_RETURN_IF_ERROR(GroupedWeightGrad(counts, g, r.x, weight));
+    TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, g, w, false, 1.0f, d_rows_x));
+    TITAN_RETURN_IF_ERROR(GroupedWeightGrad(blocks, g, rows, weight));
   }
+  // And back to the tokens' ranks.
+  if (ep) TITAN_RETURN_IF_ERROR(Travel(r, d_x, R::Reshaped(s.moe_recv_d_x, {capacity, d}), true));
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeDispatchBackward(d_x, r.slots, R::Reshaped(dx, {n, d})));
   // Through the weights into the router (the choice itself has no gradient).
   const TensorView d_logits = R::Reshaped(s.moe_d_logits, {n, moe.experts});

@@ -3,7 +3,9 @@
 // kept, in a deterministic order), each expert's SwiGLU runs on its group as one GEMM per expert
 // weight, and each token's outputs come back weighted in f32; shared experts, when the model has
 // them, see every token. An optional bias on the scores (moved between steps from the experts'
-// loads, DecoderModel::BalanceExperts) steers the choice without an auxiliary loss.
+// loads, DecoderModel::BalanceExperts) steers the choice without an auxiliary loss. Under expert
+// parallelism (ModuleContext::ep) each rank holds a run of the experts: the grouped rows travel
+// to their experts' rank and the outputs back by all-to-all, the counts exchanged first.
 #ifndef TITAN_CORE_MODEL_MODULES_MOE_FEED_FORWARD_H_
 #define TITAN_CORE_MODEL_MODULES_MOE_FEED_FORWARD_H_
 
@@ -49,16 +51,34 @@ class MoeFeedForward : public FeedForwardLayer {
   void ResetLoad() { load_.assign(load_.size(), 0); }
 
  private:
-  // Assignments per expert, read back from the device.
+  // A run of rows that one of this rank's experts computes.
+  struct Block {
+    int64_t expert;  // among this rank's
+    int64_t rows;
+  };
+  // Assignments per expert (all of them), read back from the device.
   absl::StatusOr<std::vector<int32_t>> Counts(const RoutedActs& acts) const;
-  // For each expert e with c rows of the grouped `in` [m, in_cols]: out rows (+)= in rows .
-  // op(w[e]) (`transpose_w`: w[e]^T), w an operand [experts, rows, cols].
-  absl::Status GroupedGemm(const std::vector<int32_t>& counts, const TensorView& in,
+  // The runs of rows this rank's experts compute, in order: one per expert of its own
+  // assignments, or under expert parallelism one per (source rank, expert).
+  absl::StatusOr<std::vector<Block>> Blocks(const RoutedActs& acts) const;
+  // Expert parallelism: the elements of each row this rank sends to each ep rank (its grouped
+  // assignments to that rank's experts), and receives from each.
+  struct Routes {
+    std::vector<int64_t> sent, received;
+  };
+  absl::StatusOr<Routes> RoutesOf(const RoutedActs& acts) const;
+  // Sends each ep rank its rows of `mine` [m, d] and receives theirs into `theirs` [M, d]
+  // (`back`: the outputs' way, from `theirs` into `mine`).
+  absl::Status Travel(const RoutedActs& acts, const TensorView& mine, const TensorView& theirs,
+                      bool back) const;
+  // For each block of the rows of `in` [rows, in_cols]: out rows (+)= in rows . op(w[e])
+  // (`transpose_w`: w[e]^T), w an operand [local experts, rows, cols].
+  absl::Status GroupedGemm(const std::vector<Block>& blocks, const TensorView& in,
                            const TensorView& w, bool transpose_w, float beta,
                            const TensorView& out) const;
-  // grad(w[e]) += g rows^T . in rows for each expert e; g [m, out] f32, `in` [m, in] a matmul
+  // grad(w[e]) += g rows^T . in rows for each block; g [rows, out] f32, `in` [rows, in] a matmul
   // operand.
-  absl::Status GroupedWeightGrad(const std::vector<int32_t>& counts, const TensorView& g,
+  absl::Status GroupedWeightGrad(const std::vector<Block>& blocks, const TensorView& g,
                                  const TensorView& in, int weight) const;
   MoeRouting Routing() const;
 

@@ -163,6 +163,50 @@ class MpiCommunicator : public Communicator {
     });
   }
 
+  absl::Status AllToAll(const TensorView& input, std::span<const int64_t> send_counts,
+                        TensorView output, std::span<const int64_t> recv_counts) override {
+    if (staging_ != nullptr && (OnDevice(input) || OnDevice(output))) {
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer in, Stage("all-to-all", input, true));
+      TITAN_ASSIGN_OR_RETURN(StagedBuffer out, Stage("all-to-all", output, false));
+      return Unstage(AllToAll(in.host, send_counts, out.host, recv_counts), out, output, &in);
+    }
+    TITAN_RETURN_IF_ERROR(CheckBuffers("all-to-all", input, input, 1));
+    TITAN_RETURN_IF_ERROR(CheckBuffers("all-to-all", output, output, 1));
+    if (input.dtype != output.dtype || send_counts.size() != static_cast<size_t>(size_) ||
+        recv_counts.size() != static_cast<size_t>(size_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all-to-all on ", name_, " (", size_, " ranks): expected one dtype and ", size_,
+          " send and receive counts, found ", send_counts.size(), " and ", recv_counts.size()));
+    }
+    // MPI's counts and displacements are ints, in bytes here.
+    const int64_t element = static_cast<int64_t>(DTypeSize(input.dtype));
+    auto layout = std::make_shared<std::vector<int>>(4 * static_cast<size_t>(size_));
+    int* counts[2] = {layout->data(), layout->data() + 2 * size_};
+    int* displacements[2] = {layout->data() + size_, layout->data() + 3 * size_};
+    const std::span<const int64_t> given[2] = {send_counts, recv_counts};
+    const TensorView* buffers[2] = {&input, &output};
+    size_t moved = 0;  // sent and received, for the flight record and the trace
+    for (int side = 0; side < 2; ++side) {
+      int64_t offset = 0;
+      for (int j = 0; j < size_; ++j) {
+        const int64_t bytes = given[side][j] * element;
+        if (given[side][j] < 0 || offset + bytes > static_cast<int64_t>(buffers[side]->nbytes())) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("all-to-all on ", name_, ": the ", side == 0 ? "send" : "receive",
+                           " counts exceed the buffer's ", buffers[side]->numel(), " elements"));
+        }
+        counts[side][j] = static_cast<int>(bytes);
+        displacements[side][j] = static_cast<int>(offset);
+        offset += bytes;
+        moved += static_cast<size_t>(bytes);
+      }
+    }
+    return Run("all-to-all", moved, members_, layout, [&](MPI_Request* r) {
+      return MPI_Ialltoallv(input.data, counts[0], displacements[0], MPI_BYTE, output.data,
+                            counts[1], displacements[1], MPI_BYTE, comm_, r);
+    });
+  }
+
   absl::Status Broadcast(TensorView buffer, int root) override {
     if (staging_ != nullptr && OnDevice(buffer)) {
       TITAN_ASSIGN_OR_RETURN(StagedBuffer host, Stage("broadcast", buffer, rank_ == root));

@@ -204,6 +204,66 @@ TEST(MpiCommTest, GroupedExchangeWithBothNeighboursCompletesTogether) {
   EXPECT_TRUE(world->Barrier().ok());
 }
 
+// Rank r sends rank j (r + 1) x (j + 1) values r * 100 + j + 0.5, so every count differs and
+// each value names its sender and receiver.
+void CheckAllToAll(Communicator& comm, Communicator& caller) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<int64_t> send_counts, recv_counts;
+  std::vector<float> input, expected;
+  for (int j = 0; j < n; ++j) {
+    send_counts.push_back(int64_t{r + 1} * (j + 1));
+    recv_counts.push_back(int64_t{j + 1} * (r + 1));
+    for (int i = 0; i < (r + 1) * (j + 1); ++i) input.push_back(float(r * 100 + j) + 0.5f);
+    for (int i = 0; i < (j + 1) * (r + 1); ++i) expected.push_back(float(j * 100 + r) + 0.5f);
+  }
+  std::vector<float> output(expected.size() + 3, -1.0f);  // room to spare, left alone
+  ASSERT_TRUE(caller.AllToAll(View(input), send_counts, View(output), recv_counts).ok());
+  expected.resize(output.size(), -1.0f);
+  EXPECT_EQ(output, expected);
+}
+
+TEST(MpiCommTest, AllToAllWithUnevenCounts) {
+  auto world = World();
+  CheckAllToAll(*world, *world);
+}
+
+// Communicator's own AllToAll (one Exchange and a host copy), which communicators without a
+// native one inherit, against the same expectations.
+TEST(MpiCommTest, TheDefaultAllToAllThroughExchange) {
+  auto world = World();
+  struct Inherited : Communicator {
+    explicit Inherited(Communicator& c) : c(c) {}
+    int rank() const override { return c.rank(); }
+    int size() const override { return c.size(); }
+    absl::Status AllReduce(TensorView b, ReduceOp op) override { return c.AllReduce(b, op); }
+    absl::Status ReduceScatter(const TensorView& i, TensorView o, ReduceOp op) override {
+      return c.ReduceScatter(i, o, op);
+    }
+    absl::Status AllGather(const TensorView& i, TensorView o) override { return c.AllGather(i, o); }
+    absl::Status Broadcast(TensorView b, int root) override { return c.Broadcast(b, root); }
+    absl::Status Send(const TensorView& b, int p, int t) override { return c.Send(b, p, t); }
+    absl::Status Recv(TensorView b, int p, int t) override { return c.Recv(b, p, t); }
+    absl::Status Barrier() override { return c.Barrier(); }
+    absl::StatusOr<std::unique_ptr<Transfer>> Exchange(std::span<const PeerMessage> m) override {
+      return c.Exchange(m);
+    }
+    absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+      return c.Split(color, key);
+    }
+    Communicator& c;
+  } inherited(*world);
+  CheckAllToAll(*world, inherited);
+}
+
+TEST(MpiCommTest, AllToAllCountsBeyondTheBufferAreRefused) {
+  auto world = World();
+  std::vector<float> input(1), output(1);
+  const std::vector<int64_t> counts(world->size(), 2);
+  const absl::Status refused = world->AllToAll(View(input), counts, View(output), counts);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("exceed"), std::string::npos) << refused;
+}
+
 TEST(MpiCommTest, AnExchangeWithItselfIsRefusedNamingThePeer) {
   auto world = World();
   std::vector<float> v(1);
@@ -348,6 +408,27 @@ TEST(MpiCommTest, MeshGroupsHoldTheRanksDifferingAlongOneDim) {
     }
     EXPECT_EQ(all, expected) << MeshDimName(dim);
   }
+}
+
+// Expert parallelism borrows dp_shard's ranks: runs of ep consecutive ones (group(kEp)), and the
+// ranks at the same place in every run (expert_shard_group).
+TEST(MpiCommTest, ExpertGroupsSplitDpShardIntoRuns) {
+  auto world = World();
+  const int n = world->size(), r = world->rank();
+  MeshShape shape;
+  shape.degrees = {1, 1, n, 1, 1};
+  shape.expert_degree = n >= 2 ? 2 : 1;
+  auto mesh = BuildDeviceMesh(std::move(world), shape);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  DeviceMesh& m = **mesh;
+  const int ep = shape.expert_degree;
+  EXPECT_EQ(m.group(MeshDim::kEp).size(), ep);
+  EXPECT_EQ(m.coordinate(MeshDim::kEp), r % ep);
+  EXPECT_EQ(m.expert_shard_group().size(), n / ep);
+  EXPECT_EQ(m.expert_shard_group().rank(), r / ep);
+  std::vector<int32_t> me = {r}, run(ep);
+  ASSERT_TRUE(m.group(MeshDim::kEp).AllGather(View(me, DType::kI32), View(run, DType::kI32)).ok());
+  for (int i = 0; i < ep; ++i) EXPECT_EQ(run[i], r - r % ep + i);
 }
 
 TEST(MpiCommTest, FlightRecordOnRequest) {

@@ -310,6 +310,40 @@ class NcclCommunicator : public Communicator {
   }
   bool ordered_point_to_point() const override { return true; }
 
+  // One NCCL group of a send and a receive with every rank, itself included.
+  absl::Status AllToAll(const TensorView& input, std::span<const int64_t> send_counts,
+                        TensorView output, std::span<const int64_t> recv_counts) override {
+    TITAN_RETURN_IF_ERROR(Check("all-to-all", input, input, 1));
+    TITAN_RETURN_IF_ERROR(Check("all-to-all", output, output, 1));
+    if (input.dtype != output.dtype || send_counts.size() != static_cast<size_t>(size_) ||
+        recv_counts.size() != static_cast<size_t>(size_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all-to-all on ", name_, " (", size_, " ranks): expected one dtype and ", size_,
+          " send and receive counts, found ", send_counts.size(), " and ", recv_counts.size()));
+    }
+    const size_t element = DTypeSize(input.dtype);
+    std::vector<NcclMessage> group;
+    size_t offsets[2] = {0, 0}, bytes = 0;
+    for (int j = 0; j < size_; ++j) {
+      const size_t sent = static_cast<size_t>(send_counts[j]) * element;
+      const size_t received = static_cast<size_t>(recv_counts[j]) * element;
+      if (send_counts[j] < 0 || recv_counts[j] < 0 || offsets[0] + sent > input.nbytes() ||
+          offsets[1] + received > output.nbytes()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("all-to-all on ", name_, ": the counts exceed the buffers"));
+      }
+      if (sent > 0) group.push_back({true, static_cast<char*>(input.data) + offsets[0], sent, j});
+      if (received > 0) {
+        group.push_back({false, static_cast<char*>(output.data) + offsets[1], received, j});
+      }
+      offsets[0] += sent, offsets[1] += received, bytes += sent + received;
+    }
+    if (group.empty()) return absl::OkStatus();
+    return Enqueue("all-to-all", bytes, members_,
+                   [&](ncclComm_t c, cudaStream_t s) { return LaunchGroup(group, c, s); })
+        .status();
+  }
+
   // An all-reduce of one float the host waits for: every rank has queued everything before it.
   absl::Status Barrier() override {
     TensorView one{barrier_.get(), DType::kF32, Device{DeviceType::kCuda, job_->device}, {1}, {}};

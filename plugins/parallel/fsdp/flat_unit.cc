@@ -148,13 +148,14 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> FlatUnit::StartGather(
 }
 
 absl::Status FlatUnit::ReduceGradients(Communicator& shard_group, Communicator* replicas,
-                                       const float* full_grad, float* scratch,
-                                       float* local_grad) const {
+                                       const float* full_grad, float* scratch, float* local_grad,
+                                       float scale) const {
   TITAN_RETURN_IF_ERROR(shard_group.ReduceScatter(Flat(full_grad, padded_count()),
                                                   Flat(scratch, shard_), ReduceOp::kAvg));
   if (replicas != nullptr) {
     TITAN_RETURN_IF_ERROR(replicas->AllReduce(Flat(scratch, shard_), ReduceOp::kAvg));
   }
+  if (scale != 1.0f) TITAN_RETURN_IF_ERROR(compute_.Scale(Flat(scratch, shard_), scale));
   return compute_.Accumulate(Flat(scratch, shard_), Flat(local_grad + local_offset_, shard_));
 }
 

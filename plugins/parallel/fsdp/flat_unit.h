@@ -78,11 +78,12 @@ class FlatUnit {
                                                                       void* full,
                                                                       bool whole_precision,
                                                                       EventHandle written);
-  // Adds the mean over all ranks of `full_grad` (padded size) to this rank's run of
-  // `local_grad`; `replicas` (HSDP) also averages across the replica group. `scratch` holds
+  // Adds the mean over all ranks of `full_grad` (padded size), times `scale`, to this rank's run
+  // of `local_grad`; `replicas` (HSDP) also averages across the replica group. `scratch` holds
   // one run.
   absl::Status ReduceGradients(Communicator& shard_group, Communicator* replicas,
-                               const float* full_grad, float* scratch, float* local_grad) const;
+                               const float* full_grad, float* scratch, float* local_grad,
+                               float scale = 1.0f) const;
 
   int64_t padded_count() const { return shard_ * degree_; }
   // Points the parameters at the elements of a gathered buffer (their value in f32, else their

@@ -10,7 +10,10 @@
 // unit that needs it comes (Gather). On the CPU the communication thread gives the overlap. The
 // optimizer updates only the shard. Parameters the model computes with in bf16 or Float8
 // (Parameter::compute_dtype) are gathered so, in flat buffers of their own (TorchTitan's
-// mixed_precision_param and float8 all-gather): half or a quarter of the f32 bytes.
+// mixed_precision_param and float8 all-gather): half or a quarter of the f32 bytes. Under expert
+// parallelism the routed experts' weights (Parameter::expert), which the ep plugin narrowed to this
+// rank's experts, are flat buffers of their own, sharded over the ranks holding the same experts
+// (DeviceMesh::expert_shard_group, TorchTitan's efsdp).
 #include <algorithm>
 #include <atomic>
 #include <iterator>
@@ -29,9 +32,14 @@ namespace {
 
 class Fsdp;
 
-// One flat buffer of a unit: its parameters of one gathered format.
+// One flat buffer of a unit: its parameters of one gathered format, sharded over `group`.
 struct Part {
   std::unique_ptr<FlatUnit> flat;
+  Communicator* group = nullptr;
+  // The reduced gradients' factor: an expert's gradient sums the tokens of all its ep ranks
+  // before the mean over `group` (dp_shard x cp / ep ranks), so 1 / ep makes it the mean over
+  // dp_shard x cp that every other parameter's is.
+  float gradient_scale = 1.0f;
   DeviceBuffer full;       // gathered values, or empty
   DeviceBuffer full_grad;  // the backward's gradients, or empty
 };
@@ -171,9 +179,11 @@ class Fsdp : public ParallelPlugin,
                                                 delete buffer;
                                               });
       const FlatUnit* flat = part.flat.get();
-      reductions_.push_back(stream_.Enqueue([this, flat, full_grad] {
-        return flat->ReduceGradients(*shard_group_, replica_group_, full_grad->f32(),
-                                     scratch_.f32(), local_grad_.f32());
+      Communicator* group = part.group;
+      const float scale = part.gradient_scale;
+      reductions_.push_back(stream_.Enqueue([this, flat, group, scale, full_grad] {
+        return flat->ReduceGradients(*group, replica_group_, full_grad->f32(), scratch_.f32(),
+                                     local_grad_.f32(), scale);
       }));
     }
     Reshard(u);
@@ -185,11 +195,16 @@ class Fsdp : public ParallelPlugin,
     Unit& unit = units_[u];
     if (unit.gathered || unit.gathering) return absl::OkStatus();
     const bool whole_precision = unsharded_for_good_;
-    std::vector<std::pair<FlatUnit*, void*>> gathers;
+    struct PartGather {
+      FlatUnit* flat;
+      void* full;
+      Communicator* group;
+    };
+    std::vector<PartGather> gathers;
     for (Part& part : unit.parts) {
       TITAN_ASSIGN_OR_RETURN(
           part.full, pool_.Take(part.flat->gathered_floats(whole_precision), /*zeroed=*/false));
-      gathers.emplace_back(part.flat.get(), part.full.f32());
+      gathers.push_back({part.flat.get(), part.full.f32(), part.group});
     }
     // Every write of the shards (the optimizer step) and every earlier use of the buffers just
     // taken (the units resharded before) is queued by now, the current unit's kernels not yet:
@@ -198,14 +213,14 @@ class Fsdp : public ParallelPlugin,
                            mesh_compute_->RecordEvent(mesh_compute_->current_stream()));
     unit.gathering = stream_.Enqueue([this, u, gathers, whole_precision, written] {
       absl::Status started = absl::OkStatus();
-      for (const auto& [flat, full] : gathers) {
+      for (const auto& [flat, full, group] : gathers) {
         // Without amaxes precomputed for the parameters as they are now, the unit's own.
         if (flat->format() == DType::kF8E4M3 && !whole_precision && !amax_fresh_) {
           started = flat->ReduceAmax(AmaxGroups(), local_.f32());
           if (!started.ok()) break;
         }
         absl::StatusOr<std::unique_ptr<Communicator::Transfer>> gather =
-            flat->StartGather(*shard_group_, local_.f32(), full, whole_precision, written);
+            flat->StartGather(*group, local_.f32(), full, whole_precision, written);
         if (!gather.ok()) {
           started = gather.status();
           break;
@@ -308,7 +323,9 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   if (mesh.shape().degree(MeshDim::kDpReplicate) > 1) {
     replica_group_ = &mesh.group(MeshDim::kDpReplicate);
   }
-  const int degree = shard_group_->size(), rank = shard_group_->rank();
+  // Expert parallelism: the experts' weights apart, over the ranks holding the same experts.
+  const int ep = mesh.shape().degree(MeshDim::kEp);
+  Communicator* expert_group = ep > 1 ? &mesh.expert_shard_group() : nullptr;
   std::vector<Module*> modules = {&model};
   for (Module* child : model.children()) modules.push_back(child);
   const size_t blocks = modules.size() - 1;
@@ -316,7 +333,7 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
   for (size_t u = 0; u < modules.size(); ++u) {
     // The formats a unit gathers in, in its parts' order, and each one's parameters.
     constexpr DType kFormats[] = {DType::kF32, DType::kBF16, DType::kF8E4M3};
-    std::vector<Parameter*> by_format[std::size(kFormats)];
+    std::vector<Parameter*> by_format[std::size(kFormats)], experts;
     for (Parameter* p : modules[u]->parameters()) {
       if (p->value.data == nullptr || p->value.dtype != DType::kF32 || !p->value.is_contiguous()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -328,17 +345,42 @@ absl::Status Fsdp::Apply(Module& model, DeviceMesh& mesh) {
             absl::StrCat("fsdp: parameter ", p->name, " asks to be gathered in ",
                          DTypeName(p->compute_dtype), ", not f32, bf16 or e4m3"));
       }
+      if (expert_group != nullptr && p->expert) {
+        if (p->compute_dtype == DType::kF8E4M3) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("fsdp: expert parameter ", p->name, " cannot be gathered in float8"));
+        }
+        experts.push_back(p);
+        continue;
+      }
       by_format[format - std::begin(kFormats)].push_back(p);
     }
     Unit unit;
     unit.module = modules[u];
+    // Each (parameters, format, group) of the unit, in its parts' order: the experts' last.
+    struct Layout {
+      std::vector<Parameter*> parameters;
+      DType format;
+      Communicator* group;
+      float gradient_scale;
+    };
+    std::vector<Layout> layouts;
     for (size_t f = 0; f < std::size(kFormats); ++f) {
-      const DType format = kFormats[f];
-      std::vector<Parameter*>& parameters = by_format[f];
-      if (parameters.empty()) continue;
+      layouts.push_back({std::move(by_format[f]), kFormats[f], shard_group_, 1.0f});
+    }
+    if (!experts.empty()) {
+      // Gathered in the format of their first: the mixture of experts computes all alike.
+      const DType format = experts.front()->compute_dtype;
+      layouts.push_back({std::move(experts), format, expert_group, 1.0f / static_cast<float>(ep)});
+    }
+    for (Layout& layout : layouts) {
+      const DType format = layout.format;
+      if (layout.parameters.empty()) continue;
       Part part;
-      part.flat = std::make_unique<FlatUnit>(std::move(parameters), degree, rank, local_count,
-                                             device, format);
+      part.group = layout.group;
+      part.gradient_scale = layout.gradient_scale;
+      part.flat = std::make_unique<FlatUnit>(std::move(layout.parameters), layout.group->size(),
+                                             layout.group->rank(), local_count, device, format);
       // The next run starts 64-byte aligned, so the optimizer's flat buffer of the runs does
       // (TrainStep's requirement); an 8-value parameter (the experts' bias) would break it. The
       // gap stays zero: no parameter's, no update.

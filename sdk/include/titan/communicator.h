@@ -20,6 +20,7 @@
 #ifndef TITAN_COMMUNICATOR_H_
 #define TITAN_COMMUNICATOR_H_
 
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -153,6 +154,15 @@ class Communicator {
     return std::unique_ptr<Transfer>(new Transfers({}));
   }
 
+  // Every rank sends `send_counts[j]` elements of `input`, back to back in rank order, to rank j
+  // and receives `recv_counts[j]` elements from rank j into `output`, in rank order (expert
+  // parallelism's dispatch and combine; the counts must agree pairwise, which the callers
+  // ensure by exchanging them first). Blocking as the other collectives. The default posts one
+  // Exchange for the other ranks and copies this rank's own part on the host, so a device
+  // communicator overrides it.
+  virtual absl::Status AllToAll(const TensorView& input, std::span<const int64_t> send_counts,
+                                TensorView output, std::span<const int64_t> recv_counts);
+
   // Ranks passing the same color form a new communicator, ordered by key.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
 
@@ -170,6 +180,64 @@ class Communicator {
         absl::StrCat("this communicator keeps no flight record (asked for: ", reason, ")"));
   }
 };
+
+inline absl::Status Communicator::AllToAll(const TensorView& input,
+                                           std::span<const int64_t> send_counts,
+                                           TensorView output,
+                                           std::span<const int64_t> recv_counts) {
+  const auto n = static_cast<size_t>(size());
+  if (send_counts.size() != n || recv_counts.size() != n || input.dtype != output.dtype ||
+      !input.is_contiguous() || !output.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "all-to-all among ", n, " ranks: expected ", n, " send and receive counts and contiguous ",
+        "buffers of one dtype, found ", send_counts.size(), " and ", recv_counts.size()));
+  }
+  int64_t sent = 0, received = 0;
+  for (size_t j = 0; j < n; ++j) sent += send_counts[j], received += recv_counts[j];
+  if (sent > input.numel() || received > output.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "all-to-all: the counts send ", sent, " and receive ", received, " elements, but the ",
+        "buffers hold ", input.numel(), " and ", output.numel()));
+  }
+  const size_t element = DTypeSize(input.dtype);
+  auto part = [&](const TensorView& whole, int64_t first, int64_t count) {
+    TensorView view = whole;
+    view.data = static_cast<char*>(whole.data) + static_cast<size_t>(first) * element;
+    view.shape = {count};
+    view.strides.clear();
+    return view;
+  };
+  constexpr int kTag = 0x7a11;
+  std::vector<PeerMessage> messages;
+  TensorView own_in, own_out;
+  for (int64_t j = 0, in = 0, out = 0; j < static_cast<int64_t>(n); ++j) {
+    const TensorView send = part(input, in, send_counts[j]);
+    const TensorView recv = part(output, out, recv_counts[j]);
+    if (j == rank()) {
+      own_in = send, own_out = recv;
+    } else {
+      if (send_counts[j] > 0)
+        messages.push_back({PeerMessage::Kind::kSend, send, static_cast<int>(j), kTag});
+      if (recv_counts[j] > 0)
+        messages.push_back({PeerMessage::Kind::kRecv, recv, static_cast<int>(j), kTag});
+    }
+    in += send_counts[j], out += recv_counts[j];
+  }
+  if (own_in.numel() != own_out.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("all-to-all: rank ", rank(), " sends itself ",
+                                                   own_in.numel(), " elements but receives ",
+                                                   own_out.numel()));
+  }
+  if (own_in.numel() > 0) {
+    if (input.device.type != DeviceType::kCpu || output.device.type != DeviceType::kCpu) {
+      return absl::UnimplementedError(
+          "all-to-all: this communicator moves device buffers only between ranks");
+    }
+    std::memmove(own_out.data, own_in.data, own_in.nbytes());
+  }
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Transfer> sends, Exchange(messages));
+  return sends->Wait();
+}
 
 }  // namespace titan
 

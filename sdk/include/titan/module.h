@@ -47,8 +47,12 @@ struct Parameter {
   // Where value's box starts in the logical tensor, per dimension, when tensor parallelism
   // keeps a slice of it (value.shape is the box's extent); empty means the whole tensor.
   std::vector<int64_t> local_offset;
-  std::array<Placement, kMeshDims> placements;  // one per MeshDim
+  std::array<Placement, kMeshDims> placements;  // one per MeshDim with ranks (not kEp)
   bool weight_decay = true;
+  // The routed experts' weight of a mixture of experts, [experts, ...]: expert parallelism keeps
+  // this rank's experts, a run of dim 0 (local_offset[0] says from which), and fsdp shards it over
+  // the ranks holding the same experts (DeviceMesh::expert_shard_group).
+  bool expert = false;
   // With flat sharding (fsdp): this rank's contiguous run of value's row-major elements, from
   // element shard_offset on, and its gradient. Empty when the parameter is not sharded so.
   TensorView shard;
@@ -104,6 +108,25 @@ class TensorParallelTarget {
   virtual absl::Status SetTensorParallel(const TensorParallelLayout& layout) = 0;
 };
 
+// How a mixture of experts computes under expert parallelism: the ep ranks hold `experts / degree`
+// routed experts each, rank r those from r x that on; tokens travel to their experts' rank and
+// back by all-to-all.
+struct ExpertParallelLayout {
+  Communicator* group = nullptr;  // the ep ranks; null (or one rank): every expert here
+};
+
+// A model with routed experts that can compute expert-parallel. The ep plugin narrows each
+// expert parameter (Parameter::expert) to this rank's experts first, then tells the model the
+// layout, which checks that every such parameter holds the run it expects. Setting a layout
+// without a group restores whole experts.
+class ExpertParallelTarget {
+ public:
+  virtual ~ExpertParallelTarget() = default;
+  // Whether the model's experts divide among `degree` ranks; an error names its numbers.
+  virtual absl::Status CheckExpertParallelDegree(int degree) const = 0;
+  virtual absl::Status SetExpertParallel(const ExpertParallelLayout& layout) = 0;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -120,6 +143,8 @@ class Module {
   // The model behind a root module whose attention a plugin can replace (titan/attention.h:
   // context parallel's); null otherwise.
   virtual AttentionHost* attention_host() { return nullptr; }
+  // The model behind a root module with routed experts; null otherwise.
+  virtual ExpertParallelTarget* expert_parallel_target() { return nullptr; }
 };
 
 }  // namespace titan
