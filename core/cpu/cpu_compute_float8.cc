@@ -94,18 +94,20 @@ const float* OutputRowsAsF32(const TensorView& x, int64_t rows, int64_t columns,
   const bool f32 = x.dtype == DType::kF32;
   if (!transpose && f32) return x.data_as<const float>() + first * columns;
   band.resize(static_cast<size_t>(count * (transpose ? rows : columns)));
-  if (!transpose) {
-    for (int64_t i = 0; i < count * columns; ++i) {
-      band[i] = LoadAsF32(x.data, x.dtype, first * columns + i);
+  // Each loop twice, for f32 and through LoadAsF32, so that the f32 one has no switch inside.
+  auto fill = [&](auto load) {
+    if (!transpose) {
+      for (int64_t i = 0; i < count * columns; ++i) band[i] = load(first * columns + i);
+      return;
     }
-    return band.data();
-  }
-  const float* source = f32 ? x.data_as<const float>() : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t at = r * columns + first + j;
-      band[j * rows + r] = f32 ? source[at] : LoadAsF32(x.data, x.dtype, at);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < count; ++j) band[j * rows + r] = load(r * columns + first + j);
     }
+  };
+  if (f32) {
+    fill([source = x.data_as<const float>()](int64_t at) { return source[at]; });
+  } else {
+    fill([&x](int64_t at) { return LoadAsF32(x.data, x.dtype, at); });
   }
   return band.data();
 }
@@ -167,12 +169,22 @@ absl::Status CpuCompute::RunFloat8Gemm(const TensorView& a, const TensorView& in
   const float* sb = inverse_scale_b.data_as<const float>();
   const bool row_a = inverse_scale_a.numel() != 1 || m == 1;
   const bool row_b = inverse_scale_b.numel() != 1 || n == 1;
+  // b's scale for each column, so that the loops below run over contiguous memory and vectorize.
+  std::vector<float> scale_b(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) scale_b[j] = sb[row_b ? j : 0];
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; ++i) {
     const float scale_i = sa[row_a ? i : 0];
-    for (int64_t j = 0; j < n; ++j) {
-      const float value = sums[i * n + j] * scale_i * sb[row_b ? j : 0];
-      out[i * n + j] = beta == 0.0f ? alpha * value : alpha * value + beta * out[i * n + j];
+    const float* row_sums = sums + i * n;
+    float* row_out = out + i * n;
+    if (beta == 0.0f) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) row_out[j] = alpha * (row_sums[j] * scale_i * scale_b[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        row_out[j] = alpha * (row_sums[j] * scale_i * scale_b[j]) + beta * row_out[j];
+      }
     }
   }
   return absl::OkStatus();
