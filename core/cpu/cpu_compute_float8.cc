@@ -3,13 +3,16 @@
 // saturation, round to nearest even); the GEMM decodes each code exactly to f32, multiplies with
 // f32 accumulation and applies the inverse scales to the sums, as torch._scaled_mm does.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/cpu/cpu_compute.h"
+#include "core/cpu/float8_encode.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/internal/gemm.h"
 #include "titan/float16.h"
@@ -18,20 +21,38 @@
 namespace titan {
 namespace {
 
+// Rows of the output a transposing kernel reads as f32 at a time: a band of x's columns, so that
+// a band's rows are gathered from a few cache lines of each row of x.
+constexpr int64_t kTransposedBand = 16;
+// Values per piece of a whole-tensor amax, so that a bf16 piece converts within the cache.
+constexpr int64_t kAmaxPiece = int64_t{1} << 14;
+
 const float8::Float8Format* FormatOf(DType dtype) {
   if (dtype == DType::kF8E4M3) return &float8::kE4M3;
   if (dtype == DType::kF8E5M2) return &float8::kE5M2;
   return nullptr;
 }
 
-std::vector<float> Decode(const TensorView& x) {
-  const float8::Float8Format& format = *FormatOf(x.dtype);
-  std::vector<float> table(256);
+std::array<float, 256> TableOf(const float8::Float8Format& format) {
+  std::array<float, 256> table;
   for (int code = 0; code < 256; ++code) table[code] = float8::DecodeFloat8(code, format);
+  return table;
+}
+
+// x's codes as f32 into out, through one table of the 256 values per format.
+void Decode(const TensorView& x, float* out) {
+  static const std::array<float, 256> kE4M3Values = TableOf(float8::kE4M3);
+  static const std::array<float, 256> kE5M2Values = TableOf(float8::kE5M2);
+  const float* table = x.dtype == DType::kF8E4M3 ? kE4M3Values.data() : kE5M2Values.data();
   const uint8_t* codes = x.data_as<const uint8_t>();
-  std::vector<float> out(static_cast<size_t>(x.numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = table[codes[i]];
-  return out;
+  const int64_t count = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) out[i] = table[codes[i]];
+}
+
+// Room for count floats that the caller overwrites before reading: not zero-filled.
+std::unique_ptr<float[]> Uninitialized(int64_t count) {
+  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(count));
 }
 
 // torchao's amax_to_scale: max / clamp(amax, 1e-12) in f64, stored as f32, rounded down to a
@@ -42,34 +63,11 @@ float ScaleFor(double amax, const float8::Float8Format& format, bool power_of_tw
   return scale;
 }
 
-const float* F32Of(const TensorView& x) { return x.data_as<const float>(); }
-
-// x (rows x columns, any float dtype) as f32 into out, transposed if asked. In square tiles, so
-// that a transpose's strided side stays within a few cache lines.
-void StageAsF32(const TensorView& x, int64_t rows, int64_t columns, bool transpose, float* out) {
-  constexpr int64_t kTile = 32;
-  const bool f32 = x.dtype == DType::kF32;
-  const float* source = f32 ? x.data_as<const float>() : nullptr;
-#pragma omp parallel for schedule(static)
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r_end = std::min(r0 + kTile, rows);
-    for (int64_t c0 = 0; c0 < columns; c0 += kTile) {
-      const int64_t c_end = std::min(c0 + kTile, columns);
-      for (int64_t r = r0; r < r_end; ++r) {
-        for (int64_t c = c0; c < c_end; ++c) {
-          const float v =
-              f32 ? source[r * columns + c] : LoadAsF32(x.data, x.dtype, r * columns + c);
-          out[transpose ? c * rows + r : r * columns + c] = v;
-        }
-      }
-    }
-  }
-}
-
-// The largest magnitude of values[0, count), NaN if any is NaN. On the bits without the sign:
-// for non-negative floats their order as integers is the order of the values, NaNs above
-// infinity, and the integer maximum vectorizes where the float one with its NaN test does not.
-double LargestMagnitude(const float* values, int64_t count) {
+// The largest magnitude of values[0, count) as the bits of an f32, above infinity's if any is
+// NaN. On the bits without the sign: for non-negative floats their order as integers is the order
+// of the values, NaNs above infinity, and the integer maximum vectorizes where the float one with
+// its NaN test does not.
+uint32_t LargestMagnitudeBits(const float* values, int64_t count) {
   uint32_t top = 0;
 #pragma omp simd reduction(max : top)
   for (int64_t i = 0; i < count; ++i) {
@@ -78,10 +76,76 @@ double LargestMagnitude(const float* values, int64_t count) {
     bits &= 0x7fffffffu;
     top = bits > top ? bits : top;
   }
-  if (top > 0x7f800000u) return std::numeric_limits<double>::quiet_NaN();
+  return top;
+}
+
+float MagnitudeOf(uint32_t top) {
+  if (top > 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
   float amax = 0.0f;
   std::memcpy(&amax, &top, sizeof(amax));
   return amax;
+}
+
+// Rows [first, first + count) of the output's layout of x (rows x columns, f32, bf16 or f16;
+// row r is column r of x when transposed) as f32: x's own memory where it already is that, else
+// converted into band.
+const float* OutputRowsAsF32(const TensorView& x, int64_t rows, int64_t columns, bool transpose,
+                             int64_t first, int64_t count, std::vector<float>& band) {
+  const bool f32 = x.dtype == DType::kF32;
+  if (!transpose && f32) return x.data_as<const float>() + first * columns;
+  band.resize(static_cast<size_t>(count * (transpose ? rows : columns)));
+  // Each loop twice, for f32 and through LoadAsF32, so that the f32 one has no switch inside.
+  auto fill = [&](auto load) {
+    if (!transpose) {
+      for (int64_t i = 0; i < count * columns; ++i) band[i] = load(first * columns + i);
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < count; ++j) band[j * rows + r] = load(r * columns + first + j);
+    }
+  };
+  if (f32) {
+    fill([source = x.data_as<const float>()](int64_t at) { return source[at]; });
+  } else {
+    fill([&x](int64_t at) { return LoadAsF32(x.data, x.dtype, at); });
+  }
+  return band.data();
+}
+
+// The largest magnitude of all of x (rows x columns), NaN if any is NaN.
+float TensorAmax(const TensorView& x, int64_t rows, int64_t columns) {
+  const int64_t piece_rows = std::max<int64_t>(1, kAmaxPiece / std::max<int64_t>(columns, 1));
+  uint32_t top = 0;
+#pragma omp parallel reduction(max : top)
+  {
+    std::vector<float> band;
+#pragma omp for schedule(static)
+    for (int64_t first = 0; first < rows; first += piece_rows) {
+      const int64_t count = std::min(piece_rows, rows - first);
+      const float* values = OutputRowsAsF32(x, rows, columns, false, first, count, band);
+      top = std::max(top, LargestMagnitudeBits(values, count * columns));
+    }
+  }
+  return MagnitudeOf(top);
+}
+
+// Calls visit(r, row) for every row r of the output's layout of x (see OutputRowsAsF32), each
+// row once, over the threads, row holding out_columns f32 values.
+template <typename Visit>
+void ForEachOutputRow(const TensorView& x, bool transpose, Visit visit) {
+  const int64_t rows = x.shape[0], columns = x.shape[1];
+  const int64_t out_rows = transpose ? columns : rows, out_columns = transpose ? rows : columns;
+  const int64_t band_rows = transpose ? kTransposedBand : 1;
+#pragma omp parallel
+  {
+    std::vector<float> band;
+#pragma omp for schedule(static)
+    for (int64_t first = 0; first < out_rows; first += band_rows) {
+      const int64_t count = std::min(band_rows, out_rows - first);
+      const float* values = OutputRowsAsF32(x, rows, columns, transpose, first, count, band);
+      for (int64_t j = 0; j < count; ++j) visit(first + j, values + j * out_columns);
+    }
+  }
 }
 
 }  // namespace
@@ -91,21 +155,36 @@ absl::Status CpuCompute::RunFloat8Gemm(const TensorView& a, const TensorView& in
                                        float alpha, float beta, TensorView c) {
   ScopedSpan span("kernel", "Float8Gemm");
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
-  const std::vector<float> da = Decode(a), db = Decode(b);
-  std::vector<float> sums(static_cast<size_t>(m * n));
-  internal::Gemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, da.data(), k, db.data(), k, 0.0f,
-                 sums.data(), n);
+  const std::unique_ptr<float[]> da = Uninitialized(m * k), db = Uninitialized(n * k);
+  Decode(a, da.get());
+  Decode(b, db.get());
+  float* out = c.data_as<float>();
+  // The sums go straight to c unless c's old values are still needed (BLAS's beta = 0 writes
+  // every sum without reading what was there).
+  std::unique_ptr<float[]> separate_sums;
+  if (beta != 0.0f) separate_sums = Uninitialized(m * n);
+  float* sums = beta != 0.0f ? separate_sums.get() : out;
+  internal::Gemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, da.get(), k, db.get(), k, 0.0f, sums, n);
   const float* sa = inverse_scale_a.data_as<const float>();
   const float* sb = inverse_scale_b.data_as<const float>();
   const bool row_a = inverse_scale_a.numel() != 1 || m == 1;
   const bool row_b = inverse_scale_b.numel() != 1 || n == 1;
-  float* out = c.data_as<float>();
+  // b's scale for each column, so that the loops below run over contiguous memory and vectorize.
+  std::vector<float> scale_b(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) scale_b[j] = sb[row_b ? j : 0];
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; ++i) {
     const float scale_i = sa[row_a ? i : 0];
-    for (int64_t j = 0; j < n; ++j) {
-      const float value = sums[i * n + j] * scale_i * sb[row_b ? j : 0];
-      out[i * n + j] = beta == 0.0f ? alpha * value : alpha * value + beta * out[i * n + j];
+    const float* row_sums = sums + i * n;
+    float* row_out = out + i * n;
+    if (beta == 0.0f) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) row_out[j] = alpha * (row_sums[j] * scale_i * scale_b[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        row_out[j] = alpha * (row_sums[j] * scale_i * scale_b[j]) + beta * row_out[j];
+      }
     }
   }
   return absl::OkStatus();
@@ -115,73 +194,45 @@ absl::Status CpuCompute::RunFloat8Quantize(const TensorView& x, const Float8Scal
                                            TensorView out, TensorView inverse_scales) {
   ScopedSpan span("kernel", "Float8Quantize");
   const int64_t rows = x.shape[0], columns = x.shape[1];
-  const int64_t out_rows = scaling.transpose ? columns : rows;
   const int64_t out_columns = scaling.transpose ? rows : columns;
   const bool per_row = scaling.granularity == Float8Granularity::kRow;
   const float8::Float8Format& format = *FormatOf(out.dtype);
-  // x in f32, laid out as out is (transposed if asked), so rows are contiguous below: x itself
-  // when it already is.
-  std::vector<float> staged;
-  if (x.dtype != DType::kF32 || scaling.transpose) {
-    staged.resize(static_cast<size_t>(rows * columns));
-    StageAsF32(x, rows, columns, scaling.transpose, staged.data());
-  }
-  const float* values = staged.empty() ? F32Of(x) : staged.data();
-  auto amax_of = [&](int64_t first, int64_t end) {
-    return LargestMagnitude(values + first * out_columns, (end - first) * out_columns);
-  };
   uint8_t* codes = out.data_as<uint8_t>();
   float* inverse = inverse_scales.data_as<float>();
-  const float* given = scaling.amax.data != nullptr ? F32Of(scaling.amax) : nullptr;
-  const double tensor_amax = per_row ? 0.0 : given != nullptr ? given[0] : amax_of(0, out_rows);
-  const float tensor_scale = per_row ? 0.0f : ScaleFor(tensor_amax, format, scaling.power_of_two);
-  if (!per_row) inverse[0] = 1.0f / tensor_scale;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < out_rows; ++r) {
-    const double row_amax = !per_row ? 0.0 : given != nullptr ? given[r] : amax_of(r, r + 1);
-    const float scale = per_row ? ScaleFor(row_amax, format, scaling.power_of_two) : tensor_scale;
-    if (per_row) inverse[r] = 1.0f / scale;
-    const float* row = values + r * out_columns;
-    for (int64_t c = 0; c < out_columns; ++c) {
-      codes[r * out_columns + c] = float8::EncodeFloat8(row[c] * scale, format);
-    }
+  const float* given = scaling.amax.data != nullptr ? scaling.amax.data_as<const float>() : nullptr;
+  float tensor_scale = 0.0f;
+  if (!per_row) {
+    const double amax = given != nullptr ? given[0] : TensorAmax(x, rows, columns);
+    tensor_scale = ScaleFor(amax, format, scaling.power_of_two);
+    inverse[0] = 1.0f / tensor_scale;
   }
+  // A row's amax, scale and codes while the row is in the cache.
+  ForEachOutputRow(x, scaling.transpose, [&](int64_t r, const float* row) {
+    float scale = tensor_scale;
+    if (per_row) {
+      const double amax =
+          given != nullptr ? given[r] : MagnitudeOf(LargestMagnitudeBits(row, out_columns));
+      scale = ScaleFor(amax, format, scaling.power_of_two);
+      inverse[r] = 1.0f / scale;
+    }
+    float8::EncodeFloat8Scaled(row, scale, out_columns, format, codes + r * out_columns);
+  });
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunFloat8Amax(const TensorView& x, const Float8Scaling& scaling,
                                        TensorView amax) {
   ScopedSpan span("kernel", "Float8Amax");
-  const int64_t rows = x.shape[0], columns = x.shape[1];
-  auto abs_at = [&](int64_t i) { return std::fabs(LoadAsF32(x.data, x.dtype, i)); };
   float* out = amax.data_as<float>();
   if (scaling.granularity == Float8Granularity::kTensor) {
-    float top = 0.0f;
-    bool nan = false;
-#pragma omp parallel for reduction(max : top) reduction(|| : nan)
-    for (int64_t i = 0; i < rows * columns; ++i) {
-      const float v = abs_at(i);
-      nan = nan || std::isnan(v);
-      top = std::max(top, v);
-    }
-    out[0] = nan ? std::numeric_limits<float>::quiet_NaN() : top;
+    out[0] = TensorAmax(x, x.shape[0], x.shape[1]);
     return absl::OkStatus();
   }
   // Row r of out: row r of x, or column r of x when transposed.
-  const int64_t out_rows = scaling.transpose ? columns : rows;
-  const int64_t length = scaling.transpose ? rows : columns;
-  const int64_t row_step = scaling.transpose ? 1 : columns, step = scaling.transpose ? columns : 1;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < out_rows; ++r) {
-    float top = 0.0f;
-    bool nan = false;
-    for (int64_t i = 0; i < length; ++i) {
-      const float v = abs_at(r * row_step + i * step);
-      nan = nan || std::isnan(v);
-      top = std::max(top, v);
-    }
-    out[r] = nan ? std::numeric_limits<float>::quiet_NaN() : top;
-  }
+  const int64_t length = scaling.transpose ? x.shape[0] : x.shape[1];
+  ForEachOutputRow(x, scaling.transpose, [&](int64_t r, const float* row) {
+    out[r] = MagnitudeOf(LargestMagnitudeBits(row, length));
+  });
   return absl::OkStatus();
 }
 

@@ -311,6 +311,68 @@ TEST(CpuCompute, Float8QuantizeAndGemmFollowTheScales) {
       testing::HasSubstr("Float8Quantize: operand 'out' expected [6, 32]"));
 }
 
+// Quantization is EncodeFloat8(x * scale) for every element, with torchao's scale, whichever way
+// x arrives: f32 or bf16, as stored or transposed (the rows of out in bands of x's columns,
+// here 37 of them: two whole bands and a part), tensorwise or per row, e4m3 or e5m2.
+TEST(CpuCompute, Float8QuantizeEncodesEveryLayoutAndDtypeAlike) {
+  constexpr int64_t kRows = 21, kColumns = 37;
+  std::vector<float> x = Random(kRows * kColumns, 31);
+  x[5] = -0.0f;
+  x[6] = 1e-30f;  // below every code: a signed zero
+  std::vector<uint16_t> x_bf16(x.size());
+  std::vector<float> x_bf16_as_f32(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x_bf16[i] = F32ToBf16(x[i]);
+    x_bf16_as_f32[i] = Bf16ToF32(x_bf16[i]);
+  }
+  Compute& compute = CpuCompute::Get();
+  for (const DType dtype : {DType::kF8E4M3, DType::kF8E5M2}) {
+    const float8::Float8Format& format = dtype == DType::kF8E4M3 ? float8::kE4M3 : float8::kE5M2;
+    for (const bool bf16 : {false, true}) {
+      const std::vector<float>& values = bf16 ? x_bf16_as_f32 : x;
+      const TensorView input =
+          bf16 ? TensorView{x_bf16.data(), DType::kBF16, Device{}, {kRows, kColumns}, {}}
+               : View(x.data(), {kRows, kColumns});
+      for (const bool transpose : {false, true}) {
+        const int64_t out_rows = transpose ? kColumns : kRows;
+        const int64_t out_columns = transpose ? kRows : kColumns;
+        auto value_at = [&](int64_t r, int64_t c) {
+          return transpose ? values[c * kColumns + r] : values[r * kColumns + c];
+        };
+        for (const auto granularity : {Float8Granularity::kTensor, Float8Granularity::kRow}) {
+          const bool per_row = granularity == Float8Granularity::kRow;
+          std::vector<uint8_t> codes(x.size());
+          std::vector<float> inverse(per_row ? out_rows : 1);
+          ASSERT_TRUE(
+              compute
+                  .Float8Quantize(
+                      input, {granularity, false, transpose, {}},
+                      TensorView{codes.data(), dtype, Device{}, {out_rows, out_columns}, {}},
+                      View(inverse.data(), {int64_t(inverse.size())}))
+                  .ok());
+          for (int64_t r = 0; r < out_rows; ++r) {
+            float amax = 0.0f;
+            for (int64_t c = 0; c < out_columns; ++c) {
+              for (int64_t rr = per_row ? r : 0; rr < (per_row ? r + 1 : out_rows); ++rr) {
+                amax = std::max(amax, std::fabs(value_at(rr, c)));
+              }
+            }
+            const float scale =
+                static_cast<float>(double(format.max_finite) / std::max(double(amax), 1e-12));
+            EXPECT_EQ(inverse[per_row ? r : 0], 1.0f / scale) << r;
+            for (int64_t c = 0; c < out_columns; ++c) {
+              ASSERT_EQ(codes[r * out_columns + c],
+                        float8::EncodeFloat8(value_at(r, c) * scale, format))
+                  << "dtype " << int(dtype) << " bf16 " << bf16 << " transpose " << transpose
+                  << " per row " << per_row << " at " << r << ", " << c;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // A chunk of queries placed before every key sees none: zeros, an lse of -inf, no gradient.
 TEST(CpuCompute, AttentionQueriesThatSeeNoKeyGetZeros) {
   constexpr int64_t kT = 5, kHd = 4;

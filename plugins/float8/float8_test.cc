@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
 
+#include "core/cpu/float8_encode.h"
 #include "core/runtime/plugin_registry.h"
 #include "titan/float8_cast.h"
 
@@ -121,6 +123,81 @@ TEST(Float8Cast, SaturatesAndKeepsNaN) {
     const float tiny = spec.decode(1);
     EXPECT_EQ(EncodeFloat8(tiny * 0.49f, spec.format), 0);
     EXPECT_EQ(EncodeFloat8(-tiny * 0.49f, spec.format), 0x80);
+  }
+}
+
+// The CPU's vectorized encoder (core/cpu/float8_encode.h) is EncodeFloat8 exactly, on every one
+// of the 2^32 f32 bit patterns (both zeros, subnormals, ties, saturation, every NaN payload), run
+// through the vector path in chunks of 2^16 consecutive patterns, on every thread. EncodeFloat8
+// rounds to the nearest code, so for one sign it is monotone in the bits: where a chunk without
+// NaNs has one code at both ends, every pattern in it has that code, and the chunk is compared
+// with it; every other chunk (a code boundary or a NaN inside) is compared pattern by pattern.
+TEST(Float8Cast, TheRowEncoderIsTheScalarEncoderOnEveryFloat) {
+  constexpr int64_t kChunk = int64_t{1} << 16, kChunks = (int64_t{1} << 32) / kChunk;
+  for (const Spec& spec : kSpecs) {
+    int64_t mismatches = 0, chunks_by_pattern = 0;
+    int64_t first_mismatch = -1;
+#pragma omp parallel reduction(+ : mismatches, chunks_by_pattern)
+    {
+      std::vector<float> values(kChunk);
+      std::vector<uint8_t> codes(kChunk);
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t chunk = 0; chunk < kChunks; ++chunk) {
+        const uint32_t first = static_cast<uint32_t>(chunk * kChunk);
+        for (uint32_t i = 0; i < kChunk; ++i) values[i] = std::bit_cast<float>(first + i);
+        EncodeFloat8Scaled(values.data(), 1.0f, kChunk, spec.format, codes.data());
+        const bool has_nan = ((first >> 16) & 0x7fffu) >= 0x7f80u;  // exponent all ones
+        const uint8_t low = EncodeFloat8(values.front(), spec.format);
+        int32_t wrong = 0;  // 32 bits: the counting loops vectorize 4 lanes wider than in 64
+        int64_t wrong_at = -1;
+        if (!has_nan && low == EncodeFloat8(values.back(), spec.format)) {
+#pragma omp simd reduction(+ : wrong)
+          for (uint32_t i = 0; i < kChunk; ++i) wrong += codes[i] != low;
+          if (wrong != 0)
+            wrong_at =
+                std::find_if(codes.begin(), codes.end(), [&](uint8_t c) { return c != low; }) -
+                codes.begin();
+        } else {
+          ++chunks_by_pattern;
+          for (int64_t i = kChunk - 1; i >= 0; --i) {
+            if (codes[i] == EncodeFloat8(values[i], spec.format)) continue;
+            ++wrong;
+            wrong_at = i;
+          }
+        }
+        mismatches += wrong;
+        if (wrong != 0) {
+#pragma omp critical
+          first_mismatch = first_mismatch < 0 ? chunk * kChunk + wrong_at
+                                              : std::min(first_mismatch, chunk * kChunk + wrong_at);
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "max finite " << spec.max_finite << ": the first at bits 0x"
+                             << std::hex << first_mismatch;
+    // The boundaries between codes and the NaNs: at least one chunk per positive code.
+    EXPECT_GT(chunks_by_pattern, 127) << spec.max_finite;
+  }
+}
+
+// The scale multiplies before the rounding, in f32: a value just off a tie lands on the tie.
+TEST(Float8Cast, TheRowEncoderScalesInF32BeforeRounding) {
+  for (const Spec& spec : kSpecs) {
+    std::mt19937 random(5);
+    std::uniform_real_distribution<float> exponent(-30.0f, 30.0f);
+    std::vector<float> values(1000);
+    for (float& v : values) v = (random() & 1 ? -1.0f : 1.0f) * std::exp2(exponent(random));
+    values[0] = NAN;
+    values[1] = -0.0f;
+    for (const float scale : {1.0f, 0.75f, 3.0f, 1.0f / 1024, 65536.0f, INFINITY}) {
+      std::vector<uint8_t> codes(values.size());
+      EncodeFloat8Scaled(values.data(), scale, static_cast<int64_t>(values.size()), spec.format,
+                         codes.data());
+      for (size_t i = 0; i < values.size(); ++i) {
+        EXPECT_EQ(codes[i], EncodeFloat8(values[i] * scale, spec.format))
+            << values[i] << " x " << scale;
+      }
+    }
   }
 }
 
