@@ -44,6 +44,10 @@ struct SharedScratch {
   // bf16), gate and up projections, and inputs [m, d]; of the router's logits [n, experts] and
   // the weights [n, top_k].
   TensorView moe_d_y, moe_d_h, moe_d_a, moe_d_b, moe_d_x, moe_d_logits, moe_d_weights;
+  // Latent attention's (empty without): three buffers of n x its widest per-token row, through
+  // which it splits, joins and pads per-head columns by transposes; and [heads] of ones to
+  // broadcast the shared rotary key to every head (and sum its gradient back).
+  TensorView latent_a, latent_b, latent_c, latent_ones;
   // Tensor parallel only (empty on one rank): this rank's tokens [n_local, d], every token
   // [n, d], a norm weight's gradient [d, or head_dim when larger].
   TensorView tokens_local, tokens_full, norm_grad;
