@@ -101,8 +101,8 @@ absl::Status ValidateLatentAttention(const LlamaConfig& c) {
         a.v_head_dim, ", head_dim ", c.head_dim(), ", n_heads ", c.n_heads, ", n_kv_heads ",
         c.n_kv_heads, ", qk_norm ", c.qk_norm));
   }
-  if (c.yarn.enabled() && (c.yarn.original_seq_len <= 0 || c.yarn.beta_fast <= 0 ||
-                           c.yarn.beta_slow <= 0)) {
+  if (c.yarn.enabled() &&
+      (c.yarn.original_seq_len <= 0 || c.yarn.beta_fast <= 0 || c.yarn.beta_slow <= 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model: YaRN expects positive original_seq_len, beta_fast and beta_slow; found ",
         c.yarn.original_seq_len, ", ", c.yarn.beta_fast, ", ", c.yarn.beta_slow));
@@ -221,28 +221,29 @@ absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vo
 
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, int64_t max_seq_len) {
   const auto text = NumberText;
-  std::map<std::string, std::string> metadata = {{"model.dim", absl::StrCat(c.dim)},
-          {"model.n_layers", absl::StrCat(c.n_layers)},
-          {"model.n_heads", absl::StrCat(c.n_heads)},
-          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
-          {"model.vocab_size", absl::StrCat(c.vocab_size)},
-          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
-          {"model.norm_eps", text(c.norm_eps)},
-          {"model.rope_theta", text(c.rope.theta)},
-          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
-          {"model.rope_scale_factor", text(c.rope.scale_factor)},
-          {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
-          {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
-          {"model.rope_original_context", text(c.rope.original_context)},
-          {"model.max_seq_len", absl::StrCat(max_seq_len)},
-          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"},
-          {"model.head_dim", absl::StrCat(c.head_dim())},
-          {"model.qk_norm", c.qk_norm ? "true" : "false"},
-          {"model.experts", absl::StrCat(c.moe.experts)},
-          {"model.experts_per_token", absl::StrCat(c.moe.top_k)},
-          {"model.expert_hidden_dim", absl::StrCat(c.moe.hidden_dim)},
-          {"model.shared_experts", absl::StrCat(c.moe.shared_experts)},
-          {"model.dense_layers", absl::StrCat(c.moe.dense_layers)}};
+  std::map<std::string, std::string> metadata = {
+      {"model.dim", absl::StrCat(c.dim)},
+      {"model.n_layers", absl::StrCat(c.n_layers)},
+      {"model.n_heads", absl::StrCat(c.n_heads)},
+      {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
+      {"model.vocab_size", absl::StrCat(c.vocab_size)},
+      {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
+      {"model.norm_eps", text(c.norm_eps)},
+      {"model.rope_theta", text(c.rope.theta)},
+      {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
+      {"model.rope_scale_factor", text(c.rope.scale_factor)},
+      {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
+      {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
+      {"model.rope_original_context", text(c.rope.original_context)},
+      {"model.max_seq_len", absl::StrCat(max_seq_len)},
+      {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"},
+      {"model.head_dim", absl::StrCat(c.head_dim())},
+      {"model.qk_norm", c.qk_norm ? "true" : "false"},
+      {"model.experts", absl::StrCat(c.moe.experts)},
+      {"model.experts_per_token", absl::StrCat(c.moe.top_k)},
+      {"model.expert_hidden_dim", absl::StrCat(c.moe.hidden_dim)},
+      {"model.shared_experts", absl::StrCat(c.moe.shared_experts)},
+      {"model.dense_layers", absl::StrCat(c.moe.dense_layers)}};
   // Only models with latent attention write its keys, so Llama's and Qwen3's metadata stay as
   // they were.
   if (c.mla.enabled()) {
@@ -274,23 +275,24 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
   auto bad_value = [&](const std::string& key, const std::string& text) {
     problems.push_back(absl::StrCat("model.", key, " = '", text, "' is not a number"));
   };
-  const std::pair<const char*, int64_t> sizes[] = {{"dim", config.dim},
-                                                   {"n_layers", config.n_layers},
-                                                   {"n_heads", config.n_heads},
-                                                   {"n_kv_heads", config.n_kv_heads},
-                                                   {"hidden_dim", config.hidden_dim()},
-                                                   {"vocab_size", config.vocab_size},
-                                                   {"head_dim", config.head_dim()},
-                                                   {"experts", config.moe.experts},
-                                                   {"experts_per_token", config.moe.top_k},
-                                                   {"expert_hidden_dim", config.moe.hidden_dim},
-                                                   {"shared_experts", config.moe.shared_experts},
-                                                   {"dense_layers", config.moe.dense_layers},
-                                                   {"q_lora_rank", config.mla.q_lora_rank},
-                                                   {"kv_lora_rank", config.mla.kv_lora_rank},
-                                                   {"qk_nope_head_dim", config.mla.qk_nope_head_dim},
-                                                   {"qk_rope_head_dim", config.mla.qk_rope_head_dim},
-                                                   {"v_head_dim", config.mla.v_head_dim}};
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"dim", config.dim},
+      {"n_layers", config.n_layers},
+      {"n_heads", config.n_heads},
+      {"n_kv_heads", config.n_kv_heads},
+      {"hidden_dim", config.hidden_dim()},
+      {"vocab_size", config.vocab_size},
+      {"head_dim", config.head_dim()},
+      {"experts", config.moe.experts},
+      {"experts_per_token", config.moe.top_k},
+      {"expert_hidden_dim", config.moe.hidden_dim},
+      {"shared_experts", config.moe.shared_experts},
+      {"dense_layers", config.moe.dense_layers},
+      {"q_lora_rank", config.mla.q_lora_rank},
+      {"kv_lora_rank", config.mla.kv_lora_rank},
+      {"qk_nope_head_dim", config.mla.qk_nope_head_dim},
+      {"qk_rope_head_dim", config.mla.qk_rope_head_dim},
+      {"v_head_dim", config.mla.v_head_dim}};
   for (const auto& [key, ours] : sizes) {
     const std::string* text = find(key);
     int64_t theirs = 0;

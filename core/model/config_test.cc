@@ -147,14 +147,14 @@ TEST(AdoptCheckpointModel, ComparesLatentAttentionAndTakesYarn) {
 
   metadata["model.v_head_dim"] = "16";
   adopted = AdoptCheckpointModel(metadata, "step-10", "debugmodel", deepseek);
-  EXPECT_NE(adopted.status().message().find(
-                "v_head_dim = 16, but model.flavor = \"debugmodel\" has 32"),
-            std::string::npos)
+  EXPECT_NE(
+      adopted.status().message().find("v_head_dim = 16, but model.flavor = \"debugmodel\" has 32"),
+      std::string::npos)
       << adopted.status();
 
   LlamaConfig into_llama = llama;
-  adopted = AdoptCheckpointModel(CheckpointMetadataOf(deepseek, 128), "x", "debugmodel",
-                                 into_llama);
+  adopted =
+      AdoptCheckpointModel(CheckpointMetadataOf(deepseek, 128), "x", "debugmodel", into_llama);
   EXPECT_NE(adopted.status().message().find(
                 "kv_lora_rank = 128, but model.flavor = \"debugmodel\" has 0"),
             std::string::npos)
@@ -191,8 +191,7 @@ TEST(ConfigTest, TensorParallelismRefusesLatentAttention) {
   const LlamaConfig deepseek = *DeepSeekV3Family().Flavor("debugmodel");
   const absl::Status status = CheckTensorParallelDegree(deepseek, 2);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(status.message().find("does not split multi-head latent attention"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("does not split multi-head latent attention"), std::string::npos)
       << status;
   EXPECT_TRUE(CheckTensorParallelDegree(deepseek, 1).ok());
 }

@@ -14,43 +14,56 @@ namespace titan {
 namespace {
 
 // TorchTitan's deepseek_v3 flavors' shared settings: RoPE theta 10,000 with YaRN (factor 40 over
-// 4,096 positions, beta_fast 32, beta_slow 1), 512 latent features, 128 + 64 query and key head
-// features, 128 value features, auxiliary-loss-free load balancing.
+// 4,096 positions, beta_fast 32, beta_slow 1), auxiliary-loss-free load balancing.
 LlamaConfig DeepSeekV3Base() {
   LlamaConfig c;
   c.norm_eps = 1e-5;
   c.rope.theta = 10000;
   c.rope.scaled = false;
   c.yarn.factor = 40, c.yarn.original_seq_len = 4096, c.yarn.beta_fast = 32, c.yarn.beta_slow = 1;
-  c.mla.kv_lora_rank = 512, c.mla.qk_nope_head_dim = 128, c.mla.qk_rope_head_dim = 64;
-  c.mla.v_head_dim = 128;
   c.moe.load_balance_coeff = 1e-3;
   return c;
 }
 
-// What sets one flavor apart.
+// What sets one flavor apart (TorchTitan's deepseek_v3 flavors; the debug model small enough to
+// train on a CPU in seconds, with every part of the large flavors: a dense first block, low-rank
+// queries, values narrower than queries and keys, sigmoid scores routed within 2 of 4 groups,
+// shared experts, a route scale).
 struct Shape {
   const char* name;
-  int64_t dim, layers, heads, vocab, q_lora_rank, dense_hidden, dense_layers;
+  int64_t dim, layers, heads, vocab, dense_hidden, dense_layers;
+  int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
   double mscale;
   int64_t experts, top_k, expert_hidden, shared_experts, groups, groups_chosen;
   bool sigmoid, normalize;
   double route_scale;
 };
+// clang-format off
 constexpr Shape kShapes[] = {
-    {"16B", 2048, 27, 16, 102400, 0, 10944, 1, 0.70, 64, 6, 1408, 2, 1, 1, false, false, 1.0},
-    {"671B", 7168, 61, 128, 129280, 1536, 18432, 3, 1.0, 256, 8, 2048, 1, 8, 4, true, true, 2.5}};
+  // name          dim  layers heads vocab  dense  dl  q_lr  kv_lr nope rope v   mscale
+  //   experts top_k hidden shared groups chosen sigmoid normalize scale
+  {"debugmodel",   256,  6,    8,  2048,    768, 1,  128, 128,  32, 16,  32, 0.70,
+     8,   3,  256, 2, 4, 2, true,  true,  2.5},
+  {"16B",         2048, 27,   16, 102400, 10944, 1,    0, 512, 128, 64, 128, 0.70,
+    64,   6, 1408, 2, 1, 1, false, false, 1.0},
+  {"671B",        7168, 61,  128, 129280, 18432, 3, 1536, 512, 128, 64, 128, 1.0,
+   256,   8, 2048, 1, 8, 4, true,  true,  2.5}};
+// clang-format on
 
 void SetShape(LlamaConfig& c, const Shape& s) {
   c.dim = s.dim, c.n_layers = s.layers, c.n_heads = s.heads, c.n_kv_heads = s.heads;
-  c.vocab_size = s.vocab, c.mla.q_lora_rank = s.q_lora_rank, c.explicit_hidden_dim = s.dense_hidden;
+  c.vocab_size = s.vocab, c.explicit_hidden_dim = s.dense_hidden;
+  LatentAttentionConfig& a = c.mla;
+  a.q_lora_rank = s.q_lora_rank, a.kv_lora_rank = s.kv_lora_rank;
+  a.qk_nope_head_dim = s.qk_nope_head_dim, a.qk_rope_head_dim = s.qk_rope_head_dim;
+  a.v_head_dim = s.v_head_dim;
+  c.explicit_head_dim = a.qk_head_dim();
   c.yarn.mscale = s.mscale;
   MoeConfig& m = c.moe;
   m.experts = s.experts, m.top_k = s.top_k, m.hidden_dim = s.expert_hidden;
   m.shared_experts = s.shared_experts, m.dense_layers = s.dense_layers;
   m.groups = s.groups, m.groups_chosen = s.groups_chosen;
   m.sigmoid = s.sigmoid, m.normalize = s.normalize, m.route_scale = s.route_scale;
-  c.explicit_head_dim = c.mla.qk_head_dim();
 }
 
 class DeepSeekV3 : public ModelFamily {
@@ -58,28 +71,20 @@ class DeepSeekV3 : public ModelFamily {
   std::string name() const override { return "deepseek_v3"; }
 
   std::vector<std::string> flavors() const override {
-    std::vector<std::string> names = {"debugmodel", "debugmodel_plain_q"};
+    std::vector<std::string> names;
     for (const Shape& shape : kShapes) names.push_back(shape.name);
+    names.insert(names.begin() + 1, "debugmodel_plain_q");
     return names;
   }
 
   absl::StatusOr<LlamaConfig> Flavor(absl::string_view flavor) const override {
-    LlamaConfig c = DeepSeekV3Base();
-    // Small enough to train on a CPU in seconds, with every part of the large flavors: a dense
-    // first block, low-rank queries (or plain ones), values narrower than queries and keys,
-    // sigmoid scores routed within 2 of 4 groups, shared experts, a route scale.
-    if (flavor == "debugmodel" || flavor == "debugmodel_plain_q") {
-      const Shape debug = {"debugmodel", 256, 6, 8, 2048, 128, 768, 1, 0.70,
-                           8, 3, 256, 2, 4, 2, true, true, 2.5};
-      c.mla.kv_lora_rank = 128, c.mla.qk_nope_head_dim = 32, c.mla.qk_rope_head_dim = 16;
-      c.mla.v_head_dim = 32;
-      SetShape(c, debug);
-      if (flavor == "debugmodel_plain_q") c.mla.q_lora_rank = 0;
-      return c;
-    }
+    // The debug model with plain queries (q_lora_rank 0, as 16B).
+    const bool plain_q = flavor == "debugmodel_plain_q";
     for (const Shape& s : kShapes) {
-      if (flavor != s.name) continue;
+      if (flavor != s.name && !(plain_q && s.name == std::string_view("debugmodel"))) continue;
+      LlamaConfig c = DeepSeekV3Base();
       SetShape(c, s);
+      if (plain_q) c.mla.q_lora_rank = 0;
       return c;
     }
     return UnknownFlavor(*this, flavor);
@@ -118,13 +123,12 @@ class DeepSeekV3 : public ModelFamily {
         weights.push_back({"attention.wq.weight", {q, d}, kWhole, true, in});
       }
       const int64_t kv = h * (a.qk_nope_head_dim + a.v_head_dim);
-      weights.insert(
-          weights.end(),
-          {{"attention.wkv_a.weight", {kvl + a.qk_rope_head_dim, d}, kWhole, true, in},
-           {"attention.kv_norm.weight", {kvl}, kWhole, false, ones},
-           {"attention.wkv_b.weight", {kv, kvl}, kWhole, true, in},
-           {"attention.wo.weight", {d, h * a.v_head_dim}, kWhole, true, out},
-           {"ffn_norm.weight", {d}, kWhole, false, ones}});
+      weights.insert(weights.end(),
+                     {{"attention.wkv_a.weight", {kvl + a.qk_rope_head_dim, d}, kWhole, true, in},
+                      {"attention.kv_norm.weight", {kvl}, kWhole, false, ones},
+                      {"attention.wkv_b.weight", {kv, kvl}, kWhole, true, in},
+                      {"attention.wo.weight", {d, h * a.v_head_dim}, kWhole, true, out},
+                      {"ffn_norm.weight", {d}, kWhole, false, ones}});
       DeclareFeedForward(c, l, c.hidden_dim(), in, out, weights);
       for (ParameterDecl& w : weights) w.name = absl::StrCat("layers.", l, ".", w.name);
       family.blocks.push_back(std::move(weights));

@@ -80,7 +80,8 @@ const ModelFamily& DeepSeekV3Family();
 // Every family, in the order the recipe reference lists them.
 std::vector<const ModelFamily*> ModelFamilies();
 
-// The family a recipe's model.name names ("llama3", "qwen3", "deepseek_v3"); an error lists the known ones.
+// The family a recipe's model.name names ("llama3", "qwen3", "deepseek_v3"); an error lists the
+// known ones.
 absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name);
 
 // The error for a flavor `family` does not have, listing those it has.

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "core/model/model_family.h"
 #include "core/model/family_feed_forward.h"
+#include "core/model/model_family.h"
 
 namespace titan {
 

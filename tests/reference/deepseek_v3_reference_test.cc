@@ -117,8 +117,8 @@ TEST(DeepSeekV3ReferenceTest, MatchesPyTorch) {
   const fs::path root =
       fs::path(testing::TempDir()) / absl::StrCat("titan_deepseek_v3_reference_", getpid());
   std::vector<Prepared> prepared;
-  std::string command =
-      absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR, "/tests/reference/deepseek_v3_reference.py");
+  std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
+                                     "/tests/reference/deepseek_v3_reference.py");
   for (const Case& c : kCases) {
     prepared.push_back(Prepare(c, root / c.name));
     absl::StrAppend(&command, " ", (root / c.name).string());

@@ -45,7 +45,8 @@ class DecoderBlock {
   BlockPolicy policy() const { return policy_; }
   // Every activation, in the order the model plans them.
   std::vector<ActivationSlot> Activations(BlockActs& acts) const;
-  // The linear layers (self-attention's wq, wk, wv, wo; w1, w3, w2), with the inputs their weight pass reads.
+  // The linear layers (self-attention's wq, wk, wv, wo; w1, w3, w2), with the inputs their weight
+  // pass reads.
   std::vector<ProjectionInput> Projections() const;
   // The norms' weights (QK-norm's too).
   std::vector<int> norm_weights() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace titan {
 
@@ -18,7 +19,8 @@ std::vector<float> RotaryFrequencies(int64_t dim, double theta, const YarnConfig
   }
   if (!yarn.enabled()) return freqs;
   auto correction_dim = [&](double rotations) {
-    return dim * std::log(yarn.original_seq_len / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+    return dim * std::log(yarn.original_seq_len / (rotations * 2 * std::numbers::pi)) /
+           (2 * std::log(theta));
   };
   double low = std::max(std::floor(correction_dim(yarn.beta_fast)), 0.0);
   double high = std::min(std::ceil(correction_dim(yarn.beta_slow)), static_cast<double>(dim - 1));
@@ -92,8 +94,7 @@ void LatentAttention::ListActivations(AttentionActs& acts,
   slots.push_back({&acts.v, "v", {n * h * hd}, DType::kF32, qkv});
   slots.push_back({&acts.att, "att", {n * h * hd}, DType::kF32, BlockStage::kAttention});
   slots.push_back({&acts.lse, "lse", {lse}, DType::kF32, BlockStage::kAttention});
-  slots.push_back(
-      {&l.att_v, "att_v", {n * h * a.v_head_dim}, DType::kF32, BlockStage::kAttention});
+  slots.push_back({&l.att_v, "att_v", {n * h * a.v_head_dim}, DType::kF32, BlockStage::kAttention});
 }
 
 void LatentAttention::ListProjections(const char* normed, BlockStage norm_stage,
@@ -111,8 +112,8 @@ void LatentAttention::ListProjections(const char* normed, BlockStage norm_stage,
   }
   projections.push_back(
       {wkv_a_.weight(), a.kv_lora_rank + a.qk_rope_head_dim, d, normed, norm_stage, dtype});
-  projections.push_back({wkv_b_.weight(), h * (a.qk_nope_head_dim + a.v_head_dim),
-                         a.kv_lora_rank, "kv_normed", qkv, DType::kF32});
+  projections.push_back({wkv_b_.weight(), h * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
+                         "kv_normed", qkv, DType::kF32});
   projections.push_back(
       {wo_.weight(), d, h * a.v_head_dim, "att_v", BlockStage::kAttention, DType::kF32});
 }
@@ -159,8 +160,8 @@ absl::Status LatentAttention::Project(const TensorView& x, const AttentionActs& 
   const TensorView q = R::Reshaped(acts.q, {n, h * hd});
   if (low_rank_q()) {
     TITAN_RETURN_IF_ERROR(wq_a_.Forward(x, R::Reshaped(l.q_a, {n, ql})));
-    TITAN_RETURN_IF_ERROR(q_norm_.Forward(R::Reshaped(l.q_a, {n, ql}),
-                                          R::Reshaped(l.q_normed, {n, ql}), l.rstd_q));
+    TITAN_RETURN_IF_ERROR(
+        q_norm_.Forward(R::Reshaped(l.q_a, {n, ql}), R::Reshaped(l.q_normed, {n, ql}), l.rstd_q));
     TITAN_ASSIGN_OR_RETURN(TensorView q_normed,
                            ctx_.Operand(R::Reshaped(l.q_normed, {n, ql}), OperandScratch::kInput));
     TITAN_RETURN_IF_ERROR(wq_b_.Forward(q_normed, q));
@@ -172,8 +173,8 @@ absl::Status LatentAttention::Project(const TensorView& x, const AttentionActs& 
   TITAN_RETURN_IF_ERROR(
       ctx_.compute.RopeForward(cos, sin, R::Reshaped(acts.q, {ctx_.batch, ctx_.seq_len, h, hd})));
   if (const double factor = c.SoftmaxScaleFactor(); factor != 1.0) {
-    TITAN_RETURN_IF_ERROR(ctx_.compute.Scale(R::Reshaped(acts.q, {nh * hd}),
-                                             static_cast<float>(factor)));
+    TITAN_RETURN_IF_ERROR(
+        ctx_.compute.Scale(R::Reshaped(acts.q, {nh * hd}), static_cast<float>(factor)));
   }
   // [c_kv | k_pe] = wkv_a x, split by a transpose: latent_b holds [c_kv | k_pe]^T.
   TITAN_RETURN_IF_ERROR(wkv_a_.Forward(x, Matrix(s.latent_a, 0, n, kvl + dr)));
@@ -189,7 +190,8 @@ absl::Status LatentAttention::Project(const TensorView& x, const AttentionActs& 
   TITAN_RETURN_IF_ERROR(Transpose(s.latent_a, nh, dn + dv, s.latent_c));
   // Keys transposed [hd, n h] in latent_a: k_nope's rows, then k_pe broadcast to every head
   // (k_pe^T as a column times a row of ones); rotated once transposed back.
-  TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(Matrix(s.latent_c, 0, dn, nh), Matrix(s.latent_a, 0, dn, nh)));
+  TITAN_RETURN_IF_ERROR(
+      ctx_.compute.Copy(Matrix(s.latent_c, 0, dn, nh), Matrix(s.latent_a, 0, dn, nh)));
   const TensorView ones = Matrix(s.latent_ones, 0, 1, h);
   TITAN_RETURN_IF_ERROR(ctx_.compute.Fill(ones, 1.0f));
   TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(k_pe_t, false, ones, false, 1.0f, 0.0f,
@@ -205,7 +207,8 @@ absl::Status LatentAttention::Project(const TensorView& x, const AttentionActs& 
 }
 
 absl::Status LatentAttention::Attend(const AttentionActs& acts) {
-  TITAN_RETURN_IF_ERROR(ctx_.attention->Forward(Spec(), acts.q, acts.k, acts.v, acts.att, acts.lse));
+  TITAN_RETURN_IF_ERROR(
+      ctx_.attention->Forward(Spec(), acts.q, acts.k, acts.v, acts.att, acts.lse));
   // The output without its padded (zero) columns: wo's input [n h, dv].
   const LatentAttentionConfig& a = ctx_.config.mla;
   const int64_t nh = ctx_.n * ctx_.config.n_heads, hd = a.qk_head_dim(), dv = a.v_head_dim;
@@ -216,8 +219,9 @@ absl::Status LatentAttention::Attend(const AttentionActs& acts) {
 
 absl::Status LatentAttention::AddOutput(const AttentionActs& acts, const TensorView& out) {
   const int64_t width = ctx_.config.n_heads * ctx_.config.mla.v_head_dim;
-  TITAN_ASSIGN_OR_RETURN(TensorView att, ctx_.Operand(R::Reshaped(acts.latent.att_v, {ctx_.n, width}),
-                                                      OperandScratch::kInput));
+  TITAN_ASSIGN_OR_RETURN(
+      TensorView att,
+      ctx_.Operand(R::Reshaped(acts.latent.att_v, {ctx_.n, width}), OperandScratch::kInput));
   return wo_.AddRowParallel(att, out);
 }
 
@@ -283,7 +287,8 @@ absl::Status LatentAttention::Backward(const TensorView& d_out, const TensorView
   const TensorView ones = Matrix(s.latent_ones, 0, h, 1);
   TITAN_RETURN_IF_ERROR(ctx_.compute.Fill(ones, 1.0f));
   TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Matrix(s.latent_a, dn * nh, dr * n, h), false, ones,
-                                          false, 1.0f, 0.0f, Matrix(s.latent_c, kvl * n, dr * n, 1)));
+                                          false, 1.0f, 0.0f,
+                                          Matrix(s.latent_c, kvl * n, dr * n, 1)));
   const TensorView d_kv_normed = Matrix(s.latent_a, 0, n, kvl);
   TITAN_RETURN_IF_ERROR(ctx_.Zero(d_kv_normed));
   TITAN_RETURN_IF_ERROR(wkv_b_.Backward(Matrix(s.latent_b, 0, n, h * (dn + dv)),

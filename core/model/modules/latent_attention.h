@@ -60,7 +60,7 @@ class LatentAttention : public AttentionLayer {
  private:
   bool low_rank_q() const { return ctx_.config.mla.q_lora_rank > 0; }
   AttentionSpec Spec() const;
-  // f32 [rows, columns] of model memory at `data`.
+  // An f32 [rows, columns] view of `base`'s memory from element `offset` on.
   TensorView Matrix(const TensorView& base, int64_t offset, int64_t rows, int64_t columns) const;
   // dst [columns, rows] = src [rows, columns] transposed.
   absl::Status Transpose(const TensorView& src, int64_t rows, int64_t columns,
