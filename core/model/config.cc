@@ -1,6 +1,7 @@
 #include "core/model/config.h"
 
 #include <charconv>
+#include <cmath>
 #include <span>
 #include <utility>
 
@@ -30,9 +31,21 @@ namespace {
 
 // A block's parameters, the routed experts' counted `routed` of experts times (all of them, or
 // top_k for the active count).
+// Latent attention's: the queries' projections (and norm), wkv_a, kv_norm, wkv_b, wo.
+int64_t LatentAttentionParameters(const LlamaConfig& c) {
+  const LatentAttentionConfig& a = c.mla;
+  const int64_t q = c.n_heads * a.qk_head_dim(), r = a.q_lora_rank;
+  const int64_t queries = r > 0 ? c.dim * r + r + r * q : c.dim * q;
+  return queries + c.dim * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank +
+         a.kv_lora_rank * c.n_heads * (a.qk_nope_head_dim + a.v_head_dim) +
+         c.n_heads * a.v_head_dim * c.dim;
+}
+
 int64_t BlockParameters(const LlamaConfig& c, int64_t layer, int64_t routed) {
   const int64_t hd = c.head_dim(), qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
-  const int64_t attention = 2 * c.dim * qd + 2 * c.dim * kvd + (c.qk_norm ? 2 * hd : 0);
+  const int64_t attention = c.mla.enabled()
+                                ? LatentAttentionParameters(c)
+                                : 2 * c.dim * qd + 2 * c.dim * kvd + (c.qk_norm ? 2 * hd : 0);
   const int64_t norms = 2 * c.dim;
   if (!c.IsMoeLayer(layer)) return attention + norms + 3 * c.dim * c.hidden_dim();
   const MoeConfig& m = c.moe;
@@ -55,6 +68,50 @@ int64_t LlamaConfig::ParameterCount() const { return CountParameters(*this, fals
 
 int64_t LlamaConfig::ActiveParameterCount() const { return CountParameters(*this, true); }
 
+double LlamaConfig::SoftmaxScaleFactor() const {
+  if (!yarn.enabled()) return 1.0;
+  const double mscale = 0.1 * yarn.mscale * std::log(yarn.factor) + 1.0;
+  return mscale * mscale;
+}
+
+namespace {
+
+// Latent attention's sizes against the kernels: even rotated and unrotated halves (RoPE pairs),
+// the head size the attention runs with, one key and value head per query head, and values no
+// wider than the queries and keys (they are padded to their size).
+absl::Status ValidateLatentAttention(const LlamaConfig& c) {
+  const LatentAttentionConfig& a = c.mla;
+  if (!a.enabled()) {
+    if (c.yarn.enabled()) {
+      return absl::InvalidArgumentError(
+          "model: YaRN RoPE (rope_factor > 1) is implemented for latent attention only "
+          "(kv_lora_rank > 0)");
+    }
+    return absl::OkStatus();
+  }
+  if (a.q_lora_rank < 0 || a.qk_nope_head_dim <= 0 || a.qk_rope_head_dim <= 0 ||
+      a.v_head_dim <= 0 || a.qk_nope_head_dim % 2 != 0 || a.qk_rope_head_dim % 2 != 0 ||
+      a.v_head_dim > a.qk_head_dim() || c.head_dim() != a.qk_head_dim() ||
+      c.n_kv_heads != c.n_heads || c.qk_norm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: latent attention expects even positive qk_nope_head_dim and qk_rope_head_dim, ",
+        "0 < v_head_dim <= their sum = head_dim, n_kv_heads = n_heads and no qk_norm; found ",
+        "q_lora_rank ", a.q_lora_rank, ", kv_lora_rank ", a.kv_lora_rank, ", qk_nope_head_dim ",
+        a.qk_nope_head_dim, ", qk_rope_head_dim ", a.qk_rope_head_dim, ", v_head_dim ",
+        a.v_head_dim, ", head_dim ", c.head_dim(), ", n_heads ", c.n_heads, ", n_kv_heads ",
+        c.n_kv_heads, ", qk_norm ", c.qk_norm));
+  }
+  if (c.yarn.enabled() &&
+      (c.yarn.original_seq_len <= 0 || c.yarn.beta_fast <= 0 || c.yarn.beta_slow <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: YaRN expects positive original_seq_len, beta_fast and beta_slow; found ",
+        c.yarn.original_seq_len, ", ", c.yarn.beta_fast, ", ", c.yarn.beta_slow));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LlamaConfig::Validate() const {
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || vocab_size <= 0 ||
       multiple_of <= 0) {
@@ -72,7 +129,17 @@ absl::Status LlamaConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("model: expected n_kv_heads to divide n_heads, ",
                                                    "found ", n_kv_heads, " and ", n_heads));
   }
+  TITAN_RETURN_IF_ERROR(ValidateLatentAttention(*this));
   if (!moe.enabled()) return absl::OkStatus();
+  if (moe.groups < 1 || moe.experts % moe.groups != 0 || moe.groups_chosen < 1 ||
+      moe.groups_chosen > moe.groups || (moe.groups > 1 && moe.experts / moe.groups < 2) ||
+      (moe.groups > 1 && moe.top_k > moe.groups_chosen * (moe.experts / moe.groups))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: expected expert groups that divide the experts into groups of at least 2, ",
+        "1 <= groups chosen <= groups, and top_k no more than the chosen groups' experts; found ",
+        "experts ", moe.experts, ", groups ", moe.groups, ", groups chosen ", moe.groups_chosen,
+        ", top_k ", moe.top_k));
+  }
   if (moe.top_k < 1 || moe.top_k > moe.experts || moe.hidden_dim <= 0 || moe.shared_experts < 0 ||
       moe.dense_layers < 0 || moe.dense_layers > n_layers || moe.route_scale <= 0 ||
       moe.load_balance_coeff < 0) {
@@ -124,6 +191,12 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor) {
 }
 
 absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vocab_known) {
+  if (c.mla.enabled() && degree > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor parallel degree ", degree,
+        ": tensor parallelism does not split multi-head latent attention (DeepSeek-V3) yet; use "
+        "data_parallel_shard_degree (fsdp) or pipeline parallelism for this flavor"));
+  }
   if (c.moe.enabled() && degree > 1) {
     return absl::UnimplementedError(absl::StrCat(
         "tensor parallel degree ", degree,
@@ -148,28 +221,47 @@ absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vo
 
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, int64_t max_seq_len) {
   const auto text = NumberText;
-  return {{"model.dim", absl::StrCat(c.dim)},
-          {"model.n_layers", absl::StrCat(c.n_layers)},
-          {"model.n_heads", absl::StrCat(c.n_heads)},
-          {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
-          {"model.vocab_size", absl::StrCat(c.vocab_size)},
-          {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
-          {"model.norm_eps", text(c.norm_eps)},
-          {"model.rope_theta", text(c.rope.theta)},
-          {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
-          {"model.rope_scale_factor", text(c.rope.scale_factor)},
-          {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
-          {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
-          {"model.rope_original_context", text(c.rope.original_context)},
-          {"model.max_seq_len", absl::StrCat(max_seq_len)},
-          {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"},
-          {"model.head_dim", absl::StrCat(c.head_dim())},
-          {"model.qk_norm", c.qk_norm ? "true" : "false"},
-          {"model.experts", absl::StrCat(c.moe.experts)},
-          {"model.experts_per_token", absl::StrCat(c.moe.top_k)},
-          {"model.expert_hidden_dim", absl::StrCat(c.moe.hidden_dim)},
-          {"model.shared_experts", absl::StrCat(c.moe.shared_experts)},
-          {"model.dense_layers", absl::StrCat(c.moe.dense_layers)}};
+  std::map<std::string, std::string> metadata = {
+      {"model.dim", absl::StrCat(c.dim)},
+      {"model.n_layers", absl::StrCat(c.n_layers)},
+      {"model.n_heads", absl::StrCat(c.n_heads)},
+      {"model.n_kv_heads", absl::StrCat(c.n_kv_heads)},
+      {"model.vocab_size", absl::StrCat(c.vocab_size)},
+      {"model.hidden_dim", absl::StrCat(c.hidden_dim())},
+      {"model.norm_eps", text(c.norm_eps)},
+      {"model.rope_theta", text(c.rope.theta)},
+      {"model.rope_scaled", c.rope.scaled ? "true" : "false"},
+      {"model.rope_scale_factor", text(c.rope.scale_factor)},
+      {"model.rope_low_freq_factor", text(c.rope.low_freq_factor)},
+      {"model.rope_high_freq_factor", text(c.rope.high_freq_factor)},
+      {"model.rope_original_context", text(c.rope.original_context)},
+      {"model.max_seq_len", absl::StrCat(max_seq_len)},
+      {"model.tie_embeddings", c.tie_embeddings ? "true" : "false"},
+      {"model.head_dim", absl::StrCat(c.head_dim())},
+      {"model.qk_norm", c.qk_norm ? "true" : "false"},
+      {"model.experts", absl::StrCat(c.moe.experts)},
+      {"model.experts_per_token", absl::StrCat(c.moe.top_k)},
+      {"model.expert_hidden_dim", absl::StrCat(c.moe.hidden_dim)},
+      {"model.shared_experts", absl::StrCat(c.moe.shared_experts)},
+      {"model.dense_layers", absl::StrCat(c.moe.dense_layers)}};
+  // Only models with latent attention write its keys, so Llama's and Qwen3's metadata stay as
+  // they were.
+  if (c.mla.enabled()) {
+    const LatentAttentionConfig& a = c.mla;
+    metadata.insert({{"model.q_lora_rank", absl::StrCat(a.q_lora_rank)},
+                     {"model.kv_lora_rank", absl::StrCat(a.kv_lora_rank)},
+                     {"model.qk_nope_head_dim", absl::StrCat(a.qk_nope_head_dim)},
+                     {"model.qk_rope_head_dim", absl::StrCat(a.qk_rope_head_dim)},
+                     {"model.v_head_dim", absl::StrCat(a.v_head_dim)},
+                     {"model.expert_groups", absl::StrCat(c.moe.groups)},
+                     {"model.expert_groups_chosen", absl::StrCat(c.moe.groups_chosen)},
+                     {"model.rope_yarn_factor", text(c.yarn.factor)},
+                     {"model.rope_yarn_original_seq_len", text(c.yarn.original_seq_len)},
+                     {"model.rope_yarn_beta_fast", text(c.yarn.beta_fast)},
+                     {"model.rope_yarn_beta_slow", text(c.yarn.beta_slow)},
+                     {"model.rope_yarn_mscale", text(c.yarn.mscale)}});
+  }
+  return metadata;
 }
 
 absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
@@ -183,18 +275,24 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
   auto bad_value = [&](const std::string& key, const std::string& text) {
     problems.push_back(absl::StrCat("model.", key, " = '", text, "' is not a number"));
   };
-  const std::pair<const char*, int64_t> sizes[] = {{"dim", config.dim},
-                                                   {"n_layers", config.n_layers},
-                                                   {"n_heads", config.n_heads},
-                                                   {"n_kv_heads", config.n_kv_heads},
-                                                   {"hidden_dim", config.hidden_dim()},
-                                                   {"vocab_size", config.vocab_size},
-                                                   {"head_dim", config.head_dim()},
-                                                   {"experts", config.moe.experts},
-                                                   {"experts_per_token", config.moe.top_k},
-                                                   {"expert_hidden_dim", config.moe.hidden_dim},
-                                                   {"shared_experts", config.moe.shared_experts},
-                                                   {"dense_layers", config.moe.dense_layers}};
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"dim", config.dim},
+      {"n_layers", config.n_layers},
+      {"n_heads", config.n_heads},
+      {"n_kv_heads", config.n_kv_heads},
+      {"hidden_dim", config.hidden_dim()},
+      {"vocab_size", config.vocab_size},
+      {"head_dim", config.head_dim()},
+      {"experts", config.moe.experts},
+      {"experts_per_token", config.moe.top_k},
+      {"expert_hidden_dim", config.moe.hidden_dim},
+      {"shared_experts", config.moe.shared_experts},
+      {"dense_layers", config.moe.dense_layers},
+      {"q_lora_rank", config.mla.q_lora_rank},
+      {"kv_lora_rank", config.mla.kv_lora_rank},
+      {"qk_nope_head_dim", config.mla.qk_nope_head_dim},
+      {"qk_rope_head_dim", config.mla.qk_rope_head_dim},
+      {"v_head_dim", config.mla.v_head_dim}};
   for (const auto& [key, ours] : sizes) {
     const std::string* text = find(key);
     int64_t theirs = 0;
@@ -214,6 +312,12 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
       qk_norm != nullptr && (*qk_norm == "true") != config.qk_norm) {
     problems.push_back(absl::StrCat("qk_norm = ", *qk_norm, ", but model.flavor = \"", flavor,
                                     "\" has ", config.qk_norm ? "true" : "false"));
+  }
+  // Latent attention's weights would be missing, or dropped: a checkpoint without its keys has
+  // none.
+  if (config.mla.enabled() && find("kv_lora_rank") == nullptr && find("dim") != nullptr) {
+    problems.push_back(absl::StrCat("no latent attention, but model.flavor = \"", flavor,
+                                    "\" has kv_lora_rank ", config.mla.kv_lora_rank));
   }
   // A tied checkpoint fills an untied model's output from its embeddings; the reverse would
   // drop the checkpoint's output weights.
@@ -240,6 +344,13 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
     value = theirs;
   };
   adopt("norm_eps", config.norm_eps);
+  if (config.mla.enabled()) {
+    adopt("rope_yarn_factor", config.yarn.factor);
+    adopt("rope_yarn_original_seq_len", config.yarn.original_seq_len);
+    adopt("rope_yarn_beta_fast", config.yarn.beta_fast);
+    adopt("rope_yarn_beta_slow", config.yarn.beta_slow);
+    adopt("rope_yarn_mscale", config.yarn.mscale);
+  }
   adopt("rope_theta", config.rope.theta);
   if (const std::string* scaled = find("rope_scaled")) {
     const bool theirs = *scaled == "true";

@@ -29,12 +29,46 @@ struct MoeConfig {
   bool sigmoid = false;
   bool normalize = true;
   double route_scale = 1.0;
+  // Node-limited routing (DeepSeek-V3): the experts split into `groups` equal groups, and only
+  // the `groups_chosen` groups of the highest top-2 score sums are eligible. 1, 1: off.
+  int64_t groups = 1;
+  int64_t groups_chosen = 1;
   // Load balance without an auxiliary loss: a bias on the scores that the choice (not the
   // weights) sees, moved after every step by coefficient x sign(mean load - expert's load).
   // 0: no bias.
   double load_balance_coeff = 0;
 
   bool enabled() const { return experts > 0; }
+};
+
+// DeepSeek-V3's multi-head latent attention (TorchTitan's deepseek_v3 Attention): the queries a
+// plain projection wq (q_lora_rank 0) or low-rank (wq_a, RMSNorm, wq_b); keys and values from a
+// latent of kv_lora_rank features (wkv_a, RMSNorm, wkv_b); each query and key head
+// qk_nope_head_dim features without position plus qk_rope_head_dim rotated ones, the rotated key
+// shared by every head; values of v_head_dim. kv_lora_rank = 0: no latent attention.
+struct LatentAttentionConfig {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  bool enabled() const { return kv_lora_rank > 0; }
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
+// YaRN's RoPE frequencies as DeepSeek-V3 computes them (TorchTitan's rope scaling "yarn"):
+// frequencies interpolated by `factor` below a ramp between the dimensions of beta_fast and
+// beta_slow rotations over original_seq_len positions, and the attention's softmax scale times
+// (0.1 mscale ln(factor) + 1)^2. factor <= 1: off. Only latent attention uses it.
+struct YarnConfig {
+  double factor = 1.0;
+  double original_seq_len = 4096;
+  double beta_fast = 32;
+  double beta_slow = 1;
+  double mscale = 1.0;
+
+  bool enabled() const { return factor > 1.0; }
 };
 
 struct LlamaConfig {
@@ -53,6 +87,8 @@ struct LlamaConfig {
   int64_t explicit_hidden_dim = 0;  // the dense feed-forward's, else Llama's rule below
   bool qk_norm = false;             // RMSNorm over each query and key head before RoPE (Qwen3)
   MoeConfig moe;
+  LatentAttentionConfig mla;  // DeepSeek-V3 (head_dim() is then qk_head_dim)
+  YarnConfig yarn;
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
   // explicit_hidden_dim, else int(8 * dim / 3), times ffn_dim_multiplier when set, rounded up to
@@ -63,6 +99,8 @@ struct LlamaConfig {
   int64_t ParameterCount() const;
   // What one token computes with: every parameter but the routed experts it is not sent to.
   int64_t ActiveParameterCount() const;
+  // The attention's softmax scale over 1 / sqrt(head_dim()): YaRN's mscale squared, else 1.
+  double SoftmaxScaleFactor() const;
   // Checks the shape is one the kernels can run: heads divide dim, kv heads divide heads, ...
   absl::Status Validate() const;
 };

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/model/model_family.h"
+
 namespace titan {
 namespace {
 
@@ -123,6 +125,75 @@ TEST(AdoptCheckpointModel, RefusesAnotherShapeNamingBothValues) {
   EXPECT_NE(adopted.status().message().find("experts = 8, but model.flavor = \"debugmodel\" has 0"),
             std::string::npos)
       << adopted.status();
+}
+
+// Latent attention's shape is in the metadata (only a model with it writes its keys): a
+// checkpoint of another latent shape, or without latent attention, is refused both ways; YaRN's
+// settings are taken from the checkpoint as RoPE's are.
+TEST(AdoptCheckpointModel, ComparesLatentAttentionAndTakesYarn) {
+  const LlamaConfig llama = *LlamaFlavor("debugmodel");
+  EXPECT_FALSE(CheckpointMetadataOf(llama, 128).contains("model.kv_lora_rank"));
+  LlamaConfig deepseek = *DeepSeekV3Family().Flavor("debugmodel");
+  std::map<std::string, std::string> metadata = CheckpointMetadataOf(deepseek, 128);
+  EXPECT_EQ(metadata.at("model.kv_lora_rank"), "128");
+  EXPECT_EQ(metadata.at("model.expert_groups"), "4");
+
+  metadata["model.rope_yarn_factor"] = "20";
+  absl::StatusOr<std::vector<std::string>> adopted =
+      AdoptCheckpointModel(metadata, "step-10", "debugmodel", deepseek);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(*adopted, std::vector<std::string>{"rope_yarn_factor = 20 (the flavor's: 40)"});
+  EXPECT_EQ(deepseek.yarn.factor, 20);
+
+  metadata["model.v_head_dim"] = "16";
+  adopted = AdoptCheckpointModel(metadata, "step-10", "debugmodel", deepseek);
+  EXPECT_NE(
+      adopted.status().message().find("v_head_dim = 16, but model.flavor = \"debugmodel\" has 32"),
+      std::string::npos)
+      << adopted.status();
+
+  LlamaConfig into_llama = llama;
+  adopted =
+      AdoptCheckpointModel(CheckpointMetadataOf(deepseek, 128), "x", "debugmodel", into_llama);
+  EXPECT_NE(adopted.status().message().find(
+                "kv_lora_rank = 128, but model.flavor = \"debugmodel\" has 0"),
+            std::string::npos)
+      << adopted.status();
+  std::map<std::string, std::string> llama_metadata = CheckpointMetadataOf(llama, 128);
+  adopted = AdoptCheckpointModel(llama_metadata, "x", "debugmodel", deepseek);
+  EXPECT_NE(adopted.status().message().find("no latent attention, but model.flavor = "
+                                            "\"debugmodel\" has kv_lora_rank 128"),
+            std::string::npos)
+      << adopted.status();
+}
+
+TEST(ConfigTest, LatentAttentionShapesAndExpertGroupsAreChecked) {
+  const LlamaConfig deepseek = *DeepSeekV3Family().Flavor("debugmodel");
+  ASSERT_TRUE(deepseek.Validate().ok()) << deepseek.Validate();
+  LlamaConfig wide_values = deepseek;
+  wide_values.mla.v_head_dim = deepseek.mla.qk_head_dim() + 2;
+  EXPECT_NE(wide_values.Validate().message().find("v_head_dim"), std::string::npos);
+  LlamaConfig grouped_kv = deepseek;
+  grouped_kv.n_kv_heads = deepseek.n_heads / 2;
+  EXPECT_NE(grouped_kv.Validate().message().find("n_kv_heads = n_heads"), std::string::npos);
+  LlamaConfig yarn_llama = *LlamaFlavor("debugmodel");
+  yarn_llama.yarn.factor = 40;
+  EXPECT_NE(yarn_llama.Validate().message().find("YaRN"), std::string::npos);
+  LlamaConfig groups = deepseek;
+  groups.moe.groups = 3;  // 8 experts
+  EXPECT_NE(groups.Validate().message().find("groups 3"), std::string::npos);
+  groups.moe.groups = 4, groups.moe.groups_chosen = 1;  // top 3 of 2 eligible experts
+  EXPECT_NE(groups.Validate().message().find("groups chosen 1"), std::string::npos);
+}
+
+// Tensor parallelism does not split latent attention: refused with the way out.
+TEST(ConfigTest, TensorParallelismRefusesLatentAttention) {
+  const LlamaConfig deepseek = *DeepSeekV3Family().Flavor("debugmodel");
+  const absl::Status status = CheckTensorParallelDegree(deepseek, 2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(status.message().find("does not split multi-head latent attention"), std::string::npos)
+      << status;
+  EXPECT_TRUE(CheckTensorParallelDegree(deepseek, 1).ok());
 }
 
 }  // namespace

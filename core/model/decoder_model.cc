@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/cpu/cpu_compute.h"
+#include "core/model/modules/latent_attention.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/arena_file.h"
 #include "core/tensor/cross_entropy.h"
@@ -395,6 +396,13 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
                                      {&s.moe_recv_d_x, "moe_recv_d_x", rows * d}});
     }
   }
+  if (c.mla.enabled()) {
+    const int64_t width = LatentAttention::ScratchWidth(c);
+    singles.insert(singles.end(), {{&s.latent_a, "latent_a", n * width},
+                                   {&s.latent_b, "latent_b", n * width},
+                                   {&s.latent_c, "latent_c", n * width},
+                                   {&s.latent_ones, "latent_ones", c.n_heads}});
+  }
   if (t > 1) {
     singles.push_back({&s.tokens_local, "tokens_local", nl * d});
     singles.push_back({&s.tokens_full, "tokens_full", n * d});
@@ -417,8 +425,11 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
       c.moe.enabled()
           ? std::max(ctx_.expert_rows() * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
           : 0;
+  // Latent attention rounds inputs and output gradients of its own widths (ScratchWidth's).
+  const int64_t latent = c.mla.enabled() ? LatentAttention::ScratchWidth(c) : 0;
   const std::array<int64_t, kOperandScratches> scratch_sizes = {
-      n * qd, std::max(n * std::max({d, qd, ffn, local.vocab}), moe_grads), largest_weight};
+      n * std::max(qd, latent),
+      std::max(n * std::max({d, qd, ffn, local.vocab, latent}), moe_grads), largest_weight};
   const bool bf16 = ctx_.matmul_dtype == DType::kBF16;
   for (int i = 0; i < kOperandScratches && bf16; ++i) {
     TITAN_RETURN_IF_ERROR(
@@ -448,8 +459,13 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
     auto rows = [&](const TensorView& table) {
       return ctx_.F32(table.data_as<float>() + run.local_start * half, {run.length, half});
     };
-    TITAN_RETURN_IF_ERROR(
-        ctx_.compute.RopeTable(rope, run.global_start, rows(s.rope_cos), rows(s.rope_sin)));
+    if (c.mla.enabled()) {
+      TITAN_RETURN_IF_ERROR(LatentAttention::RopeTable(c, ctx_.compute, run.global_start,
+                                                       rows(s.rope_cos), rows(s.rope_sin)));
+    } else {
+      TITAN_RETURN_IF_ERROR(
+          ctx_.compute.RopeTable(rope, run.global_start, rows(s.rope_cos), rows(s.rope_sin)));
+    }
   }
   batch_ = batch;
   seq_len_ = seq_len;

@@ -14,7 +14,9 @@ std::vector<ParameterDecl> InArenaOrder(FamilyParameters family) {
   return all;
 }
 
-std::vector<const ModelFamily*> ModelFamilies() { return {&LlamaFamily(), &Qwen3Family()}; }
+std::vector<const ModelFamily*> ModelFamilies() {
+  return {&LlamaFamily(), &Qwen3Family(), &DeepSeekV3Family()};
+}
 
 absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name) {
   std::vector<std::string> known;

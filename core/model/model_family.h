@@ -73,10 +73,16 @@ const ModelFamily& LlamaFamily();
 // MoE flavors, a mixture of experts with softmax top-k routing for every feed-forward.
 const ModelFamily& Qwen3Family();
 
+// DeepSeek-V3 (TorchTitan's deepseek_v3): multi-head latent attention with decoupled YaRN RoPE,
+// and a mixture of experts with shared experts and node-limited routing after the dense first
+// blocks.
+const ModelFamily& DeepSeekV3Family();
+
 // Every family, in the order the recipe reference lists them.
 std::vector<const ModelFamily*> ModelFamilies();
 
-// The family a recipe's model.name names ("llama3", "qwen3"); an error lists the known ones.
+// The family a recipe's model.name names ("llama3", "qwen3", "deepseek_v3"); an error lists the
+// known ones.
 absl::StatusOr<const ModelFamily*> ModelFamilyNamed(absl::string_view name);
 
 // The error for a flavor `family` does not have, listing those it has.

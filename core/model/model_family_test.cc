@@ -1,5 +1,6 @@
 #include "core/model/model_family.h"
 
+#include <map>
 #include <set>
 
 #include "gmock/gmock.h"
@@ -47,6 +48,61 @@ TEST(ModelFamily, Qwen3FlavorsHaveThePublishedParameterCounts) {
   EXPECT_NEAR(count("0.6B") / 1e9, 0.6, 0.05);
   EXPECT_NEAR(count("8B") / 1e9, 8.2, 0.05);
   EXPECT_EQ(count("8B"), Qwen3Family().Flavor("8B")->ActiveParameterCount());
+}
+
+// DeepSeek-V3's published sizes: 671B parameters, 37B active per token (its technical report;
+// the multi-token prediction module apart); the 16B (DeepSeek-V2-Lite's shape) 15.7B, 2.4B active
+// (its count leaves out the embedding table, of which a token reads one row).
+TEST(ModelFamily, DeepSeekV3FlavorsHaveThePublishedParameterCounts) {
+  const LlamaConfig big = *DeepSeekV3Family().Flavor("671B");
+  EXPECT_NEAR(big.ParameterCount() / 1e9, 671, 1);
+  EXPECT_NEAR(big.ActiveParameterCount() / 1e9, 37, 0.7);
+  const LlamaConfig small = *DeepSeekV3Family().Flavor("16B");
+  EXPECT_NEAR(small.ParameterCount() / 1e9, 15.7, 0.1);
+  EXPECT_NEAR((small.ActiveParameterCount() - small.vocab_size * small.dim) / 1e9, 2.4, 0.1);
+}
+
+// DeepSeek-V3's blocks under TorchTitan's names: latent attention with low-rank queries (q_norm
+// over the query rank, kv_norm over the latent) or a plain wq, a dense first block, then experts;
+// the declared parameters are those the config counts.
+TEST(ModelFamily, DeepSeekV3DeclaresLatentAttentionUnderTorchTitansNames) {
+  const LlamaConfig config = *DeepSeekV3Family().Flavor("debugmodel");
+  const FamilyParameters family = DeepSeekV3Family().Declare(config, 1);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  int64_t total = 0;
+  for (const ParameterDecl& decl : InArenaOrder(family)) {
+    shapes[decl.name] = decl.shape;
+    int64_t numel = 1;
+    for (int64_t extent : decl.shape) numel *= extent;
+    if (!decl.buffer) total += numel;
+  }
+  EXPECT_EQ(total, config.ParameterCount());
+  const LatentAttentionConfig& a = config.mla;
+  const int64_t d = config.dim, h = config.n_heads;
+  using Shape = std::vector<int64_t>;
+  EXPECT_EQ(shapes["layers.0.attention.wq_a.weight"], (Shape{a.q_lora_rank, d}));
+  EXPECT_EQ(shapes["layers.0.attention.q_norm.weight"], (Shape{a.q_lora_rank}));
+  EXPECT_EQ(shapes["layers.0.attention.wq_b.weight"], (Shape{h * a.qk_head_dim(), a.q_lora_rank}));
+  EXPECT_EQ(shapes["layers.0.attention.wkv_a.weight"],
+            (Shape{a.kv_lora_rank + a.qk_rope_head_dim, d}));
+  EXPECT_EQ(shapes["layers.0.attention.kv_norm.weight"], (Shape{a.kv_lora_rank}));
+  EXPECT_EQ(shapes["layers.0.attention.wkv_b.weight"],
+            (Shape{h * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank}));
+  EXPECT_EQ(shapes["layers.0.attention.wo.weight"], (Shape{d, h * a.v_head_dim}));
+  EXPECT_TRUE(shapes.contains("layers.0.feed_forward.w1.weight"));
+  EXPECT_FALSE(shapes.contains("layers.0.moe.router.gate.weight"));
+  EXPECT_TRUE(shapes.contains("layers.1.moe.shared_experts.w1.weight"));
+  EXPECT_TRUE(shapes.contains("layers.1.moe.expert_bias"));
+  EXPECT_FALSE(shapes.contains("layers.0.attention.wq.weight"));
+
+  const LlamaConfig plain = *DeepSeekV3Family().Flavor("debugmodel_plain_q");
+  std::set<std::string> names;
+  for (const ParameterDecl& decl : InArenaOrder(DeepSeekV3Family().Declare(plain, 1))) {
+    names.insert(decl.name);
+  }
+  EXPECT_TRUE(names.contains("layers.0.attention.wq.weight"));
+  EXPECT_FALSE(names.contains("layers.0.attention.wq_a.weight"));
+  EXPECT_FALSE(names.contains("layers.0.attention.q_norm.weight"));
 }
 
 // Qwen3's blocks: QK-norm weights of one head's size, and in the MoE flavors the router, the

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/family_feed_forward.h"
 #include "core/model/model_family.h"
-#include "core/model/modules/moe_feed_forward.h"
 
 namespace titan {
 
@@ -95,10 +95,8 @@ class Qwen3 : public ModelFamily {
     using Style = TensorParallelStyle;
     // Llama's initialization (TorchTitan's qwen3 keeps it); the experts as TorchTitan's
     // GroupedExperts: w1 std 0.02, w2 and w3 and the router depth-scaled.
-    const ParameterInit ones, zeros{ParameterInit::Kind::kZeros};
-    auto normal = [](double std, double low, double high) {
-      return ParameterInit{ParameterInit::Kind::kTruncatedNormal, std, low, high};
-    };
+    const ParameterInit ones;
+    const auto normal = TruncatedNormal;
     const double output_std = 1.0 / std::sqrt(static_cast<double>(d));
     FamilyParameters family;
     family.embedding = {{"tok_embeddings.weight",
@@ -122,31 +120,7 @@ class Qwen3 : public ModelFamily {
                         {"attention.k_norm.weight", {hd}, Style::kReplicate, false, ones}});
       }
       weights.push_back({"ffn_norm.weight", {d}, Style::kReplicate, false, ones});
-      if (!c.IsMoeLayer(l)) {
-        weights.insert(weights.end(),
-                       {{"feed_forward.w1.weight", {f, d}, Style::kColumnwise, true, in},
-                        {"feed_forward.w2.weight", {d, f}, Style::kRowwise, true, out},
-                        {"feed_forward.w3.weight", {f, d}, Style::kColumnwise, true, out}});
-      } else {
-        // tensor parallelism refuses a mixture of experts (CheckTensorParallelDegree): whole.
-        const MoeConfig& m = c.moe;
-        const int64_t e = m.experts, hm = m.hidden_dim;
-        weights.push_back({"moe.router.gate.weight", {e, d}, Style::kReplicate, true, out});
-        if (m.load_balance_coeff > 0) {
-          weights.push_back({"moe.expert_bias", {e}, Style::kReplicate, false, zeros, true});
-        }
-        weights.insert(weights.end(),
-                       {{"moe.experts.w1", {e, hm, d}, Style::kReplicate, true, in, false, true},
-                        {"moe.experts.w2", {e, d, hm}, Style::kReplicate, true, out, false, true},
-                        {"moe.experts.w3", {e, hm, d}, Style::kReplicate, true, out, false, true}});
-        if (m.shared_experts > 0) {
-          const int64_t hs = m.shared_experts * hm;
-          weights.insert(weights.end(),
-                         {{"moe.shared_experts.w1.weight", {hs, d}, Style::kReplicate, true, in},
-                          {"moe.shared_experts.w2.weight", {d, hs}, Style::kReplicate, true, out},
-                          {"moe.shared_experts.w3.weight", {hs, d}, Style::kReplicate, true, out}});
-        }
-      }
+      DeclareFeedForward(c, l, f, in, out, weights);
       for (ParameterDecl& w : weights) w.name = absl::StrCat("layers.", l, ".", w.name);
       family.blocks.push_back(std::move(weights));
     }
@@ -168,20 +142,7 @@ class Qwen3 : public ModelFamily {
     size_t next = 5;
     if (context.config.qk_norm) attention.q_norm = w[next++], attention.k_norm = w[next++];
     const int ffn_norm = w[next++];
-    std::unique_ptr<FeedForwardLayer> feed_forward;
-    if (!context.config.IsMoeLayer(layer)) {
-      feed_forward = std::make_unique<FeedForward>(context, w[next], w[next + 1], w[next + 2]);
-    } else {
-      const MoeConfig& m = context.config.moe;
-      MoeWeights moe;
-      moe.router = w[next++];
-      if (m.load_balance_coeff > 0) moe.bias = w[next++];
-      moe.w1 = w[next++], moe.w2 = w[next++], moe.w3 = w[next++];
-      if (m.shared_experts > 0) {
-        moe.shared_w1 = w[next++], moe.shared_w2 = w[next++], moe.shared_w3 = w[next++];
-      }
-      feed_forward = std::make_unique<MoeFeedForward>(context, moe);
-    }
+    std::unique_ptr<FeedForwardLayer> feed_forward = MakeFeedForward(context, layer, w, next);
     return std::make_unique<DecoderBlock>(context, w[0], attention, ffn_norm,
                                           std::move(feed_forward), policy);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 
@@ -20,6 +21,13 @@ absl::StatusOr<int> RanksOfDegrees(const ConfigView& parallelism) {
   int64_t product = 1;
   for (const char* key : kDegreeKeys) {
     TITAN_ASSIGN_OR_RETURN(int64_t degree, parallelism.GetInt(key));
+    // data_parallel_shard_degree = -1 counts as the fewest shards expert parallelism can borrow
+    // from: expert_parallel_degree must divide dp_shard x cp.
+    if (degree == -1 && parallelism.Has("expert_parallel_degree")) {
+      TITAN_ASSIGN_OR_RETURN(int64_t ep, parallelism.GetInt("expert_parallel_degree"));
+      TITAN_ASSIGN_OR_RETURN(int64_t cp, parallelism.GetInt("context_parallel_degree"));
+      degree = ep / std::gcd(ep, std::max<int64_t>(cp, 1));
+    }
     product *= std::max<int64_t>(degree, 1);  // each at most 2^20 by the schema: no overflow
     if (product > std::numeric_limits<int>::max()) {
       return absl::InvalidArgumentError(

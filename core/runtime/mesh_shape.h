@@ -9,8 +9,9 @@ namespace titan {
 
 // The mesh degrees from the recipe's [parallelism] section for `world_size` ranks; a
 // data_parallel_shard_degree of -1 takes the ranks the other degrees leave.
-// The product of the [parallelism] degrees, a data_parallel_shard_degree of -1 counted as 1;
-// an error where it exceeds an int.
+// The product of the [parallelism] degrees, a data_parallel_shard_degree of -1 counted as 1 (as
+// the fewest shards that expert_parallel_degree divides with cp, under expert parallelism); an
+// error where it exceeds an int.
 absl::StatusOr<int> RanksOfDegrees(const ConfigView& parallelism);
 
 absl::StatusOr<MeshShape> InferMeshShape(const ConfigView& parallelism, int world_size);

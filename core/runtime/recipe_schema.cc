@@ -85,11 +85,12 @@ std::vector<SectionSchema> MakeSchema() {
       "device", "device", [](const auto&) { return true; }));
   schema.push_back(Section(
       "model", "the model",
-      {String("name", "llama3", "model family", {"llama3", "qwen3"}),
+      {String("name", "llama3", "model family", {"llama3", "qwen3", "deepseek_v3"}),
        // Every family's flavors (core/model/model_family.h); the family refuses those it lacks.
        String("flavor", "debugmodel", "model size (the family's flavors)",
-              {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "debugmodel_moe", "0.6B", "1B",
-               "1.7B", "3B", "4B", "8B", "14B", "32B", "70B", "405B", "30B-A3B", "235B-A22B"}),
+              {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "debugmodel_moe",
+               "debugmodel_plain_q", "0.6B", "1B", "1.7B", "3B", "4B", "8B", "14B", "16B", "32B",
+               "70B", "405B", "671B", "30B-A3B", "235B-A22B"}),
        String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
        StringList("converters", {}, "module converters to apply", {"float8"})}));
   schema.push_back(

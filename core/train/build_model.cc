@@ -135,6 +135,18 @@ absl::Status BuildModel(TrainingJob& job) {
                           moe.load_balance_coeff)
             : "");
   }
+  if (model.config.mla.enabled()) {
+    const LatentAttentionConfig& a = model.config.mla;
+    spdlog::info(
+        "[model] multi-head latent attention: queries {}, keys and values from a latent of {}, "
+        "heads of {} + {} rotated query and key features and {} value features; RoPE {}",
+        a.q_lora_rank > 0 ? fmt::format("of rank {}", a.q_lora_rank) : std::string("full rank"),
+        a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim,
+        model.config.yarn.enabled()
+            ? fmt::format("with YaRN (factor {} over {} positions)", model.config.yarn.factor,
+                          model.config.yarn.original_seq_len)
+            : std::string("unscaled"));
+  }
   if (job.plan.parallelism.pipeline() != nullptr) {
     int64_t held = 0;
     for (const Parameter& p : job.model->Parameters()) held += p.value.numel();

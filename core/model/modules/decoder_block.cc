@@ -12,7 +12,7 @@ std::vector<ActivationSlot> DecoderBlock::Activations(BlockActs& acts) const {
   std::vector<ActivationSlot> slots = {
       {&acts.ln1, "ln1", {n, d}, dtype, BlockStage::kAttentionNorm},
       {&acts.rstd1, "rstd1", {nl}, DType::kF32, BlockStage::kAttentionNorm}};
-  attention_.ListActivations(acts.attention, slots);
+  attention_->ListActivations(acts.attention, slots);
   slots.push_back({&acts.x_mid, "x_mid", {nl * d}, DType::kF32, BlockStage::kAttentionOut});
   slots.push_back({&acts.ln2, "ln2", {n, d}, dtype, BlockStage::kFfnNorm});
   slots.push_back({&acts.rstd2, "rstd2", {nl}, DType::kF32, BlockStage::kFfnNorm});
@@ -22,19 +22,19 @@ std::vector<ActivationSlot> DecoderBlock::Activations(BlockActs& acts) const {
 
 std::vector<ProjectionInput> DecoderBlock::Projections() const {
   std::vector<ProjectionInput> projections;
-  attention_.ListProjections("ln1", BlockStage::kAttentionNorm, projections);
+  attention_->ListProjections("ln1", BlockStage::kAttentionNorm, projections);
   feed_forward_->ListProjections("ln2", BlockStage::kFfnNorm, projections);
   return projections;
 }
 
 std::vector<int> DecoderBlock::norm_weights() const {
   std::vector<int> weights = {attention_norm_.weight(), ffn_norm_.weight()};
-  for (int w : attention_.norm_weights()) weights.push_back(w);
+  for (int w : attention_->norm_weights()) weights.push_back(w);
   return weights;
 }
 
 std::vector<int> DecoderBlock::linear_weights() const {
-  std::vector<int> weights = attention_.weights();
+  std::vector<int> weights = attention_->weights();
   for (int w : feed_forward_->weights()) weights.push_back(w);
   return weights;
 }
@@ -46,11 +46,11 @@ absl::Status DecoderBlock::Forward(const BlockActs& acts, const TensorView& x,
   if (run(BlockStage::kAttentionNorm)) {
     TITAN_RETURN_IF_ERROR(attention_norm_.Forward(x, acts.ln1, acts.rstd1));
   }
-  if (run(BlockStage::kQkv)) TITAN_RETURN_IF_ERROR(attention_.Project(acts.ln1, acts.attention));
-  if (run(BlockStage::kAttention)) TITAN_RETURN_IF_ERROR(attention_.Attend(acts.attention));
+  if (run(BlockStage::kQkv)) TITAN_RETURN_IF_ERROR(attention_->Project(acts.ln1, acts.attention));
+  if (run(BlockStage::kAttention)) TITAN_RETURN_IF_ERROR(attention_->Attend(acts.attention));
   if (run(BlockStage::kAttentionOut)) {
     TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(R::Reshaped(x, {nl * d}), acts.x_mid));
-    TITAN_RETURN_IF_ERROR(attention_.AddOutput(acts.attention, acts.x_mid));
+    TITAN_RETURN_IF_ERROR(attention_->AddOutput(acts.attention, acts.x_mid));
   }
   if (run(BlockStage::kFfnNorm)) {
     TITAN_RETURN_IF_ERROR(ffn_norm_.Forward(acts.x_mid, acts.ln2, acts.rstd2));
@@ -83,7 +83,7 @@ absl::Status DecoderBlock::Backward(const BlockActs& acts, const TensorView& x) 
   TITAN_RETURN_IF_ERROR(feed_forward_->Backward(d_out, acts.ln2, acts.ffn, d_norm_out));
   TITAN_RETURN_IF_ERROR(ffn_norm_.Backward(d_norm_out, acts.x_mid, acts.rstd2, d_residual));
   TITAN_ASSIGN_OR_RETURN(d_out, gathered());
-  TITAN_RETURN_IF_ERROR(attention_.Backward(d_out, acts.ln1, acts.attention, d_norm_out));
+  TITAN_RETURN_IF_ERROR(attention_->Backward(d_out, acts.ln1, acts.attention, d_norm_out));
   return attention_norm_.Backward(d_norm_out, x, acts.rstd1, d_residual);
 }
 

@@ -29,17 +29,24 @@ class DecoderBlock {
   // The norms' weights index the context's parameters.
   DecoderBlock(ModuleContext& context, int attention_norm, const AttentionWeights& attention,
                int ffn_norm, std::unique_ptr<FeedForwardLayer> feed_forward, BlockPolicy policy)
+      : DecoderBlock(context, attention_norm, std::make_unique<SelfAttention>(context, attention),
+                     ffn_norm, std::move(feed_forward), policy) {}
+  // With another attention (DeepSeek-V3's latent attention).
+  DecoderBlock(ModuleContext& context, int attention_norm,
+               std::unique_ptr<AttentionLayer> attention, int ffn_norm,
+               std::unique_ptr<FeedForwardLayer> feed_forward, BlockPolicy policy)
       : ctx_(context),
         policy_(policy),
         attention_norm_(context, attention_norm),
-        attention_(context, attention),
+        attention_(std::move(attention)),
         ffn_norm_(context, ffn_norm),
         feed_forward_(std::move(feed_forward)) {}
 
   BlockPolicy policy() const { return policy_; }
   // Every activation, in the order the model plans them.
   std::vector<ActivationSlot> Activations(BlockActs& acts) const;
-  // The linear layers, wq, wk, wv, wo, w1, w3, w2, with the inputs their weight pass reads.
+  // The linear layers (self-attention's wq, wk, wv, wo; w1, w3, w2), with the inputs their weight
+  // pass reads.
   std::vector<ProjectionInput> Projections() const;
   // The norms' weights (QK-norm's too).
   std::vector<int> norm_weights() const;
@@ -60,7 +67,7 @@ class DecoderBlock {
   ModuleContext& ctx_;
   BlockPolicy policy_;
   RmsNorm attention_norm_;
-  SelfAttention attention_;
+  std::unique_ptr<AttentionLayer> attention_;
   RmsNorm ffn_norm_;
   std::unique_ptr<FeedForwardLayer> feed_forward_;
 };

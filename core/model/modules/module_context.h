@@ -47,6 +47,10 @@ struct SharedScratch {
   // Under expert parallelism the hidden ones hold M rows (RoutedActs), and these the gradients
   // of the received rows' outputs and inputs [M, d].
   TensorView moe_recv_d_y, moe_recv_d_x;
+  // Latent attention's (empty without): three buffers of n x its widest per-token row, through
+  // which it splits, joins and pads per-head columns by transposes; and [heads] of ones to
+  // broadcast the shared rotary key to every head (and sum its gradient back).
+  TensorView latent_a, latent_b, latent_c, latent_ones;
   // Tensor parallel only (empty on one rank): this rank's tokens [n_local, d], every token
   // [n, d], a norm weight's gradient [d, or head_dim when larger].
   TensorView tokens_local, tokens_full, norm_grad;

@@ -43,6 +43,8 @@ MoeRouting MoeFeedForward::Routing() const {
   routing.top_k = moe.top_k;
   routing.normalize = moe.normalize;
   routing.scale = static_cast<float>(moe.route_scale);
+  routing.groups = moe.groups;
+  routing.groups_chosen = moe.groups_chosen;
   return routing;
 }
 

@@ -7,19 +7,11 @@
 
 #include <vector>
 
-#include "core/model/modules/activation_slot.h"
+#include "core/model/modules/attention_layer.h"
 #include "core/model/modules/linear.h"
 #include "core/model/modules/rms_norm.h"
 
 namespace titan {
-
-struct AttentionActs {
-  TensorView q, k, v;  // [n * heads or kv_heads * head_dim], q and k rotated
-  // QK-norm only: the projections before their norm, and the norms' rstd [n * heads or kv_heads].
-  TensorView q_raw, k_raw, rstd_q, rstd_k;
-  TensorView att;  // [n * heads * head_dim], f32
-  TensorView lse;  // [batch * heads * seq_len]
-};
 
 // The attention's parameters, as indices into the context's parameters; q_norm and k_norm -1
 // without QK-norm.
@@ -27,7 +19,7 @@ struct AttentionWeights {
   int wq, wk, wv, wo, q_norm = -1, k_norm = -1;
 };
 
-class SelfAttention {
+class SelfAttention : public AttentionLayer {
  public:
   SelfAttention(ModuleContext& context, const AttentionWeights& w)
       : ctx_(context),
@@ -38,30 +30,30 @@ class SelfAttention {
         q_norm_(context, w.q_norm),
         k_norm_(context, w.k_norm) {}
 
-  void ListActivations(AttentionActs& acts, std::vector<ActivationSlot>& slots) const;
+  void ListActivations(AttentionActs& acts, std::vector<ActivationSlot>& slots) const override;
   // wq, wk, wv, wo with their inputs: `normed` (the norm before, in the matmul dtype) and the
   // attention's output.
   void ListProjections(const char* normed, BlockStage norm_stage,
-                       std::vector<ProjectionInput>& projections) const;
-  std::vector<int> weights() const {
+                       std::vector<ProjectionInput>& projections) const override;
+  std::vector<int> weights() const override {
     return {wq_.weight(), wk_.weight(), wv_.weight(), wo_.weight()};
   }
   // QK-norm's weights; none without.
-  std::vector<int> norm_weights() const {
+  std::vector<int> norm_weights() const override {
     if (!qk_norm()) return {};
     return {q_norm_.weight(), k_norm_.weight()};
   }
 
   // Stage kQkv: the rotated queries and keys and the values of x [n, d] (a matmul operand).
-  absl::Status Project(const TensorView& x, const AttentionActs& acts);
+  absl::Status Project(const TensorView& x, const AttentionActs& acts) override;
   // Stage kAttention: the attention's output and log-sum-exps.
-  absl::Status Attend(const AttentionActs& acts);
+  absl::Status Attend(const AttentionActs& acts) override;
   // out [n_local, d] += the output projection (this rank's tokens, summed over tp ranks).
-  absl::Status AddOutput(const AttentionActs& acts, const TensorView& out);
+  absl::Status AddOutput(const AttentionActs& acts, const TensorView& out) override;
   // From d_out [n, d], the gradient of the output for every token: dx [n, d] += the gradient of
   // x (zeroed first), the weights' gradients accumulate.
   absl::Status Backward(const TensorView& d_out, const TensorView& x, const AttentionActs& acts,
-                        const TensorView& dx);
+                        const TensorView& dx) override;
 
  private:
   AttentionSpec Spec() const;
