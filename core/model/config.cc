@@ -197,19 +197,13 @@ absl::Status CheckTensorParallelDegree(const LlamaConfig& c, int degree, bool vo
         ": tensor parallelism does not split multi-head latent attention (DeepSeek-V3) yet; use "
         "data_parallel_shard_degree (fsdp) or pipeline parallelism for this flavor"));
   }
-  if (c.moe.enabled() && degree > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "tensor parallel degree ", degree,
-        ": tensor parallelism does not split a mixture of "
-        "experts yet; use data_parallel_shard_degree (fsdp) or pipeline parallelism for this "
-        "flavor"));
-  }
   const std::pair<const char*, int64_t> divided[] = {
       {"n_heads", c.n_heads},
       {"n_kv_heads", c.n_kv_heads},
       {"the feed-forward hidden dim", c.hidden_dim()},
+      {"the experts' hidden dim (moe_inter_dim)", c.moe.enabled() ? c.moe.hidden_dim : 0},
       {"vocab_size", c.vocab_size}};
-  for (const auto& [what, size] : std::span(divided).first(vocab_known ? 4 : 3)) {
+  for (const auto& [what, size] : std::span(divided).first(vocab_known ? 5 : 4)) {
     if (degree < 1 || size % degree != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor parallel degree ", degree, ": expected it to divide the model's ", what,

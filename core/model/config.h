@@ -37,6 +37,10 @@ struct MoeConfig {
   // weights) sees, moved after every step by coefficient x sign(mean load - expert's load).
   // 0: no bias.
   double load_balance_coeff = 0;
+  // TorchTitan's debug.moe_force_load_balance: token t's j-th choice is expert (t k + j) mod
+  // experts, every expert getting as many tokens; the weights are those experts' scores,
+  // normalized and scaled as above. For debugging and tests only.
+  bool force_balance = false;
 
   bool enabled() const { return experts > 0; }
 };

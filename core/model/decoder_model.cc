@@ -313,7 +313,7 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   const int64_t n = batch * seq_len, nl = n / t, d = c.dim, f = local.hidden;
   const int64_t qd = local.heads * c.head_dim(), kvd = local.kv_heads * c.head_dim();
   // The widest dense feed-forward: the block's own, or a mixture of experts' shared experts.
-  const int64_t ffn = std::max(f, c.moe.shared_experts * c.moe.hidden_dim);
+  const int64_t ffn = std::max(f, local.shared_hidden);
   ctx_.batch = batch, ctx_.seq_len = seq_len, ctx_.n = n, ctx_.n_local = nl;
   // Two plans: what each microbatch keeps from its forward to its backward (a set), and the
   // scratch all microbatches share (recomputed activations, gradients in flight, tables). Each
@@ -383,7 +383,7 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   };
   if (c.moe.enabled()) {
     // The experts' rows: m assignments, or under expert parallelism all the ep ranks' at most.
-    const int64_t m = n * c.moe.top_k, rows = ctx_.expert_rows(), hm = c.moe.hidden_dim;
+    const int64_t m = n * c.moe.top_k, rows = ctx_.expert_rows(), hm = local.expert_hidden;
     singles.insert(singles.end(), {{&s.moe_d_y, "moe_d_y", m * d},
                                    {&s.moe_d_h, "moe_d_h", rows * hm},
                                    {&s.moe_d_a, "moe_d_a", rows * hm},
@@ -395,6 +395,7 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
       singles.insert(singles.end(), {{&s.moe_recv_d_y, "moe_recv_d_y", rows * d},
                                      {&s.moe_recv_d_x, "moe_recv_d_x", rows * d}});
     }
+    if (t > 1) singles.push_back({&s.moe_router_grad, "moe_router_grad", c.moe.experts * d});
   }
   if (c.mla.enabled()) {
     const int64_t width = LatentAttention::ScratchWidth(c);
@@ -423,7 +424,7 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
   // and of the router's logits.
   const int64_t moe_grads =
       c.moe.enabled()
-          ? std::max(ctx_.expert_rows() * std::max(d, c.moe.hidden_dim), n * c.moe.experts)
+          ? std::max(ctx_.expert_rows() * std::max(d, local.expert_hidden), n * c.moe.experts)
           : 0;
   // Latent attention rounds inputs and output gradients of its own widths (ScratchWidth's).
   const int64_t latent = c.mla.enabled() ? LatentAttention::ScratchWidth(c) : 0;

@@ -129,7 +129,7 @@ class DeepSeekV3 : public ModelFamily {
                       {"attention.wkv_b.weight", {kv, kvl}, kWhole, true, in},
                       {"attention.wo.weight", {d, h * a.v_head_dim}, kWhole, true, out},
                       {"ffn_norm.weight", {d}, kWhole, false, ones}});
-      DeclareFeedForward(c, l, c.hidden_dim(), in, out, weights);
+      DeclareFeedForward(c, l, tp, in, out, weights);
       for (ParameterDecl& w : weights) w.name = absl::StrCat("layers.", l, ".", w.name);
       family.blocks.push_back(std::move(weights));
     }

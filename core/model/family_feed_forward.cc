@@ -8,11 +8,10 @@ ParameterInit TruncatedNormal(double std, double low, double high) {
   return ParameterInit{ParameterInit::Kind::kTruncatedNormal, std, low, high};
 }
 
-void DeclareFeedForward(const LlamaConfig& c, int64_t layer, int64_t hidden,
-                        const ParameterInit& in, const ParameterInit& out,
-                        std::vector<ParameterDecl>& weights) {
+void DeclareFeedForward(const LlamaConfig& c, int64_t layer, int64_t tp, const ParameterInit& in,
+                        const ParameterInit& out, std::vector<ParameterDecl>& weights) {
   using Style = TensorParallelStyle;
-  const int64_t d = c.dim, f = hidden;
+  const int64_t d = c.dim, f = c.hidden_dim() / tp;
   if (!c.IsMoeLayer(layer)) {
     weights.insert(weights.end(),
                    {{"feed_forward.w1.weight", {f, d}, Style::kColumnwise, true, in},
@@ -20,25 +19,27 @@ void DeclareFeedForward(const LlamaConfig& c, int64_t layer, int64_t hidden,
                     {"feed_forward.w3.weight", {f, d}, Style::kColumnwise, true, out}});
     return;
   }
-  // tensor parallelism refuses a mixture of experts (CheckTensorParallelDegree): whole.
+  // Under tensor parallelism every rank routes every token (the router and its bias replicated)
+  // and computes its part of each expert's hidden features, as the dense SwiGLU: the experts' w1
+  // and w3 split by their rows (dim 1), w2 by its columns (dim 2); TorchTitan's ETP = TP.
   const ParameterInit zeros{ParameterInit::Kind::kZeros};
   const MoeConfig& m = c.moe;
-  const int64_t e = m.experts, hm = m.hidden_dim;
+  const int64_t e = m.experts, hm = m.hidden_dim / tp;
   weights.push_back({"moe.router.gate.weight", {e, d}, Style::kReplicate, true, out});
   if (m.load_balance_coeff > 0) {
     weights.push_back({"moe.expert_bias", {e}, Style::kReplicate, false, zeros, true});
   }
   // Routed experts: expert parallelism splits their dim 0 (ParameterDecl::expert).
   weights.insert(weights.end(),
-                 {{"moe.experts.w1", {e, hm, d}, Style::kReplicate, true, in, false, true},
-                  {"moe.experts.w2", {e, d, hm}, Style::kReplicate, true, out, false, true},
-                  {"moe.experts.w3", {e, hm, d}, Style::kReplicate, true, out, false, true}});
+                 {{"moe.experts.w1", {e, hm, d}, Style::kColumnwise, true, in, false, true},
+                  {"moe.experts.w2", {e, d, hm}, Style::kRowwise, true, out, false, true},
+                  {"moe.experts.w3", {e, hm, d}, Style::kColumnwise, true, out, false, true}});
   if (m.shared_experts > 0) {
     const int64_t hs = m.shared_experts * hm;
     weights.insert(weights.end(),
-                   {{"moe.shared_experts.w1.weight", {hs, d}, Style::kReplicate, true, in},
-                    {"moe.shared_experts.w2.weight", {d, hs}, Style::kReplicate, true, out},
-                    {"moe.shared_experts.w3.weight", {hs, d}, Style::kReplicate, true, out}});
+                   {{"moe.shared_experts.w1.weight", {hs, d}, Style::kColumnwise, true, in},
+                    {"moe.shared_experts.w2.weight", {d, hs}, Style::kRowwise, true, out},
+                    {"moe.shared_experts.w3.weight", {hs, d}, Style::kColumnwise, true, out}});
   }
 }
 

@@ -14,12 +14,11 @@ namespace titan {
 // Normal(0, std) cut to [low, high] (torch.nn.init.trunc_normal_).
 ParameterInit TruncatedNormal(double std, double low, double high);
 
-// Block `layer`'s feed-forward parameters after its ffn_norm, appended to `weights`: the dense
-// SwiGLU of `hidden` features (this rank's), or the mixture of experts (router, bias, experts,
-// shared experts). `in` starts w1 and the experts' w1, `out` the rest.
-void DeclareFeedForward(const LlamaConfig& c, int64_t layer, int64_t hidden,
-                        const ParameterInit& in, const ParameterInit& out,
-                        std::vector<ParameterDecl>& weights);
+// Block `layer`'s feed-forward parameters after its ffn_norm, appended to `weights`, as one of
+// `tp` tensor-parallel ranks holds them: the dense SwiGLU, or the mixture of experts (router,
+// bias, experts, shared experts). `in` starts w1 and the experts' w1, `out` the rest.
+void DeclareFeedForward(const LlamaConfig& c, int64_t layer, int64_t tp, const ParameterInit& in,
+                        const ParameterInit& out, std::vector<ParameterDecl>& weights);
 
 // The feed-forward over those parameters, w[next] onwards (next moves past them).
 std::unique_ptr<FeedForwardLayer> MakeFeedForward(ModuleContext& context, int64_t layer,

@@ -103,12 +103,30 @@ TEST(Moe, NoCoefficientMeansNoBias) {
   EXPECT_TRUE(model->BalanceExperts({{1, {5, 1, 3, 3}}}).ok());
 }
 
-// A mixture of experts does not split under tensor parallelism yet: refused, naming why.
-TEST(Moe, TensorParallelismIsRefused) {
-  const absl::Status status = CheckTensorParallelDegree(TinyMoe(), 2);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), testing::HasSubstr("mixture of experts"));
-  EXPECT_TRUE(CheckTensorParallelDegree(TinyMoe(), 1).ok());
+// Tensor parallelism splits each expert's hidden features: a degree that does not divide them is
+// refused, naming them.
+TEST(Moe, TensorParallelismSplitsTheExpertsHiddenFeatures) {
+  EXPECT_TRUE(CheckTensorParallelDegree(TinyMoe(), 2).ok());
+  LlamaConfig odd = TinyMoe();
+  odd.moe.hidden_dim = 15;
+  const absl::Status status = CheckTensorParallelDegree(odd, 2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), testing::HasSubstr("the experts' hidden dim (moe_inter_dim)"));
+}
+
+// TorchTitan's forced balanced routing: token t's j-th choice is expert (t k + j) mod experts,
+// so each of the 4 experts gets exactly a quarter of the 2 x 9 tokens' 2 choices, whatever the
+// scores and the bias say.
+TEST(Moe, ForcedBalanceChoosesRoundRobin) {
+  LlamaConfig config = TinyMoe();
+  config.moe.force_balance = true;
+  std::unique_ptr<DecoderModel> model = Make(config);
+  std::vector<int32_t> tokens(2 * 9, 5), targets(2 * 9, 1);  // one token, one score row
+  ASSERT_TRUE(model->Forward(tokens.data(), targets.data(), 2, 9).ok());
+  ASSERT_TRUE(model->Backward().ok());
+  for (const DecoderModel::ExpertLoad& load : model->TakeExpertLoads()) {
+    EXPECT_THAT(load.tokens, testing::Each(9)) << "layer " << load.layer;
+  }
 }
 
 }  // namespace

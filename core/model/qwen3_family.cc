@@ -90,7 +90,7 @@ class Qwen3 : public ModelFamily {
   }
 
   FamilyParameters Declare(const LlamaConfig& c, int64_t tp) const override {
-    const int64_t d = c.dim, hd = c.head_dim(), f = c.hidden_dim() / tp, v = c.vocab_size / tp;
+    const int64_t d = c.dim, hd = c.head_dim(), v = c.vocab_size / tp;
     const int64_t qd = c.n_heads / tp * hd, kvd = c.n_kv_heads / tp * hd;
     using Style = TensorParallelStyle;
     // Llama's initialization (TorchTitan's qwen3 keeps it); the experts as TorchTitan's
@@ -120,7 +120,7 @@ class Qwen3 : public ModelFamily {
                         {"attention.k_norm.weight", {hd}, Style::kReplicate, false, ones}});
       }
       weights.push_back({"ffn_norm.weight", {d}, Style::kReplicate, false, ones});
-      DeclareFeedForward(c, l, f, in, out, weights);
+      DeclareFeedForward(c, l, tp, in, out, weights);
       for (ParameterDecl& w : weights) w.name = absl::StrCat("layers.", l, ".", w.name);
       family.blocks.push_back(std::move(weights));
     }

@@ -300,7 +300,10 @@ std::vector<SectionSchema> MakeSchema() {
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
   schema.push_back(
       Section("debug", "reproducibility",
-              {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order")}));
+              {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order"),
+               Bool("moe_force_load_balance", false,
+                    "debug: routed experts chosen round-robin, every expert as many tokens "
+                    "(TorchTitan's); refused on a dense model")}));
   return schema;
 }
 

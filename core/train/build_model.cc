@@ -126,14 +126,15 @@ absl::Status BuildModel(TrainingJob& job) {
     const MoeConfig& moe = model.config.moe;
     spdlog::info(
         "[model] a mixture of {} experts, {} per token, of {} hidden features{}, in layers {} to "
-        "{}: {:.2f}M parameters active per token{}",
+        "{}: {:.2f}M parameters active per token{}{}",
         moe.experts, moe.top_k, moe.hidden_dim,
         moe.shared_experts > 0 ? fmt::format(" and {} shared", moe.shared_experts) : "",
         moe.dense_layers, model.config.n_layers - 1, model.config.ActiveParameterCount() / 1e6,
         moe.load_balance_coeff > 0
             ? fmt::format("; the experts' load balanced by a score bias (coefficient {})",
                           moe.load_balance_coeff)
-            : "");
+            : "",
+        moe.force_balance ? "; the experts chosen round-robin (debug.moe_force_load_balance)" : "");
   }
   if (model.config.mla.enabled()) {
     const LatentAttentionConfig& a = model.config.mla;

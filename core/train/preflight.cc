@@ -177,6 +177,22 @@ absl::Status CheckExpertsSchedule(const Recipe& recipe, const JobPlan& plan) {
   return absl::OkStatus();
 }
 
+// TorchTitan's debug.moe_force_load_balance (MoeConfig::force_balance), for a model with routed
+// experts to choose among.
+absl::Status ApplyForcedBalance(const Recipe& recipe, JobPlan& plan) {
+  TITAN_ASSIGN_OR_RETURN(const bool force,
+                         recipe.section("debug").GetBool("moe_force_load_balance"));
+  if (!force) return absl::OkStatus();
+  if (!plan.model.config.moe.enabled()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(WhereSet(recipe, "debug", "moe_force_load_balance"),
+                     ": debug.moe_force_load_balance = true: model.flavor = \"", plan.model.flavor,
+                     "\" has no routed experts to balance"));
+  }
+  plan.model.config.moe.force_balance = true;
+  return absl::OkStatus();
+}
+
 // Expert parallelism splits the routed experts over ranks borrowed from dp_shard x cp, whose
 // fsdp then shards and averages their gradients: it needs experts that divide and fsdp.
 absl::Status CheckExpertParallel(const Recipe& recipe, const JobPlan& plan) {
@@ -284,6 +300,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
       shape.degree(MeshDim::kDpReplicate) * shape.degree(MeshDim::kDpShard);
   check(CheckFolders(recipe, plan, options));
   TITAN_ASSIGN_OR_RETURN(plan.model.config, plan.model.family->Flavor(plan.model.flavor));
+  check(ApplyForcedBalance(recipe, plan));
 
   absl::StatusOr<int64_t> accumulation = GradientAccumulation(recipe, plan);
   check(accumulation.status());

@@ -17,7 +17,8 @@ reshard_pp  the same for a checkpoint saved under pp 2 (1F1B), resumed on one ra
           and under pp 2 with Interleaved1F1B (other stages on each rank).
 reshard_cp  the same for a checkpoint saved under cp 2, resumed on one rank and under cp 4.
 reshard_ep  the same for a mixture of experts' checkpoint saved under ep 2, resumed on one rank,
-          under fsdp 2 without ep and under ep 4 (each rank other experts).
+          under fsdp 2 without ep, under ep 4 (each rank other experts) and under ep 2 x tp 2
+          (each rank half of each of its experts' matrices).
 killed    a run killed while writing a checkpoint leaves the previous one loadable: the resumed
           run starts from it and ignores the interrupted step-<N>.tmp.
 """
@@ -157,10 +158,11 @@ def reshard_ep(args):
     train(args, single, 1)
     source = os.path.join(args.work, "ep2")
     train(args, source, 2, *ep(2))
-    for name, ranks, extra in [("one_rank", 1, ()), ("fsdp2", 2, ()), ("ep4", 4, ep(4))]:
+    for name, ranks, extra, tp in [("one_rank", 1, (), 1), ("fsdp2", 2, (), 1),
+                                   ("ep4", 4, ep(4), 1), ("ep2_tp2", 4, ep(2), 2)]:
         out = os.path.join(args.work, f"resumed_{name}")
         resume_from(source, out)
-        train(args, out, ranks, *extra, fresh=False)
+        train(args, out, ranks, *extra, fresh=False, tp=tp)
         compare(losses(out), losses(single), 1e-5, f"ep2 -> {name}")
 
 

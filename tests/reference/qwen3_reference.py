@@ -6,13 +6,14 @@ Usage: /usr/bin/python3 qwen3_reference.py CASE_DIR ...
 
 Each CASE_DIR holds what the C++ test wrote, as llama_reference.py reads it, with these more keys
 in config.txt: head_dim, qk_norm, experts, top_k, expert_hidden_dim, shared_experts,
-dense_layers, sigmoid, normalize, route_scale. RoPE is unscaled (Qwen3's). It receives logits.bin,
+dense_layers, sigmoid, normalize, force_balance, route_scale. RoPE is unscaled (Qwen3's). It receives logits.bin,
 loss.bin and grads.bin (a buffer such as the experts' bias has no gradient: zeros).
 
 The mixture of experts is written the plain way, a loop over experts gathering their tokens and
 adding each expert's output weighted into its tokens' rows; the router's scores are f32, the
 choice is made on score + bias, the weights are the unbiased scores of the chosen experts,
-normalized over them (+ 1e-20) and scaled.
+normalized over them (+ 1e-20) and scaled. With force_balance (TorchTitan's
+debug.moe_force_load_balance) token t's j-th choice is expert (t k + j) mod experts instead.
 """
 import math
 import os
@@ -65,6 +66,9 @@ def route(logits, bias, c):
     scores = torch.sigmoid(logits) if c["sigmoid"] else torch.softmax(logits, dim=-1)
     choice = scores.detach() + (bias if bias is not None else 0)
     experts = torch.topk(choice, c["top_k"], dim=-1).indices
+    if c.get("force_balance"):  # TorchTitan's debug.moe_force_load_balance: round-robin
+        n, k = logits.shape[0], c["top_k"]
+        experts = torch.arange(n * k).reshape(n, k) % logits.shape[1]
     weights = scores.gather(1, experts)
     if c["normalize"]:
         weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)

@@ -1,6 +1,7 @@
 // titan's qwen3 family against the PyTorch reference (qwen3_reference.py): QK-norm with a head
 // size apart from dim / n_heads, and mixtures of experts (softmax and sigmoid scores, a bias that
-// changes the choice, shared experts, dense first layers, one expert, every checkpointing mode).
+// changes the choice, shared experts, dense first layers, one expert, every checkpointing mode,
+// TorchTitan's forced round-robin choice).
 // In f32: logits and loss within 1e-5 relative error, every gradient within 1e-4 (relative norm),
 // as the Llama reference test.
 #include <gtest/gtest.h>
@@ -31,6 +32,7 @@ struct Case {
   double route_scale, bias;  // bias: the amplitude of the experts' bias (0: none)
   const char* ac_mode;
   const char* ac_option;
+  bool force_balance = false;  // TorchTitan's debug.moe_force_load_balance
 };
 
 LlamaConfig ConfigOf(const Case& c) {
@@ -43,6 +45,7 @@ LlamaConfig ConfigOf(const Case& c) {
   config.moe.shared_experts = c.shared_experts, config.moe.dense_layers = c.dense_layers;
   config.moe.sigmoid = c.sigmoid, config.moe.route_scale = c.route_scale;
   config.moe.load_balance_coeff = c.bias > 0 ? 1e-3 : 0;
+  config.moe.force_balance = c.force_balance;
   return config;
 }
 
@@ -53,6 +56,7 @@ const Case kCases[] = {
     {"sigmoid_shared_dense_first_bias", 6, 3, 1, 1, true, 2.5, 0.3, "selective", "op"},
     {"one_expert", 1, 1, 0, 0, false, 1.0, 0, "selective", "2"},
     {"every_expert", 3, 3, 1, 0, false, 1.0, 0.2, "none", ""},
+    {"round_robin_sigmoid_bias", 6, 2, 1, 0, true, 2.5, 0.3, "none", "", true},
 };
 
 struct Prepared {

@@ -59,8 +59,9 @@ inline void WriteModel(const LlamaConfig& config, const DecoderModel& model, int
       << "\nexperts " << config.moe.experts << "\ntop_k " << config.moe.top_k
       << "\nexpert_hidden_dim " << config.moe.hidden_dim << "\nshared_experts "
       << config.moe.shared_experts << "\ndense_layers " << config.moe.dense_layers << "\nsigmoid "
-      << config.moe.sigmoid << "\nnormalize " << config.moe.normalize << "\nroute_scale "
-      << std::scientific << config.moe.route_scale << "\n";
+      << config.moe.sigmoid << "\nnormalize " << config.moe.normalize << "\nforce_balance "
+      << config.moe.force_balance << "\nroute_scale " << std::scientific << config.moe.route_scale
+      << "\n";
   const Arena& params = model.params();
   std::ofstream names(dir / "params.txt");
   std::ofstream values(dir / "params.bin", std::ios::binary);

@@ -17,8 +17,8 @@ FeedForward::FeedForward(ModuleContext& context, int w1, int w2, int w3, bool sh
       h_name_(shared ? "shared_h" : "h") {}
 
 int64_t FeedForward::hidden() const {
-  const MoeConfig& moe = ctx_.config.moe;
-  return shared_ ? moe.shared_experts * moe.hidden_dim : ctx_.local().hidden;
+  const LocalSizes local = ctx_.local();
+  return shared_ ? local.shared_hidden : local.hidden;
 }
 
 void FeedForward::ListActivations(FeedForwardActs& acts, std::vector<ActivationSlot>& slots) const {
@@ -53,6 +53,10 @@ absl::Status FeedForward::SwiGlu(const FeedForwardActs& acts) {
 
 absl::Status FeedForward::AddOutput(const FeedForwardActs& acts, const TensorView& out) {
   return w2_.AddRowParallel(acts.h, out);
+}
+
+absl::Status FeedForward::AddPartialOutput(const FeedForwardActs& acts, const TensorView& full) {
+  return w2_.Forward(acts.h, full, /*accumulate=*/true);
 }
 
 absl::Status FeedForward::Backward(const TensorView& d_out, const TensorView& x,

@@ -81,6 +81,9 @@ class FeedForward : public FeedForwardLayer {
   absl::Status SwiGlu(const FeedForwardActs& acts) override;
   // The down projection, summed over tp ranks.
   absl::Status AddOutput(const FeedForwardActs& acts, const TensorView& out) override;
+  // full [n, d] += the down projection of every token, this rank's partial sum under tensor
+  // parallelism (a mixture of experts sums its routed and shared experts' at once).
+  absl::Status AddPartialOutput(const FeedForwardActs& acts, const TensorView& full);
   absl::Status Backward(const TensorView& d_out, const TensorView& x, const FeedForwardActs& acts,
                         const TensorView& dx) override;
 

@@ -68,6 +68,26 @@ absl::Status Linear::Backward(const TensorView& dout, const TensorView& in,
   return AccumulateWeightGrad(g, in);
 }
 
+absl::Status Linear::BackwardOfPartialSums(const TensorView& dout, const TensorView& in,
+                                           const TensorView& dinp, const TensorView& sum) {
+  if (ctx_.tp.size() == 1) return Backward(dout, in, dinp);
+  if (float8() || ctx_.deferring != nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model: ", ctx_.parameters[weight_].name,
+        " sums its gradient over the tensor-parallel ranks, which Float8 and the zero-bubble "
+        "split do not do"));
+  }
+  TITAN_ASSIGN_OR_RETURN(TensorView g, ctx_.Operand(dout, OperandScratch::kGrad));
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(g, false, w, false, 1.0f, 1.0f, dinp));
+  TITAN_ASSIGN_OR_RETURN(TensorView x, ctx_.Operand(in, OperandScratch::kInput));
+  const TensorView dw = ctx_.Grad(weight_);
+  const TensorView summed = ModuleContext::Reshaped(sum, dw.shape);
+  TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(g, true, x, false, 1.0f, 0.0f, summed));
+  TITAN_RETURN_IF_ERROR(ctx_.tp.AllReduceSum(summed));
+  return ctx_.compute.Accumulate(summed, dw);
+}
+
 absl::Status Linear::WeightGrad(const TensorView& dout, const TensorView& in) {
   TITAN_ASSIGN_OR_RETURN(TensorView g, ctx_.Operand(dout, OperandScratch::kGrad));
   return AccumulateWeightGrad(g, in);

@@ -24,6 +24,11 @@ class Linear {
   absl::Status Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp);
   // The weight pass's part: grad(W) += dout^T . in, dout [rows, out_features] f32.
   absl::Status WeightGrad(const TensorView& dout, const TensorView& in);
+  // As Backward, for a replicated W each tensor-parallel rank holds a part of dout for (a partial
+  // sum): dinp gets this rank's part and grad(W) the parts summed over the ranks, through `sum`
+  // (f32 scratch of W's size). Not for Float8 or the zero-bubble split.
+  absl::Status BackwardOfPartialSums(const TensorView& dout, const TensorView& in,
+                                     const TensorView& dinp, const TensorView& sum);
 
  private:
   bool float8() const { return ctx_.float8 != nullptr && ctx_.float8->Converts(weight_); }

@@ -8,8 +8,14 @@ namespace titan {
 
 LocalSizes ModuleContext::local() const {
   const int64_t t = tp.size(), vocab = config.vocab_size / t;
-  return {config.n_heads / t, config.n_kv_heads / t, config.hidden_dim() / t, vocab,
-          vocab * tp.rank()};
+  const MoeConfig& moe = config.moe;
+  return {config.n_heads / t,
+          config.n_kv_heads / t,
+          config.hidden_dim() / t,
+          vocab,
+          vocab * tp.rank(),
+          moe.hidden_dim / t,
+          moe.shared_experts * moe.hidden_dim / t};
 }
 
 TensorView ModuleContext::Reshaped(const TensorView& view, std::vector<int64_t> shape) {

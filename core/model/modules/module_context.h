@@ -24,6 +24,8 @@ class WeightPass;  // core/model/modules/weight_pass.h
 // The sizes one tensor-parallel rank computes with: all of them on one rank.
 struct LocalSizes {
   int64_t heads, kv_heads, hidden, vocab, first_vocab;
+  // A mixture of experts': each routed expert's hidden features, all shared experts' together.
+  int64_t expert_hidden, shared_hidden;
 };
 
 // The bf16 scratch a matmul operand is rounded into under mixed precision: the input (the
@@ -47,6 +49,8 @@ struct SharedScratch {
   // Under expert parallelism the hidden ones hold M rows (RoutedActs), and these the gradients
   // of the received rows' outputs and inputs [M, d].
   TensorView moe_recv_d_y, moe_recv_d_x;
+  // Under tensor parallelism: the router's gradient, summed over the ranks [experts, d].
+  TensorView moe_router_grad;
   // Latent attention's (empty without): three buffers of n x its widest per-token row, through
   // which it splits, joins and pads per-head columns by transposes; and [heads] of ones to
   // broadcast the shared rotary key to every head (and sum its gradient back).

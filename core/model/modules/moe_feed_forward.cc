@@ -1,5 +1,8 @@
 #include "core/model/modules/moe_feed_forward.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace titan {
@@ -52,7 +55,8 @@ void MoeFeedForward::ListActivations(FeedForwardActs& acts,
                                      std::vector<ActivationSlot>& slots) const {
   const MoeConfig& moe = ctx_.config.moe;
   const int64_t n = ctx_.n, d = ctx_.config.dim, e = moe.experts, k = moe.top_k;
-  const int64_t m = n * k, rows = ctx_.expert_rows(), hm = moe.hidden_dim, ep = ctx_.ep_size();
+  const int64_t m = n * k, rows = ctx_.expert_rows(), ep = ctx_.ep_size();
+  const int64_t hm = ctx_.local().expert_hidden;
   const DType dtype = ctx_.matmul_dtype;
   RoutedActs& r = acts.routed;
   slots.push_back({&r.logits, "router_logits", {n, e}, DType::kF32, BlockStage::kGateUp});
@@ -160,13 +164,50 @@ absl::Status MoeFeedForward::GroupedWeightGrad(const std::vector<Block>& blocks,
   return absl::OkStatus();
 }
 
+absl::Status MoeFeedForward::RouteRoundRobin(const RoutedActs& acts) const {
+  const MoeRouting routing = Routing();
+  const int64_t n = ctx_.n, e = ctx_.config.moe.experts, k = routing.top_k;
+  std::vector<float> logits(static_cast<size_t>(n * e)), scores(static_cast<size_t>(e));
+  std::vector<float> weights(static_cast<size_t>(n * k));
+  std::vector<int32_t> experts(static_cast<size_t>(n * k));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.logits, logits.data()));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = logits.data() + t * e;
+    if (routing.score == MoeRouting::Score::kSigmoid) {
+      for (int64_t x = 0; x < e; ++x) scores[x] = 1.0f / (1.0f + std::exp(-row[x]));
+    } else {
+      const float most = *std::max_element(row, row + e);
+      float sum = 0;
+      for (int64_t x = 0; x < e; ++x) sum += scores[x] = std::exp(row[x] - most);
+      for (float& score : scores) score /= sum;
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t at = t * k + j;
+      experts[at] = static_cast<int32_t>(at % e);
+      sum += weights[at] = scores[experts[at]];
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      float& weight = weights[t * k + j];
+      if (routing.normalize) weight /= sum + 1e-20f;
+      weight *= routing.scale;
+    }
+  }
+  TITAN_RETURN_IF_ERROR(ctx_.compute.CopyFromHost(experts.data(), acts.experts));
+  return ctx_.compute.CopyFromHost(weights.data(), acts.weights);
+}
+
 absl::Status MoeFeedForward::GateUp(const TensorView& x, const FeedForwardActs& acts) {
   const MoeConfig& moe = ctx_.config.moe;
-  const int64_t n = ctx_.n, d = ctx_.config.dim, hm = moe.hidden_dim;
+  const int64_t n = ctx_.n, d = ctx_.config.dim, hm = ctx_.local().expert_hidden;
   const RoutedActs& r = acts.routed;
   TITAN_RETURN_IF_ERROR(router_.Forward(x, r.logits));
   const TensorView bias = w_.bias >= 0 ? ctx_.Value(w_.bias) : TensorView{};
-  TITAN_RETURN_IF_ERROR(ctx_.compute.MoeRoute(r.logits, bias, Routing(), r.experts, r.weights));
+  if (moe.force_balance) {
+    TITAN_RETURN_IF_ERROR(RouteRoundRobin(r));
+  } else {
+    TITAN_RETURN_IF_ERROR(ctx_.compute.MoeRoute(r.logits, bias, Routing(), r.experts, r.weights));
+  }
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoePermute(r.experts, r.counts, r.slots));
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeDispatch(R::Reshaped(x, {n, d}), r.slots, r.x));
   const int ep = ctx_.ep_size();
@@ -191,7 +232,7 @@ absl::Status MoeFeedForward::GateUp(const TensorView& x, const FeedForwardActs& 
 }
 
 absl::Status MoeFeedForward::SwiGlu(const FeedForwardActs& acts) {
-  const int64_t hm = ctx_.config.moe.hidden_dim;
+  const int64_t hm = ctx_.local().expert_hidden;
   const RoutedActs& r = acts.routed;
   TITAN_ASSIGN_OR_RETURN(const std::vector<Block> blocks, Blocks(r));
   int64_t total = 0;
@@ -211,10 +252,24 @@ absl::Status MoeFeedForward::SwiGlu(const FeedForwardActs& acts) {
 
 absl::Status MoeFeedForward::AddOutput(const FeedForwardActs& acts, const TensorView& out) {
   const RoutedActs& r = acts.routed;
-  const int64_t d = ctx_.config.dim;
-  TITAN_RETURN_IF_ERROR(
-      ctx_.compute.MoeCombine(r.y, r.weights, r.slots, R::Reshaped(out, {ctx_.n, d})));
-  return shared_ != nullptr ? shared_->AddOutput(acts, out) : absl::OkStatus();
+  const int64_t n = ctx_.n, nl = ctx_.n_local, d = ctx_.config.dim;
+  if (ctx_.tp.size() == 1) {
+    TITAN_RETURN_IF_ERROR(
+        ctx_.compute.MoeCombine(r.y, r.weights, r.slots, R::Reshaped(out, {n, d})));
+    return shared_ != nullptr ? shared_->AddOutput(acts, out) : absl::OkStatus();
+  }
+  // Under tensor parallelism each rank's outputs are partial sums over its part of the hidden
+  // features: the routed and shared experts' are added up for every token, then summed over the
+  // ranks and scattered to the tokens' ranks at once.
+  const TensorView full = R::Reshaped(ctx_.scratch.tokens_full, {n, d});
+  TITAN_RETURN_IF_ERROR(ctx_.Zero(full));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.MoeCombine(r.y, r.weights, r.slots, full));
+  if (shared_ != nullptr) TITAN_RETURN_IF_ERROR(shared_->AddPartialOutput(acts, full));
+  TITAN_ASSIGN_OR_RETURN(
+      const TensorView reduced,
+      ctx_.tp.ReduceScatterTokens(R::Reshaped(full, {n * d}),
+                                  R::Reshaped(ctx_.scratch.tokens_local, {nl * d})));
+  return ctx_.compute.Accumulate(reduced, R::Reshaped(out, {nl * d}));
 }
 
 absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView& x,
@@ -226,7 +281,8 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
         "Interleaved ZB or DualPipeV)");
   }
   const MoeConfig& moe = ctx_.config.moe;
-  const int64_t n = ctx_.n, d = ctx_.config.dim, k = moe.top_k, m = n * k, hm = moe.hidden_dim;
+  const int64_t n = ctx_.n, d = ctx_.config.dim, k = moe.top_k, m = n * k;
+  const int64_t hm = ctx_.local().expert_hidden;
   const RoutedActs& r = acts.routed;
   const SharedScratch& s = ctx_.scratch;
   const bool ep = ctx_.ep_size() > 1;
@@ -279,11 +335,13 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   // And back to the tokens' ranks.
   if (ep) TITAN_RETURN_IF_ERROR(Travel(r, d_x, R::Reshaped(s.moe_recv_d_x, {capacity, d}), true));
   TITAN_RETURN_IF_ERROR(ctx_.compute.MoeDispatchBackward(d_x, r.slots, R::Reshaped(dx, {n, d})));
-  // Through the weights into the router (the choice itself has no gradient).
+  // Through the weights into the router (the choice itself has no gradient). Under tensor
+  // parallelism the outputs were partial sums, so are the weights' gradients and all that follows
+  // from them: dx is summed over the ranks with the rest, the router's gradient here.
   const TensorView d_logits = R::Reshaped(s.moe_d_logits, {n, moe.experts});
   TITAN_RETURN_IF_ERROR(
       ctx_.compute.MoeRouteBackward(r.logits, r.experts, d_weights, Routing(), d_logits));
-  return router_.Backward(d_logits, x, dx);
+  return router_.BackwardOfPartialSums(d_logits, x, dx, s.moe_router_grad);
 }
 
 }  // namespace titan

@@ -81,6 +81,8 @@ class MoeFeedForward : public FeedForwardLayer {
   absl::Status GroupedWeightGrad(const std::vector<Block>& blocks, const TensorView& g,
                                  const TensorView& in, int weight) const;
   MoeRouting Routing() const;
+  // MoeConfig::force_balance's choice and weights, on the host (a debugging aid).
+  absl::Status RouteRoundRobin(const RoutedActs& acts) const;
 
   ModuleContext& ctx_;
   MoeWeights w_;

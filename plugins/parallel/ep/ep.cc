@@ -4,8 +4,10 @@
 // all-to-all (the model runs that, core/model/modules/moe_feed_forward.cc). Apply narrows each
 // expert weight (Parameter::expert, [experts, ...]) to this rank's run of dim 0, in place: a run
 // of dim 0 is contiguous, so fsdp, which must follow, shards it further over the ranks holding the
-// same experts (DeviceMesh::expert_shard_group) and the model's whole copy is released. Its
-// checkpoint pieces are boxes at local_offset, so a checkpoint loads at any ep degree.
+// same experts (DeviceMesh::expert_shard_group) and the model's whole copy is released. Under
+// tensor parallelism, applied before, each expert weight is already this tp rank's part of every
+// expert's matrix (dim 1 or 2), and ep narrows that. Its checkpoint pieces are boxes at
+// local_offset, so a checkpoint loads at any ep degree.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,15 +51,15 @@ class ExpertParallel : public ParallelPlugin, public UnshardingRole {
     CollectExperts(model, experts_);
     for (Parameter* p : experts_) {
       if (p->value.data == nullptr || !p->value.is_contiguous() || p->value.shape.empty() ||
-          p->value.shape != p->full_shape || p->value.shape[0] % group.size() != 0) {
+          p->value.shape[0] != p->full_shape[0] || p->value.shape[0] % group.size() != 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("ep: expert parameter ", p->name, " must be whole, contiguous and hold ",
-                         "a multiple of ", group.size(), " experts along dim 0"));
+            absl::StrCat("ep: expert parameter ", p->name, " must be contiguous and hold all its ",
+                         "experts along dim 0, a multiple of ", group.size()));
       }
       const int64_t local = p->value.shape[0] / group.size(), first = group.rank() * local;
       p->value = Run(p->value, first, local);
       p->grad = Run(p->grad, first, local);
-      p->local_offset.assign(p->full_shape.size(), 0);
+      if (p->local_offset.empty()) p->local_offset.assign(p->full_shape.size(), 0);
       p->local_offset[0] = first;
     }
     group_ = &group;
@@ -68,7 +70,8 @@ class ExpertParallel : public ParallelPlugin, public UnshardingRole {
   UnshardingRole* unsharding() override { return this; }
 
   // After fsdp's: each expert weight's run is whole on this rank; the runs are gathered into
-  // whole weights of this plugin's.
+  // weights of this plugin's holding every expert (and, under tensor parallelism, still this tp
+  // rank's part of each, which tp's Unshard gathers next).
   absl::Status Unshard() override {
     if (group_ == nullptr) return absl::OkStatus();
     DevicePlugin& device = mesh_->device();
@@ -77,18 +80,19 @@ class ExpertParallel : public ParallelPlugin, public UnshardingRole {
         return absl::FailedPreconditionError(
             absl::StrCat("ep: unsharding ", p->name, ", which the plugins after ep left sharded"));
       }
-      TITAN_ASSIGN_OR_RETURN(DeviceBuffer value,
-                             DeviceBuffer::Allocate(device, Numel(p->full_shape)));
-      TITAN_ASSIGN_OR_RETURN(DeviceBuffer grad,
-                             DeviceBuffer::Allocate(device, Numel(p->full_shape)));
+      std::vector<int64_t> shape = p->value.shape;
+      shape[0] = p->full_shape[0];
+      TITAN_ASSIGN_OR_RETURN(DeviceBuffer value, DeviceBuffer::Allocate(device, Numel(shape)));
+      TITAN_ASSIGN_OR_RETURN(DeviceBuffer grad, DeviceBuffer::Allocate(device, Numel(shape)));
       TensorView whole = value.view();
-      whole.shape = p->full_shape;
+      whole.shape = shape;
       TITAN_RETURN_IF_ERROR(group_->AllGather(p->value, whole));
       TensorView whole_grad = grad.view();
-      whole_grad.shape = p->full_shape;
+      whole_grad.shape = shape;
       p->value = whole;
       p->grad = whole_grad;
-      p->local_offset.clear();
+      p->local_offset[0] = 0;
+      if (shape == p->full_shape) p->local_offset.clear();
       whole_.push_back(std::move(value));
       whole_.push_back(std::move(grad));
     }

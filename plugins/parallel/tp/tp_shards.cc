@@ -1,39 +1,41 @@
 #include "plugins/parallel/tp/tp_shards.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace titan::tp {
 
 absl::Status TpShards::CopyBox(float* full, float* box, const std::vector<int64_t>& full_shape,
                                int dim, int rank, int degree, bool to_box) const {
-  const int64_t rows = full_shape[0], columns = full_shape.size() > 1 ? full_shape[1] : 1;
-  int64_t first_row = 0, box_rows = rows, first_column = 0, box_columns = columns;
-  if (dim == 0) box_rows = rows / degree, first_row = box_rows * rank;
-  if (dim == 1) box_columns = columns / degree, first_column = box_columns * rank;
-  if (box_columns == columns) {  // whole rows: one contiguous run
-    const TensorView whole = View(full + first_row * columns, {box_rows * columns});
-    const TensorView part = View(box, {box_rows * columns});
-    return to_box ? compute_.Copy(whole, part) : compute_.Copy(part, whole);
+  // The tensor as [outer, extent, inner] around the split dimension: the box is one contiguous
+  // run of extent / degree * inner elements in each of the outer blocks.
+  int64_t outer = 1, extent = 1, inner = 1;
+  for (int d = 0; d < static_cast<int>(full_shape.size()); ++d) {
+    (d < dim ? outer : d == dim ? extent : inner) *= full_shape[d];
   }
-  for (int64_t r = 0; r < box_rows; ++r) {
-    const TensorView whole = View(full + (first_row + r) * columns + first_column, {box_columns});
-    const TensorView part = View(box + r * box_columns, {box_columns});
+  if (dim == kReplicated) outer = 1, degree = 1, rank = 0;
+  const int64_t run = extent / degree * inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    const TensorView whole = View(full + (o * extent * inner + rank * run), {run});
+    const TensorView part = View(box + o * run, {run});
     TITAN_RETURN_IF_ERROR(to_box ? compute_.Copy(whole, part) : compute_.Copy(part, whole));
   }
   return absl::OkStatus();
 }
 
-std::optional<int> SplitDim(TensorParallelStyle style) {
+std::optional<int> SplitDim(TensorParallelStyle style, int rank) {
   switch (style) {
     case TensorParallelStyle::kUndeclared:
       return std::nullopt;
     case TensorParallelStyle::kReplicate:
       return kReplicated;
     case TensorParallelStyle::kColumnwise:
+      return std::max(rank - 2, 0);
     case TensorParallelStyle::kVocabParallelEmbedding:
       return 0;
     case TensorParallelStyle::kRowwise:
-      return 1;
+      return rank - 1;
   }
   return std::nullopt;
 }
@@ -42,18 +44,19 @@ absl::Status TpShards::Shard(const std::vector<Parameter*>& parameters, int degr
   if (!entries_.empty()) return absl::FailedPreconditionError("tp: parameters sharded twice");
   int64_t count = 0;
   for (Parameter* p : parameters) {
-    const std::optional<int> dim = SplitDim(p->tp_style);
+    const std::optional<int> dim = SplitDim(p->tp_style, static_cast<int>(p->full_shape.size()));
     if (!dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tp: the model declares no tensor-parallel style for parameter ", p->name,
-          " (its module must set Parameter::tp_style: column-wise, row-wise, "
-          "vocabulary-parallel embedding or replicated)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tp: the model declares no tensor-parallel style for parameter ", p->name,
+                       " (its module must set Parameter::tp_style: column-wise, row-wise, "
+                       "vocabulary-parallel embedding or replicated)"));
     }
     if (p->value.data == nullptr || p->value.dtype != DType::kF32 || !p->value.is_contiguous() ||
-        p->value.shape != p->full_shape || p->value.shape.empty() || p->value.shape.size() > 2) {
+        p->value.shape != p->full_shape || p->value.shape.empty() || p->value.shape.size() > 3) {
       return absl::InvalidArgumentError(
           absl::StrCat("tp: parameter ", p->name,
-                       " must be a whole f32 contiguous vector or matrix with values"));
+                       " must be a whole f32 contiguous vector, matrix or stack of matrices with "
+                       "values"));
     }
     if (*dim != kReplicated && p->full_shape[*dim] % degree != 0) {
       return absl::InvalidArgumentError(

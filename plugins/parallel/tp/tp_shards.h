@@ -1,8 +1,9 @@
 // This rank's boxes of the parameters under tensor parallelism, kept in flat buffers the
 // optimizer can update in one pass. Each parameter's declared style (Parameter::tp_style, which
-// the model sets where it creates its parameters) says which tensor dimension the tp ranks split:
-//   kColumnwise: dim 0 (output features: heads, hidden features, vocabulary rows);
-//   kRowwise: dim 1 (input features);
+// the model sets where it creates its parameters) says which tensor dimension the tp ranks split,
+// a parameter being a vector, a matrix [out, in] or a stack of matrices [experts, out, in]:
+//   kColumnwise: the output features (heads, hidden features, vocabulary rows), dim 0 of a matrix;
+//   kRowwise: the input features, the last dim;
 //   kVocabParallelEmbedding: dim 0 (vocabulary rows; tokens a rank lacks look up zeros);
 //   kReplicate: none (sequence parallel runs a norm on each rank's run of the tokens).
 // No model's names appear here: any model family that declares its styles shards the same way.
@@ -24,9 +25,9 @@ namespace titan::tp {
 
 inline constexpr int kReplicated = -1;
 
-// The tensor dimension a parameter of this style is split along, or kReplicated; nullopt for
-// kUndeclared.
-std::optional<int> SplitDim(TensorParallelStyle style);
+// The tensor dimension a parameter of this style and `rank` dimensions is split along, or
+// kReplicated; nullopt for kUndeclared.
+std::optional<int> SplitDim(TensorParallelStyle style, int rank);
 
 class TpShards {
  public:
@@ -51,8 +52,8 @@ class TpShards {
     int dim;         // kReplicated or the split tensor dimension
     int64_t offset;  // in the flat buffers
   };
-  // Copies the box of `full` (row-major [rows, columns], or a vector) that rank `rank` of
-  // `degree` holds along `dim` into `box`, or back (to_box false) into `full`.
+  // Copies the box of `full` (row-major, of full_shape) that rank `rank` of `degree` holds along
+  // `dim` (or all of it, kReplicated) into `box`, or back (to_box false) into `full`.
   absl::Status CopyBox(float* full, float* box, const std::vector<int64_t>& full_shape, int dim,
                        int rank, int degree, bool to_box) const;
   TensorView View(float* data, std::vector<int64_t> shape) const {

@@ -18,11 +18,14 @@ namespace titan::tp {
 namespace {
 
 TEST(SplitDim, FollowsTheDeclaredStyle) {
-  EXPECT_EQ(SplitDim(TensorParallelStyle::kColumnwise), 0);
-  EXPECT_EQ(SplitDim(TensorParallelStyle::kRowwise), 1);
-  EXPECT_EQ(SplitDim(TensorParallelStyle::kVocabParallelEmbedding), 0);
-  EXPECT_EQ(SplitDim(TensorParallelStyle::kReplicate), kReplicated);
-  EXPECT_EQ(SplitDim(TensorParallelStyle::kUndeclared), std::nullopt);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kColumnwise, 2), 0);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kRowwise, 2), 1);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kVocabParallelEmbedding, 2), 0);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kReplicate, 2), kReplicated);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kUndeclared, 2), std::nullopt);
+  // A stack of matrices [experts, out, in] splits each matrix as one alone.
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kColumnwise, 3), 1);
+  EXPECT_EQ(SplitDim(TensorParallelStyle::kRowwise, 3), 2);
 }
 
 Parameter Whole(const std::string& name, std::vector<int64_t> shape, float* data,
@@ -63,6 +66,57 @@ TEST(TpShards, NarrowsEachParameterToItsBox) {
   EXPECT_NE(status.message().find("has 3 along dim 0, which 2 tensor-parallel ranks"),
             std::string::npos)
       << status;
+}
+
+// Experts' weights [experts, out, in] split each expert's matrix: w1 by its rows, w2 by its
+// columns; and Unshard puts every box back in its place.
+TEST(TpShards, SplitsEachExpertsMatrix) {
+  std::vector<float> w1(2 * 4 * 3), w2(2 * 3 * 4);
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] = static_cast<float>(i);
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = static_cast<float>(100 + i);
+  const std::vector<float> w1_before = w1, w2_before = w2;
+  std::vector<float> w1_other = w1, w2_other = w2;
+  const std::vector<int64_t> w1_shape = {2, 4, 3}, w2_shape = {2, 3, 4};
+  Parameter up[2], down[2];
+  for (int r = 0; r < 2; ++r) {
+    up[r] = Whole("moe.experts.w1", w1_shape, r == 0 ? w1_other.data() : w1.data(),
+                  TensorParallelStyle::kColumnwise);
+    down[r] = Whole("moe.experts.w2", w2_shape, r == 0 ? w2_other.data() : w2.data(),
+                    TensorParallelStyle::kRowwise);
+  }
+  std::vector<TpShards> shards;
+  for (int r = 0; r < 2; ++r) shards.emplace_back(CpuDevice::Host());
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(shards[r].Shard({&up[r], &down[r]}, 2, r).ok());
+  EXPECT_EQ(up[1].value.shape, (std::vector<int64_t>{2, 2, 3}));
+  EXPECT_EQ(up[1].local_offset, (std::vector<int64_t>{0, 2, 0}));
+  EXPECT_EQ(up[1].placements[static_cast<int>(MeshDim::kTp)].tensor_dim, 1);
+  const float* box = up[1].value.data_as<float>();
+  // Rows 2 and 3 of expert 0 (elements 6..11), then of expert 1 (18..23).
+  EXPECT_EQ(std::vector<float>(box, box + 12),
+            (std::vector<float>{6, 7, 8, 9, 10, 11, 18, 19, 20, 21, 22, 23}));
+  EXPECT_EQ(down[1].value.shape, (std::vector<int64_t>{2, 3, 2}));
+  EXPECT_EQ(down[1].placements[static_cast<int>(MeshDim::kTp)].tensor_dim, 2);
+  box = down[1].value.data_as<float>();
+  EXPECT_EQ(std::vector<float>(box, box + 4), (std::vector<float>{102, 103, 106, 107}));
+
+  ThreadGroup group(2);
+  std::vector<std::thread> ranks;
+  absl::Status statuses[2];
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ThreadComm comm(group, r);
+      statuses[r] = shards[r].Unshard(comm);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_EQ(up[r].value.shape, w1_shape);
+    const float* whole = up[r].value.data_as<float>();
+    EXPECT_EQ(std::vector<float>(whole, whole + w1.size()), w1_before);
+    whole = down[r].value.data_as<float>();
+    EXPECT_EQ(std::vector<float>(whole, whole + w2.size()), w2_before);
+  }
 }
 
 // The plan is the declared styles, not the names: parameters of another model family, named as
