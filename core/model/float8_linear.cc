@@ -43,12 +43,12 @@ std::vector<Float8LinearChoice> ChooseFloat8Linears(std::vector<Float8LinearChoi
   for (Float8LinearChoice& linear : linears) {
     // A grouped weight's GEMMs see one expert's [out, in] at a time.
     const auto first = linear.shape.begin() + (linear.grouped ? 1 : 0);
-    const bool aligned = std::all_of(first, linear.shape.end(),
-                                     [](int64_t d) { return d % kFloat8Alignment == 0; });
-    linear.outcome = !plugin.Converts(linear.fqn)      ? Float8LinearChoice::kFiltered
+    const bool aligned =
+        std::all_of(first, linear.shape.end(), [](int64_t d) { return d % kFloat8Alignment == 0; });
+    linear.outcome = !plugin.Converts(linear.fqn)    ? Float8LinearChoice::kFiltered
                      : linear.grouped && !grouped_ok ? Float8LinearChoice::kGroupedNeedsRowwise
-                     : !aligned ? Float8LinearChoice::kShapeNotDivisibleBy16
-                                : Float8LinearChoice::kFloat8;
+                     : !aligned                      ? Float8LinearChoice::kShapeNotDivisibleBy16
+                                                     : Float8LinearChoice::kFloat8;
   }
   return linears;
 }
@@ -79,12 +79,13 @@ std::vector<std::string> DescribeFloat8Linears(const std::vector<Float8LinearCho
         "on their own): ",
         grouped_converted.empty() ? "none" : absl::StrJoin(grouped_converted, ", ")));
   } else if (grouped_refused > 0) {
-    lines.push_back(absl::StrCat(
-        "[float8] the routed experts stay in high precision (", grouped_refused,
-        " expert weights): grouped experts run in Float8 only with rowwise scales, as "
-        "TorchTitan's, and recipe ",
-        recipe_name, " scales the forward's operands per tensor; float8.recipe_name = "
-        "\"rowwise\" converts them"));
+    lines.push_back(
+        absl::StrCat("[float8] the routed experts stay in high precision (", grouped_refused,
+                     " expert weights): grouped experts run in Float8 only with rowwise scales, as "
+                     "TorchTitan's, and recipe ",
+                     recipe_name,
+                     " scales the forward's operands per tensor; float8.recipe_name = "
+                     "\"rowwise\" converts them"));
   }
   for (const Float8LinearChoice& c : choices) {
     if (c.outcome == Float8LinearChoice::kFiltered) {
@@ -139,9 +140,9 @@ absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView&
 absl::Status Float8Linears::GroupedWeightGrad(std::span<const TensorView> dout,
                                               std::span<const TensorView> in, TensorView dw) {
   if (dout.size() != in.size() || dout.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("float8: a grouped weight gradient expected ",
-                                                   "as many pieces of dout as of in (at least ",
-                                                   "one), found ", dout.size(), " and ", in.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "float8: a grouped weight gradient expected ", "as many pieces of dout as of in (at least ",
+        "one), found ", dout.size(), " and ", in.size()));
   }
   // In high precision a sum of the pieces' products is the group's.
   if (dout.size() == 1 || recipe_.grad_weight.high_precision) {
@@ -174,8 +175,8 @@ absl::StatusOr<std::vector<int64_t>> Float8Linears::JoinedShape(
     if (piece.shape.size() != 2 || piece.shape[1] != width || piece.dtype != pieces[0].dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat("float8: a grouped weight gradient's pieces expected [rows, ", width,
-                       "] in ", DTypeName(pieces[0].dtype), ", found one of ",
-                       piece.shape.size(), " dimensions in ", DTypeName(piece.dtype)));
+                       "] in ", DTypeName(pieces[0].dtype), ", found one of ", piece.shape.size(),
+                       " dimensions in ", DTypeName(piece.dtype)));
     }
     rows += piece.shape[0];
   }
