@@ -261,8 +261,9 @@ absl::StatusOr<std::vector<Float8LinearChoice>> DecoderModel::ConvertToFloat8(
     const Float8Plugin& plugin, bool gather_float8) {
   std::vector<Parameter>& parameters = ctx_.parameters;
   std::vector<Float8LinearChoice> linears;
-  auto add = [&](int weight, std::string fqn) {
-    linears.push_back({weight, std::move(fqn), parameters[weight].full_shape});
+  auto add = [&](int weight, std::string fqn, bool grouped = false) {
+    linears.push_back({weight, std::move(fqn), parameters[weight].full_shape,
+                       Float8LinearChoice::kFloat8, grouped});
   };
   ctx_.row_parallel.assign(parameters.size(), false);
   for (const std::unique_ptr<DecoderBlock>& block : blocks_) {
@@ -272,6 +273,7 @@ absl::StatusOr<std::vector<Float8LinearChoice>> DecoderModel::ConvertToFloat8(
       add(w, name.substr(0, name.size() - std::string(".weight").size()));
       ctx_.row_parallel[w] = parameters[w].tp_style == TensorParallelStyle::kRowwise;
     }
+    for (const int w : block->expert_weights()) add(w, parameters[w].name, /*grouped=*/true);
   }
   if (output_ >= 0) add(output_, "output");  // tied or not, the output projection's name
   linears = ChooseFloat8Linears(std::move(linears), plugin);
@@ -287,8 +289,9 @@ absl::StatusOr<std::vector<Float8LinearChoice>> DecoderModel::ConvertToFloat8(
       }
     }
     for (const Float8LinearChoice& c : linears) {
-      // A tied output weight is also the embedding table, which is read in f32.
-      if (c.outcome == Float8LinearChoice::kFloat8 && c.weight != tok_embeddings_) {
+      // A tied output weight is also the embedding table, which is read in f32; grouped experts
+      // scale rowwise, never with the gather's one scale (the recipe check above refuses them).
+      if (c.outcome == Float8LinearChoice::kFloat8 && c.weight != tok_embeddings_ && !c.grouped) {
         parameters[c.weight].compute_dtype = DType::kF8E4M3;
       }
     }

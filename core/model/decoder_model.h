@@ -79,9 +79,11 @@ class DecoderModel : public TensorParallelTarget,
   absl::Status SaveParameters(const std::string& path) const;
 
   // The float8 converter (core/model/float8_linear.h): the linear layers `plugin` converts, and
-  // whose shapes allow it, run their GEMMs in Float8 from now on. Returns every linear layer's
+  // whose shapes allow it, run their GEMMs in Float8 from now on; so do the routed experts'
+  // grouped GEMMs under a rowwise recipe. Returns every linear layer's and expert weight's
   // outcome, for the log. With `gather_float8` (fsdp's float8 all-gather, tensorwise recipes
-  // only) their weights ask to be handed over quantized (Parameter::compute_dtype e4m3).
+  // only) the linear layers' weights ask to be handed over quantized (Parameter::compute_dtype
+  // e4m3); the experts' [experts, out, in] weights never do: they are gathered in high precision.
   absl::StatusOr<std::vector<Float8LinearChoice>> ConvertToFloat8(const Float8Plugin& plugin,
                                                                   bool gather_float8 = false);
 

@@ -22,16 +22,33 @@ std::string DescribeGemm(const char* name, const Float8GemmRecipe& gemm) {
   return absl::StrCat(name, " ", cast(gemm.a), " x ", cast(gemm.b));
 }
 
+// The shape the log shows: a grouped weight's per-expert matrix after its experts.
+std::string ShapeText(const Float8LinearChoice& c) {
+  if (!c.grouped) return absl::StrCat("[", absl::StrJoin(c.shape, ", "), "]");
+  return absl::StrCat("[", absl::StrJoin(c.shape.begin() + 1, c.shape.end(), ", "), "] (of ",
+                      c.shape[0], " experts)");
+}
+
 }  // namespace
+
+bool ConvertsGroupedExperts(const Float8Recipe& recipe) {
+  const Float8GemmRecipe& output = recipe.output;
+  return !output.high_precision && output.a.granularity == Float8Granularity::kRow &&
+         output.b.granularity == Float8Granularity::kRow;
+}
 
 std::vector<Float8LinearChoice> ChooseFloat8Linears(std::vector<Float8LinearChoice> linears,
                                                     const Float8Plugin& plugin) {
+  const bool grouped_ok = ConvertsGroupedExperts(plugin.Recipe());
   for (Float8LinearChoice& linear : linears) {
-    const bool aligned = std::all_of(linear.shape.begin(), linear.shape.end(),
-                                     [](int64_t d) { return d % kFloat8Alignment == 0; });
-    linear.outcome = !plugin.Converts(linear.fqn) ? Float8LinearChoice::kFiltered
-                     : !aligned                   ? Float8LinearChoice::kShapeNotDivisibleBy16
-                                                  : Float8LinearChoice::kFloat8;
+    // A grouped weight's GEMMs see one expert's [out, in] at a time.
+    const auto first = linear.shape.begin() + (linear.grouped ? 1 : 0);
+    const bool aligned =
+        std::all_of(first, linear.shape.end(), [](int64_t d) { return d % kFloat8Alignment == 0; });
+    linear.outcome = !plugin.Converts(linear.fqn)    ? Float8LinearChoice::kFiltered
+                     : linear.grouped && !grouped_ok ? Float8LinearChoice::kGroupedNeedsRowwise
+                     : !aligned                      ? Float8LinearChoice::kShapeNotDivisibleBy16
+                                                     : Float8LinearChoice::kFloat8;
   }
   return linears;
 }
@@ -39,9 +56,13 @@ std::vector<Float8LinearChoice> ChooseFloat8Linears(std::vector<Float8LinearChoi
 std::vector<std::string> DescribeFloat8Linears(const std::vector<Float8LinearChoice>& choices,
                                                absl::string_view recipe_name,
                                                const Float8Recipe& recipe) {
-  std::vector<std::string> converted, lines;
+  std::vector<std::string> converted, lines, grouped_converted;
+  int64_t linears = 0, grouped = 0, grouped_refused = 0;
   for (const Float8LinearChoice& c : choices) {
-    if (c.outcome == Float8LinearChoice::kFloat8) converted.push_back(c.fqn);
+    (c.grouped ? grouped : linears) += 1;
+    grouped_refused += c.outcome == Float8LinearChoice::kGroupedNeedsRowwise;
+    if (c.outcome != Float8LinearChoice::kFloat8) continue;
+    (c.grouped ? grouped_converted : converted).push_back(c.fqn);
   }
   lines.push_back(absl::StrCat("[float8] recipe ", recipe_name, ": ",
                                DescribeGemm("output", recipe.output), ", ",
@@ -49,16 +70,30 @@ std::vector<std::string> DescribeFloat8Linears(const std::vector<Float8LinearCho
                                DescribeGemm("grad_weight", recipe.grad_weight),
                                recipe.power_of_two_scales ? "; power-of-two scales" : ""));
   lines.push_back(absl::StrCat(
-      "[float8] ", converted.size(), " of ", choices.size(),
+      "[float8] ", converted.size(), " of ", linears,
       " linear layers in Float8: ", converted.empty() ? "none" : absl::StrJoin(converted, ", ")));
+  if (grouped > 0 && grouped_refused == 0) {
+    lines.push_back(absl::StrCat(
+        "[float8] ", grouped_converted.size(), " of ", grouped,
+        " routed expert weights in Float8 (grouped GEMMs, each expert's rows and weight scaled "
+        "on their own): ",
+        grouped_converted.empty() ? "none" : absl::StrJoin(grouped_converted, ", ")));
+  } else if (grouped_refused > 0) {
+    lines.push_back(
+        absl::StrCat("[float8] the routed experts stay in high precision (", grouped_refused,
+                     " expert weights): grouped experts run in Float8 only with rowwise scales, as "
+                     "TorchTitan's, and recipe ",
+                     recipe_name,
+                     " scales the forward's operands per tensor; float8.recipe_name = "
+                     "\"rowwise\" converts them"));
+  }
   for (const Float8LinearChoice& c : choices) {
     if (c.outcome == Float8LinearChoice::kFiltered) {
       lines.push_back(absl::StrCat("[float8] ", c.fqn,
                                    " stays in high precision: matched by float8.filter_fqns"));
     } else if (c.outcome == Float8LinearChoice::kShapeNotDivisibleBy16) {
-      lines.push_back(absl::StrCat("[float8] ", c.fqn, " stays in high precision: its weight [",
-                                   absl::StrJoin(c.shape, ", "), "] is not divisible by ",
-                                   kFloat8Alignment));
+      lines.push_back(absl::StrCat("[float8] ", c.fqn, " stays in high precision: its weight ",
+                                   ShapeText(c), " is not divisible by ", kFloat8Alignment));
     }
   }
   return lines;
@@ -87,11 +122,11 @@ absl::Status Float8Linears::Forward(const TensorView& in, const Float8Operand& w
 }
 
 absl::Status Float8Linears::InputGrad(const TensorView& dout, const Float8Operand& w,
-                                      TensorView dinp, const Float8Split& split) {
+                                      TensorView dinp, const Float8Split& split, bool accumulate) {
   Communicator* in_split = split.row_parallel ? split.tp : nullptr;
   Communicator* out_split = split.row_parallel ? nullptr : split.tp;
   return Gemm(recipe_.grad_input, {{dout, {}, {}}, false, split.sequence, out_split},
-              {w, true, in_split, out_split}, 1.0f, dinp);
+              {w, true, in_split, out_split}, accumulate ? 1.0f : 0.0f, dinp);
 }
 
 absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw,
@@ -100,6 +135,69 @@ absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView&
   Communicator* out_split = split.row_parallel ? nullptr : split.tp;
   return Gemm(recipe_.grad_weight, {{dout, {}, {}}, true, out_split, split.sequence},
               {{in, {}, {}}, true, in_split, split.sequence}, 1.0f, dw);
+}
+
+absl::Status Float8Linears::GroupedWeightGrad(std::span<const TensorView> dout,
+                                              std::span<const TensorView> in, TensorView dw) {
+  if (dout.size() != in.size() || dout.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "float8: a grouped weight gradient expected ", "as many pieces of dout as of in (at least ",
+        "one), found ", dout.size(), " and ", in.size()));
+  }
+  // In high precision a sum of the pieces' products is the group's.
+  if (dout.size() == 1 || recipe_.grad_weight.high_precision) {
+    for (size_t i = 0; i < dout.size(); ++i) TITAN_RETURN_IF_ERROR(WeightGrad(dout[i], in[i], dw));
+    return absl::OkStatus();
+  }
+  TITAN_ASSIGN_OR_RETURN(const std::vector<int64_t> dout_shape, JoinedShape(dout));
+  TITAN_ASSIGN_OR_RETURN(const std::vector<int64_t> in_shape, JoinedShape(in));
+  const int64_t want[2] = {
+      dout_shape[0] * dout_shape[1] * static_cast<int64_t>(DTypeSize(dout[0].dtype)),
+      in_shape[0] * in_shape[1] * static_cast<int64_t>(DTypeSize(in[0].dtype))};
+  if (want[0] > joined_bytes_[0] || want[1] > joined_bytes_[1]) {
+    for (int i = 0; i < 2; ++i) joined_bytes_[i] = std::max(joined_bytes_[i], want[i]);
+    // The entries hold bytes; each join views its entry in its pieces' dtype.
+    ArenaPlan plan;
+    TITAN_RETURN_IF_ERROR(plan.Add("dout", {joined_bytes_[0]}, DType::kF8E4M3).status());
+    TITAN_RETURN_IF_ERROR(plan.Add("in", {joined_bytes_[1]}, DType::kF8E4M3).status());
+    TITAN_ASSIGN_OR_RETURN(joined_, Arena::Allocate(plan, device_, "float8 grouped join"));
+  }
+  TITAN_ASSIGN_OR_RETURN(const TensorView joined_dout, Join(0, dout, dout_shape));
+  TITAN_ASSIGN_OR_RETURN(const TensorView joined_in, Join(1, in, in_shape));
+  return WeightGrad(joined_dout, joined_in, dw);
+}
+
+absl::StatusOr<std::vector<int64_t>> Float8Linears::JoinedShape(
+    std::span<const TensorView> pieces) {
+  const int64_t width = pieces[0].shape.size() == 2 ? pieces[0].shape[1] : -1;
+  int64_t rows = 0;
+  for (const TensorView& piece : pieces) {
+    if (piece.shape.size() != 2 || piece.shape[1] != width || piece.dtype != pieces[0].dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("float8: a grouped weight gradient's pieces expected [rows, ", width,
+                       "] in ", DTypeName(pieces[0].dtype), ", found one of ", piece.shape.size(),
+                       " dimensions in ", DTypeName(piece.dtype)));
+    }
+    rows += piece.shape[0];
+  }
+  return std::vector<int64_t>{rows, width};
+}
+
+absl::StatusOr<TensorView> Float8Linears::Join(int index, std::span<const TensorView> pieces,
+                                               const std::vector<int64_t>& shape) {
+  TensorView joined = joined_.at(index).view();
+  joined.dtype = pieces[0].dtype;
+  joined.shape = shape;
+  joined.strides.clear();
+  char* next = static_cast<char*>(joined.data);
+  for (const TensorView& piece : pieces) {
+    TensorView to = joined;
+    to.data = next;
+    to.shape = piece.shape;
+    TITAN_RETURN_IF_ERROR(compute_->Copy(piece, to));
+    next += static_cast<size_t>(piece.numel()) * DTypeSize(piece.dtype);
+  }
+  return joined;
 }
 
 absl::Status Float8Linears::Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales,

@@ -1,11 +1,14 @@
 // The float8 converter (model.converters = ["float8"]): the model's linear layers y = x W^T run
 // their three GEMMs (output, grad_input, grad_weight) through the compute's Float8Quantize and
 // Float8Gemm as a float8 recipe plugin describes them (titan/float8.h), accumulating in f32
-// into f32 outputs. Weights, gradients and checkpoints stay f32: Float8 is a compute format.
+// into f32 outputs; so do a mixture of experts' routed experts (grouped GEMMs) under a recipe
+// that scales rowwise, each expert's group of rows and its weight quantized on their own.
+// Weights, gradients and checkpoints stay f32: Float8 is a compute format.
 #ifndef TITAN_CORE_MODEL_FLOAT8_LINEAR_H_
 #define TITAN_CORE_MODEL_FLOAT8_LINEAR_H_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,17 +21,31 @@ namespace titan {
 
 // One linear layer the converter looked at: its weight's parameter index, its fully qualified
 // name ("layers.0.attention.wq", "output"), its weight's [out_features, in_features] and the
-// outcome.
+// outcome. A grouped one is a mixture of experts' routed experts' weight [experts, out, in]
+// ("layers.0.moe.experts.w1"): one linear layer per expert, on that expert's group of rows.
 struct Float8LinearChoice {
   int weight = -1;
   std::string fqn;
   std::vector<int64_t> shape;
-  enum Outcome { kFloat8, kFiltered, kShapeNotDivisibleBy16 } outcome = kFloat8;
+  enum Outcome {
+    kFloat8,
+    kFiltered,
+    kShapeNotDivisibleBy16,
+    kGroupedNeedsRowwise,  // a grouped weight under a recipe that does not scale rowwise
+  } outcome = kFloat8;
+  bool grouped = false;
 };
 
-// Which of `linears` (weight, fqn and shape set) run in Float8: not those the plugin's filter
-// keeps in high precision, nor those with a dimension not divisible by 16 (the FP8 GEMMs'
-// alignment, as TorchTitan's filter).
+// Whether a recipe converts grouped experts: its forward scales both operands rowwise (rowwise,
+// rowwise_with_gw_hp). TorchTitan's grouped experts take Float8 only so (torchao's scaled
+// grouped GEMM scales per row of each group, and per output feature of each expert's weight);
+// one scale over a tensor (tensorwise) has no grouped form there.
+bool ConvertsGroupedExperts(const Float8Recipe& recipe);
+
+// Which of `linears` (weight, fqn, shape and grouped set) run in Float8: not those the plugin's
+// filter keeps in high precision, nor grouped ones under a recipe that does not convert them,
+// nor those with a dimension not divisible by 16 (the FP8 GEMMs' alignment, as TorchTitan's
+// filter; a grouped weight's per-expert [out, in]).
 std::vector<Float8LinearChoice> ChooseFloat8Linears(std::vector<Float8LinearChoice> linears,
                                                     const Float8Plugin& plugin);
 // The log lines: the recipe's casts, the layers in Float8 and those left in high precision
@@ -73,13 +90,21 @@ class Float8Linears {
   // quantized is taken as it is: its scale covers the whole weight already (fsdp's gather).
   absl::Status Forward(const TensorView& in, const Float8Operand& w, TensorView out,
                        bool accumulate, const Float8Split& split = {});
-  // dinp [n, in] += dout [n, out] . w [out, in].
+  // dinp [n, in] += dout [n, out] . w [out, in] (= without accumulate).
   absl::Status InputGrad(const TensorView& dout, const Float8Operand& w, TensorView dinp,
-                         const Float8Split& split = {});
+                         const Float8Split& split = {}, bool accumulate = true);
   // dw [out, in] += dout [n, out]^T . in [n, in]; in high precision (the operands' dtype) if the
   // recipe says so.
   absl::Status WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw,
                           const Float8Split& split = {});
+
+  // A grouped expert runs Forward and InputGrad on its group of rows [rows, k] with its own
+  // weight [out, in], so that every scale covers that group and that expert alone (torchao's
+  // scaled grouped GEMM), and here its weight gradient: dw [out, in] += dout^T . in over the
+  // group, given in pieces ([rows_i, out] and [rows_i, in]: under expert parallelism one per
+  // source rank) that are quantized as one group, joined first when there are several.
+  absl::Status GroupedWeightGrad(std::span<const TensorView> dout, std::span<const TensorView> in,
+                                 TensorView dw);
 
   // The last Float8 GEMM's operands as Float8Gemm took them (a: 0, b: 1): their codes and
   // inverse scales, in the device scratch the next GEMM overwrites. For tests and debugging.
@@ -107,6 +132,11 @@ class Float8Linears {
   // Device scratch for the two operands' codes and scales (and their amaxes, the same sizes),
   // grown to the largest GEMM seen.
   absl::Status Reserve(int64_t a_codes, int64_t b_codes, int64_t a_scales, int64_t b_scales);
+  // The [rows, width] of `pieces` ([rows_i, width], one dtype) one under the other.
+  static absl::StatusOr<std::vector<int64_t>> JoinedShape(std::span<const TensorView> pieces);
+  // `pieces` one under the other in joined_'s entry `index` (reserved), as `shape`.
+  absl::StatusOr<TensorView> Join(int index, std::span<const TensorView> pieces,
+                                  const std::vector<int64_t>& shape);
 
   Float8Recipe recipe_;
   Compute* compute_;
@@ -114,6 +144,9 @@ class Float8Linears {
   std::vector<bool> converted_;  // per parameter index
   Arena scratch_;
   int64_t reserved_[4] = {0, 0, 0, 0};
+  // A grouped weight gradient's pieces joined (dout: 0, in: 1), grown to the largest group seen.
+  Arena joined_;
+  int64_t joined_bytes_[2] = {0, 0};
   Operand last_[2];
 };
 

@@ -147,10 +147,7 @@ void ExpectPieceOfWhole(const Quantized& whole, const Quantized& piece, int row_
   EXPECT_EQ(piece.scales, std::vector<float>(first, first + piece.rows)) << what;
 }
 
-Float8Recipe Rowwise() {
-  const Float8Cast row = {DType::kF8E4M3, Float8Granularity::kRow};
-  return {{false, row, row}, {false, row, row}, {false, row, row}, true};
-}
+Float8Recipe Rowwise() { return RowwiseTestPlugin().Recipe(); }
 
 // tp 2 splits W [out, in] by out (column-parallel) or by in (row-parallel), and with it x's
 // columns (row-parallel) or dy's (column-parallel); cp 2 splits the tokens. Each rank's operands

@@ -1,5 +1,5 @@
-// For the model's tests: a float8 plugin without the registry, torchao's tensorwise recipe with
-// a substring filter.
+// For the model's tests: float8 plugins without the registry, torchao's tensorwise and rowwise
+// recipes with a substring filter.
 #ifndef TITAN_CORE_MODEL_FLOAT8_TEST_PLUGIN_H_
 #define TITAN_CORE_MODEL_FLOAT8_TEST_PLUGIN_H_
 
@@ -29,6 +29,15 @@ class TensorwiseTestPlugin : public Float8Plugin {
 
  private:
   std::vector<std::string> filter_;
+};
+
+class RowwiseTestPlugin : public TensorwiseTestPlugin {
+ public:
+  using TensorwiseTestPlugin::TensorwiseTestPlugin;
+  Float8Recipe Recipe() const override {
+    const Float8Cast e4m3 = {DType::kF8E4M3, Float8Granularity::kRow};
+    return {{false, e4m3, e4m3}, {false, e4m3, e4m3}, {false, e4m3, e4m3}, true};
+  }
 };
 
 }  // namespace titan

@@ -221,7 +221,8 @@ std::vector<SectionSchema> MakeSchema() {
             "with the float8 all-gather: every weight's scale in one pass and one all-reduce "
             "after each optimizer step, not one per unit's gather"),
        StringList("filter_fqns", {},
-                  "linear layers whose name contains one of these stay in high precision")},
+                  "linear layers (and routed expert weights, `layers.N.moe.experts.w1`) whose "
+                  "name contains one of these stay in high precision")},
       "float8", "recipe_name", [](const auto& sections) {
         auto converters = sections.find("model")->second.GetStringList("converters");
         return converters.ok() &&

@@ -1,6 +1,7 @@
 // The phases before the first step: LoadData, BuildModel, ApplyParallelism, LoadOrInit.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +68,12 @@ absl::Status ConvertToFloat8(TrainingJob& job) {
                  float8.precompute_scales
                      ? ", all scales computed in one pass after each optimizer step"
                      : ", each unit's scales reduced before its gather");
+    if (std::any_of(choices.begin(), choices.end(), [](const auto& c) { return c.grouped; })) {
+      spdlog::info(
+          "[float8] fsdp gathers the routed experts' [experts, out, in] weights in high "
+          "precision: float8.enable_fsdp_float8_all_gather casts a linear layer's 2-D weight "
+          "with one scale, which grouped experts never take");
+    }
   }
   return absl::OkStatus();
 }

@@ -3,7 +3,7 @@
 
     run_layout.py --titan-run BIN --recipe FILE --out DIR --ranks N [--baseline DIR]
                   [--tolerance 1e-5] [--must-differ] [--state-fraction F] [--log-contains TEXT]
-                  [-- --section.key=value ...]
+                  [--loss-falls FRACTION] [-- --section.key=value ...]
 
 Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
 DIR/metrics.jsonl and DIR/output.log. With --baseline, every step's training loss and every
@@ -11,7 +11,9 @@ validation loss must be within the relative tolerance of the baseline run's; the
 printed as a table. With --must-differ, some loss must also differ from the baseline's (a run
 in another precision that matched it exactly would not have used that precision). With --state-fraction, every rank's parameters, gradients and optimizer state
 must take that fraction of the baseline's (1/N under fsdp over N ranks), to within 1%.
---log-contains (repeatable): the run's output must contain TEXT.
+--log-contains (repeatable): the run's output must contain TEXT. With --loss-falls, the mean
+training loss of the last five steps must be below the first step's by at least FRACTION of it
+(the run trains).
 """
 import argparse
 import json
@@ -41,6 +43,17 @@ def state_mib(log):
             re.findall(r"parameters, gradients and optimizer state: ([0-9.]+) MiB", log)]
 
 
+def check_loss_falls(train, fraction):
+    steps = sorted(train)
+    if len(steps) < 6:
+        sys.exit(f"--loss-falls needs at least 6 logged steps, found {len(steps)}")
+    first, last = train[steps[0]], sum(train[s] for s in steps[-5:]) / 5
+    print(f"training loss {first:.4f} at step {steps[0]}, {last:.4f} on average over steps "
+          f"{steps[-5]}-{steps[-1]}: {1 - last / first:.1%} lower (at least {fraction:.1%} asked)")
+    if last > first * (1 - fraction):
+        sys.exit("the training loss did not fall as much as asked")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--titan-run", required=True)
@@ -52,6 +65,7 @@ def main():
     parser.add_argument("--must-differ", action="store_true")
     parser.add_argument("--state-fraction", type=float)
     parser.add_argument("--log-contains", action="append", default=[])
+    parser.add_argument("--loss-falls", type=float)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
 
@@ -74,6 +88,8 @@ def main():
         if text not in run.stdout:
             sys.exit(f"the run's output does not say {text!r}")
         print(f"the output says {text!r}")
+    if args.loss_falls is not None:
+        check_loss_falls(losses(args.out)[0], args.loss_falls)
     if not args.baseline:
         return
 

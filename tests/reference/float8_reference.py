@@ -12,6 +12,10 @@ w.bin f32 [out, in], dy.bin f32 [n, out]. It receives y.bin [n, out] = x w^T, dx
 dw.bin [out, in], and for each Float8 GEMM operand (output_a = x, output_b = w, grad_input_a =
 dy, grad_input_b = w^T, grad_weight_a = dy^T, grad_weight_b = x^T; each with the reduced
 dimension last) NAME_codes.bin (u8, the OCP codes) and NAME_scales.bin (f32 inverse scales).
+
+Float8Linear (an autograd function) is the same linear layer for a model's reference:
+qwen3_reference.py runs each routed expert's group of rows through it, as torchao's scaled
+grouped GEMM quantizes each group on its own.
 """
 import os
 import sys
@@ -90,6 +94,49 @@ def scaled_mm(a, inv_a, b, inv_b):
     return (a.double() @ b.double()).float() * inv_a * inv_b
 
 
+def output_gemm(x, w, cfg):
+    """output = input @ weight_t: the input per row (axiswise_dim -1), the weight_t per column
+    (axiswise_dim 0), that is per row of w. Returns y and the operands' (codes, inverse scales)
+    as Float8Gemm takes them."""
+    xi, xc, xs = to_float8(x, cfg["input"], -1, cfg["pow2"])
+    wt, wc, ws = to_float8(w.t(), cfg["weight"], 0, cfg["pow2"])
+    return scaled_mm(xi, xs, wt, ws), (xc, xs), (wc.t(), ws)
+
+
+def grad_input_gemm(dy, w, cfg):
+    """grad_input = grad_output @ weight_t.t(): grad_output per row, weight_t per row."""
+    gi, gc, gs = to_float8(dy, cfg["grad_output"], -1, cfg["pow2"])
+    wt, wc, ws = to_float8(w.t(), cfg["weight_for_grad_input"], -1, cfg["pow2"])
+    return scaled_mm(gi, gs, wt.t(), ws.t()), (gc, gs), (wc, ws)
+
+
+def grad_weight_gemm(dy, x, cfg):
+    """grad_weight = grad_output.t() @ input: both per column (axiswise_dim 0), or in high
+    precision (no operands) where the recipe disables their cast."""
+    if cfg["grad_output_for_grad_weight"][0] is None:
+        return (dy.double().t() @ x.double()).float(), None, None
+    g, gc, gs = to_float8(dy, cfg["grad_output_for_grad_weight"], 0, cfg["pow2"])
+    xf, xc, xs = to_float8(x, cfg["input_for_grad_weight"], 0, cfg["pow2"])
+    return scaled_mm(g.t(), gs.t(), xf, xs), (gc.t(), gs), (xc.t(), xs)
+
+
+class Float8Linear(torch.autograd.Function):
+    """y = x w^T as torchao's Float8Linear computes it under a recipe (recipe_config's), x
+    [rows, in] and w [out, in]: every GEMM of the forward and the backward on Float8 operands.
+    On one expert's group of rows it is torchao's scaled grouped GEMM for that group."""
+
+    @staticmethod
+    def forward(ctx, x, w, cfg):
+        ctx.save_for_backward(x, w)
+        ctx.cfg = cfg
+        return output_gemm(x, w, cfg)[0]
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        return grad_input_gemm(dy, w, ctx.cfg)[0], grad_weight_gemm(dy, x, ctx.cfg)[0], None
+
+
 def main(case):
     config = {}
     with open(os.path.join(case, "case.txt")) as f:
@@ -98,7 +145,6 @@ def main(case):
             config[key] = value
     n, k, o = int(config["n"]), int(config["in"]), int(config["out"])
     cfg = recipe_config(config["recipe"])
-    pow2 = cfg["pow2"]
 
     def load(name, shape):
         data = np.fromfile(os.path.join(case, name), dtype=np.float32).reshape(shape)
@@ -107,38 +153,16 @@ def main(case):
     def save(name, tensor):
         tensor.contiguous().numpy().tofile(os.path.join(case, name))
 
-    def save_operand(name, codes, inv_scale):
-        save(name + "_codes.bin", codes)
-        save(name + "_scales.bin", inv_scale.reshape(-1).float())
-
     x, w, dy = load("x.bin", (n, k)), load("w.bin", (o, k)), load("dy.bin", (n, o))
-    w_t = w.t()
-
-    # Forward: output = input @ weight_t; the input per row (axiswise_dim -1), the weight_t per
-    # column (axiswise_dim 0), that is per row of w.
-    xi, xc, xs = to_float8(x, cfg["input"], -1, pow2)
-    wt, wc, ws = to_float8(w_t, cfg["weight"], 0, pow2)
-    save("y.bin", scaled_mm(xi, xs, wt, ws))
-    save_operand("output_a", xc, xs)
-    save_operand("output_b", wc.t(), ws)
-
-    # grad_input = grad_output @ weight_t.t(): grad_output per row, weight_t per row.
-    gi, gc, gs = to_float8(dy, cfg["grad_output"], -1, pow2)
-    wt0, wc0, ws0 = to_float8(w_t, cfg["weight_for_grad_input"], -1, pow2)
-    save("dx.bin", scaled_mm(gi, gs, wt0.t(), ws0.t()))
-    save_operand("grad_input_a", gc, gs)
-    save_operand("grad_input_b", wc0, ws0)
-
-    # grad_weight = grad_output.t() @ input: both per column (axiswise_dim 0), or in high
-    # precision where the recipe disables their cast.
-    if cfg["grad_output_for_grad_weight"][0] is None:
-        save("dw.bin", (dy.double().t() @ x.double()).float())
-    else:
-        g1, gc1, gs1 = to_float8(dy, cfg["grad_output_for_grad_weight"], 0, pow2)
-        x1, xc1, xs1 = to_float8(x, cfg["input_for_grad_weight"], 0, pow2)
-        save("dw.bin", scaled_mm(g1.t(), gs1.t(), x1, xs1))
-        save_operand("grad_weight_a", gc1.t(), gs1)
-        save_operand("grad_weight_b", xc1.t(), xs1)
+    for name, out, gemm in (("output", "y.bin", output_gemm(x, w, cfg)),
+                            ("grad_input", "dx.bin", grad_input_gemm(dy, w, cfg)),
+                            ("grad_weight", "dw.bin", grad_weight_gemm(dy, x, cfg))):
+        result, a, b = gemm
+        save(out, result)
+        for suffix, operand in (("_a", a), ("_b", b)):
+            if operand is not None:
+                save(name + suffix + "_codes.bin", operand[0])
+                save(name + suffix + "_scales.bin", operand[1].reshape(-1).float())
 
 
 if __name__ == "__main__":

@@ -2,7 +2,15 @@
 """PyTorch reference for titan's qwen3 family, dense and mixture of experts, after TorchTitan's
 torchtitan/models/qwen3 and torchtitan/models/moe (and Hugging Face's Qwen3 and Qwen3-MoE).
 
-Usage: /usr/bin/python3 qwen3_reference.py CASE_DIR ...
+Usage: /usr/bin/python3 qwen3_reference.py [--bf16-operands | --float8-rowwise-experts] CASE_DIR ...
+
+With --bf16-operands every linear layer (the router's and the experts' too) rounds its input, its
+weight and in the backward its output's gradient to bf16 and multiplies in f32, as titan's bf16
+matmuls do (llama_reference.py's Bf16OperandLinear). With --float8-rowwise-experts the routed
+experts' GEMMs (forward, input and weight gradients) run as torchao's rowwise Float8 recipe runs
+them (float8_reference.py's Float8Linear): e4m3, power-of-two scales, each expert's group of rows
+quantized on its own as torchao's scaled grouped GEMM does; every other layer stays f32, and
+logits_high.bin and grads_high.bin receive those of the same model with the experts in f32.
 
 Each CASE_DIR holds what the C++ test wrote, as llama_reference.py reads it, with these more keys
 in config.txt: head_dim, qk_norm, experts, top_k, expert_hidden_dim, shared_experts,
@@ -24,11 +32,20 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama_reference import apply_rotary, read_config, read_ints, read_params, rms_norm  # noqa: E402
+from float8_reference import Float8Linear, recipe_config  # noqa: E402
+from llama_reference import (Bf16OperandLinear, apply_rotary, read_config, read_ints,  # noqa: E402
+                             read_params, rms_norm)
+
+BF16_OPERANDS = False
+FLOAT8_EXPERTS = None  # torchao's recipe config for the routed experts' GEMMs, or None: f32
 
 
 def linear(x, w):
-    return x @ w.t()
+    return Bf16OperandLinear.apply(x, w) if BF16_OPERANDS else x @ w.t()
+
+
+def expert_linear(x, w):
+    return Float8Linear.apply(x, w, FLOAT8_EXPERTS) if FLOAT8_EXPERTS else linear(x, w)
 
 
 def rope_frequencies(head_dim, seq_len, theta):
@@ -58,8 +75,8 @@ def attention(x, p, prefix, c, freqs_cis):
     return linear(out, p[prefix + "wo.weight"])
 
 
-def swiglu(x, w1, w2, w3):
-    return linear(F.silu(linear(x, w1)) * linear(x, w3), w2)
+def swiglu(x, w1, w2, w3, lin=linear):
+    return lin(F.silu(lin(x, w1)) * lin(x, w3), w2)
 
 
 def route(logits, bias, c):
@@ -87,7 +104,7 @@ def moe(x, p, prefix, c):
         if token.numel() == 0:
             continue
         y = swiglu(tokens[token], p[prefix + "experts.w1"][e], p[prefix + "experts.w2"][e],
-                   p[prefix + "experts.w3"][e])
+                   p[prefix + "experts.w3"][e], expert_linear)
         out = out.index_add(0, token, y * weights[token, choice, None])
     if c["shared_experts"] > 0:
         shared = prefix + "shared_experts."
@@ -118,24 +135,44 @@ def forward(c, p, tokens, targets):
 
 
 def run_case(case):
+    global FLOAT8_EXPERTS
     c = read_config(case)
     p = read_params(case)
     shape = (c["batch"], c["seq_len"])
     tokens = read_ints(os.path.join(case, "tokens.bin"), shape)
     targets = read_ints(os.path.join(case, "targets.bin"), shape)
+    if FLOAT8_EXPERTS:
+        float8, FLOAT8_EXPERTS = FLOAT8_EXPERTS, None
+        high, loss = forward(c, p, tokens, targets)
+        loss.backward()
+        high.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits_high.bin"))
+        write_grads(p, os.path.join(case, "grads_high.bin"))
+        for tensor in p.values():
+            tensor.grad = None
+        FLOAT8_EXPERTS = float8
     logits, loss = forward(c, p, tokens, targets)
     loss.backward()
     logits.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))
     np.array([loss.item()], dtype=np.float32).tofile(os.path.join(case, "loss.bin"))
+    write_grads(p, os.path.join(case, "grads.bin"))
+
+
+def write_grads(p, path):
     grads = [(p[name].grad if p[name].grad is not None else torch.zeros_like(p[name])).reshape(-1)
              for name in p]
-    torch.cat(grads).numpy().astype(np.float32).tofile(os.path.join(case, "grads.bin"))
+    torch.cat(grads).numpy().astype(np.float32).tofile(path)
 
 
 def main():
-    if len(sys.argv) < 2:
+    global BF16_OPERANDS, FLOAT8_EXPERTS
+    cases = sys.argv[1:]
+    if cases and cases[0] == "--bf16-operands":
+        BF16_OPERANDS, cases = True, cases[1:]
+    elif cases and cases[0] == "--float8-rowwise-experts":
+        FLOAT8_EXPERTS, cases = recipe_config("rowwise"), cases[1:]
+    if not cases:
         sys.exit(__doc__)
-    for case in sys.argv[1:]:
+    for case in cases:
         run_case(case)
 
 

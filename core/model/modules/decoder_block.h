@@ -53,6 +53,8 @@ class DecoderBlock {
   FeedForwardLayer& feed_forward() { return *feed_forward_; }
   // Every linear layer's weight, in the order of the block's parameters.
   std::vector<int> linear_weights() const;
+  // The routed experts' weights (FeedForwardLayer::expert_weights).
+  std::vector<int> expert_weights() const { return feed_forward_->expert_weights(); }
 
   // out [n_local, d] from x [n_local, d]; with `recompute` only the stages whose outputs the
   // policy did not keep, for the backward (out untouched).

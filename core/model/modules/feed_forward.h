@@ -49,6 +49,9 @@ class FeedForwardLayer {
                                std::vector<ProjectionInput>& projections) const = 0;
   // The linear layers' weights (those a Float8 recipe may convert).
   virtual std::vector<int> weights() const = 0;
+  // A mixture of experts' routed experts' weights [experts, out, in] (grouped GEMMs, which a
+  // rowwise Float8 recipe may convert); none in a dense feed-forward.
+  virtual std::vector<int> expert_weights() const { return {}; }
   // Stage kGateUp, from x [n, d] (a matmul operand).
   virtual absl::Status GateUp(const TensorView& x, const FeedForwardActs& acts) = 0;
   // Stage kSwiGlu.

@@ -28,6 +28,13 @@ TensorView Expert(const TensorView& weight, int64_t e) {
   return Rows(one, e * rows, rows);
 }
 
+// The float8 converter when it converts this expert weight, else null. The experts' matrices are
+// whole on every rank (expert parallelism splits their experts), so their GEMMs take no
+// Float8Split: each rank scales its own rows of each expert, as torchao's grouped GEMM does.
+Float8Linears* Float8Experts(const ModuleContext& ctx, int weight) {
+  return ctx.float8 != nullptr && ctx.float8->Converts(weight) ? ctx.float8 : nullptr;
+}
+
 }  // namespace
 
 MoeFeedForward::MoeFeedForward(ModuleContext& context, const MoeWeights& w)
@@ -136,14 +143,22 @@ absl::Status MoeFeedForward::Travel(const RoutedActs& acts, const TensorView& mi
 }
 
 absl::Status MoeFeedForward::GroupedGemm(const std::vector<Block>& blocks, const TensorView& in,
-                                         const TensorView& w, bool transpose_w, float beta,
-                                         const TensorView& out) const {
+                                         int weight, const TensorView& w, bool transpose_w,
+                                         float beta, const TensorView& out) const {
+  Float8Linears* float8 = Float8Experts(ctx_, weight);
   int64_t first = 0;
   for (const Block& block : blocks) {
     if (block.rows == 0) continue;
-    TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(in, first, block.rows), false,
-                                            Expert(w, block.expert), transpose_w, 1.0f, beta,
-                                            Rows(out, first, block.rows)));
+    const TensorView rows = Rows(in, first, block.rows), rows_out = Rows(out, first, block.rows);
+    if (float8 != nullptr) {
+      const Float8Operand expert{Expert(w, block.expert), {}, {}};
+      TITAN_RETURN_IF_ERROR(transpose_w
+                                ? float8->Forward(rows, expert, rows_out, beta != 0.0f)
+                                : float8->InputGrad(rows, expert, rows_out, {}, beta != 0.0f));
+    } else {
+      TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(rows, false, Expert(w, block.expert), transpose_w,
+                                              1.0f, beta, rows_out));
+    }
     first += block.rows;
   }
   return absl::OkStatus();
@@ -153,6 +168,24 @@ absl::Status MoeFeedForward::GroupedWeightGrad(const std::vector<Block>& blocks,
                                                const TensorView& g, const TensorView& in,
                                                int weight) const {
   const TensorView grad = ctx_.Grad(weight);
+  if (Float8Linears* float8 = Float8Experts(ctx_, weight)) {
+    // An expert's rows come in one block per source rank under expert parallelism.
+    const size_t experts = static_cast<size_t>(grad.shape[0]);
+    std::vector<std::vector<TensorView>> g_rows(experts), in_rows(experts);
+    int64_t first = 0;
+    for (const Block& block : blocks) {
+      if (block.rows == 0) continue;
+      g_rows[block.expert].push_back(Rows(g, first, block.rows));
+      in_rows[block.expert].push_back(Rows(in, first, block.rows));
+      first += block.rows;
+    }
+    for (size_t e = 0; e < experts; ++e) {
+      if (g_rows[e].empty()) continue;
+      TITAN_RETURN_IF_ERROR(
+          float8->GroupedWeightGrad(g_rows[e], in_rows[e], Expert(grad, static_cast<int64_t>(e))));
+    }
+    return absl::OkStatus();
+  }
   int64_t first = 0;
   for (const Block& block : blocks) {
     if (block.rows == 0) continue;
@@ -224,10 +257,10 @@ absl::Status MoeFeedForward::GateUp(const TensorView& x, const FeedForwardActs& 
   // w1's operand is spent before w3's takes the same scratch.
   TITAN_ASSIGN_OR_RETURN(TensorView w1, ctx_.WeightOperand(w_.w1));
   TITAN_RETURN_IF_ERROR(
-      GroupedGemm(blocks, rows, w1, true, 0.0f, R::Reshaped(r.a, {capacity, hm})));
+      GroupedGemm(blocks, rows, w_.w1, w1, true, 0.0f, R::Reshaped(r.a, {capacity, hm})));
   TITAN_ASSIGN_OR_RETURN(TensorView w3, ctx_.WeightOperand(w_.w3));
   TITAN_RETURN_IF_ERROR(
-      GroupedGemm(blocks, rows, w3, true, 0.0f, R::Reshaped(r.b, {capacity, hm})));
+      GroupedGemm(blocks, rows, w_.w3, w3, true, 0.0f, R::Reshaped(r.b, {capacity, hm})));
   return shared_ != nullptr ? shared_->GateUp(x, acts) : absl::OkStatus();
 }
 
@@ -244,7 +277,7 @@ absl::Status MoeFeedForward::SwiGlu(const FeedForwardActs& acts) {
   if (!f32) TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(h, R::Reshaped(r.h, {total, hm})));
   TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
   const bool ep = ctx_.ep_size() > 1;
-  TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, r.h, w2, true, 0.0f, ep ? r.recv_y : r.y));
+  TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, r.h, w_.w2, w2, true, 0.0f, ep ? r.recv_y : r.y));
   // The outputs go back to their tokens' ranks here, so that the stage's activations are whole.
   if (ep) TITAN_RETURN_IF_ERROR(Travel(r, r.y, r.recv_y, /*back=*/true));
   return shared_ != nullptr ? shared_->SwiGlu(acts) : absl::OkStatus();
@@ -310,7 +343,7 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   const TensorView d_h = R::Reshaped(s.moe_d_h, {total, hm});
   TITAN_ASSIGN_OR_RETURN(const TensorView g_y, ctx_.Operand(d_rows_y, OperandScratch::kGrad));
   TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
-  TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, g_y, w2, false, 0.0f, d_h));
+  TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, g_y, w_.w2, w2, false, 0.0f, d_h));
   TITAN_RETURN_IF_ERROR(GroupedWeightGrad(blocks, g_y, r.h, w_.w2));
   // Through SwiGLU, then the gate and up projections into each row's token.
   const TensorView d_a = R::Reshaped(s.moe_d_a, {total * hm});
@@ -329,7 +362,7 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
     TITAN_ASSIGN_OR_RETURN(const TensorView g,
                            ctx_.Operand(R::Reshaped(grad, {total, hm}), OperandScratch::kGrad));
     TITAN_ASSIGN_OR_RETURN(TensorView w, ctx_.WeightOperand(weight));
-    TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, g, w, false, 1.0f, d_rows_x));
+    TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, g, weight, w, false, 1.0f, d_rows_x));
     TITAN_RETURN_IF_ERROR(GroupedWeightGrad(blocks, g, rows, weight));
   }
   // And back to the tokens' ranks.

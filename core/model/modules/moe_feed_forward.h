@@ -34,6 +34,8 @@ class MoeFeedForward : public FeedForwardLayer {
   void ListProjections(const char* normed, BlockStage norm_stage,
                        std::vector<ProjectionInput>& projections) const override;
   std::vector<int> weights() const override;
+  // w1, w2 and w3.
+  std::vector<int> expert_weights() const override { return {w_.w1, w_.w2, w_.w3}; }
 
   // The routing, the grouping and the experts' gate and up projections.
   absl::Status GateUp(const TensorView& x, const FeedForwardActs& acts) override;
@@ -72,12 +74,14 @@ class MoeFeedForward : public FeedForwardLayer {
   absl::Status Travel(const RoutedActs& acts, const TensorView& mine, const TensorView& theirs,
                       bool back) const;
   // For each block of the rows of `in` [rows, in_cols]: out rows (+)= in rows . op(w[e])
-  // (`transpose_w`: w[e]^T), w an operand [local experts, rows, cols].
-  absl::Status GroupedGemm(const std::vector<Block>& blocks, const TensorView& in,
+  // (`transpose_w`: w[e]^T), w the operand [local experts, rows, cols] of parameter `weight`; in
+  // Float8 when the converter converts it (each block with its expert's weight, as a linear layer
+  // of its own: the forward's GEMM, or with w untransposed the input gradient's).
+  absl::Status GroupedGemm(const std::vector<Block>& blocks, const TensorView& in, int weight,
                            const TensorView& w, bool transpose_w, float beta,
                            const TensorView& out) const;
-  // grad(w[e]) += g rows^T . in rows for each block; g [rows, out] f32, `in` [rows, in] a matmul
-  // operand.
+  // grad(w[e]) += g rows^T . in rows for each block; g [rows, out] and `in` [rows, in] matmul
+  // operands. In Float8, all of an expert's blocks form one group.
   absl::Status GroupedWeightGrad(const std::vector<Block>& blocks, const TensorView& g,
                                  const TensorView& in, int weight) const;
   MoeRouting Routing() const;
