@@ -28,9 +28,10 @@ TensorView Expert(const TensorView& weight, int64_t e) {
   return Rows(one, e * rows, rows);
 }
 
-// The float8 converter when it converts this expert weight, else null. The experts' matrices are
-// whole on every rank (expert parallelism splits their experts), so their GEMMs take no
-// Float8Split: each rank scales its own rows of each expert, as torchao's grouped GEMM does.
+// The float8 converter when it converts this expert weight, else null. Each rank scales its own
+// rows of each expert, as torchao's grouped GEMM does (expert and context parallelism split the
+// rows); under tensor parallelism the scales of a row split over the tp ranks cover the whole row,
+// as a dense linear's (Float8Split).
 Float8Linears* Float8Experts(const ModuleContext& ctx, int weight) {
   return ctx.float8 != nullptr && ctx.float8->Converts(weight) ? ctx.float8 : nullptr;
 }
@@ -146,6 +147,8 @@ absl::Status MoeFeedForward::GroupedGemm(const std::vector<Block>& blocks, const
                                          int weight, const TensorView& w, bool transpose_w,
                                          float beta, const TensorView& out) const {
   Float8Linears* float8 = Float8Experts(ctx_, weight);
+  // w1 and w3 split by their rows (column-parallel) under tp, w2 by its columns (row-parallel).
+  const Float8Split split{weight == w_.w2, ctx_.tp.communicator(), nullptr};
   int64_t first = 0;
   for (const Block& block : blocks) {
     if (block.rows == 0) continue;
@@ -153,8 +156,8 @@ absl::Status MoeFeedForward::GroupedGemm(const std::vector<Block>& blocks, const
     if (float8 != nullptr) {
       const Float8Operand expert{Expert(w, block.expert), {}, {}};
       TITAN_RETURN_IF_ERROR(transpose_w
-                                ? float8->Forward(rows, expert, rows_out, beta != 0.0f)
-                                : float8->InputGrad(rows, expert, rows_out, {}, beta != 0.0f));
+                                ? float8->Forward(rows, expert, rows_out, beta != 0.0f, split)
+                                : float8->InputGrad(rows, expert, rows_out, split, beta != 0.0f));
     } else {
       TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(rows, false, Expert(w, block.expert), transpose_w,
                                               1.0f, beta, rows_out));
