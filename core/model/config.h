@@ -41,6 +41,10 @@ struct MoeConfig {
   // experts, every expert getting as many tokens; the weights are those experts' scores,
   // normalized and scaled as above. For debugging and tests only.
   bool force_balance = false;
+  // DeepSeek-V3's complementary sequence-wise auxiliary loss, alpha x sum_i f_i P_i per sequence
+  // (averaged over the sequences): f_i = experts / (top_k T) x the sequence's T tokens' choices
+  // of expert i, P_i = the mean over them of expert i's score normalized over all experts. 0: off.
+  double aux_loss_alpha = 0;
 
   bool enabled() const { return experts > 0; }
 };

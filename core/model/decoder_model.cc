@@ -399,6 +399,9 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
                                      {&s.moe_recv_d_x, "moe_recv_d_x", rows * d}});
     }
     if (t > 1) singles.push_back({&s.moe_router_grad, "moe_router_grad", c.moe.experts * d});
+    if (c.moe.aux_loss_alpha > 0) {
+      singles.push_back({&s.moe_aux_d_logits, "moe_aux_d_logits", n * c.moe.experts});
+    }
   }
   if (c.mla.enabled()) {
     const int64_t width = LatentAttention::ScratchWidth(c);

@@ -99,6 +99,9 @@ class DecoderModel : public TensorParallelTarget,
     std::vector<int64_t> tokens;
   };
   std::vector<ExpertLoad> TakeExpertLoads();
+  // The sequence-wise auxiliary loss (MoeConfig::aux_loss_alpha) of this rank's layers, summed
+  // over them and over the microbatches trained since the last call.
+  double TakeAuxLoss();
   // TorchTitan's auxiliary-loss-free load balancing, from the loads summed over the ranks that
   // saw other tokens (data and context parallel): each expert's score bias moves by
   // load_balance_coeff x sign(mean load - its load), less the mean of those moves. Does nothing

@@ -23,6 +23,17 @@ std::vector<DecoderModel::ExpertLoad> DecoderModel::TakeExpertLoads() {
   return loads;
 }
 
+double DecoderModel::TakeAuxLoss() {
+  double sum = 0;
+  for (const std::unique_ptr<DecoderBlock>& block : blocks_) {
+    MoeFeedForward* moe = MixtureOf(block.get());
+    if (moe == nullptr) continue;
+    sum += moe->aux_loss();
+    moe->ResetAuxLoss();
+  }
+  return sum;
+}
+
 absl::Status DecoderModel::BalanceExperts(const std::vector<ExpertLoad>& loads) {
   const float coeff = static_cast<float>(config_.moe.load_balance_coeff);
   for (const ExpertLoad& load : loads) {

@@ -92,7 +92,10 @@ std::vector<SectionSchema> MakeSchema() {
                "debugmodel_plain_q", "0.6B", "1B", "1.7B", "3B", "4B", "8B", "14B", "16B", "32B",
                "70B", "405B", "671B", "30B-A3B", "235B-A22B"}),
        String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
-       StringList("converters", {}, "module converters to apply", {"float8"})}));
+       StringList("converters", {}, "module converters to apply", {"float8"}),
+       Float("moe_aux_loss_alpha", 0.0, 0.0, kNoLimit,
+             "a mixture of experts' sequence-wise auxiliary loss (DeepSeek-V3's) weight; 0: off; "
+             "refused on a dense model")}));
   schema.push_back(
       PluginSection("optimizer", "the optimizer plugin and its settings",
                     {String("name", "adamw", "optimizer plugin: adamw, adam, sgd, ...")},

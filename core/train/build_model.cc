@@ -133,7 +133,7 @@ absl::Status BuildModel(TrainingJob& job) {
     const MoeConfig& moe = model.config.moe;
     spdlog::info(
         "[model] a mixture of {} experts, {} per token, of {} hidden features{}, in layers {} to "
-        "{}: {:.2f}M parameters active per token{}{}",
+        "{}: {:.2f}M parameters active per token{}{}{}",
         moe.experts, moe.top_k, moe.hidden_dim,
         moe.shared_experts > 0 ? fmt::format(" and {} shared", moe.shared_experts) : "",
         moe.dense_layers, model.config.n_layers - 1, model.config.ActiveParameterCount() / 1e6,
@@ -141,7 +141,10 @@ absl::Status BuildModel(TrainingJob& job) {
             ? fmt::format("; the experts' load balanced by a score bias (coefficient {})",
                           moe.load_balance_coeff)
             : "",
-        moe.force_balance ? "; the experts chosen round-robin (debug.moe_force_load_balance)" : "");
+        moe.force_balance ? "; the experts chosen round-robin (debug.moe_force_load_balance)" : "",
+        moe.aux_loss_alpha > 0
+            ? fmt::format("; a sequence-wise auxiliary loss of weight {}", moe.aux_loss_alpha)
+            : "");
   }
   if (model.config.mla.enabled()) {
     const LatentAttentionConfig& a = model.config.mla;

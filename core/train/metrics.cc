@@ -144,6 +144,7 @@ std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m,
     fields.emplace_back("pp_bubble", absl::StrFormat("%.4f", m.bubble));
     fields.emplace_back("pp_bubble_schedule", absl::StrFormat("%.4f", m.bubble_theory));
   }
+  if (m.aux_loss) fields.emplace_back("moe_aux_loss", absl::StrFormat("%.6e", *m.aux_loss));
   if (!m.expert_tokens.empty()) {
     fields.emplace_back("expert_imbalance", absl::StrFormat("%.4f", m.expert_imbalance));
     fields.emplace_back("expert_tokens",
@@ -207,6 +208,7 @@ void MetricsLog::Log(const StepMetrics& m) {
   if (!m.expert_tokens.empty()) {
     absl::StrAppend(&bubble, absl::StrFormat("  experts max/mean %.2f", m.expert_imbalance));
   }
+  if (m.aux_loss) absl::StrAppend(&bubble, absl::StrFormat("  aux_loss %.3e", *m.aux_loss));
   spdlog::info(
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
       "mem {:.2f}GiB{}  data {:.3f}s{}",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@ struct StepMetrics {
   // A mixture of experts' (empty without): StepResult's expert_tokens and expert_imbalance.
   std::vector<int64_t> expert_tokens;
   double expert_imbalance = 0;
+  std::optional<double> aux_loss;  // StepResult's
 };
 
 class MetricsLog {

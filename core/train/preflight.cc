@@ -177,19 +177,29 @@ absl::Status CheckExpertsSchedule(const Recipe& recipe, const JobPlan& plan) {
   return absl::OkStatus();
 }
 
-// TorchTitan's debug.moe_force_load_balance (MoeConfig::force_balance), for a model with routed
-// experts to choose among.
-absl::Status ApplyForcedBalance(const Recipe& recipe, JobPlan& plan) {
+// TorchTitan's debug.moe_force_load_balance (MoeConfig::force_balance) and the sequence-wise
+// auxiliary loss (MoeConfig::aux_loss_alpha), for a model with routed experts.
+absl::Status ApplyMoeOptions(const Recipe& recipe, JobPlan& plan) {
   TITAN_ASSIGN_OR_RETURN(const bool force,
                          recipe.section("debug").GetBool("moe_force_load_balance"));
-  if (!force) return absl::OkStatus();
-  if (!plan.model.config.moe.enabled()) {
+  TITAN_ASSIGN_OR_RETURN(const double alpha,
+                         recipe.section("model").GetFloat("moe_aux_loss_alpha"));
+  if (plan.model.config.moe.enabled()) {
+    plan.model.config.moe.force_balance = force;
+    plan.model.config.moe.aux_loss_alpha = alpha;
+    return absl::OkStatus();
+  }
+  const std::string dense =
+      absl::StrCat(": model.flavor = \"", plan.model.flavor, "\" has no routed experts to balance");
+  if (force) {
     return absl::InvalidArgumentError(
         absl::StrCat(WhereSet(recipe, "debug", "moe_force_load_balance"),
-                     ": debug.moe_force_load_balance = true: model.flavor = \"", plan.model.flavor,
-                     "\" has no routed experts to balance"));
+                     ": debug.moe_force_load_balance = true", dense));
   }
-  plan.model.config.moe.force_balance = true;
+  if (alpha > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(WhereSet(recipe, "model", "moe_aux_loss_alpha"),
+                                                   ": model.moe_aux_loss_alpha = ", alpha, dense));
+  }
   return absl::OkStatus();
 }
 
@@ -300,7 +310,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
       shape.degree(MeshDim::kDpReplicate) * shape.degree(MeshDim::kDpShard);
   check(CheckFolders(recipe, plan, options));
   TITAN_ASSIGN_OR_RETURN(plan.model.config, plan.model.family->Flavor(plan.model.flavor));
-  check(ApplyForcedBalance(recipe, plan));
+  check(ApplyMoeOptions(recipe, plan));
 
   absl::StatusOr<int64_t> accumulation = GradientAccumulation(recipe, plan);
   check(accumulation.status());

@@ -159,6 +159,7 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
       StepMetrics m;
       m.step = step, m.loss = result.loss, m.grad_norm = result.grad_norm, m.lr = lr;
       m.expert_tokens = result.expert_tokens, m.expert_imbalance = result.expert_imbalance;
+      m.aux_loss = result.aux_loss;
       m.tps = rate.tps, m.tflops = rate.tflops, m.mfu = rate.mfu;
       SetPeakMemory(mesh.device(), m);
       m.data_s = data_s / static_cast<double>(window_steps);

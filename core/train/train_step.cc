@@ -261,6 +261,17 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     TITAN_RETURN_IF_ERROR(dp_.pipeline_group->AllReduce(FlatF32(&loss, 1), ReduceOp::kSum));
     result.loss = loss;
   }
+  if (model_->config().moe.aux_loss_alpha > 0) {
+    // Each stage's layers add theirs; then averaged over the ranks as the loss is.
+    float aux = static_cast<float>(model_->TakeAuxLoss() /
+                                   static_cast<double>(accumulation_ * dp_.pipeline_microbatches));
+    if (dp_.pipeline_group != nullptr && dp_.pipeline_group->size() > 1) {
+      TITAN_RETURN_IF_ERROR(dp_.pipeline_group->AllReduce(FlatF32(&aux, 1), ReduceOp::kSum));
+    }
+    double reduced = aux;
+    TITAN_RETURN_IF_ERROR(ReduceLoss(reduced));
+    result.aux_loss = reduced;
+  }
   // Checked once the ranks have averaged their losses, so that every rank stops together.
   TITAN_RETURN_IF_ERROR(ReduceLoss(result.loss));
   if (!std::isfinite(result.loss)) {

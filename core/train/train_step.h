@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/model/decoder_model.h"
@@ -30,6 +31,9 @@ struct StepResult {
   // ratio of an expert's load to the mean load in any of those layers.
   std::vector<int64_t> expert_tokens;
   double expert_imbalance = 0;
+  // The sequence-wise auxiliary loss (model.moe_aux_loss_alpha > 0; else nullopt): summed over
+  // the layers, averaged over the microbatches and ranks as the loss is.
+  std::optional<double> aux_loss;
 };
 
 // Fills tokens and targets, each [batch, seq_len], with the next microbatch.

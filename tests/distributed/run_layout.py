@@ -7,7 +7,7 @@
 
 Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
 DIR/metrics.jsonl and DIR/output.log. With --baseline, every step's training loss and every
-validation loss must be within the relative tolerance of the baseline run's; the comparison is
+validation loss (and a mixture of experts' auxiliary loss, where logged) must be within the relative tolerance of the baseline run's; the comparison is
 printed as a table. With --must-differ, some loss must also differ from the baseline's (a run
 in another precision that matched it exactly would not have used that precision). With --state-fraction, every rank's parameters, gradients and optimizer state
 must take that fraction of the baseline's (1/N under fsdp over N ranks), to within 1%.
@@ -26,7 +26,7 @@ import sys
 
 def losses(folder):
     path = os.path.join(folder, "metrics.jsonl")
-    train, evals = {}, {}
+    train, evals, aux = {}, {}, {}
     with open(path) as f:
         for line in f:
             record = json.loads(line)
@@ -34,7 +34,9 @@ def losses(folder):
                 train[record["step"]] = record["loss"]
             if "eval_loss" in record:
                 evals[record["step"]] = record["eval_loss"]
-    return train, evals
+            if "moe_aux_loss" in record:
+                aux[record["step"]] = record["moe_aux_loss"]
+    return train, evals, aux
 
 
 def state_mib(log):
@@ -105,10 +107,11 @@ def main():
             if abs(mib - base * args.state_fraction) > 0.01 * base * args.state_fraction:
                 sys.exit("per-rank state does not match the expected fraction")
 
-    train, evals = losses(args.out)
-    base_train, base_evals = losses(args.baseline)
+    train, evals, aux = losses(args.out)
+    base_train, base_evals, base_aux = losses(args.baseline)
     failures = 0
-    for kind, got, want in (("train", train, base_train), ("eval", evals, base_evals)):
+    for kind, got, want in (("train", train, base_train), ("eval", evals, base_evals),
+                            ("aux", aux, base_aux)):
         if sorted(got) != sorted(want):
             sys.exit(f"{kind} losses logged at steps {sorted(got)}, the baseline at {sorted(want)}")
         for step in sorted(want):

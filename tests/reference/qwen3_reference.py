@@ -22,6 +22,8 @@ adding each expert's output weighted into its tokens' rows; the router's scores 
 choice is made on score + bias, the weights are the unbiased scores of the chosen experts,
 normalized over them (+ 1e-20) and scaled. With force_balance (TorchTitan's
 debug.moe_force_load_balance) token t's j-th choice is expert (t k + j) mod experts instead.
+With aux_loss_alpha > 0 each layer adds DeepSeek-V3's sequence-wise balance loss to what the
+gradients are of (loss.bin stays the cross-entropy); their sum is written to aux_loss.bin.
 """
 import math
 import os
@@ -92,12 +94,29 @@ def route(logits, bias, c):
     return experts, weights * c["route_scale"]
 
 
+AUX_LOSSES = []  # the last forward's layers' sequence-wise auxiliary losses
+
+
+def aux_loss(logits, experts, b, c):
+    """DeepSeek-V3's sequence-wise balance loss: alpha sum_i f_i P_i per sequence, averaged."""
+    e, k = c["experts"], c["top_k"]
+    scores = torch.sigmoid(logits) if c["sigmoid"] else torch.softmax(logits, dim=-1)
+    normalized = (scores / scores.sum(dim=-1, keepdim=True)).view(b, -1, e)
+    t = normalized.shape[1]
+    choices = torch.zeros(b, e).scatter_add_(1, experts.view(b, -1),
+                                             torch.ones(b, t * k))
+    f = choices * e / (k * t)
+    return c["aux_loss_alpha"] * (f * normalized.mean(dim=1)).sum(dim=1).mean()
+
+
 def moe(x, p, prefix, c):
     b, t, d = x.shape
     tokens = x.reshape(-1, d)
     logits = linear(tokens, p[prefix + "router.gate.weight"]).float()
     bias = p.get(prefix + "expert_bias")
     experts, weights = route(logits, None if bias is None else bias.detach(), c)
+    if c.get("aux_loss_alpha", 0) > 0:
+        AUX_LOSSES.append(aux_loss(logits, experts, b, c))
     out = torch.zeros_like(tokens)
     for e in range(c["experts"]):
         token, choice = torch.where(experts == e)
@@ -117,6 +136,7 @@ def forward(c, p, tokens, targets):
     n = tokens.numel()
     freqs_cis = rope_frequencies(c["head_dim"], c["seq_len"], c["rope_theta"])
     eps = c["norm_eps"]
+    AUX_LOSSES.clear()
     h = p["tok_embeddings.weight"][tokens]
     for layer in range(c["n_layers"]):
         prefix = f"layers.{layer}."
@@ -144,16 +164,18 @@ def run_case(case):
     if FLOAT8_EXPERTS:
         float8, FLOAT8_EXPERTS = FLOAT8_EXPERTS, None
         high, loss = forward(c, p, tokens, targets)
-        loss.backward()
+        (loss + sum(AUX_LOSSES)).backward()
         high.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits_high.bin"))
         write_grads(p, os.path.join(case, "grads_high.bin"))
         for tensor in p.values():
             tensor.grad = None
         FLOAT8_EXPERTS = float8
     logits, loss = forward(c, p, tokens, targets)
-    loss.backward()
+    aux = sum(AUX_LOSSES)  # the gradient is of the loss plus the auxiliary losses
+    (loss + aux).backward()
     logits.detach().numpy().astype(np.float32).tofile(os.path.join(case, "logits.bin"))
     np.array([loss.item()], dtype=np.float32).tofile(os.path.join(case, "loss.bin"))
+    np.array([float(aux)], dtype=np.float32).tofile(os.path.join(case, "aux_loss.bin"))
     write_grads(p, os.path.join(case, "grads.bin"))
 
 

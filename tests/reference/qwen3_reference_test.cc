@@ -1,7 +1,7 @@
 // titan's qwen3 family against the PyTorch reference (qwen3_reference.py): QK-norm with a head
 // size apart from dim / n_heads, and mixtures of experts (softmax and sigmoid scores, a bias that
 // changes the choice, shared experts, dense first layers, one expert, every checkpointing mode,
-// TorchTitan's forced round-robin choice).
+// TorchTitan's forced round-robin choice, DeepSeek-V3's sequence-wise auxiliary loss).
 // In f32: logits and loss within 1e-5 relative error, every gradient within 1e-4 (relative norm),
 // as the Llama reference test; with bf16 matmuls and with the routed experts in Float8 (rowwise),
 // against the reference computing the same, within the bounds stated at those tests.
@@ -35,6 +35,7 @@ struct Case {
   const char* ac_mode;
   const char* ac_option;
   bool force_balance = false;  // TorchTitan's debug.moe_force_load_balance
+  double aux_loss_alpha = 0;   // DeepSeek-V3's sequence-wise auxiliary loss
 };
 
 LlamaConfig ConfigOf(const Case& c) {
@@ -48,6 +49,7 @@ LlamaConfig ConfigOf(const Case& c) {
   config.moe.sigmoid = c.sigmoid, config.moe.route_scale = c.route_scale;
   config.moe.load_balance_coeff = c.bias > 0 ? 1e-3 : 0;
   config.moe.force_balance = c.force_balance;
+  config.moe.aux_loss_alpha = c.aux_loss_alpha;
   return config;
 }
 
@@ -59,6 +61,9 @@ const Case kCases[] = {
     {"one_expert", 1, 1, 0, 0, false, 1.0, 0, "selective", "2"},
     {"every_expert", 3, 3, 1, 0, false, 1.0, 0.2, "none", ""},
     {"round_robin_sigmoid_bias", 6, 2, 1, 0, true, 2.5, 0.3, "none", "", true},
+    // Large weights, so that the auxiliary losses' gradients weigh in the comparison.
+    {"aux_loss_softmax", 4, 2, 0, 0, false, 1.0, 0, "full", "", false, 0.5},
+    {"aux_loss_sigmoid_shared_bias", 6, 3, 1, 1, true, 2.5, 0.3, "none", "", false, 0.3},
 };
 
 // How titan computes and the reference emulates: f32; bf16 matmuls (operands rounded to bf16,
@@ -189,6 +194,14 @@ void CompareWithPyTorch(Precision precision, const char* flag, const Tolerances&
       high_grads = ReadFloats(dir / "grads_high.bin");
     }
     ASSERT_TRUE(p.model->Backward().ok());
+    // The sequence-wise auxiliary losses, which the gradients below include.
+    const double aux = p.model->TakeAuxLoss(), ref_aux = ReadFloats(dir / "aux_loss.bin").at(0);
+    if (c.aux_loss_alpha > 0) {
+      EXPECT_GT(ref_aux, 0);
+      EXPECT_LT(std::fabs(aux - ref_aux) / ref_aux, tolerance.logits) << aux << " vs " << ref_aux;
+    } else {
+      EXPECT_EQ(aux, 0.0);
+    }
     const std::vector<float> ref_grads = ReadFloats(dir / "grads.bin");
     ASSERT_TRUE(high_grads.empty() || high_grads.size() == ref_grads.size());
     const Arena& grads = p.model->grads();

@@ -61,7 +61,7 @@ inline void WriteModel(const LlamaConfig& config, const DecoderModel& model, int
       << config.moe.shared_experts << "\ndense_layers " << config.moe.dense_layers << "\nsigmoid "
       << config.moe.sigmoid << "\nnormalize " << config.moe.normalize << "\nforce_balance "
       << config.moe.force_balance << "\nroute_scale " << std::scientific << config.moe.route_scale
-      << "\n";
+      << "\naux_loss_alpha " << config.moe.aux_loss_alpha << "\n";
   const Arena& params = model.params();
   std::ofstream names(dir / "params.txt");
   std::ofstream values(dir / "params.bin", std::ios::binary);

@@ -51,6 +51,8 @@ struct SharedScratch {
   TensorView moe_recv_d_y, moe_recv_d_x;
   // Under tensor parallelism: the router's gradient, summed over the ranks [experts, d].
   TensorView moe_router_grad;
+  // With the sequence-wise auxiliary loss: its gradient of the router's logits [n, experts].
+  TensorView moe_aux_d_logits;
   // Latent attention's (empty without): three buffers of n x its widest per-token row, through
   // which it splits, joins and pads per-head columns by transposes; and [heads] of ones to
   // broadcast the shared rotary key to every head (and sum its gradient back).

@@ -233,6 +233,94 @@ absl::Status MoeFeedForward::RouteRoundRobin(const RoutedActs& acts) const {
   return ctx_.compute.CopyFromHost(weights.data(), acts.weights);
 }
 
+absl::Status MoeFeedForward::AddAuxLoss(const RoutedActs& acts, const TensorView& d_logits) {
+  const MoeConfig& moe = ctx_.config.moe;
+  const int64_t n = ctx_.n, e = moe.experts, k = moe.top_k, batch = ctx_.batch;
+  const int64_t local = n / batch;  // this rank's tokens of each sequence
+  std::vector<float> logits(static_cast<size_t>(n * e)), scores(logits.size());
+  std::vector<int32_t> chosen(static_cast<size_t>(n * k));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.logits, logits.data()));
+  TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.experts, chosen.data()));
+  // Each token's scores over all experts, normalized to sum to 1 (softmax's already do).
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = logits.data() + t * e;
+    float* s = scores.data() + t * e;
+    const float most = moe.sigmoid ? 0.0f : *std::max_element(row, row + e);
+    float sum = 0;
+    for (int64_t x = 0; x < e; ++x) {
+      s[x] = moe.sigmoid ? 1.0f / (1.0f + std::exp(-row[x])) : std::exp(row[x] - most);
+      sum += s[x];
+    }
+    if (!moe.sigmoid) {
+      for (int64_t x = 0; x < e; ++x) s[x] /= sum;
+    }
+  }
+  // Per sequence: each expert's choices, and its normalized scores' sum; over the whole sequence
+  // when context parallelism holds the rest of it on other ranks.
+  std::vector<float> sums(static_cast<size_t>(batch * 2 * e), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    float* choices = sums.data() + (t / local) * 2 * e;
+    float* mass = choices + e;
+    const float* s = scores.data() + t * e;
+    float total = 0;
+    for (int64_t x = 0; x < e; ++x) total += s[x];
+    for (int64_t x = 0; x < e; ++x) mass[x] += s[x] / total;
+    for (int64_t j = 0; j < k; ++j) choices[chosen[t * k + j]] += 1.0f;
+  }
+  Communicator* sequence = ctx_.attention->sequence_group();
+  const int cp = sequence != nullptr ? sequence->size() : 1;
+  const TensorView scratch = R::Reshaped(ctx_.scratch.moe_aux_d_logits, {n, e});
+  if (cp > 1) {  // through the device, where the communicator reduces
+    const TensorView summed =
+        R::Reshaped(ctx_.scratch.moe_aux_d_logits, {static_cast<int64_t>(sums.size())});
+    TITAN_RETURN_IF_ERROR(ctx_.compute.CopyFromHost(sums.data(), summed));
+    TITAN_RETURN_IF_ERROR(sequence->AllReduce(summed, ReduceOp::kSum));
+    TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(summed, sums.data()));
+  }
+  const double alpha = moe.aux_loss_alpha, tokens = static_cast<double>(local * cp);
+  // f_i = experts / (k T) x choices_i, P_i = mass_i / T; the loss alpha sum_i f_i P_i, averaged
+  // over the sequences.
+  double loss = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* choices = sums.data() + b * 2 * e;
+    for (int64_t x = 0; x < e; ++x) {
+      loss += static_cast<double>(e) / (k * tokens) * choices[x] * choices[e + x] / tokens;
+    }
+  }
+  aux_loss_ += alpha * loss / static_cast<double>(batch);
+  // Its gradient: d/d(normalized score of i at t) = alpha / batch x f_i / T, then through the
+  // normalization and the scores into the logits. Under tensor parallelism the logits' gradient
+  // is summed over the ranks (the router's gradient, and the input's through the norm), so one
+  // rank adds it; under context parallelism the ranks' gradients are averaged, so each adds cp
+  // times its share.
+  std::vector<float> d(static_cast<size_t>(n * e), 0.0f);
+  if (ctx_.tp.size() == 1 || ctx_.tp.rank() == 0) {
+    std::vector<double> g(static_cast<size_t>(e));
+    for (int64_t t = 0; t < n; ++t) {
+      const float* choices = sums.data() + (t / local) * 2 * e;
+      const float* s = scores.data() + t * e;
+      double total = 0, g_dot_normalized = 0;
+      for (int64_t x = 0; x < e; ++x) total += s[x];
+      for (int64_t x = 0; x < e; ++x) {
+        g[x] = alpha * cp / batch * (static_cast<double>(e) / (k * tokens) * choices[x]) / tokens;
+        g_dot_normalized += g[x] * s[x] / total;
+      }
+      float* out = d.data() + t * e;
+      if (moe.sigmoid) {
+        for (int64_t x = 0; x < e; ++x) {
+          const double d_score = (g[x] - g_dot_normalized) / total;
+          out[x] = static_cast<float>(d_score * s[x] * (1.0 - s[x]));
+        }
+      } else {
+        for (int64_t x = 0; x < e; ++x)
+          out[x] = static_cast<float>(s[x] * (g[x] - g_dot_normalized));
+      }
+    }
+  }
+  TITAN_RETURN_IF_ERROR(ctx_.compute.CopyFromHost(d.data(), scratch));
+  return ctx_.compute.Accumulate(scratch, d_logits);
+}
+
 absl::Status MoeFeedForward::GateUp(const TensorView& x, const FeedForwardActs& acts) {
   const MoeConfig& moe = ctx_.config.moe;
   const int64_t n = ctx_.n, d = ctx_.config.dim, hm = ctx_.local().expert_hidden;
@@ -377,6 +465,7 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
   const TensorView d_logits = R::Reshaped(s.moe_d_logits, {n, moe.experts});
   TITAN_RETURN_IF_ERROR(
       ctx_.compute.MoeRouteBackward(r.logits, r.experts, d_weights, Routing(), d_logits));
+  if (moe.aux_loss_alpha > 0) TITAN_RETURN_IF_ERROR(AddAuxLoss(r, d_logits));
   return router_.BackwardOfPartialSums(d_logits, x, dx, s.moe_router_grad);
 }
 

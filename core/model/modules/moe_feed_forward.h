@@ -51,6 +51,10 @@ class MoeFeedForward : public FeedForwardLayer {
   // Tokens each expert received in the microbatches trained (backward) since the last ResetLoad.
   const std::vector<int64_t>& load() const { return load_; }
   void ResetLoad() { load_.assign(load_.size(), 0); }
+  // The sequence-wise auxiliary loss (MoeConfig::aux_loss_alpha) summed over the microbatches
+  // trained since the last ResetAuxLoss, each the mean over its sequences.
+  double aux_loss() const { return aux_loss_; }
+  void ResetAuxLoss() { aux_loss_ = 0; }
 
  private:
   // A run of rows that one of this rank's experts computes.
@@ -87,12 +91,16 @@ class MoeFeedForward : public FeedForwardLayer {
   MoeRouting Routing() const;
   // MoeConfig::force_balance's choice and weights, on the host (a debugging aid).
   absl::Status RouteRoundRobin(const RoutedActs& acts) const;
+  // The sequence-wise auxiliary loss of this microbatch, added to aux_loss_, and its gradient
+  // added to d_logits [n, experts]; on the host.
+  absl::Status AddAuxLoss(const RoutedActs& acts, const TensorView& d_logits);
 
   ModuleContext& ctx_;
   MoeWeights w_;
   Linear router_;
   std::unique_ptr<FeedForward> shared_;
   std::vector<int64_t> load_;
+  double aux_loss_ = 0;
 };
 
 }  // namespace titan
