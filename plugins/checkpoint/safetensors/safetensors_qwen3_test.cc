@@ -157,7 +157,8 @@ TEST_F(SafetensorsQwen3Test, StoresEachExpertAndQkNormInHuggingFaceOrder) {
   // Per layer: 4 attention projections, 2 QK-norms, 2 norms, the router and 3 per expert.
   EXPECT_EQ(file.header().tensors.size(), 2 + 1 + 3 * (4 + 2 + 2 + 1 + 3 * 4));
   for (const auto& t : file.header().tensors) {
-    EXPECT_TRUE(safetensors::TitanPlaceOf(t.name).ok()) << t.name;
+    EXPECT_TRUE(safetensors::TitanPlaceOf(safetensors::HfFamily::kQwen3Moe, t.name).ok())
+        << t.name;
     EXPECT_EQ(t.name.find("bias"), std::string::npos) << t.name;
   }
   EXPECT_THAT(file.header().metadata.at(safetensors::kNotExportedKey),
@@ -199,7 +200,8 @@ TEST_F(SafetensorsQwen3Test, PiecesOfStackedExpertsAndQkNorm) {
            full,
            {2, 0, half},
            {data + 2 * expert + half, DType::kF32, {}, {2, rows, cols - half}, {expert, cols, 1}}});
-    } else if (safetensors::HasRotaryElements(whole.name)) {
+    } else if (whole.name.find(".attention.q_norm.") != std::string::npos ||
+               whole.name.find(".attention.k_norm.") != std::string::npos) {
       split.push_back({whole.name, full, {0}, FlatF32(data, 5)});
       split.push_back({whole.name, full, {5}, FlatF32(data + 5, full[0] - 5)});
     } else {
