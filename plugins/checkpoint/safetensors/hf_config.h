@@ -59,6 +59,9 @@ struct ModelShape {
   // (x[2i], x[2i+1]) as titan and TorchTitan do (transformers' rope_interleave true, which titan
   // writes), or halves (x[i], x[i + qk_rope_head_dim / 2]), rope_interleave false.
   bool rope_interleaved = true;
+  // An imported DeepSeek-V3's multi-token prediction layers (num_nextn_predict_layers), stored
+  // after the model's as model.layers.<n_layers + i>.*: transformers leaves them out, as titan.
+  int64_t prediction_layers = 0;
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
   bool qk_norm() const { return family == HfFamily::kQwen3 || family == HfFamily::kQwen3Moe; }

@@ -342,6 +342,7 @@ absl::Status ReadDeepseekConfig(ConfigReader& config, ModelShape& s) {
   config.Double("routed_scaling_factor", s.route_scale, 2.5);
   config.Bool("norm_topk_prob", s.route_norm, true);
   config.Bool("rope_interleave", s.rope_interleaved, true);
+  config.Int("num_nextn_predict_layers", s.prediction_layers, 0);
   // Absent: DeepSeek-V3's 1536; null: plain queries (q_proj).
   s.q_lora_rank = 1536;
   if (config.Has("q_lora_rank")) {

@@ -106,7 +106,7 @@ absl::Status HfFolder::ReadIndex(const std::string& path) {
                  fs::path(stored.file->path()).filename().string() == file.get<std::string>();
       }
     }
-    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq")) {
+    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq") && !IsPredictionLayer(shape_, name)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": weight_map puts '", name, "' in ",
                                                      file.get<std::string>(),
                                                      ", which does not hold it"));
@@ -122,6 +122,7 @@ absl::Status HfFolder::AddFile(const std::string& name) {
   for (TensorEntry& entry : header.tensors) {
     // Older transformers saved each layer's rotary frequencies; they follow from config.json.
     if (absl::EndsWith(entry.name, "rotary_emb.inv_freq")) continue;
+    if (IsPredictionLayer(shape_, entry.name)) continue;
     auto error = [&](absl::string_view message) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": tensor '", entry.name, "': ", message));

@@ -167,6 +167,15 @@ absl::StatusOr<std::string> TitanName(HfFamily family, absl::string_view hf_name
   return std::move(place.name);
 }
 
+bool IsPredictionLayer(const ModelShape& shape, absl::string_view hf_name) {
+  std::string layer;
+  absl::string_view rest;
+  int64_t index = 0;
+  return shape.prediction_layers > 0 && SplitLayer(hf_name, "model.layers.", layer, rest) &&
+         absl::SimpleAtoi(layer, &index) && index >= shape.n_layers &&
+         index < shape.n_layers + shape.prediction_layers;
+}
+
 bool IsStackedExperts(absl::string_view titan_name) {
   std::string layer;
   absl::string_view rest;

@@ -45,6 +45,10 @@ struct TitanPlace {
 };
 absl::StatusOr<TitanPlace> TitanPlaceOf(HfFamily family, absl::string_view hf_name);
 
+// Whether a Hugging Face tensor belongs to a DeepSeek-V3 multi-token prediction layer
+// (ModelShape::prediction_layers), which transformers and titan leave out.
+bool IsPredictionLayer(const ModelShape& shape, absl::string_view hf_name);
+
 // Whether a titan tensor is the stack of every expert's weight (moe.experts.w1, w2, w3).
 bool IsStackedExperts(absl::string_view titan_name);
 // Whether a titan tensor has no Hugging Face counterpart (Qwen3-MoE's experts' bias,

@@ -34,28 +34,6 @@ void SetExpertBias(const DecoderModel& model, float value) {
   }
 }
 
-// The file's tensors by name, their data in the file's bytes.
-class StoredFile {
- public:
-  explicit StoredFile(const fs::path& path) : bytes_(ReadFile(path)) {
-    auto header = safetensors::ParseHeader(bytes_, path.string());
-    EXPECT_TRUE(header.ok()) << header.status();
-    if (header.ok()) header_ = *std::move(header);
-  }
-  const float* Find(const std::string& name) const {
-    for (const auto& t : header_.tensors) {
-      if (t.name == name)
-        return reinterpret_cast<const float*>(&bytes_[header_.data_start + t.begin]);
-    }
-    return nullptr;
-  }
-  const safetensors::FileHeader& header() const { return header_; }
-
- private:
-  std::string bytes_;
-  safetensors::FileHeader header_;
-};
-
 class SafetensorsQwen3Test : public SafetensorsTest {
  protected:
   void ExpectRoundTripIsBitwise(const LlamaConfig& config) {
