@@ -127,8 +127,9 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor);
 // (CheckpointMetadataOf's keys; absent ones are not checked). A model of another shape (dim,
 // n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, the experts' and latent attention's
 // sizes, expert groups, the router's score_func, route_norm and route_scale, or separate output
-// weights for a tied flavor) is an error naming `source` and both values. norm_eps and the RoPE settings are taken
-// from the metadata; returns each that changed as "rope_theta = 10000 (the flavor's: 500000)".
+// weights for a tied flavor) is an error naming `source` and both values. norm_eps and the RoPE
+// settings are taken from the metadata; returns each that changed as "rope_theta = 10000 (the
+// flavor's: 500000)".
 absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
     const std::map<std::string, std::string>& metadata, absl::string_view source,
     absl::string_view flavor, LlamaConfig& config);

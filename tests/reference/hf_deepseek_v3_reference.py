@@ -73,7 +73,8 @@ def rotary_inv_freq(config):
     mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
     if attention_factor is None:
         if mscale and mscale_all_dim:
-            attention_factor = float(get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))
+            attention_factor = float(get_mscale(factor, mscale) /
+                                     get_mscale(factor, mscale_all_dim))
         else:
             attention_factor = get_mscale(factor)
     beta_fast = scaling.get("beta_fast") or 32
@@ -157,7 +158,8 @@ def expected_shapes(config):
 def mlp(x, w, prefix):
     """DeepseekV3MLP: down(silu(gate(x)) * up(x))."""
     gate = F.silu(F.linear(x, w[prefix + "gate_proj.weight"]))
-    return F.linear(gate * F.linear(x, w[prefix + "up_proj.weight"]), w[prefix + "down_proj.weight"])
+    up = F.linear(x, w[prefix + "up_proj.weight"])
+    return F.linear(gate * up, w[prefix + "down_proj.weight"])
 
 
 def gap(values, k):
@@ -262,7 +264,8 @@ def forward(config, w, tokens, gaps):
         h = h + (moe(config, w, p + "mlp.", x, gaps) if is_sparse(config, layer)
                  else mlp(x, w, p + "mlp."))
     h = rms_norm(h, w["model.norm.weight"], eps)
-    lm_head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
+    tied = config["tie_word_embeddings"]
+    lm_head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
     return F.linear(h, lm_head).view(b * t, -1)
 
 

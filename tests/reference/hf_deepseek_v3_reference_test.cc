@@ -44,7 +44,8 @@ class HfDeepseekV3ReferenceTest : public ::testing::Test {
     ASSERT_TRUE(reference::HaveTorch()) << reference::kNoTorch;
     registry_ = std::move(PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR})).value();
     plugin_ = std::move(registry_->Create<CheckpointPlugin>("safetensors")).value();
-    root_ = fs::path(testing::TempDir()) / absl::StrCat("titan_hf_deepseek_v3_reference_", getpid());
+    root_ =
+        fs::path(testing::TempDir()) / absl::StrCat("titan_hf_deepseek_v3_reference_", getpid());
     fs::remove_all(root_);
   }
   void TearDown() override { fs::remove_all(root_); }

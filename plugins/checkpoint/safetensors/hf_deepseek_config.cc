@@ -121,9 +121,9 @@ absl::Status CheckDeepseekOwnKeys(ConfigReader& config) {
       {"scoring_func", "sigmoid"}, {"topk_method", "noaux_tc"}, {"moe_layer_freq", 1}};
   for (const auto& [key, value] : expected) {
     if (const Json* found = config.Find(key, true); found && *found != value) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", key, "\": titan routes as transformers' DeepseekV3 does, expected ", value.dump(),
-          ", found ", found->dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", key, "\": titan routes as transformers' DeepseekV3 does, expected ",
+                       value.dump(), ", found ", found->dump()));
     }
   }
   if (config.Find("quantization_config", true) != nullptr) {
@@ -151,10 +151,10 @@ absl::Status CheckDeepseekModel(ConfigReader& config, const ModelShape& s) {
   }
   if (const Json* head_dim = config.Find("head_dim", true);
       head_dim && *head_dim != s.qk_rope_head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"head_dim\": transformers' DeepseekV3 rotates head_dim features, which are "
-        "qk_rope_head_dim = ",
-        s.qk_rope_head_dim, ", found ", head_dim->dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"head_dim\": transformers' DeepseekV3 rotates head_dim features, which are "
+                     "qk_rope_head_dim = ",
+                     s.qk_rope_head_dim, ", found ", head_dim->dump()));
   }
   return CheckDeepseekOwnKeys(config);
 }
@@ -237,10 +237,9 @@ absl::Status ValidateDeepseek(const ModelShape& s) {
     return absl::InvalidArgumentError(absl::StrCat(
         "expected latent attention of positive ranks and head sizes, an even qk_rope_head_dim, "
         "head_dim = qk_nope_head_dim + qk_rope_head_dim and a kv head per head, found q_lora_rank ",
-        s.q_lora_rank, ", kv_lora_rank ", s.kv_lora_rank, ", qk_nope_head_dim ",
-        s.qk_nope_head_dim, ", qk_rope_head_dim ", s.qk_rope_head_dim, ", v_head_dim ",
-        s.v_head_dim, ", head_dim ", s.head_dim(), ", n_heads ", s.n_heads, ", n_kv_heads ",
-        s.n_kv_heads));
+        s.q_lora_rank, ", kv_lora_rank ", s.kv_lora_rank, ", qk_nope_head_dim ", s.qk_nope_head_dim,
+        ", qk_rope_head_dim ", s.qk_rope_head_dim, ", v_head_dim ", s.v_head_dim, ", head_dim ",
+        s.head_dim(), ", n_heads ", s.n_heads, ", n_kv_heads ", s.n_kv_heads));
   }
   if (s.experts > 0 &&
       (s.experts_per_token < 1 || s.experts_per_token > s.experts || s.expert_hidden_dim <= 0 ||

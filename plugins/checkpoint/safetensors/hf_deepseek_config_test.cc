@@ -200,8 +200,7 @@ TEST(HfDeepseekConfig, RefusesWhatTitanCannotCompute) {
           "num_hidden_layers": 4, "num_attention_heads": 2, "vocab_size": 50,
           "max_position_embeddings": 163840, "rope_scaling": )";
   auto rope_error = [&](const std::string& rope) {
-    return std::string(
-        ModelShapeFromHfConfig(scaled + rope + "}", "c.json").status().message());
+    return std::string(ModelShapeFromHfConfig(scaled + rope + "}", "c.json").status().message());
   };
   EXPECT_THAT(rope_error(R"({"rope_type": "yarn", "factor": 40,
                              "original_max_position_embeddings": 4096})"),

@@ -106,7 +106,8 @@ absl::Status HfFolder::ReadIndex(const std::string& path) {
                  fs::path(stored.file->path()).filename().string() == file.get<std::string>();
       }
     }
-    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq") && !IsPredictionLayer(shape_, name)) {
+    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq") &&
+        !IsPredictionLayer(shape_, name)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": weight_map puts '", name, "' in ",
                                                      file.get<std::string>(),
                                                      ", which does not hold it"));
@@ -159,10 +160,10 @@ absl::Status HfFolder::CheckAgainstConfig(const std::string& source) const {
     const bool stacked = IsStackedExperts(name);
     for (int64_t e = stacked ? 0 : -1; e < (stacked ? shape[0] : 0); ++e) {
       if (it == tensors_.end() || it->second.count(e) == 0) {
-        return absl::NotFoundError(absl::StrCat(source, ": no tensor '", *HfName(shape_.family, name, e),
-                                                "' (titan's '", name, "'",
-                                                stacked ? absl::StrCat(", expert ", e) : "",
-                                                "), which the model of ", config_path_, " has"));
+        return absl::NotFoundError(
+            absl::StrCat(source, ": no tensor '", *HfName(shape_.family, name, e), "' (titan's '",
+                         name, "'", stacked ? absl::StrCat(", expert ", e) : "",
+                         "), which the model of ", config_path_, " has"));
       }
     }
   }
@@ -257,7 +258,7 @@ absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
     const Stored& stored = parts.at(expert_rows > 0 ? row / expert_rows : -1);
     const int64_t element = static_cast<int64_t>(DTypeSize(stored.entry.dtype));
     const char* data = stored.file->bytes().data() + stored.data_start + stored.entry.begin;
-    const int64_t file_row = expert_rows > 0                ? row % expert_rows
+    const int64_t file_row = expert_rows > 0              ? row % expert_rows
                              : layout.permutes_elements() ? row
                                                           : layout.ToHf(row);
     const char* from = data + (file_row * box.full_cols + box.col0) * element;

@@ -107,8 +107,7 @@ absl::Status NotAParameter(HfFamily family, absl::string_view name, bool titan_n
 
 }  // namespace
 
-absl::StatusOr<std::string> HfName(HfFamily family, absl::string_view titan_name,
-                                   int64_t expert) {
+absl::StatusOr<std::string> HfName(HfFamily family, absl::string_view titan_name, int64_t expert) {
   const bool stacked = IsStackedExperts(titan_name);
   if (stacked != (expert >= 0)) {
     return absl::InvalidArgumentError(
@@ -221,7 +220,8 @@ RowLayout RowLayout::Of(const ModelShape& shape, absl::string_view titan_name) {
   if (!shape.rope_interleaved && (is("wq") || is("wq_b"))) {
     layout.block_ = shape.head_dim(), layout.rotary_ = rope;
   }
-  if (!shape.rope_interleaved && is("wkv_a")) layout.block_ = kv_latent + rope, layout.rotary_ = rope;
+  if (!shape.rope_interleaved && is("wkv_a"))
+    layout.block_ = kv_latent + rope, layout.rotary_ = rope;
   if (const double scale = shape.latent_scale(); scale != 1.0) {
     layout.scale_ = scale;
     if (is("wq_a")) layout.scaled_rows_ = std::numeric_limits<int64_t>::max();

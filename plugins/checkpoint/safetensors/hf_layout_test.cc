@@ -85,11 +85,12 @@ TEST(HfLayout, RefusesNamesOutsideTheLlamaLayout) {
         "layers.0.attention.wq.bias", "model.norm.weight", "output"}) {
     EXPECT_FALSE(HfName(HfFamily::kLlama, titan).ok()) << titan;
   }
-  EXPECT_THAT(std::string(TitanName(HfFamily::kLlama, "model.layers.0.self_attn.rotary_emb.inv_freq")
-                              .status()
-                              .message()),
-              ::testing::HasSubstr("'model.layers.0.self_attn.rotary_emb.inv_freq' is not a "
-                                   "Llama parameter in Hugging Face's naming"));
+  EXPECT_THAT(
+      std::string(TitanName(HfFamily::kLlama, "model.layers.0.self_attn.rotary_emb.inv_freq")
+                      .status()
+                      .message()),
+      ::testing::HasSubstr("'model.layers.0.self_attn.rotary_emb.inv_freq' is not a "
+                           "Llama parameter in Hugging Face's naming"));
 }
 
 ModelShape Qwen3Shape(int64_t head_dim) {
@@ -172,8 +173,10 @@ TEST(HfLayout, MapsEveryDeepseekV3ParameterBothWays) {
       {"layers.3.ffn_norm.weight", "model.layers.3.post_attention_layernorm.weight"},
       {"layers.3.moe.router.gate.weight", "model.layers.3.mlp.gate.weight"},
       {"layers.3.moe.expert_bias", "model.layers.3.mlp.gate.e_score_correction_bias"},
-      {"layers.3.moe.shared_experts.w1.weight", "model.layers.3.mlp.shared_experts.gate_proj.weight"},
-      {"layers.3.moe.shared_experts.w2.weight", "model.layers.3.mlp.shared_experts.down_proj.weight"},
+      {"layers.3.moe.shared_experts.w1.weight",
+       "model.layers.3.mlp.shared_experts.gate_proj.weight"},
+      {"layers.3.moe.shared_experts.w2.weight",
+       "model.layers.3.mlp.shared_experts.down_proj.weight"},
       {"layers.3.moe.shared_experts.w3.weight", "model.layers.3.mlp.shared_experts.up_proj.weight"},
   };
   for (const auto& [titan, hf] : names) {
@@ -185,8 +188,8 @@ TEST(HfLayout, MapsEveryDeepseekV3ParameterBothWays) {
             "model.layers.5.mlp.experts.63.down_proj.weight");
   EXPECT_EQ(TitanPlaceOf(deepseek, "model.layers.5.mlp.experts.63.up_proj.weight")->expert, 63);
   // Qwen3's QK-norm and Llama's k_proj are not DeepSeek-V3's.
-  for (const char* hf : {"model.layers.0.self_attn.q_norm.weight",
-                         "model.layers.0.self_attn.k_proj.weight"}) {
+  for (const char* hf :
+       {"model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_proj.weight"}) {
     EXPECT_THAT(std::string(TitanPlaceOf(deepseek, hf).status().message()),
                 ::testing::HasSubstr("is not a DeepSeek-V3 parameter in Hugging Face's naming"));
   }

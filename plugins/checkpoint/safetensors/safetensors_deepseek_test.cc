@@ -61,7 +61,8 @@ TEST_F(SafetensorsDeepseekTest, ExportImportExportIsBitwise) {
     const LlamaConfig config = SmallDeepseekConfig(q_lora_rank);
     auto model = SmallDeepseek(config);
     const CheckpointMetadata metadata = ModelMetadata(config);
-    const fs::path a = dir_ / absl::StrCat("a", q_lora_rank), b = dir_ / absl::StrCat("b", q_lora_rank);
+    const fs::path a = dir_ / absl::StrCat("a", q_lora_rank),
+                   b = dir_ / absl::StrCat("b", q_lora_rank);
     ASSERT_TRUE(Save(a.string(), ModelPieces(*model), metadata).ok());
     auto loaded = SmallDeepseek(config, /*seed=*/7);
     ASSERT_NE(ParameterBytes(*loaded), ParameterBytes(*model));
@@ -164,8 +165,8 @@ TEST_F(SafetensorsDeepseekTest, ImportsRopeInterleaveFalseByPermutingTheRotatedR
   }
   const float* kv_a = file.Find("model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
   const float* wkv_a = Titan(*loaded, "layers.0.attention.wkv_a.weight");
-  for (auto [titan, hf] : {std::pair{0, 0}, std::pair{23, 23}, std::pair{24, 24},
-                           std::pair{25, 28}, std::pair{30, 27}}) {
+  for (auto [titan, hf] : {std::pair{0, 0}, std::pair{23, 23}, std::pair{24, 24}, std::pair{25, 28},
+                           std::pair{30, 27}}) {
     EXPECT_EQ(0, std::memcmp(wkv_a + titan * 32, kv_a + hf * 32, 32 * 4)) << titan;
   }
   EXPECT_EQ(0, std::memcmp(Titan(*loaded, "layers.0.attention.wkv_b.weight"),
@@ -182,8 +183,7 @@ TEST_F(SafetensorsDeepseekTest, LeavesOutMultiTokenPredictionLayers) {
   std::vector<float> extra(32, 1.0f);
   const std::vector<safetensors::TensorEntry> entries = {
       {"model.layers.3.enorm.weight", DType::kF32, {32}, 0, 0}};
-  auto writer =
-      safetensors::FileWriter::Create((folder / "mtp.safetensors").string(), entries, {});
+  auto writer = safetensors::FileWriter::Create((folder / "mtp.safetensors").string(), entries, {});
   ASSERT_TRUE(writer.ok()) << writer.status();
   ASSERT_TRUE((*writer)->Append(extra.data(), extra.size() * 4).ok());
   ASSERT_TRUE((*writer)->Close().ok());

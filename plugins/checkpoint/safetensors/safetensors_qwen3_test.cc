@@ -135,8 +135,7 @@ TEST_F(SafetensorsQwen3Test, StoresEachExpertAndQkNormInHuggingFaceOrder) {
   // Per layer: 4 attention projections, 2 QK-norms, 2 norms, the router and 3 per expert.
   EXPECT_EQ(file.header().tensors.size(), 2 + 1 + 3 * (4 + 2 + 2 + 1 + 3 * 4));
   for (const auto& t : file.header().tensors) {
-    EXPECT_TRUE(safetensors::TitanPlaceOf(safetensors::HfFamily::kQwen3Moe, t.name).ok())
-        << t.name;
+    EXPECT_TRUE(safetensors::TitanPlaceOf(safetensors::HfFamily::kQwen3Moe, t.name).ok()) << t.name;
     EXPECT_EQ(t.name.find("bias"), std::string::npos) << t.name;
   }
   EXPECT_THAT(file.header().metadata.at(safetensors::kNotExportedKey),
