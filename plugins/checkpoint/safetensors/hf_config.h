@@ -53,7 +53,7 @@ struct ModelShape {
   int64_t v_head_dim = 0, shared_experts = 0, expert_groups = 1, expert_groups_chosen = 1;
   bool route_norm = true;
   double route_scale = 1;
-  double yarn_factor = 1, yarn_original_seq_len = 0, yarn_beta_fast = 32, yarn_beta_slow = 1;
+  double yarn_factor = 1, yarn_original_seq_len = 4096, yarn_beta_fast = 32, yarn_beta_slow = 1;
   double yarn_mscale = 1;
   // How q_b_proj (q_proj) and kv_a_proj_with_mqa hold the rotated features: interleaved pairs
   // (x[2i], x[2i+1]) as titan and TorchTitan do (transformers' rope_interleave true, which titan
