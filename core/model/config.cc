@@ -253,7 +253,10 @@ std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& c, in
                      {"model.rope_yarn_original_seq_len", text(c.yarn.original_seq_len)},
                      {"model.rope_yarn_beta_fast", text(c.yarn.beta_fast)},
                      {"model.rope_yarn_beta_slow", text(c.yarn.beta_slow)},
-                     {"model.rope_yarn_mscale", text(c.yarn.mscale)}});
+                     {"model.rope_yarn_mscale", text(c.yarn.mscale)},
+                     {"model.score_func", c.moe.sigmoid ? "sigmoid" : "softmax"},
+                     {"model.route_norm", c.moe.normalize ? "true" : "false"},
+                     {"model.route_scale", text(c.moe.route_scale)}});
   }
   return metadata;
 }
@@ -286,7 +289,9 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
       {"kv_lora_rank", config.mla.kv_lora_rank},
       {"qk_nope_head_dim", config.mla.qk_nope_head_dim},
       {"qk_rope_head_dim", config.mla.qk_rope_head_dim},
-      {"v_head_dim", config.mla.v_head_dim}};
+      {"v_head_dim", config.mla.v_head_dim},
+      {"expert_groups", config.moe.groups},
+      {"expert_groups_chosen", config.moe.groups_chosen}};
   for (const auto& [key, ours] : sizes) {
     const std::string* text = find(key);
     int64_t theirs = 0;
@@ -306,6 +311,25 @@ absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
       qk_norm != nullptr && (*qk_norm == "true") != config.qk_norm) {
     problems.push_back(absl::StrCat("qk_norm = ", *qk_norm, ", but model.flavor = \"", flavor,
                                     "\" has ", config.qk_norm ? "true" : "false"));
+  }
+  // The router's rule (written with latent attention's keys): another would route otherwise.
+  const std::pair<const char*, std::string> routing[] = {
+      {"score_func", config.moe.sigmoid ? "sigmoid" : "softmax"},
+      {"route_norm", config.moe.normalize ? "true" : "false"}};
+  for (const auto& [key, ours] : routing) {
+    if (const std::string* theirs = find(key); theirs != nullptr && *theirs != ours) {
+      problems.push_back(
+          absl::StrCat(key, " = ", *theirs, ", but model.flavor = \"", flavor, "\" has ", ours));
+    }
+  }
+  if (const std::string* scale = find("route_scale")) {
+    double theirs = 0;
+    if (!absl::SimpleAtod(*scale, &theirs)) {
+      bad_value("route_scale", *scale);
+    } else if (theirs != config.moe.route_scale) {
+      problems.push_back(absl::StrCat("route_scale = ", theirs, ", but model.flavor = \"", flavor,
+                                      "\" has ", config.moe.route_scale));
+    }
   }
   // Latent attention's weights would be missing, or dropped: a checkpoint without its keys has
   // none.

@@ -114,7 +114,11 @@ struct LlamaConfig {
 };
 
 // The model's shape as the checkpoint metadata keys titan/checkpoint.h lists ("model.dim", ...),
-// numbers written so that they read back exactly.
+// numbers written so that they read back exactly. A model with latent attention (DeepSeek-V3)
+// adds its own: model.q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
+// expert_groups, expert_groups_chosen, rope_yarn_{factor,original_seq_len,beta_fast,beta_slow,
+// mscale}, and the router's rule as TorchTitan names it: score_func ("sigmoid" or "softmax"),
+// route_norm ("true"/"false"), route_scale.
 std::map<std::string, std::string> CheckpointMetadataOf(const LlamaConfig& config,
                                                         int64_t max_seq_len);
 
@@ -129,9 +133,11 @@ absl::StatusOr<LlamaConfig> LlamaFlavor(absl::string_view flavor);
 
 // Matches `config` (of model.flavor `flavor`) to the model a checkpoint's metadata describes
 // (CheckpointMetadataOf's keys; absent ones are not checked). A model of another shape (dim,
-// n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, or separate output weights for a tied
-// flavor) is an error naming `source` and both values. norm_eps and the RoPE settings are taken
-// from the metadata; returns each that changed as "rope_theta = 10000 (the flavor's: 500000)".
+// n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, the experts' and latent attention's
+// sizes, expert groups, the router's score_func, route_norm and route_scale, or separate output
+// weights for a tied flavor) is an error naming `source` and both values. norm_eps and the RoPE
+// settings are taken from the metadata; returns each that changed as "rope_theta = 10000 (the
+// flavor's: 500000)".
 absl::StatusOr<std::vector<std::string>> AdoptCheckpointModel(
     const std::map<std::string, std::string>& metadata, absl::string_view source,
     absl::string_view flavor, LlamaConfig& config);

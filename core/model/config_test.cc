@@ -1,5 +1,6 @@
 #include "core/model/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/model/model_family.h"
@@ -165,6 +166,38 @@ TEST(AdoptCheckpointModel, ComparesLatentAttentionAndTakesYarn) {
                                             "\"debugmodel\" has kv_lora_rank 128"),
             std::string::npos)
       << adopted.status();
+}
+
+// The router's rule is in a DeepSeek-V3 checkpoint's metadata, as TorchTitan names it; a
+// checkpoint routed otherwise (other groups, scores, normalization or scale) is refused.
+TEST(AdoptCheckpointModel, ComparesTheRoutersRule) {
+  LlamaConfig deepseek = *DeepSeekV3Family().Flavor("debugmodel");
+  const std::map<std::string, std::string> metadata = CheckpointMetadataOf(deepseek, 128);
+  EXPECT_EQ(metadata.at("model.score_func"), "sigmoid");
+  EXPECT_EQ(metadata.at("model.route_norm"), "true");
+  EXPECT_EQ(metadata.at("model.route_scale"), "2.5");
+  EXPECT_FALSE(CheckpointMetadataOf(*LlamaFlavor("debugmodel"), 128).contains("model.score_func"));
+  const std::pair<const char*, const char*> others[] = {
+      {"score_func", "score_func = softmax, but model.flavor = \"debugmodel\" has sigmoid"},
+      {"route_norm", "route_norm = false, but model.flavor = \"debugmodel\" has true"},
+      {"route_scale", "route_scale = 1, but model.flavor = \"debugmodel\" has 2.5"},
+      {"expert_groups", "expert_groups = 1, but model.flavor = \"debugmodel\" has 4"},
+      {"expert_groups_chosen",
+       "expert_groups_chosen = 1, but model.flavor = \"debugmodel\" has 2"}};
+  const std::map<std::string, std::string> values = {{"score_func", "softmax"},
+                                                     {"route_norm", "false"},
+                                                     {"route_scale", "1"},
+                                                     {"expert_groups", "1"},
+                                                     {"expert_groups_chosen", "1"}};
+  for (const auto& [key, message] : others) {
+    std::map<std::string, std::string> changed = metadata;
+    changed[std::string("model.") + key] = values.at(key);
+    LlamaConfig config = deepseek;
+    absl::StatusOr<std::vector<std::string>> adopted =
+        AdoptCheckpointModel(changed, "step-10", "debugmodel", config);
+    EXPECT_THAT(std::string(adopted.status().message()), ::testing::HasSubstr(message)) << key;
+  }
+  EXPECT_TRUE(AdoptCheckpointModel(metadata, "step-10", "debugmodel", deepseek).ok());
 }
 
 TEST(ConfigTest, LatentAttentionShapesAndExpertGroupsAreChecked) {

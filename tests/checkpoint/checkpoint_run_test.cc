@@ -363,4 +363,31 @@ TEST_P(FlavorRoundTrip, TrainsExportsAndImports) {
 INSTANTIATE_TEST_SUITE_P(SmallFlavors, FlavorRoundTrip,
                          testing::Values("debugmodel_gqa", "debugmodel_tied"));
 
+// deepseek_v3's debug flavor trains a step, exports in transformers' DeepSeek-V3 layout (the
+// experts' bias trained off zero, as e_score_correction_bias) and imports again.
+TEST_F(CheckpointRun, DeepseekV3TrainsExportsAndImports) {
+  const std::string model = "--model.name=deepseek_v3 --model.flavor=debugmodel";
+  Result exported = Run("hf", 1,
+                        model +
+                            " --checkpoint.format=safetensors "
+                            "--checkpoint.last_save_model_only=true");
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const fs::path hf = dir_ / "hf" / "checkpoint" / "step-1";
+  const Json config = ReadJson(hf / "config.json");
+  EXPECT_EQ(config["model_type"], "deepseek_v3");
+  EXPECT_EQ(config["q_lora_rank"], 128);
+  EXPECT_EQ(config["rope_interleave"], true);
+  std::ifstream file(hf / "model.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(bytes, HasSubstr("model.layers.1.mlp.gate.e_score_correction_bias"));
+  EXPECT_THAT(bytes, HasSubstr("model.layers.5.mlp.shared_experts.up_proj.weight"));
+
+  Result imported = Run("run", 1,
+                        absl::StrCat(model, " --checkpoint.initial_load_path=", hf.string(),
+                                     " --checkpoint.interval=100"));
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  EXPECT_THAT(imported.output, HasSubstr("loaded " + hf.string() + " (step 0;"));
+  EXPECT_THAT(imported.output, HasSubstr("deepseek_v3 debugmodel"));
+}
+
 }  // namespace

@@ -51,6 +51,31 @@ inline absl::Status ConvertElements(const void* src, DType src_dtype, void* dst,
   return absl::OkStatus();
 }
 
+// Multiplies (or divides) `count` elements in place by `factor`, in double, rounded once to the
+// dtype: the rows Hugging Face's layout holds scaled (RowLayout::Scale).
+inline void ScaleElements(void* data, DType dtype, int64_t count, double factor, bool divide) {
+  char* bytes = static_cast<char*>(data);
+  const size_t size = DTypeSize(dtype);
+  for (int64_t i = 0; i < count; ++i) {
+    float value;
+    uint16_t bits;
+    if (dtype == DType::kF32) {
+      std::memcpy(&value, bytes + size * i, 4);
+    } else {
+      std::memcpy(&bits, bytes + size * i, 2);
+      value = dtype == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
+    }
+    const double scaled = divide ? value / factor : value * factor;
+    value = static_cast<float>(scaled);
+    if (dtype == DType::kF32) {
+      std::memcpy(bytes + size * i, &value, 4);
+    } else {
+      bits = dtype == DType::kBF16 ? F32ToBf16(value) : F32ToF16(value);
+      std::memcpy(bytes + size * i, &bits, 2);
+    }
+  }
+}
+
 }  // namespace titan::safetensors
 
 #endif  // TITAN_PLUGINS_CHECKPOINT_SAFETENSORS_CONVERT_H_

@@ -1,27 +1,10 @@
 #include "plugins/checkpoint/safetensors/hf_config.h"
 
-#include <charconv>
-#include <cmath>
-#include <nlohmann/json.hpp>
-#include <optional>
-
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
+#include "plugins/checkpoint/safetensors/hf_config_readers.h"
+#include "plugins/checkpoint/safetensors/hf_deepseek_config.h"
 
 namespace titan::safetensors {
 namespace {
-
-using Json = nlohmann::json;
-
-// The shortest text that reads back as the same double; whole numbers without an exponent.
-std::string FormatDouble(double value) {
-  if (value == std::trunc(value) && std::fabs(value) < 1e15) {
-    return absl::StrCat(static_cast<int64_t>(value));
-  }
-  char buffer[32];
-  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, end);
-}
 
 absl::Status Validate(const ModelShape& s) {
   if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.vocab_size <= 0 ||
@@ -61,107 +44,9 @@ absl::Status Validate(const ModelShape& s) {
         s.experts, ", experts per token ", s.experts_per_token, ", expert hidden dim ",
         s.expert_hidden_dim, ", dense layers ", s.dense_layers));
   }
+  if (s.latent_attention()) return ValidateDeepseek(s);
   return absl::OkStatus();
 }
-
-// Reads metadata values, remembering the first error.
-class MetadataReader {
- public:
-  explicit MetadataReader(const CheckpointMetadata& metadata) : metadata_(metadata) {}
-
-  void Int(const char* key, int64_t& out, bool required = true) {
-    if (const std::string* text = Find(key, required)) {
-      if (!absl::SimpleAtoi(*text, &out)) Fail(key, *text, "an integer");
-    }
-  }
-  void Double(const char* key, double& out) {
-    if (const std::string* text = Find(key, true)) {
-      if (!absl::SimpleAtod(*text, &out)) Fail(key, *text, "a number");
-    }
-  }
-  void Bool(const char* key, bool& out, bool required = true) {
-    if (const std::string* text = Find(key, required)) {
-      if (*text != "true" && *text != "false") Fail(key, *text, "\"true\" or \"false\"");
-      out = *text == "true";
-    }
-  }
-  const absl::Status& status() const { return status_; }
-
- private:
-  const std::string* Find(const char* key, bool required) {
-    auto it = metadata_.find(key);
-    if (it != metadata_.end()) return &it->second;
-    if (required && status_.ok()) {
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat("the checkpoint metadata lacks '", key, "', which config.json needs"));
-    }
-    return nullptr;
-  }
-  void Fail(const char* key, const std::string& text, const char* expected) {
-    if (!status_.ok()) return;
-    status_ = absl::InvalidArgumentError(absl::StrCat("checkpoint metadata '", key, "': expected ",
-                                                      expected, ", found '", text, "'"));
-  }
-  const CheckpointMetadata& metadata_;
-  absl::Status status_;
-};
-
-// Reads config.json values, remembering the first error.
-class ConfigReader {
- public:
-  explicit ConfigReader(const Json& config) : config_(config) {}
-
-  // An integer; `fallback` (when given) stands in for an absent key.
-  void Int(const char* key, int64_t& out, std::optional<int64_t> fallback = std::nullopt) {
-    const Json* value = Find(key, fallback.has_value());
-    if (value == nullptr) {
-      if (fallback) out = *fallback;
-    } else if (value->is_number_integer()) {
-      out = value->get<int64_t>();
-    } else {
-      Fail(key, *value, "an integer");
-    }
-  }
-  void Double(const char* key, double& out, std::optional<double> fallback = std::nullopt) {
-    const Json* value = Find(key, fallback.has_value());
-    if (value == nullptr) {
-      if (fallback) out = *fallback;
-    } else if (value->is_number()) {
-      out = value->get<double>();
-    } else {
-      Fail(key, *value, "a number");
-    }
-  }
-  void Bool(const char* key, bool& out, bool fallback) {
-    const Json* value = Find(key, true);
-    if (value == nullptr) {
-      out = fallback;
-    } else if (value->is_boolean()) {
-      out = value->get<bool>();
-    } else {
-      Fail(key, *value, "true or false");
-    }
-  }
-  const Json* Find(const char* key, bool optional) {
-    auto it = config_.find(key);
-    if (it != config_.end() && !it->is_null()) return &*it;
-    if (!optional && status_.ok()) {
-      status_ = absl::InvalidArgumentError(absl::StrCat("expected a key \"", key, "\""));
-    }
-    return nullptr;
-  }
-  void Fail(const char* key, const Json& value, absl::string_view expected) {
-    if (status_.ok()) {
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat("\"", key, "\": expected ", expected, ", found ", value.dump()));
-    }
-  }
-  absl::Status& status() { return status_; }
-
- private:
-  const Json& config_;
-  absl::Status status_;
-};
 
 // transformers' rope_scaling: null (or rope_type "default") or Llama 3's.
 absl::Status ReadRopeScaling(ConfigReader& config, ModelShape& s) {
@@ -195,15 +80,17 @@ absl::Status ReadRopeScaling(ConfigReader& config, ModelShape& s) {
   return absl::OkStatus();
 }
 
-// model_type: "llama" (or none, as before transformers named it), "qwen3" or "qwen3_moe".
+// model_type: "llama" (or none, as before transformers named it), "qwen3", "qwen3_moe" or
+// "deepseek_v3".
 absl::StatusOr<HfFamily> ReadModelType(ConfigReader& config) {
   const Json* type = config.Find("model_type", true);
   if (type == nullptr || *type == "llama") return HfFamily::kLlama;
   if (*type == "qwen3") return HfFamily::kQwen3;
   if (*type == "qwen3_moe") return HfFamily::kQwen3Moe;
+  if (*type == "deepseek_v3") return HfFamily::kDeepseekV3;
   return absl::InvalidArgumentError(
       absl::StrCat("\"model_type\": expected \"llama\", found ", type->dump(),
-                   " (titan also reads \"qwen3\" and \"qwen3_moe\")"));
+                   " (titan also reads \"qwen3\", \"qwen3_moe\" and \"deepseek_v3\")"));
 }
 
 // What titan's model cannot represent: biases, another activation, another head size, a sliding
@@ -280,9 +167,24 @@ absl::Status ReadExperts(ConfigReader& config, ModelShape& s) {
   return absl::OkStatus();
 }
 
+// The tokenizer's ids, kept for a re-export when they are single ids (Llama 3.1 lists several eos
+// ids: unknown).
+void ReadTokenIds(ConfigReader& config, ModelShape& s) {
+  for (auto [key, id] :
+       {std::pair{"bos_token_id", &s.bos_token_id}, std::pair{"eos_token_id", &s.eos_token_id}}) {
+    if (const Json* value = config.Find(key, true); value && value->is_number_integer()) {
+      *id = value->get<int64_t>();
+    }
+  }
+}
+
 // The family the metadata describes: Llama, unless model.qk_norm is "true" (Qwen3, Qwen3-MoE
 // when model.experts is positive); the Llama layout has no QK-norm and titan's Llama no experts.
 absl::Status ReadFamily(MetadataReader& read, ModelShape& s) {
+  int64_t kv_lora_rank = 0;
+  read.Int("model.kv_lora_rank", kv_lora_rank, false);
+  TITAN_RETURN_IF_ERROR(read.status());
+  if (kv_lora_rank > 0) return ReadDeepseekMetadata(read, s);
   bool qk_norm = false;
   int64_t head_dim = 0, shared_experts = 0;
   read.Bool("model.qk_norm", qk_norm, false);
@@ -303,7 +205,8 @@ absl::Status ReadFamily(MetadataReader& read, ModelShape& s) {
     if (s.experts != 0) {
       return refuse("model.experts", s.experts,
                     "titan exports a mixture of experts as Hugging Face's Qwen3-MoE, which has "
-                    "QK-norm, but model.qk_norm is not \"true\"");
+                    "QK-norm, or DeepSeek-V3, which has latent attention, but model.qk_norm is "
+                    "not \"true\" and model.kv_lora_rank not positive");
     }
     if (head_dim != 0 && s.n_heads > 0 && head_dim * s.n_heads != s.dim) {
       return refuse(
@@ -323,6 +226,8 @@ absl::Status ReadFamily(MetadataReader& read, ModelShape& s) {
 }
 
 }  // namespace
+
+double ModelShape::latent_scale() const { return std::sqrt(kHfLatentNormEps / norm_eps); }
 
 absl::StatusOr<ModelShape> ModelShapeFromMetadata(const CheckpointMetadata& metadata) {
   ModelShape s;
@@ -383,6 +288,7 @@ CheckpointMetadata MetadataOf(const ModelShape& s) {
     m["model.rope_high_freq_factor"] = FormatDouble(s.rope_high_freq_factor);
     m["model.rope_original_context"] = absl::StrCat(s.rope_original_context);
   }
+  if (s.latent_attention()) WriteDeepseekMetadata(s, m);
   if (s.qk_norm()) {  // as CheckpointMetadataOf writes a Qwen3's
     m["model.qk_norm"] = "true";
     m["model.head_dim"] = absl::StrCat(s.head_dim());
@@ -427,6 +333,10 @@ std::string HfConfigJson(const ModelShape& s, DType dtype) {
                               {"high_freq_factor", s.rope_high_freq_factor},
                               {"original_max_position_embeddings", s.rope_original_context}};
   }
+  if (s.latent_attention()) {
+    WriteDeepseekConfig(s, config);
+    return config.dump(2) + "\n";
+  }
   if (s.family != HfFamily::kLlama) {
     // transformers' Qwen3Config: no mlp_bias; attention over the whole context.
     config.erase("mlp_bias");
@@ -470,6 +380,13 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
   absl::StatusOr<HfFamily> family = ReadModelType(config);
   if (!family.ok()) return error(family.status().message());
   s.family = *family;
+  if (s.latent_attention()) {
+    ReadTokenIds(config, s);
+    absl::Status status = ReadDeepseekConfig(config, s);
+    if (status.ok()) status = Validate(s);
+    if (!status.ok()) return error(status.message());
+    return s;
+  }
   const bool qwen3 = s.family != HfFamily::kLlama;
   config.Int("hidden_size", s.dim);
   config.Int("num_hidden_layers", s.n_layers);
@@ -490,13 +407,7 @@ absl::StatusOr<ModelShape> ModelShapeFromHfConfig(absl::string_view text, absl::
   // when absent. A Llama's head_dim must be that (CheckModel).
   if (s.family == HfFamily::kQwen3) config.Int("head_dim", s.explicit_head_dim, 128);
   if (s.family == HfFamily::kQwen3Moe) config.Int("head_dim", s.explicit_head_dim, 0);
-  // Kept for a re-export when they are single ids (Llama 3.1 lists several eos ids: unknown).
-  for (auto [key, id] :
-       {std::pair{"bos_token_id", &s.bos_token_id}, std::pair{"eos_token_id", &s.eos_token_id}}) {
-    if (const Json* value = config.Find(key, true); value && value->is_number_integer()) {
-      *id = value->get<int64_t>();
-    }
-  }
+  ReadTokenIds(config, s);
   if (!config.status().ok()) return error(config.status().message());
   absl::Status status = ReadRopeScaling(config, s);
   if (status.ok()) status = CheckModel(config, s);
@@ -515,11 +426,15 @@ std::map<std::string, std::vector<int64_t>> ParameterShapes(const ModelShape& s)
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const std::string p = absl::StrCat("layers.", l, ".");
     shapes[p + "attention_norm.weight"] = {d};
+    shapes[p + "ffn_norm.weight"] = {d};
+    if (s.latent_attention()) {
+      AddDeepseekLayerShapes(s, l, p, shapes);
+      continue;
+    }
     shapes[p + "attention.wq.weight"] = {q, d};
     shapes[p + "attention.wk.weight"] = {kv, d};
     shapes[p + "attention.wv.weight"] = {kv, d};
     shapes[p + "attention.wo.weight"] = {d, q};
-    shapes[p + "ffn_norm.weight"] = {d};
     if (s.qk_norm()) {
       shapes[p + "attention.q_norm.weight"] = {hd};
       shapes[p + "attention.k_norm.weight"] = {hd};

@@ -307,7 +307,7 @@ TEST(HfConfig, RefusesQwen3ConfigsTitanCannotRepresent) {
   EXPECT_THAT(error(ok + R"(, "head_dim": 23)"), HasSubstr("into even heads"));
   EXPECT_THAT(error(ok + R"(, "model_type": "qwen2_moe")"),
               HasSubstr("\"model_type\": expected \"llama\", found \"qwen2_moe\" (titan also "
-                        "reads \"qwen3\" and \"qwen3_moe\")"));
+                        "reads \"qwen3\", \"qwen3_moe\" and \"deepseek_v3\")"));
 }
 
 TEST(HfConfig, RefusesMetadataNoHuggingFaceLayoutHolds) {

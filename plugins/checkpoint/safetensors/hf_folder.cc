@@ -52,15 +52,14 @@ absl::StatusOr<std::unique_ptr<HfFolder>> HfFolder::Open(const std::string& fold
   const std::string single = (fs::path(folder) / kModelFile).string();
   std::string source;  // what names the tensors: the index or the one file
   if (fs::exists(index, error)) {
-    TITAN_RETURN_IF_ERROR(result->ReadIndex(index));
     source = index;
   } else if (fs::exists(single, error)) {
-    TITAN_RETURN_IF_ERROR(result->AddFile(kModelFile));
     source = single;
   } else {
     return absl::NotFoundError(absl::StrCat(folder, ": expected ", kModelFile, " or ", kIndexFile,
                                             ", found neither: not a safetensors checkpoint"));
   }
+  // config.json first: the family decides what the tensors' names mean.
   const std::string config_path = (fs::path(folder) / kConfigFile).string();
   absl::StatusOr<std::string> config = ReadText(config_path);
   if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
@@ -70,6 +69,7 @@ absl::StatusOr<std::unique_ptr<HfFolder>> HfFolder::Open(const std::string& fold
   }
   result->config_path_ = config_path;
   TITAN_ASSIGN_OR_RETURN(result->shape_, ModelShapeFromHfConfig(*config, config_path));
+  TITAN_RETURN_IF_ERROR(source == index ? result->ReadIndex(index) : result->AddFile(kModelFile));
   TITAN_RETURN_IF_ERROR(result->CheckAgainstConfig(source));
   return result;
 }
@@ -106,7 +106,8 @@ absl::Status HfFolder::ReadIndex(const std::string& path) {
                  fs::path(stored.file->path()).filename().string() == file.get<std::string>();
       }
     }
-    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq")) {
+    if (!found && !absl::EndsWith(name, "rotary_emb.inv_freq") &&
+        !IsPredictionLayer(shape_, name)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": weight_map puts '", name, "' in ",
                                                      file.get<std::string>(),
                                                      ", which does not hold it"));
@@ -122,11 +123,12 @@ absl::Status HfFolder::AddFile(const std::string& name) {
   for (TensorEntry& entry : header.tensors) {
     // Older transformers saved each layer's rotary frequencies; they follow from config.json.
     if (absl::EndsWith(entry.name, "rotary_emb.inv_freq")) continue;
+    if (IsPredictionLayer(shape_, entry.name)) continue;
     auto error = [&](absl::string_view message) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": tensor '", entry.name, "': ", message));
     };
-    absl::StatusOr<TitanPlace> titan = TitanPlaceOf(entry.name);
+    absl::StatusOr<TitanPlace> titan = TitanPlaceOf(shape_.family, entry.name);
     if (!titan.ok()) return error(titan.status().message());
     if (!IsStoredFloat(entry.dtype)) {
       return error(
@@ -153,15 +155,15 @@ std::vector<int64_t> HfFolder::FullShape(const std::string& name,
 absl::Status HfFolder::CheckAgainstConfig(const std::string& source) const {
   const std::map<std::string, std::vector<int64_t>> expected = ParameterShapes(shape_);
   for (const auto& [name, shape] : expected) {
-    if (HasNoHfCounterpart(name)) continue;  // Fill sets it to zero
+    if (HasNoHfCounterpart(shape_.family, name)) continue;  // Fill sets it to zero
     auto it = tensors_.find(name);
     const bool stacked = IsStackedExperts(name);
     for (int64_t e = stacked ? 0 : -1; e < (stacked ? shape[0] : 0); ++e) {
       if (it == tensors_.end() || it->second.count(e) == 0) {
-        return absl::NotFoundError(absl::StrCat(source, ": no tensor '", *HfName(name, e),
-                                                "' (titan's '", name, "'",
-                                                stacked ? absl::StrCat(", expert ", e) : "",
-                                                "), which the model of ", config_path_, " has"));
+        return absl::NotFoundError(
+            absl::StrCat(source, ": no tensor '", *HfName(shape_.family, name, e), "' (titan's '",
+                         name, "'", stacked ? absl::StrCat(", expert ", e) : "",
+                         "), which the model of ", config_path_, " has"));
       }
     }
   }
@@ -200,7 +202,9 @@ CheckpointContents HfFolder::Contents() const {
                      parts.begin()->second.entry.dtype};
   }
   for (const auto& [name, shape] : ParameterShapes(shape_)) {
-    if (HasNoHfCounterpart(name)) tensors[name] = {absl::StrCat(kModelPrefix, name), shape};
+    if (HasNoHfCounterpart(shape_.family, name)) {
+      tensors[name] = {absl::StrCat(kModelPrefix, name), shape};
+    }
   }
   CheckpointContents contents;
   for (auto& [name, tensor] : tensors) contents.tensors.push_back(std::move(tensor));
@@ -221,7 +225,7 @@ absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
   TITAN_ASSIGN_OR_RETURN(Box box, BoxOf(piece));
   const size_t piece_element = DTypeSize(piece.data.dtype);
   // The experts' bias starts at zero: Hugging Face's Qwen3-MoE has none.
-  if (HasNoHfCounterpart(name)) {
+  if (HasNoHfCounterpart(shape_.family, name)) {
     const std::map<std::string, std::vector<int64_t>> expected = ParameterShapes(shape_);
     auto bias = expected.find(std::string(name));
     if (bias != expected.end() && bias->second == piece.full_shape) {
@@ -246,8 +250,7 @@ absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
                                                    " holds shape ", Shape(stored_shape),
                                                    ", expected ", Shape(piece.full_shape)));
   }
-  const bool rotary_rows = HasRotaryRows(name), rotary_elements = HasRotaryElements(name);
-  const int64_t head_dim = shape_.head_dim();
+  const RowLayout layout = RowLayout::Of(shape_, name);
   // A stack's rows: expert `row / expert_rows`, row `row % expert_rows` of its tensor.
   const int64_t expert_rows = parts.begin()->first >= 0 ? box.full_rows / stored_shape[0] : 0;
   for (int64_t r = 0; r < box.rows; ++r) {
@@ -255,18 +258,21 @@ absl::Status HfFolder::Fill(const CheckpointPiece& piece) const {
     const Stored& stored = parts.at(expert_rows > 0 ? row / expert_rows : -1);
     const int64_t element = static_cast<int64_t>(DTypeSize(stored.entry.dtype));
     const char* data = stored.file->bytes().data() + stored.data_start + stored.entry.begin;
-    const int64_t file_row = expert_rows > 0 ? row % expert_rows
-                             : rotary_rows   ? HfRow(row, head_dim)
-                                             : row;
+    const int64_t file_row = expert_rows > 0              ? row % expert_rows
+                             : layout.permutes_elements() ? row
+                                                          : layout.ToHf(row);
     const char* from = data + (file_row * box.full_cols + box.col0) * element;
     char* to = PieceRow(piece.data, box, r);
-    if (!rotary_elements) {
+    if (!layout.permutes_elements()) {
       TITAN_RETURN_IF_ERROR(
           ConvertElements(from, stored.entry.dtype, to, piece.data.dtype, box.cols));
+      if (const double scale = layout.Scale(row); scale != 1.0) {
+        ScaleElements(to, piece.data.dtype, box.cols, scale, /*divide=*/true);
+      }
       continue;
     }
     for (int64_t c = 0; c < box.cols; ++c) {  // q_norm/k_norm: one head's elements
-      TITAN_RETURN_IF_ERROR(ConvertElements(data + HfRow(box.col0 + c, head_dim) * element,
+      TITAN_RETURN_IF_ERROR(ConvertElements(data + layout.ToHf(box.col0 + c) * element,
                                             stored.entry.dtype, to + c * piece_element,
                                             piece.data.dtype, 1));
     }

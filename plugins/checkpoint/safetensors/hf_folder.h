@@ -1,4 +1,4 @@
-// A Hugging Face Llama, Qwen3 or Qwen3-MoE folder opened for reading: config.json and
+// A Hugging Face Llama, Qwen3, Qwen3-MoE or DeepSeek-V3 folder opened for reading: config.json and
 // model.safetensors, or the files model.safetensors.index.json maps the tensors to. Opening checks
 // everything the loader relies on, so a corrupt or foreign folder fails there with an error naming
 // the file.

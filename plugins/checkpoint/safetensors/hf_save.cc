@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugins/checkpoint/safetensors/collective.h"
+#include "plugins/checkpoint/safetensors/convert.h"
 #include "plugins/checkpoint/safetensors/hf_config.h"
 #include "plugins/checkpoint/safetensors/hf_folder.h"
 #include "plugins/checkpoint/safetensors/hf_layout.h"
@@ -86,7 +87,7 @@ absl::Status MatchShapes(const ModelShape& shape, const std::vector<TensorSource
     }
   }
   for (const auto& [name, shape_of] : expected) {
-    if (given.count(name) == 0 && !HasNoHfCounterpart(name)) {
+    if (given.count(name) == 0 && !HasNoHfCounterpart(shape.family, name)) {
       return absl::InvalidArgumentError(absl::StrCat("no rank holds 'model/", name, "' ",
                                                      Shape(shape_of), ", a parameter of ",
                                                      "the model the metadata describes"));
@@ -120,19 +121,19 @@ absl::StatusOr<Plan> MakePlan(const std::vector<std::string>& described,
   int64_t dropped = 0;
   for (TensorSources& t : tensors) {
     const std::string name = t.name.substr(strlen(kModelPrefix));
-    if (HasNoHfCounterpart(name)) {
+    if (HasNoHfCounterpart(plan.shape.family, name)) {
       ++dropped;  // no rank sends it
       continue;
     }
     if (IsStackedExperts(name)) {
       const std::vector<int64_t> one(t.full_shape.begin() + 1, t.full_shape.end());
       for (int64_t e = 0; e < t.full_shape[0]; ++e) {
-        TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(name, e));
+        TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(plan.shape.family, name, e));
         plan.entries.push_back(TensorEntry{hf, t.dtype, one, 0, 0});
         plan.from[hf] = FileTensor{t.name, e};
       }
     } else {
-      TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(name));
+      TITAN_ASSIGN_OR_RETURN(std::string hf, HfName(plan.shape.family, name));
       plan.entries.push_back(TensorEntry{hf, t.dtype, t.full_shape, 0, 0});
       plan.from[hf] = FileTensor{t.name, -1};
     }
@@ -251,28 +252,36 @@ absl::StatusOr<std::vector<char>> Assemble(const TensorSources& sources,
   return tensor;
 }
 
-// Appends one tensor of the file, `data` its titan values: q_proj/k_proj rows and q_norm/k_norm
-// elements in Hugging Face's order.
-absl::Status AppendInHfOrder(FileWriter& writer, const TensorEntry& entry, const std::string& titan,
-                             const char* data, int64_t head_dim) {
+// Appends one tensor of the file, `data` its titan values: in Hugging Face's order (q_proj/k_proj
+// rows, q_norm/k_norm elements, DeepSeek-V3's rotated rows of rope_interleave false) and scale
+// (DeepSeek-V3's rows before its latent norms).
+absl::Status AppendInHfOrder(FileWriter& writer, const TensorEntry& entry, const RowLayout& layout,
+                             const char* data) {
   const int64_t element = static_cast<int64_t>(DTypeSize(entry.dtype));
   const int64_t bytes = static_cast<int64_t>(entry.end - entry.begin);
-  if (HasRotaryRows(titan)) {
-    const int64_t row_bytes = entry.shape.back() * element;
-    for (int64_t row = 0; row < entry.shape[0]; ++row) {
-      TITAN_RETURN_IF_ERROR(writer.Append(data + TitanRow(row, head_dim) * row_bytes,
-                                          static_cast<size_t>(row_bytes)));
-    }
-    return absl::OkStatus();
-  }
-  if (HasRotaryElements(titan)) {
+  if (layout.permutes_elements()) {
     std::vector<char> permuted(static_cast<size_t>(bytes));
     for (int64_t i = 0; i < bytes / element; ++i) {
-      std::memcpy(&permuted[i * element], data + TitanRow(i, head_dim) * element, element);
+      std::memcpy(&permuted[i * element], data + layout.ToTitan(i) * element, element);
     }
     return writer.Append(permuted.data(), permuted.size());
   }
-  return writer.Append(data, static_cast<size_t>(bytes));
+  if (!layout.permutes() && !layout.scales()) {
+    return writer.Append(data, static_cast<size_t>(bytes));
+  }
+  const int64_t columns = entry.shape.back(), row_bytes = columns * element;
+  std::vector<char> scaled(static_cast<size_t>(row_bytes));
+  for (int64_t row = 0; row < entry.shape[0]; ++row) {
+    const int64_t titan_row = layout.ToTitan(row);
+    const char* from = data + titan_row * row_bytes;
+    if (const double scale = layout.Scale(titan_row); scale != 1.0) {
+      std::memcpy(scaled.data(), from, scaled.size());
+      ScaleElements(scaled.data(), entry.dtype, columns, scale, /*divide=*/false);
+      from = scaled.data();
+    }
+    TITAN_RETURN_IF_ERROR(writer.Append(from, static_cast<size_t>(row_bytes)));
+  }
+  return absl::OkStatus();
 }
 
 // Rank 0: receives and writes every tensor in file order, holding each titan tensor until the
@@ -296,8 +305,9 @@ absl::Status WriteModel(const Plan& plan, std::span<const CheckpointPiece> own,
     const int64_t offset =
         std::max<int64_t>(from.expert, 0) * static_cast<int64_t>(entry.end - entry.begin);
     if (written.ok()) {
-      written = AppendInHfOrder(**writer, entry, from.titan, it->second.data() + offset,
-                                plan.shape.head_dim());
+      written = AppendInHfOrder(**writer, entry,
+                                RowLayout::Of(plan.shape, from.titan.substr(strlen(kModelPrefix))),
+                                it->second.data() + offset);
     }
     if (--uses[from.titan] == 0) held.erase(it);
   }

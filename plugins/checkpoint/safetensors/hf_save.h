@@ -1,4 +1,4 @@
-// Saving a model in Hugging Face's Llama, Qwen3 or Qwen3-MoE layout (as the metadata's model
+// Saving a model in Hugging Face's Llama, Qwen3, Qwen3-MoE or DeepSeek-V3 layout (as the metadata's
 // is): rank 0 assembles each tensor from the ranks' pieces, one tensor at a time (a layer's
 // stacked experts until each expert's tensors are written), and writes model.safetensors and
 // config.json under "<folder>.tmp", renamed to `folder` once complete. The experts' bias has no

@@ -1,5 +1,5 @@
-// checkpoint/safetensors: the model in Hugging Face's Llama, Qwen3 or Qwen3-MoE layout
-// (model.safetensors and config.json), for export to and import from the Hugging Face
+// checkpoint/safetensors: the model in Hugging Face's Llama, Qwen3, Qwen3-MoE or DeepSeek-V3
+// layout (model.safetensors and config.json), for export to and import from the Hugging Face
 // ecosystem. It holds the model only; training state belongs in a dcp checkpoint.
 #include "plugins/checkpoint/safetensors/collective.h"
 #include "plugins/checkpoint/safetensors/hf_folder.h"
@@ -39,5 +39,6 @@ class SafetensorsCheckpoint : public CheckpointPlugin {
 }  // namespace titan::safetensors
 
 TITAN_PLUGIN(titan::CheckpointPlugin, titan::safetensors::SafetensorsCheckpoint, "safetensors",
-             "1.1.0",
-             "the model in Hugging Face's Llama or Qwen3 layout: model.safetensors + config.json")
+             "1.2.0",
+             "the model in Hugging Face's Llama, Qwen3 or DeepSeek-V3 layout: model.safetensors + "
+             "config.json")

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/runtime/single_process_comm.h"
+#include "plugins/checkpoint/safetensors/safetensors_file.h"
 #include "tests/checkpoint/model_checkpoint.h"
 #include "titan/checkpoint.h"
 
@@ -72,6 +73,28 @@ inline void WriteFile(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
+
+// The file's tensors by name, their data in the file's bytes.
+class StoredFile {
+ public:
+  explicit StoredFile(const fs::path& path) : bytes_(ReadFile(path)) {
+    auto header = safetensors::ParseHeader(bytes_, path.string());
+    EXPECT_TRUE(header.ok()) << header.status();
+    if (header.ok()) header_ = *std::move(header);
+  }
+  const float* Find(const std::string& name) const {
+    for (const auto& t : header_.tensors) {
+      if (t.name == name)
+        return reinterpret_cast<const float*>(&bytes_[header_.data_start + t.begin]);
+    }
+    return nullptr;
+  }
+  const safetensors::FileHeader& header() const { return header_; }
+
+ private:
+  std::string bytes_;
+  safetensors::FileHeader header_;
+};
 
 }  // namespace titan::safetensors_testing
 
