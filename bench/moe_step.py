@@ -114,24 +114,29 @@ def torchtitan_moe(x, p, prefix, c):
     return out_TD.view(b, t, d)
 
 
-def model_forward(c, p, tokens, targets):
-    """qwen3_reference.forward with torchtitan_moe for its plain loop over experts."""
+def block(h, lp, c, freqs_cis):
+    """One transformer block; lp holds its parameters without the "layers.N." prefix, so that
+    torch.compile traces it once for every block (as TorchTitan compiles each block)."""
+    eps = c["norm_eps"]
+    h = h + ref.attention(ref.rms_norm(h, lp["attention_norm.weight"], eps), lp, "attention.", c,
+                          freqs_cis)
+    normed = ref.rms_norm(h, lp["ffn_norm.weight"], eps)
+    if c["experts"] > 0:
+        return h + torchtitan_moe(normed, lp, "moe.", c)
+    return h + ref.swiglu(normed, lp["feed_forward.w1.weight"], lp["feed_forward.w2.weight"],
+                          lp["feed_forward.w3.weight"])
+
+
+def model_forward(c, p, layers, tokens, targets, run_block):
+    """qwen3_reference.forward with torchtitan_moe for its plain loop over experts, each block
+    run by run_block (block, or block compiled)."""
     n = tokens.numel()
     freqs_cis = ref.rope_frequencies(c["head_dim"], c["seq_len"], c["rope_theta"])
-    eps = c["norm_eps"]
     h = p["tok_embeddings.weight"][tokens]
-    for layer in range(c["n_layers"]):
-        prefix = f"layers.{layer}."
-        h = h + ref.attention(ref.rms_norm(h, p[prefix + "attention_norm.weight"], eps), p,
-                              prefix + "attention.", c, freqs_cis)
-        normed = ref.rms_norm(h, p[prefix + "ffn_norm.weight"], eps)
-        if c["experts"] > 0:
-            h = h + torchtitan_moe(normed, p, prefix + "moe.", c)
-        else:
-            prefix += "feed_forward."
-            h = h + ref.swiglu(normed, p[prefix + "w1.weight"], p[prefix + "w2.weight"],
-                               p[prefix + "w3.weight"])
-    logits = ref.linear(ref.rms_norm(h, p["norm.weight"], eps), p["output.weight"]).view(n, -1)
+    for lp in layers:
+        h = run_block(h, lp, c, freqs_cis)
+    logits = ref.linear(ref.rms_norm(h, p["norm.weight"], c["norm_eps"]), p["output.weight"])
+    logits = logits.view(n, -1)
     return logits, F.cross_entropy(logits, targets.reshape(n))
 
 
@@ -175,14 +180,22 @@ def torch_child(config, flavor, steps, threads, bf16, compiled):
     shape = (c["batch"], c["seq_len"])
     tokens, targets = torch.randint(0, c["vocab_size"], shape), torch.randint(0, c["vocab_size"],
                                                                                shape)
-    forward = torch.compile(model_forward) if compiled else model_forward
+    layers = [{name[len(prefix):]: value for name, value in p.items() if name.startswith(prefix)}
+              for prefix in (f"layers.{layer}." for layer in range(c["n_layers"]))]
+    if compiled:
+        # TorchTitan's apply_compile: each block under torch.compile(fullgraph=True), the expert
+        # counts (.tolist()) traced as data-dependent sizes instead of breaking the graph.
+        torch._dynamo.config.capture_scalar_outputs = True
+        run_block = torch.compile(block, fullgraph=True)
+    else:
+        run_block = block
     warmup = 2 if compiled else 1  # the first compiled step compiles; the second proves it is done
     times = []
     for step in range(warmup + steps):
         start = time.perf_counter()
         optimizer.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            _, loss = forward(c, p, tokens, targets)
+            _, loss = model_forward(c, p, layers, tokens, targets, run_block)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(p.values(), 1.0)
         optimizer.step()
