@@ -25,8 +25,10 @@ random tokens, on the same thread count, one process per measurement, as
 bench/train_throughput.py does: the median of --steps steps after one warm-up step (two for
 torch.compile, the compilation in the first). Without --pypi-torch, PyTorch is Debian's
 python3-torch (1.13); with --pypi-torch PYTHON (bench/torch-venv prints one) it is that PyTorch
-eager, the same with the forward under torch.compile, and Debian's. In bf16, titan's matmuls take
-bf16 operands and PyTorch's forward runs under torch.autocast("cpu", dtype=torch.bfloat16).
+eager, the same compiled as TorchTitan's apply_compile compiles (each block under
+torch.compile(fullgraph=True), the expert counts captured as data-dependent sizes), and Debian's.
+In bf16, titan's matmuls take bf16 operands and PyTorch's forward runs under
+torch.autocast("cpu", dtype=torch.bfloat16).
 Prints the CPU model and flags, then Markdown tables for docs/benchmarks.md: each flavor's step,
 the MoE's step over the dense one's for each side, and each measurement's untimed warm-up with
 the 1-minute load average before and after it (the machine may be shared).
