@@ -180,8 +180,8 @@ def torch_child(config, flavor, steps, threads, bf16, compiled):
          for name, s in parameter_shapes(c).items()}
     optimizer = torch.optim.AdamW(p.values(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     shape = (c["batch"], c["seq_len"])
-    tokens, targets = torch.randint(0, c["vocab_size"], shape), torch.randint(0, c["vocab_size"],
-                                                                               shape)
+    vocab = c["vocab_size"]
+    tokens, targets = torch.randint(0, vocab, shape), torch.randint(0, vocab, shape)
     layers = [{name[len(prefix):]: value for name, value in p.items() if name.startswith(prefix)}
               for prefix in (f"layers.{layer}." for layer in range(c["n_layers"]))]
     if compiled:
