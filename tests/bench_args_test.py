@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""bench/torch-venv and bench/train_throughput.py --pypi-torch refuse bad arguments with the
-exit code and message their usage promises, without downloading or measuring anything (CI has no
-PyPI venv).
+"""bench/torch-venv, and bench/train_throughput.py's and bench/moe_step.py's --pypi-torch, refuse
+bad arguments with the exit code and message their usage promises, without downloading or
+measuring anything (CI has no PyPI venv).
 
 Usage: bench_args_test.py SOURCE_DIR
 """
@@ -13,6 +13,7 @@ import tempfile
 SOURCE = sys.argv[1]
 TORCH_VENV = os.path.join(SOURCE, "bench", "torch-venv")
 THROUGHPUT = os.path.join(SOURCE, "bench", "train_throughput.py")
+MOE_STEP = os.path.join(SOURCE, "bench", "moe_step.py")
 
 
 def run(*command):
@@ -57,6 +58,12 @@ def main():
         # Debian's torch 1.13 has no torch.compile: refused as the PyPI peer.
         expect(["/usr/bin/python3", THROUGHPUT, "/bin/true", "--pypi-torch", "/usr/bin/python3"],
                1, "expected 2.0 or later (torch.compile)")
+        expect(["/usr/bin/python3", MOE_STEP, "/bin/true", "--pypi-torch", absent], 1,
+               f"moe_step: --pypi-torch {absent} is not an executable")
+        expect(["/usr/bin/python3", MOE_STEP, "/bin/true", "--pypi-torch", "/usr/bin/python3"],
+               1, "expected 2.0 or later (torch.compile)")
+        expect(["/usr/bin/python3", MOE_STEP, "/bin/true", "--configs", "huge"], 1,
+               "unknown config 'huge'; known: debugmodel, tiny")
     print(f"{checks} passed, 0 failed")
 
 
