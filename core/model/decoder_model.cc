@@ -400,7 +400,9 @@ absl::Status DecoderModel::PlanActivations(int64_t batch, int64_t seq_len) {
     }
     if (t > 1) singles.push_back({&s.moe_router_grad, "moe_router_grad", c.moe.experts * d});
     if (c.moe.aux_loss_alpha > 0) {
-      singles.push_back({&s.moe_aux_d_logits, "moe_aux_d_logits", n * c.moe.experts});
+      // Also the per-sequence sums context parallelism reduces, [batch, 2 x experts].
+      singles.push_back(
+          {&s.moe_aux_d_logits, "moe_aux_d_logits", std::max(n, 2 * batch) * c.moe.experts});
     }
   }
   if (c.mla.enabled()) {

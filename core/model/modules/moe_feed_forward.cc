@@ -36,6 +36,18 @@ Float8Linears* Float8Experts(const ModuleContext& ctx, int weight) {
   return ctx.float8 != nullptr && ctx.float8->Converts(weight) ? ctx.float8 : nullptr;
 }
 
+// A token's router scores from its logits [experts], on the host: sigmoids, or the softmax.
+void HostScores(const float* logits, int64_t experts, bool sigmoid, float* scores) {
+  if (sigmoid) {
+    for (int64_t x = 0; x < experts; ++x) scores[x] = 1.0f / (1.0f + std::exp(-logits[x]));
+    return;
+  }
+  const float most = *std::max_element(logits, logits + experts);
+  float sum = 0;
+  for (int64_t x = 0; x < experts; ++x) sum += scores[x] = std::exp(logits[x] - most);
+  for (int64_t x = 0; x < experts; ++x) scores[x] /= sum;
+}
+
 }  // namespace
 
 MoeFeedForward::MoeFeedForward(ModuleContext& context, const MoeWeights& w)
@@ -208,15 +220,8 @@ absl::Status MoeFeedForward::RouteRoundRobin(const RoutedActs& acts) const {
   std::vector<int32_t> experts(static_cast<size_t>(n * k));
   TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.logits, logits.data()));
   for (int64_t t = 0; t < n; ++t) {
-    const float* row = logits.data() + t * e;
-    if (routing.score == MoeRouting::Score::kSigmoid) {
-      for (int64_t x = 0; x < e; ++x) scores[x] = 1.0f / (1.0f + std::exp(-row[x]));
-    } else {
-      const float most = *std::max_element(row, row + e);
-      float sum = 0;
-      for (int64_t x = 0; x < e; ++x) sum += scores[x] = std::exp(row[x] - most);
-      for (float& score : scores) score /= sum;
-    }
+    HostScores(logits.data() + t * e, e, routing.score == MoeRouting::Score::kSigmoid,
+               scores.data());
     float sum = 0;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t at = t * k + j;
@@ -241,19 +246,8 @@ absl::Status MoeFeedForward::AddAuxLoss(const RoutedActs& acts, const TensorView
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
   TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.logits, logits.data()));
   TITAN_RETURN_IF_ERROR(ctx_.compute.CopyToHost(acts.experts, chosen.data()));
-  // Each token's scores over all experts, normalized to sum to 1 (softmax's already do).
   for (int64_t t = 0; t < n; ++t) {
-    const float* row = logits.data() + t * e;
-    float* s = scores.data() + t * e;
-    const float most = moe.sigmoid ? 0.0f : *std::max_element(row, row + e);
-    float sum = 0;
-    for (int64_t x = 0; x < e; ++x) {
-      s[x] = moe.sigmoid ? 1.0f / (1.0f + std::exp(-row[x])) : std::exp(row[x] - most);
-      sum += s[x];
-    }
-    if (!moe.sigmoid) {
-      for (int64_t x = 0; x < e; ++x) s[x] /= sum;
-    }
+    HostScores(logits.data() + t * e, e, moe.sigmoid, scores.data() + t * e);
   }
   // Per sequence: each expert's choices, and its normalized scores' sum; over the whole sequence
   // when context parallelism holds the rest of it on other ranks.
