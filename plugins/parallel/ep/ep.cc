@@ -91,7 +91,7 @@ class ExpertParallel : public ParallelPlugin, public UnshardingRole {
       whole_grad.shape = shape;
       p->value = whole;
       p->grad = whole_grad;
-      p->local_offset[0] = 0;
+      if (!p->local_offset.empty()) p->local_offset[0] = 0;
       if (shape == p->full_shape) p->local_offset.clear();
       whole_.push_back(std::move(value));
       whole_.push_back(std::move(grad));
