@@ -41,7 +41,8 @@ def main():
         expect([TORCH_VENV, "--bogus"], 2, "unknown argument '--bogus'")
         expect([TORCH_VENV, "--dir"], 2, "--dir needs a folder")
         # --check installs nothing: it reports the missing venv and leaves no folder behind.
-        expect([TORCH_VENV, "--check", "--dir", absent], 1, f"no torch 2.15.0 in {absent}")
+        expect([TORCH_VENV, "--check", "--dir", absent], 1,
+               f"no torch 2.15.0 with transformers 5.25.0 in {absent}")
         assert not os.path.exists(absent), f"torch-venv --check created {absent}"
         # A folder that is not a venv is never deleted to make room for one.
         precious = os.path.join(tmp, "precious")

@@ -61,6 +61,17 @@ absl::Status CpuCompute::RunGemm(const TensorView& a, bool transpose_a, const Te
   return absl::OkStatus();
 }
 
+// One group after another, each as Gemm runs it (OpenBLAS or oneDNN use both cores inside it).
+absl::Status CpuCompute::RunGroupedGemm(std::span<const GemmGroup> groups, bool transpose_a,
+                                        bool transpose_b, float alpha, float beta) {
+  ScopedSpan span("kernel", "GroupedGemm");
+  for (const GemmGroup& group : groups) {
+    TITAN_RETURN_IF_ERROR(
+        RunGemm(group.a, transpose_a, group.b, transpose_b, alpha, beta, group.c));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuCompute::RunAttentionForward(const AttentionSpec& spec, const TensorView& q,
                                              const TensorView& k, const TensorView& v,
                                              TensorView out, TensorView lse) {

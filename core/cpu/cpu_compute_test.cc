@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -94,6 +95,64 @@ TEST(CpuCompute, Bf16GemmIsTheProductOfTheRoundedInputs) {
       for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(c[i], expected[i], 1e-4) << ta << tb << i;
     }
   }
+}
+
+// A grouped GEMM of three problems of their own shapes, as a mixture of experts' experts: each
+// group's c is the definition's, for every transpose, and leaves the memory between the groups'
+// outputs alone.
+TEST(CpuCompute, GroupedGemmComputesEveryGroupByTheDefinition) {
+  const std::vector<std::array<int64_t, 3>> shapes = {{5, 4, 6}, {1, 4, 6}, {8, 3, 2}};  // m n k
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      std::vector<std::vector<float>> a, b;
+      std::vector<float> c = Random(64, 7);
+      std::vector<double> expected(c.begin(), c.end());
+      std::vector<GemmGroup> groups;
+      int64_t at = 0;
+      for (size_t g = 0; g < shapes.size(); ++g) {
+        const auto [m, n, k] = shapes[g];
+        a.push_back(Random(m * k, 10 + g));
+        b.push_back(Random(k * n, 20 + g));
+        const std::vector<float> c_g(c.begin() + at, c.begin() + at + m * n);
+        const std::vector<double> want = Reference(ta, tb, m, n, k, 0.5f, a[g], b[g], 2.0f, c_g);
+        std::copy(want.begin(), want.end(), expected.begin() + at);
+        groups.push_back({View(a[g].data(), ta ? std::vector<int64_t>{k, m} : std::vector{m, k}),
+                          View(b[g].data(), tb ? std::vector<int64_t>{n, k} : std::vector{k, n}),
+                          View(c.data() + at, {m, n})});
+        at += m * n + 1;  // one untouched value after each group's c
+      }
+      ASSERT_TRUE(CpuCompute::Get().GroupedGemm(groups, ta, tb, 0.5f, 2.0f).ok());
+      for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], expected[i], 1e-4) << ta << tb << i;
+    }
+  }
+}
+
+// What a grouped GEMM refuses, each named with its group: no groups, an empty problem, a group
+// of another dtype, shapes that do not chain, and two groups writing the same memory (the groups
+// may run at once, so their sums would race).
+TEST(CpuCompute, GroupedGemmRefusesBadGroupsNamingThem) {
+  std::vector<float> x(64, 1.0f);
+  std::vector<uint16_t> half(64, 0);
+  const TensorView bf16{half.data(), DType::kBF16, Device{}, {2, 3}, {}};
+  const auto call = [](std::vector<GemmGroup> groups) {
+    return std::string(CpuCompute::Get().GroupedGemm(groups, false, true, 1.0f, 0.0f).message());
+  };
+  const GemmGroup good{View(x.data(), {2, 3}), View(x.data(), {4, 3}), View(x.data() + 8, {2, 4})};
+  EXPECT_THAT(call({}), testing::StrEq("GroupedGemm: no groups"));
+  EXPECT_THAT(
+      call({good, {View(x.data(), {0, 3}), View(x.data(), {4, 3}), View(x.data() + 16, {0, 4})}}),
+      testing::StartsWith("GroupedGemm, group 1: an empty problem"));
+  EXPECT_THAT(call({good, {bf16, bf16, View(x.data() + 16, {2, 2})}}),
+              testing::StrEq("GroupedGemm, group 1: operand 'a' expected f32, found bf16"));
+  EXPECT_THAT(
+      call({good, {View(x.data(), {2, 3}), View(x.data(), {4, 2}), View(x.data() + 16, {2, 4})}}),
+      testing::StartsWith("GroupedGemm, group 1: shapes do not chain"));
+  EXPECT_THAT(
+      call({good,
+            {View(x.data(), {2, 3}), View(x.data(), {4, 3}), View(x.data() + 20, {2, 4})},
+            {View(x.data(), {2, 3}), View(x.data(), {4, 3}), View(x.data() + 15, {2, 4})}}),
+      testing::StrEq("GroupedGemm: groups 0 and 2 write overlapping memory of c; the groups may "
+                     "run at once, so split them over calls"));
 }
 
 // Attention with position offsets, as context parallelism computes it: the queries split into two

@@ -2,11 +2,14 @@
 // Llama 3: words with their leading space, numbers of up to 3 digits, punctuation runs,
 // whitespace), as a Hugging Face `Split` pre-tokenizer does. Runs PCRE2 (JIT) in UTF mode
 // tolerating invalid UTF-8: a run of text the pattern skips is a piece of its own, except that
-// each byte of invalid UTF-8 in it is a piece by itself, so every byte is covered.
+// each byte of invalid UTF-8 in it is a piece by itself, so every byte is covered. A pattern's
+// \p{L}-style classes and \s take the code points tiktoken and tokenizers give them, not PCRE2's
+// own (unicode_classes.h).
 #ifndef TITAN_CORE_DATA_PRETOKENIZE_H_
 #define TITAN_CORE_DATA_PRETOKENIZE_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -40,6 +43,12 @@ class PreTokenizer {
   explicit PreTokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// `pattern` with \p{X} (X a property unicode_classes.h lists) and \s as tiktoken and tokenizers
+// take them: PCRE2's classes plus the code points Unicode added since PCRE2's tables (14 in
+// Debian 12), and white space without U+180E; \S outside a bracket likewise. Escapes, \Q...\E
+// quotes and brackets' own syntax pass through; \P{X}, and \S in a bracket, keep PCRE2's.
+std::string WithReferenceClasses(absl::string_view pattern);
 
 // The pattern, as in Meta's llama3 tokenizer.py.
 extern const char kLlama3Pattern[];

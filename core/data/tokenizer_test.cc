@@ -6,14 +6,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/bpe_trainer.h"
 #include "core/data/byte_tokenizer.h"
 #include "core/data/pretokenize.h"
+#include "core/data/unicode_classes.h"
+#include "core/runtime/utf8.h"
 
 namespace titan {
 namespace {
@@ -90,6 +94,102 @@ TEST(PreTokenizer, Gpt2PatternAndGeneralSplits) {
                 .message()
                 .find("can match the empty string"),
             std::string::npos);
+}
+
+// The classes are tiktoken's and tokenizers', not PCRE2's (Unicode 14): U+180E is no white space
+// (a letter follows it into its piece), and letters and digits of Unicode 15 and 16 scripts are
+// letters and digits (Kawi, Garay's cased letters).
+TEST(PreTokenizer, ClassesAreTheReferenceLibrariesNotPcre2s) {
+  const auto split = [](const PreTokenizer& p, absl::string_view text) {
+    std::vector<absl::string_view> pieces = p.Split(text);
+    return std::vector<std::string>(pieces.begin(), pieces.end());
+  };
+  PreTokenizer llama3;
+  EXPECT_EQ(split(llama3,
+                  "a\u180e"
+                  "b"),
+            (std::vector<std::string>{"a",
+                                      "\u180e"
+                                      "b"}));
+  EXPECT_EQ(split(llama3, "x \u180e y"), (std::vector<std::string>{"x", " \u180e", " y"}));
+  EXPECT_EQ(split(llama3, "\U00011F04\U00011F05 ab"),
+            (std::vector<std::string>{"\U00011F04\U00011F05", " ab"}));
+  EXPECT_EQ(split(llama3, "\U00011F50\U00011F51\U00011F52\U00011F53"),
+            (std::vector<std::string>{"\U00011F50\U00011F51\U00011F52", "\U00011F53"}));
+  auto upper = PreTokenizer::Create("\\p{Lu}+", false, SplitBehavior::kIsolated);
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ(split(*upper, "\U00010D50\U00010D51\U00010D70"),
+            (std::vector<std::string>{"\U00010D50\U00010D51", "\U00010D70"}));
+}
+
+// Only class escapes change: \s becomes Unicode's white space; \p{X} keeps PCRE2's class and
+// gains a second one of what was added since (outside a bracket an alternative, beside a
+// bracket's members an alternative too, before a negated bracket a lookahead), or is spelled out
+// whole where a code point left it. An escaped backslash, a quote, \P and \S in a bracket and
+// other escapes pass through; a bracket's leading ']' and POSIX classes do not end it.
+TEST(PreTokenizer, WithReferenceClassesSpellsOutOnlyClassEscapes) {
+  const std::string ws = unicode_classes::kWhiteSpace;
+  EXPECT_EQ(WithReferenceClasses("\\s"), "[" + ws + "]");
+  EXPECT_EQ(WithReferenceClasses("\\S+"), "[^" + ws + "]+");
+  EXPECT_EQ(WithReferenceClasses("[^\\s\\d]"), "[^" + ws + "\\d]");
+  EXPECT_EQ(WithReferenceClasses("[]\\s]"), "[]" + ws + "]");
+  EXPECT_EQ(WithReferenceClasses("[[:alpha:]\\s]"), "[[:alpha:]" + ws + "]");
+  EXPECT_EQ(WithReferenceClasses("[\\S]\\P{L}"), "[\\S]\\P{L}");
+  EXPECT_EQ(WithReferenceClasses("a\\\\s\\x{41}"), "a\\\\s\\x{41}");
+  EXPECT_EQ(WithReferenceClasses("\\Q\\s[\\E\\s"), "\\Q\\s[\\E[" + ws + "]");
+  EXPECT_EQ(WithReferenceClasses("\\p{Lt}"), "\\p{Lt}");  // nothing added since 14
+  const std::string lu = WithReferenceClasses("\\p{Lu}");
+  EXPECT_TRUE(absl::StartsWith(lu, "(?:\\p{Lu}|[\\x{1c89}") && absl::EndsWith(lu, "])")) << lu;
+  EXPECT_EQ(WithReferenceClasses("\\p{Lu}x"), lu + "x");
+  const std::string a_or_lu = WithReferenceClasses("[a\\p{Lu}]");
+  EXPECT_TRUE(absl::StartsWith(a_or_lu, "(?:[a\\p{Lu}]|[\\x{1c89}")) << a_or_lu;
+  const std::string neither = WithReferenceClasses("[^a\\p{Lu}]");
+  EXPECT_TRUE(absl::StartsWith(neither, "(?:(?![\\x{1c89}") &&
+              absl::EndsWith(neither, "])[^a\\p{Lu}])"))
+      << neither;
+  EXPECT_TRUE(absl::StartsWith(WithReferenceClasses("\\p{Mn}"), "[\\x{300}-\\x{36f}"));
+}
+
+// 400 documents over 36 Unicode blocks (old scripts and Unicode 15 and 16 ones, every kind of
+// white space, digits, contractions; tools/tokenizer-parity) split into exactly the pieces
+// Hugging Face's tokenizers gives them, under the Llama 3 and GPT-2 patterns.
+TEST(PreTokenizer, SplitsAsTokenizersDoesOnDocumentsOverUnicodeBlocks) {
+  std::ifstream file(std::string(TITAN_SOURCE_DIR) +
+                     "/core/data/testdata/pretokenize_parity.jsonl");
+  ASSERT_TRUE(file) << "core/data/testdata/pretokenize_parity.jsonl";
+  PreTokenizer llama3;
+  auto gpt2 = PreTokenizer::Create(kGpt2Pattern, false, SplitBehavior::kIsolated);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  int documents = 0, differing = 0;
+  for (std::string line; std::getline(file, line);) {
+    const nlohmann::json row = nlohmann::json::parse(line);
+    const std::string text = row["text"];
+    // The code point index of each character's first byte, for offsets as tokenizers counts.
+    std::vector<int64_t> index(text.size() + 1, -1);
+    int64_t point = 0;
+    for (size_t byte = 0; byte < text.size(); ++point) {
+      const size_t length = Utf8CharLength(absl::string_view(text).substr(byte));
+      ASSERT_GT(length, 0u) << "invalid UTF-8 in document " << documents;
+      index[byte] = point;
+      byte += length;
+    }
+    index[text.size()] = point;
+    for (const auto& [name, splitter] :
+         {std::pair<const char*, const PreTokenizer*>{"llama3", &llama3}, {"gpt2", &*gpt2}}) {
+      std::vector<std::vector<int64_t>> ours;
+      for (absl::string_view piece : splitter->Split(text)) {
+        const size_t start = static_cast<size_t>(piece.data() - text.data());
+        ours.push_back({index[start], index[start + piece.size()]});
+      }
+      const auto theirs = row[name].get<std::vector<std::vector<int64_t>>>();
+      if (ours != theirs && ++differing <= 5) {
+        ADD_FAILURE() << name << " splits document " << documents << " otherwise: " << line;
+      }
+    }
+    ++documents;
+  }
+  EXPECT_EQ(documents, 400);
+  EXPECT_EQ(differing, 0);
 }
 
 TEST(PreTokenizer, CoversInvalidUtf8ByteByByte) {

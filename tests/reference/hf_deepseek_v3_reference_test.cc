@@ -111,6 +111,20 @@ class HfDeepseekV3ReferenceTest : public ::testing::Test {
     std::fclose(file);
   }
 
+  // Every case's folder, filled by the reference script; case_dirs_ lists them.
+  void WriteCasesAndRunReference() {
+    std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
+                                       "/tests/reference/hf_deepseek_v3_reference.py");
+    for (const Case& c : kCases) {
+      fs::create_directories(root_ / c.name);
+      WriteCase(c, root_ / c.name);
+      absl::StrAppend(&case_dirs_, " ", (root_ / c.name).string());
+    }
+    ASSERT_EQ(std::system((command + case_dirs_).c_str()), 0)
+        << "the reference failed: " << command << case_dirs_;
+  }
+
+  std::string case_dirs_;
   std::unique_ptr<PluginRegistry> registry_;
   std::unique_ptr<CheckpointPlugin> plugin_;
   SingleProcessCommunicator comm_;
@@ -118,14 +132,8 @@ class HfDeepseekV3ReferenceTest : public ::testing::Test {
 };
 
 TEST_F(HfDeepseekV3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
-  std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
-                                     "/tests/reference/hf_deepseek_v3_reference.py");
-  for (const Case& c : kCases) {
-    fs::create_directories(root_ / c.name);
-    WriteCase(c, root_ / c.name);
-    absl::StrAppend(&command, " ", (root_ / c.name).string());
-  }
-  ASSERT_EQ(std::system(command.c_str()), 0) << "the reference failed: " << command;
+  WriteCasesAndRunReference();
+  if (HasFatalFailure()) return;
 
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.name);
@@ -161,6 +169,17 @@ TEST_F(HfDeepseekV3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
     std::printf("%-18s export %.3g, import %.3g (logits relative error)\n", c.name, exported,
                 importing);
   }
+}
+
+// The same folders against transformers itself (bench/torch-venv's DeepseekV3ForCausalLM): titan's
+// export and the models made in transformers' and DeepSeek's layouts load with no tensor missing
+// or unexpected and no warning, and give the logits titan gives for them within 1e-5.
+TEST_F(HfDeepseekV3ReferenceTest, TransformersItselfLoadsBothWaysAndAgrees) {
+  const std::string python = reference::TransformersPython();
+  if (python.empty()) GTEST_SKIP() << reference::kNoTransformers;
+  WriteCasesAndRunReference();
+  if (HasFatalFailure()) return;
+  EXPECT_TRUE(reference::TransformersAgree(python, case_dirs_));
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // gives titan's logits within 1e-5 relative error; and a model made in transformers' layout (its
 // config.json, two files and an index) imports into titan, which then gives its logits within
 // 1e-5. Tied and untied, QK-norm with heads apart from dim / n_heads, experts with a dense first
-// layer.
+// layer. With bench/torch-venv made, transformers itself checks both folders too.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -90,6 +90,20 @@ class HfQwen3ReferenceTest : public ::testing::Test {
     std::fclose(file);
   }
 
+  // Every case's folder, filled by the reference script; case_dirs_ lists them.
+  void WriteCasesAndRunReference(const std::vector<Case>& cases) {
+    std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
+                                       "/tests/reference/hf_qwen3_reference.py");
+    for (const Case& c : cases) {
+      fs::create_directories(root_ / c.name);
+      WriteCase(c, root_ / c.name);
+      absl::StrAppend(&case_dirs_, " ", (root_ / c.name).string());
+    }
+    ASSERT_EQ(std::system((command + case_dirs_).c_str()), 0)
+        << "the reference failed: " << command << case_dirs_;
+  }
+
+  std::string case_dirs_;
   std::unique_ptr<PluginRegistry> registry_;
   std::unique_ptr<CheckpointPlugin> plugin_;
   SingleProcessCommunicator comm_;
@@ -98,14 +112,8 @@ class HfQwen3ReferenceTest : public ::testing::Test {
 
 TEST_F(HfQwen3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
   const std::vector<Case> cases = Cases();
-  std::string command =
-      absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR, "/tests/reference/hf_qwen3_reference.py");
-  for (const Case& c : cases) {
-    fs::create_directories(root_ / c.name);
-    WriteCase(c, root_ / c.name);
-    absl::StrAppend(&command, " ", (root_ / c.name).string());
-  }
-  ASSERT_EQ(std::system(command.c_str()), 0) << "the reference failed: " << command;
+  WriteCasesAndRunReference(cases);
+  if (HasFatalFailure()) return;
 
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -139,6 +147,18 @@ TEST_F(HfQwen3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
     std::printf("%-10s export %.3g, import %.3g (logits relative error)\n", c.name, exported,
                 importing);
   }
+}
+
+// The same folders against transformers itself (bench/torch-venv's): titan's export and the model
+// made in transformers' layout (which the test above imports) load into Qwen3ForCausalLM and
+// Qwen3MoeForCausalLM with no tensor missing or unexpected and no warning, and give the logits
+// titan gives for them within 1e-5.
+TEST_F(HfQwen3ReferenceTest, TransformersItselfLoadsBothWaysAndAgrees) {
+  const std::string python = reference::TransformersPython();
+  if (python.empty()) GTEST_SKIP() << reference::kNoTransformers;
+  WriteCasesAndRunReference(Cases());
+  if (HasFatalFailure()) return;
+  EXPECT_TRUE(reference::TransformersAgree(python, case_dirs_));
 }
 
 }  // namespace

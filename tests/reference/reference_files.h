@@ -1,12 +1,15 @@
 // The raw files titan's C++ reference tests exchange with the PyTorch scripts beside them
-// (run by /usr/bin/python3, Debian's interpreter with python3-torch).
+// (run by /usr/bin/python3, Debian's interpreter with python3-torch, or for transformers itself by
+// bench/torch-venv's python).
 #ifndef TITAN_TESTS_REFERENCE_REFERENCE_FILES_H_
 #define TITAN_TESTS_REFERENCE_REFERENCE_FILES_H_
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -80,6 +83,35 @@ inline bool HaveTorch() {
 constexpr const char* kNoTorch =
     "the PyTorch reference needs /usr/bin/python3 with torch: install Debian's python3-torch "
     "(tools/setup-deps does)";
+
+// The python of bench/torch-venv's virtual environment (PyPI's torch and Hugging Face's
+// transformers, at the versions that script pins) when it is made, else empty. TITAN_SOURCE_DIR
+// must be defined by the including test.
+inline std::string TransformersPython() {
+  const std::string command =
+      std::string(TITAN_SOURCE_DIR) + "/bench/torch-venv --check 2>/dev/null";
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  char line[4096] = {};
+  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
+  if (pclose(pipe) != 0 || !read) return "";
+  std::string python(line);
+  while (!python.empty() && python.back() == '\n') python.pop_back();
+  return python;
+}
+
+constexpr const char* kNoTransformers =
+    "no virtual environment with PyPI's torch and transformers: bench/torch-venv makes it "
+    "(TITAN_TORCH_VENV names another folder); this test checks titan's Hugging Face interop "
+    "against transformers itself";
+
+// hf_transformers_check.py under `python` over the case folders (separated by spaces): whether
+// transformers loads every model folder there cleanly and agrees with titan's logits.
+inline bool TransformersAgree(const std::string& python, const std::string& case_dirs) {
+  const std::string command =
+      python + " " + TITAN_SOURCE_DIR + "/tests/reference/hf_transformers_check.py " + case_dirs;
+  return std::system(command.c_str()) == 0;
+}
 
 }  // namespace titan::reference
 

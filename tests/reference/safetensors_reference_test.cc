@@ -2,7 +2,8 @@
 // LlamaForCausalLM written out in torch): from config.json and model.safetensors alone it
 // reproduces titan's logits within 1e-5 relative error, f32 and bf16, tied and untied, with
 // Llama 3 rope scaling. And a folder laid out by transformers' own conversion (its permute() of
-// wq/wk, several files and an index) imports into titan bit for bit.
+// wq/wk, several files and an index) imports into titan bit for bit. With bench/torch-venv made,
+// transformers itself loads both and agrees.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -114,6 +115,29 @@ TEST_F(SafetensorsReferenceTest, HuggingFaceForwardReproducesTitanLogits) {
     EXPECT_LT(error, 1e-5);
     std::printf("%-12s logits relative error %.3g\n", name.c_str(), error);
   }
+}
+
+// titan's exports (tied and untied, Llama 3 rope scaling) and transformers' conversion of the same
+// weights (hf_written/) against transformers itself (bench/torch-venv's LlamaForCausalLM): each
+// loads with no tensor missing or unexpected and no warning, and gives titan's logits within 1e-5.
+TEST_F(SafetensorsReferenceTest, TransformersItselfLoadsTheExportsAndAgrees) {
+  const std::string python = reference::TransformersPython();
+  if (python.empty()) GTEST_SKIP() << reference::kNoTransformers;
+  std::string dirs;
+  for (bool tied : {false, true}) {
+    const LlamaConfig config = SmallConfig(tied);
+    auto model = SmallModel(config);
+    const fs::path dir = root_ / (tied ? "tied" : "untied");
+    ASSERT_TRUE(Save(dir / "export", ModelPieces(*model), config).ok());
+    WriteCase(*model, dir);
+    reference::WriteModel(config, *model, kBatch, kSeqLen,
+                          dir);  // the reference writes hf_written/
+    absl::StrAppend(&dirs, " ", dir.string());
+  }
+  const std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
+                                           "/tests/reference/hf_llama_reference.py", dirs);
+  ASSERT_EQ(std::system(command.c_str()), 0) << "the reference failed: " << command;
+  EXPECT_TRUE(reference::TransformersAgree(python, dirs));
 }
 
 // A Llama 2 style export (rope_theta 10000, no rope scaling, eps 1e-6) imported into a model

@@ -161,31 +161,33 @@ absl::Status MoeFeedForward::GroupedGemm(const std::vector<Block>& blocks, const
   Float8Linears* float8 = Float8Experts(ctx_, weight);
   // w1 and w3 split by their rows (column-parallel) under tp, w2 by its columns (row-parallel).
   const Float8Split split{weight == w_.w2, ctx_.tp.communicator(), nullptr};
+  std::vector<GemmGroup> groups;
   int64_t first = 0;
   for (const Block& block : blocks) {
     if (block.rows == 0) continue;
     const TensorView rows = Rows(in, first, block.rows), rows_out = Rows(out, first, block.rows);
-    if (float8 != nullptr) {
-      const Float8Operand expert{Expert(w, block.expert), {}, {}};
-      TITAN_RETURN_IF_ERROR(transpose_w
-                                ? float8->Forward(rows, expert, rows_out, beta != 0.0f, split)
-                                : float8->InputGrad(rows, expert, rows_out, split, beta != 0.0f));
-    } else {
-      TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(rows, false, Expert(w, block.expert), transpose_w,
-                                              1.0f, beta, rows_out));
-    }
     first += block.rows;
+    if (float8 == nullptr) {
+      groups.push_back({rows, Expert(w, block.expert), rows_out});
+      continue;
+    }
+    const Float8Operand expert{Expert(w, block.expert), {}, {}};
+    TITAN_RETURN_IF_ERROR(transpose_w
+                              ? float8->Forward(rows, expert, rows_out, beta != 0.0f, split)
+                              : float8->InputGrad(rows, expert, rows_out, split, beta != 0.0f));
   }
-  return absl::OkStatus();
+  if (groups.empty()) return absl::OkStatus();
+  return ctx_.compute.GroupedGemm(groups, false, transpose_w, 1.0f, beta);
 }
 
 absl::Status MoeFeedForward::GroupedWeightGrad(const std::vector<Block>& blocks,
                                                const TensorView& g, const TensorView& in,
                                                int weight) const {
   const TensorView grad = ctx_.Grad(weight);
+  // An expert's rows come in one block per source rank under expert parallelism, every block
+  // adding into the expert's gradient.
+  const size_t experts = static_cast<size_t>(grad.shape[0]);
   if (Float8Linears* float8 = Float8Experts(ctx_, weight)) {
-    // An expert's rows come in one block per source rank under expert parallelism.
-    const size_t experts = static_cast<size_t>(grad.shape[0]);
     std::vector<std::vector<TensorView>> g_rows(experts), in_rows(experts);
     int64_t first = 0;
     for (const Block& block : blocks) {
@@ -201,13 +203,21 @@ absl::Status MoeFeedForward::GroupedWeightGrad(const std::vector<Block>& blocks,
     }
     return absl::OkStatus();
   }
+  // Round r takes each expert's r-th block, so no two groups of a call add into one gradient:
+  // one grouped GEMM per round (one in all without ep), each expert's blocks added in order.
+  std::vector<std::vector<GemmGroup>> rounds;
+  std::vector<size_t> taken(experts, 0);
   int64_t first = 0;
   for (const Block& block : blocks) {
     if (block.rows == 0) continue;
-    TITAN_RETURN_IF_ERROR(ctx_.compute.Gemm(Rows(g, first, block.rows), true,
-                                            Rows(in, first, block.rows), false, 1.0f, 1.0f,
-                                            Expert(grad, block.expert)));
+    size_t& round = taken[static_cast<size_t>(block.expert)];
+    if (rounds.size() <= round) rounds.emplace_back();
+    rounds[round++].push_back(
+        {Rows(g, first, block.rows), Rows(in, first, block.rows), Expert(grad, block.expert)});
     first += block.rows;
+  }
+  for (const std::vector<GemmGroup>& groups : rounds) {
+    TITAN_RETURN_IF_ERROR(ctx_.compute.GroupedGemm(groups, true, false, 1.0f, 1.0f));
   }
   return absl::OkStatus();
 }

@@ -78,14 +78,16 @@ class MoeFeedForward : public FeedForwardLayer {
   absl::Status Travel(const RoutedActs& acts, const TensorView& mine, const TensorView& theirs,
                       bool back) const;
   // For each block of the rows of `in` [rows, in_cols]: out rows (+)= in rows . op(w[e])
-  // (`transpose_w`: w[e]^T), w the operand [local experts, rows, cols] of parameter `weight`; in
-  // Float8 when the converter converts it (each block with its expert's weight, as a linear layer
-  // of its own: the forward's GEMM, or with w untransposed the input gradient's).
+  // (`transpose_w`: w[e]^T), w the operand [local experts, rows, cols] of parameter `weight`: one
+  // GroupedGemm; in Float8 when the converter converts it (each block with its expert's weight,
+  // as a linear layer of its own: the forward's GEMM, or with w untransposed the input
+  // gradient's).
   absl::Status GroupedGemm(const std::vector<Block>& blocks, const TensorView& in, int weight,
                            const TensorView& w, bool transpose_w, float beta,
                            const TensorView& out) const;
   // grad(w[e]) += g rows^T . in rows for each block; g [rows, out] and `in` [rows, in] matmul
-  // operands. In Float8, all of an expert's blocks form one group.
+  // operands. One GroupedGemm per round of blocks (an expert's r-th block in round r); in
+  // Float8, all of an expert's blocks form one group.
   absl::Status GroupedWeightGrad(const std::vector<Block>& blocks, const TensorView& g,
                                  const TensorView& in, int weight) const;
   MoeRouting Routing() const;

@@ -1,10 +1,12 @@
-// cuBLASLt, loaded when the first GEMM needs it rather than linked: the plugin then needs only the
-// driver to load (as its packages promise), and a machine without cuBLAS gets an error naming
-// the library at first use instead of a plugin that fails to load.
+// cuBLASLt, and cuBLAS for its grouped GEMM, each loaded when the first GEMM needs it rather than
+// linked: the plugin then needs only the driver to load (as its packages promise), and a machine
+// without cuBLAS gets an error naming the library at first use instead of a plugin that fails to
+// load.
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_CUBLASLT_LIBRARY_H_
 #define TITAN_PLUGINS_DEVICE_CUDA_CUBLASLT_LIBRARY_H_
 
 #include <cublasLt.h>
+#include <cublas_api.h>
 
 #include <string>
 
@@ -33,6 +35,23 @@ struct CublasLt {
 // /usr/local/cuda/lib64, and says on stderr which file it loaded (a machine may hold several);
 // the error names what was tried and why it failed.
 absl::StatusOr<const CublasLt*> LoadCublasLt();
+
+// clang-format off
+#define TITAN_CUBLAS_FUNCTIONS(X) \
+  X(Create_v2) X(Destroy_v2) X(SetStream_v2) X(GemmGroupedBatchedEx_64)
+// clang-format on
+
+// The cuBLAS functions titan calls (its grouped GEMM, which cuBLASLt lacks), named without the
+// `cublas` prefix.
+struct Cublas {
+#define TITAN_CUBLAS_FIELD(name) decltype(&cublas##name) name = nullptr;
+  TITAN_CUBLAS_FUNCTIONS(TITAN_CUBLAS_FIELD)
+#undef TITAN_CUBLAS_FIELD
+  std::string file;
+};
+
+// Loads libcublas.so.<major> once, as LoadCublasLt loads cuBLASLt.
+absl::StatusOr<const Cublas*> LoadCublas();
 
 // "CUBLAS_STATUS_...: message" for a status cuBLASLt returned.
 std::string CublasStatusText(cublasStatus_t status);

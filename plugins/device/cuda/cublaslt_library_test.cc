@@ -20,5 +20,16 @@ TEST(CublasLtLibrary, LoadsEveryFunctionTitanCalls) {
       << CublasStatusText(CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
+// cuBLAS too, for its grouped GEMM (cublasGemmGroupedBatchedEx, new in CUDA 12.5): the library the
+// toolkit ships must have every function titan binds.
+TEST(CublasLibrary, LoadsEveryFunctionTitanCalls) {
+  absl::StatusOr<const Cublas*> blas = LoadCublas();
+  ASSERT_TRUE(blas.ok()) << blas.status();
+#define TITAN_EXPECT_BOUND(name) EXPECT_NE((*blas)->name, nullptr) << #name;
+  TITAN_CUBLAS_FUNCTIONS(TITAN_EXPECT_BOUND)
+#undef TITAN_EXPECT_BOUND
+  EXPECT_NE((*blas)->file.find("libcublas.so."), std::string::npos) << (*blas)->file;
+}
+
 }  // namespace
 }  // namespace titan::cuda

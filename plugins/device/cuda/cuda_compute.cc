@@ -48,6 +48,7 @@ CudaCompute::~CudaCompute() {
   gemm_plans_.reset();
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (lt_ != nullptr) cublas_->Destroy(lt_);
+  if (blas_handle_ != nullptr) blas_->Destroy_v2(blas_handle_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   cudaGetLastError();
 }
@@ -97,7 +98,9 @@ std::string CudaCompute::Describe() const {
   return absl::StrCat(
       "cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
       allow_tf32_ ? "allowed" : "off",
-      "; bf16 GEMM by cuBLASLt with f32 accumulation; attention by titan's "
+      "; bf16 GEMM by cuBLASLt with f32 accumulation; grouped GEMMs by cuBLAS",
+      grouped_bf16_ ? "" : " (bf16 ones group by group through cuBLASLt)",
+      "; attention by titan's "
       "tiled flash-attention kernels (f32); Float8 GEMM by cuBLASLt FP8 where the GPU has it "
       "(sm_89+), else titan's kernel");
 }

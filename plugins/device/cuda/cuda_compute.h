@@ -1,7 +1,8 @@
-// The CUDA device's compute: titan/compute.h on the selected GPU. GEMMs run through cuBLASLt,
-// everything else through this plugin's own kernels (the *_kernels.cu files, which see only raw
-// pointers); this side launches them on the compute stream, with operands that the kernel
-// table's checks (titan/compute_kernels.inc), run by titan::Compute, have passed.
+// The CUDA device's compute: titan/compute.h on the selected GPU. GEMMs run through cuBLASLt
+// (grouped ones through cuBLAS), everything else through this plugin's own kernels (the
+// *_kernels.cu files, which see only raw pointers); this side launches them on the compute
+// stream, with operands that the kernel table's checks (titan/compute_kernels.inc), run by
+// titan::Compute, have passed.
 // Nothing touches the GPU until the first call, which creates the stream and the cuBLASLt
 // handle on the device selected then; without a device that call returns a Status saying so.
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_CUDA_COMPUTE_H_
@@ -89,6 +90,8 @@ class CudaCompute : public Compute {
   absl::StatusOr<StreamScratch> Scratch(size_t bytes, const char* what) {
     return StreamScratch::Allocate(bytes, stream_, what);
   }
+  // Ready(), then loads cuBLAS and creates its handle on the compute stream (grouped GEMMs only).
+  absl::Status BlasReady();
   // Runs `call` through cuBLASLt (the heuristic's first algorithm); `kernel` names the caller.
   absl::Status RunLtMatmul(const char* kernel, const LtMatmul& call);
   bool HasFloat8TensorCores() const { return capability_ >= 89; }
@@ -100,6 +103,9 @@ class CudaCompute : public Compute {
   cudaStream_t stream_ = nullptr;
   const CublasLt* cublas_ = nullptr;  // loaded by Ready()
   cublasLtHandle_t lt_ = nullptr;
+  const Cublas* blas_ = nullptr;  // loaded by BlasReady()
+  cublasHandle_t blas_handle_ = nullptr;
+  bool grouped_bf16_ = true;               // until cuBLAS refuses bf16 operands into f32 c
   std::unique_ptr<GemmPlans> gemm_plans_;  // cuBLASLt plans by problem, kept across calls
   void* workspace_ = nullptr;
   int ordinal_ = 0;     // the device the first call found selected

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -319,6 +320,14 @@ TEST(CudaComputeOperands, EveryKernelRefusesAWrongOperandAsTheCpuDoes) {
          return c.MoeCombineBackward(v(d, {3, 5}), v(d, {6, 5}), v(d, {3, 2}), v(d, {6}, kI32),
                                      v(d, {6, 4}), v(d, {3, 2}));
        }},
+      {"GroupedGemm",
+       [&](Compute& c, DeviceType) { return c.GroupedGemm({}, false, false, 1.0f, 0.0f); }},
+      {"GroupedGemm",
+       [&](Compute& c, DeviceType d) {
+         const std::vector<GemmGroup> same_c = {{v(d, {2, 2}), v(d, {2, 2}), v(d, {2, 2})},
+                                                {v(d, {2, 2}), v(d, {2, 2}), v(d, {2, 2})}};
+         return c.GroupedGemm(same_c, false, false, 1.0f, 0.0f);
+       }},
       {"Cast", [&](Compute& c, DeviceType d) { return c.Cast(v(d, {4}), v(d, {4}, kI32)); }},
       {"Accumulate", [&](Compute& c, DeviceType d) { return c.Accumulate(v(d, {3}), v(d, {4})); }},
       {"Copy", [&](Compute& c, DeviceType d) { return c.Copy(v(d, {4}), v(d, {5})); }},
@@ -382,6 +391,52 @@ TEST_F(CudaComputeTest, GemmBf16MatchesTheCpuBf16Gemm) {
       BOTH(cpu_.Gemm(a.cpu(), ta, b.cpu(), tb, 1.0f, 1.0f, c.cpu()),
            gpu_->Gemm(a.gpu(), ta, b.gpu(), tb, 1.0f, 1.0f, c.gpu()));
       ExpectNear(c.Gpu(), c.Cpu(), 1e-5, 1e-4, absl::StrCat("c ta=", ta, " tb=", tb));
+    }
+  }
+}
+
+// Grouped GEMMs (cuBLAS's cublasGemmGroupedBatchedEx) against the CPU's, one GEMM per group, for
+// every transpose: three groups of their own shapes, as a mixture of experts' experts; f32 at the
+// f32 GEMM's tolerance, bf16 at the bf16 GEMM's. The memory between the groups' outputs stays.
+TEST_F(CudaComputeTest, GroupedGemmMatchesTheCpuForEveryTransposeAndDtype) {
+  const std::vector<std::array<int64_t, 3>> shapes = {{37, 24, 40}, {1, 24, 40}, {16, 8, 72}};
+  // Group g's operands lie in one buffer each, after the earlier groups' and one spare element.
+  const auto part = [](TensorView whole, int64_t offset, std::vector<int64_t> shape) {
+    whole.data =
+        static_cast<char*>(whole.data) + offset * static_cast<int64_t>(DTypeSize(whole.dtype));
+    whole.shape = std::move(shape);
+    return whole;
+  };
+  int64_t a_size = 0, b_size = 0, c_size = 0;
+  for (const auto& [m, n, k] : shapes) {
+    a_size += m * k + 1;
+    b_size += k * n + 1;
+    c_size += m * n + 1;
+  }
+  for (bool bf16 : {false, true}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        Twin a = bf16 ? Bf16(Random(a_size, 31), {a_size}) : F32(Random(a_size, 31), {a_size});
+        Twin b = bf16 ? Bf16(Random(b_size, 32), {b_size}) : F32(Random(b_size, 32), {b_size});
+        Twin c = F32(Random(c_size, 33), {c_size});
+        std::vector<GemmGroup> on_cpu, on_gpu;
+        int64_t a_at = 0, b_at = 0, c_at = 0;
+        for (const auto& [m, n, k] : shapes) {
+          const std::vector<int64_t> a_shape = ta ? std::vector{k, m} : std::vector{m, k};
+          const std::vector<int64_t> b_shape = tb ? std::vector{n, k} : std::vector{k, n};
+          on_cpu.push_back({part(a.cpu(), a_at, a_shape), part(b.cpu(), b_at, b_shape),
+                            part(c.cpu(), c_at, {m, n})});
+          on_gpu.push_back({part(a.gpu(), a_at, a_shape), part(b.gpu(), b_at, b_shape),
+                            part(c.gpu(), c_at, {m, n})});
+          a_at += m * k + 1;
+          b_at += k * n + 1;
+          c_at += m * n + 1;
+        }
+        BOTH(cpu_.GroupedGemm(on_cpu, ta, tb, 0.5f, 2.0f),
+             gpu_->GroupedGemm(on_gpu, ta, tb, 0.5f, 2.0f));
+        ExpectNear(c.Gpu(), c.Cpu(), 1e-5, bf16 ? 1e-4 : 5e-5,
+                   absl::StrCat("c bf16=", bf16, " ta=", ta, " tb=", tb));
+      }
     }
   }
 }

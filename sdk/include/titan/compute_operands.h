@@ -7,6 +7,7 @@
 #ifndef TITAN_COMPUTE_OPERANDS_H_
 #define TITAN_COMPUTE_OPERANDS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -113,25 +114,74 @@ inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSp
 }
 
 // Gemm's a, b (both f32 or both bf16) and c (f32), 2-D, with op(a) . op(b) chaining into c.
-inline absl::Status CheckGemmOperands(const TensorView& a, bool transpose_a, const TensorView& b,
-                                      bool transpose_b, const TensorView& c, DeviceType device) {
-  constexpr const char* kKernel = "Gemm";
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "a", a, 2));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "b", b, 2));
-  TITAN_RETURN_IF_ERROR(ExpectRank(kKernel, "c", c, 2));
-  if (a.dtype != DType::kF32 && a.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Gemm: operand 'a' expected f32 or bf16, found ", DTypeName(a.dtype)));
-  }
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "a", a, device, a.dtype));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "b", b, device, a.dtype));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "c", c, device, DType::kF32));
+// Gemm's operands under `kernel`'s name, a and b of `dtype`.
+inline absl::Status CheckGemmShapes(const char* kernel, const TensorView& a, bool transpose_a,
+                                    const TensorView& b, bool transpose_b, const TensorView& c,
+                                    DeviceType device, DType dtype) {
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "a", a, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "b", b, 2));
+  TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "c", c, 2));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "a", a, device, dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "b", b, device, dtype));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "c", c, device, DType::kF32));
   const int64_t m = a.shape[transpose_a ? 1 : 0], k = a.shape[transpose_a ? 0 : 1];
   const int64_t kb = b.shape[transpose_b ? 1 : 0], n = b.shape[transpose_b ? 0 : 1];
   if (k != kb || c.shape[0] != m || c.shape[1] != n) {
-    return absl::InvalidArgumentError(absl::StrCat("Gemm: shapes do not chain: op(a) [", m, ", ", k,
-                                                   "] . op(b) [", kb, ", ", n, "] into c [",
-                                                   c.shape[0], ", ", c.shape[1], "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": shapes do not chain: op(a) [", m, ", ", k, "] . op(b) [", kb, ", ",
+                     n, "] into c [", c.shape[0], ", ", c.shape[1], "]"));
+  }
+  return absl::OkStatus();
+}
+
+// a f32 or bf16: the dtype Gemm and GroupedGemm take.
+inline absl::Status ExpectGemmDType(const char* kernel, const TensorView& a) {
+  if (a.dtype != DType::kF32 && a.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": operand 'a' expected f32 or bf16, found ", DTypeName(a.dtype)));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckGemmOperands(const TensorView& a, bool transpose_a, const TensorView& b,
+                                      bool transpose_b, const TensorView& c, DeviceType device) {
+  TITAN_RETURN_IF_ERROR(ExpectGemmDType("Gemm", a));
+  return CheckGemmShapes("Gemm", a, transpose_a, b, transpose_b, c, device, a.dtype);
+}
+
+// GroupedGemm's groups: at least one, each Gemm's operands with the first group's dtype and none
+// empty, and no two writing overlapping memory (a backend may run the groups at once).
+inline absl::Status CheckGroupedGemmOperands(std::span<const GemmGroup> groups, bool transpose_a,
+                                             bool transpose_b, DeviceType device) {
+  if (groups.empty()) return absl::InvalidArgumentError("GroupedGemm: no groups");
+  TITAN_RETURN_IF_ERROR(ExpectGemmDType("GroupedGemm, group 0", groups[0].a));
+  struct Span {
+    uintptr_t begin, end;
+    size_t group;
+  };
+  std::vector<Span> outputs;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const GemmGroup& group = groups[g];
+    const std::string kernel = absl::StrCat("GroupedGemm, group ", g);
+    TITAN_RETURN_IF_ERROR(CheckGemmShapes(kernel.c_str(), group.a, transpose_a, group.b,
+                                          transpose_b, group.c, device, groups[0].a.dtype));
+    if (group.a.numel() == 0 || group.b.numel() == 0 || group.c.numel() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kernel, ": an empty problem (a [", group.a.shape[0], ", ", group.a.shape[1], "], b [",
+          group.b.shape[0], ", ", group.b.shape[1], "]); leave it out of the call"));
+    }
+    const auto begin = reinterpret_cast<uintptr_t>(group.c.data);
+    outputs.push_back({begin, begin + group.c.nbytes(), g});
+  }
+  std::sort(outputs.begin(), outputs.end(),
+            [](const Span& x, const Span& y) { return x.begin < y.begin; });
+  for (size_t i = 1; i < outputs.size(); ++i) {
+    if (outputs[i].begin < outputs[i - 1].end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GroupedGemm: groups ", std::min(outputs[i - 1].group, outputs[i].group), " and ",
+          std::max(outputs[i - 1].group, outputs[i].group),
+          " write overlapping memory of c; the groups may run at once, so split them over calls"));
+    }
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,7 @@
 // The plain data the compute interface's kernels take besides their tensors: attention's and
-// RoPE's shapes, the optimizers' hyperparameters, Float8 scaling, mixture-of-experts routing, and
-// stream and event handles.
-// Apart from titan/compute.h so that the operand checks (titan/compute_operands.h), which the
-// interface runs, can name them.
+// RoPE's shapes, a grouped GEMM's problems, the optimizers' hyperparameters, Float8 scaling,
+// mixture-of-experts routing, and stream and event handles. Apart from titan/compute.h so that the
+// operand checks (titan/compute_operands.h), which the interface runs, can name them.
 #ifndef TITAN_COMPUTE_TYPES_H_
 #define TITAN_COMPUTE_TYPES_H_
 
@@ -87,6 +86,11 @@ struct MoeRouting {
   float scale = 1.0f;         // route scale, applied last
   int64_t groups = 1;         // node-limited routing: experts split into `groups` equal groups ...
   int64_t groups_chosen = 1;  // ... and only the best `groups_chosen` groups' experts are eligible
+};
+
+// One problem of a GroupedGemm: c = alpha * op(a) . op(b) + beta * c.
+struct GemmGroup {
+  TensorView a, b, c;
 };
 
 // An ordered queue of work on the device, and a marker in it. The CPU has one stream that runs
