@@ -111,6 +111,25 @@ class HfDeepseekV3ReferenceTest : public ::testing::Test {
     std::fclose(file);
   }
 
+  // The logits titan gives for the Hugging Face folder it imports as titan-run does: the folder's
+  // config adopted (norm_eps, RoPE and YaRN the case's), then its tensors loaded.
+  std::vector<float> ImportedLogits(const Case& c, const fs::path& folder) {
+    absl::StatusOr<CheckpointContents> contents = plugin_->Read(folder.string());
+    EXPECT_TRUE(contents.ok()) << contents.status();
+    if (!contents.ok()) return {};
+    LlamaConfig config = ConfigOf(c);
+    absl::StatusOr<std::vector<std::string>> adopted =
+        AdoptCheckpointModel(contents->metadata, folder.string(), c.name, config);
+    EXPECT_TRUE(adopted.ok()) << adopted.status();
+    if (!adopted.ok()) return {};
+    EXPECT_TRUE(adopted->empty()) << folder << ": the same norm_eps, RoPE and YaRN";
+    auto imported = Model(config, /*seed=*/5);
+    std::vector<CheckpointPiece> pieces = ModelPieces(*imported);
+    absl::Status loaded = plugin_->Load(folder.string(), pieces, comm_);
+    EXPECT_TRUE(loaded.ok()) << loaded;
+    return loaded.ok() ? Logits(*imported) : std::vector<float>{};
+  }
+
   // Every case's folder, filled by the reference script; case_dirs_ lists them.
   void WriteCasesAndRunReference() {
     std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
@@ -149,19 +168,7 @@ TEST_F(HfDeepseekV3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
 
     // Hugging Face -> titan: the model made in transformers' layout, as titan-run imports it
     // (the experts' bias from e_score_correction_bias).
-    const std::string made = (dir / "hf_made").string();
-    absl::StatusOr<CheckpointContents> contents = plugin_->Read(made);
-    ASSERT_TRUE(contents.ok()) << contents.status();
-    LlamaConfig config = flavor;
-    absl::StatusOr<std::vector<std::string>> adopted =
-        AdoptCheckpointModel(contents->metadata, made, c.name, config);
-    ASSERT_TRUE(adopted.ok()) << adopted.status();
-    EXPECT_TRUE(adopted->empty()) << "the same norm_eps, RoPE and YaRN";
-    auto imported = Model(config, /*seed=*/5);
-    std::vector<CheckpointPiece> pieces = ModelPieces(*imported);
-    absl::Status loaded = plugin_->Load(made, pieces, comm_);
-    ASSERT_TRUE(loaded.ok()) << loaded;
-    const std::vector<float> ours = Logits(*imported);
+    const std::vector<float> ours = ImportedLogits(c, dir / "hf_made");
     const std::vector<float> theirs = reference::ReadFloats(dir / "hf_made_logits.bin");
     ASSERT_EQ(theirs.size(), count);
     const double importing = reference::RelativeError(ours.data(), theirs.data(), count);
@@ -173,13 +180,25 @@ TEST_F(HfDeepseekV3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
 
 // The same folders against transformers itself (bench/torch-venv's DeepseekV3ForCausalLM): titan's
 // export and the models made in transformers' and DeepSeek's layouts load with no tensor missing
-// or unexpected and no warning, and give the logits titan gives for them within 1e-5.
+// or unexpected and no warning, and give the logits titan gives for them within 1e-5; and what
+// transformers' save_pretrained writes of the made model imports into titan within 1e-5.
 TEST_F(HfDeepseekV3ReferenceTest, TransformersItselfLoadsBothWaysAndAgrees) {
   const std::string python = reference::TransformersPython();
   if (python.empty()) GTEST_SKIP() << reference::kNoTransformers;
   WriteCasesAndRunReference();
   if (HasFatalFailure()) return;
-  EXPECT_TRUE(reference::TransformersAgree(python, case_dirs_));
+  ASSERT_TRUE(reference::TransformersAgree(python, case_dirs_));
+  // transformers -> titan: the folder transformers' save_pretrained wrote.
+  for (const Case& c : kCases) {
+    const fs::path dir = root_ / c.name;
+    const std::vector<float> ours = ImportedLogits(c, dir / "tf_saved");
+    const std::vector<float> theirs = reference::ReadFloats(dir / "tf_saved_logits.bin");
+    ASSERT_EQ(ours.size(), theirs.size()) << c.name;
+    const double error = reference::RelativeError(ours.data(), theirs.data(), ours.size());
+    EXPECT_LT(error, 1e-5) << c.name;
+    std::printf("%-18s transformers' save_pretrained imported: %.3g (logits relative error)\n",
+                c.name, error);
+  }
 }
 
 }  // namespace

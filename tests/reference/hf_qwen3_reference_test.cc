@@ -90,6 +90,25 @@ class HfQwen3ReferenceTest : public ::testing::Test {
     std::fclose(file);
   }
 
+  // The logits titan gives for the Hugging Face folder it imports as titan-run does: the folder's
+  // config adopted (norm_eps and RoPE the case's), then its tensors loaded.
+  std::vector<float> ImportedLogits(const Case& c, const fs::path& folder) {
+    absl::StatusOr<CheckpointContents> contents = plugin_->Read(folder.string());
+    EXPECT_TRUE(contents.ok()) << contents.status();
+    if (!contents.ok()) return {};
+    LlamaConfig config = c.config;
+    absl::StatusOr<std::vector<std::string>> adopted =
+        AdoptCheckpointModel(contents->metadata, folder.string(), c.name, config);
+    EXPECT_TRUE(adopted.ok()) << adopted.status();
+    if (!adopted.ok()) return {};
+    EXPECT_TRUE(adopted->empty()) << folder << ": the same norm_eps and RoPE";
+    auto imported = Model(config, /*seed=*/5);
+    std::vector<CheckpointPiece> pieces = ModelPieces(*imported);
+    absl::Status loaded = plugin_->Load(folder.string(), pieces, comm_);
+    EXPECT_TRUE(loaded.ok()) << loaded;
+    return loaded.ok() ? Logits(*imported) : std::vector<float>{};
+  }
+
   // Every case's folder, filled by the reference script; case_dirs_ lists them.
   void WriteCasesAndRunReference(const std::vector<Case>& cases) {
     std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
@@ -127,19 +146,7 @@ TEST_F(HfQwen3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
     EXPECT_LT(exported, 1e-5);
 
     // Hugging Face -> titan: the model made in transformers' layout, as titan-run imports it.
-    const std::string made = (dir / "hf_made").string();
-    absl::StatusOr<CheckpointContents> contents = plugin_->Read(made);
-    ASSERT_TRUE(contents.ok()) << contents.status();
-    LlamaConfig config = c.config;
-    absl::StatusOr<std::vector<std::string>> adopted =
-        AdoptCheckpointModel(contents->metadata, made, c.name, config);
-    ASSERT_TRUE(adopted.ok()) << adopted.status();
-    EXPECT_TRUE(adopted->empty()) << "the same norm_eps and RoPE";
-    auto imported = Model(config, /*seed=*/5);
-    std::vector<CheckpointPiece> pieces = ModelPieces(*imported);
-    absl::Status loaded = plugin_->Load(made, pieces, comm_);
-    ASSERT_TRUE(loaded.ok()) << loaded;
-    const std::vector<float> ours = Logits(*imported);
+    const std::vector<float> ours = ImportedLogits(c, dir / "hf_made");
     const std::vector<float> theirs = reference::ReadFloats(dir / "hf_made_logits.bin");
     ASSERT_EQ(theirs.size(), count);
     const double importing = reference::RelativeError(ours.data(), theirs.data(), count);
@@ -152,13 +159,25 @@ TEST_F(HfQwen3ReferenceTest, ExportsAndImportsMatchHuggingFaceLogits) {
 // The same folders against transformers itself (bench/torch-venv's): titan's export and the model
 // made in transformers' layout (which the test above imports) load into Qwen3ForCausalLM and
 // Qwen3MoeForCausalLM with no tensor missing or unexpected and no warning, and give the logits
-// titan gives for them within 1e-5.
+// titan gives for them within 1e-5; and what transformers' save_pretrained writes of the made
+// model (transformers 5's config keys) imports into titan with its logits within 1e-5.
 TEST_F(HfQwen3ReferenceTest, TransformersItselfLoadsBothWaysAndAgrees) {
   const std::string python = reference::TransformersPython();
   if (python.empty()) GTEST_SKIP() << reference::kNoTransformers;
   WriteCasesAndRunReference(Cases());
   if (HasFatalFailure()) return;
-  EXPECT_TRUE(reference::TransformersAgree(python, case_dirs_));
+  ASSERT_TRUE(reference::TransformersAgree(python, case_dirs_));
+  // transformers -> titan: the folder transformers' save_pretrained wrote.
+  for (const Case& c : Cases()) {
+    const fs::path dir = root_ / c.name;
+    const std::vector<float> ours = ImportedLogits(c, dir / "tf_saved");
+    const std::vector<float> theirs = reference::ReadFloats(dir / "tf_saved_logits.bin");
+    ASSERT_EQ(ours.size(), theirs.size()) << c.name;
+    const double error = reference::RelativeError(ours.data(), theirs.data(), ours.size());
+    EXPECT_LT(error, 1e-5) << c.name;
+    std::printf("%-18s transformers' save_pretrained imported: %.3g (logits relative error)\n",
+                c.name, error);
+  }
 }
 
 }  // namespace

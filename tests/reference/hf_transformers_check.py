@@ -12,6 +12,10 @@ for the same model within 1e-5 (relative norm):
   hf_written/  titan's model in Meta-converted layout   against titan_logits.bin
   hf_made/     a model made in transformers' layout     against hf_made_logits.bin, which titan,
                importing hf_made/, reproduces in the C++ test
+Then transformers saves the last model it loaded there (hf_made/ or hf_written/ where there is
+one) with save_pretrained into tf_saved/, as transformers 5 writes a folder (its config keys, such as
+rope_parameters and num_local_experts), and writes its logits to tf_saved_logits.bin, for the
+C++ test to import and reproduce.
 A bf16 export (case.txt's f32_export) is left out: the reference compares it with its f32 export.
 """
 import logging
@@ -62,6 +66,7 @@ def check_folder(folder, tokens, batch, seq_len, expected_path):
     print(f"{name}: {type(model).__name__} loads with nothing missing or unexpected; logits "
           f"relative error {error:.3g} against {os.path.basename(expected_path)}")
     assert error <= TOLERANCE, f"{folder}: logits differ by {error:.3g} > {TOLERANCE}"
+    return model, logits
 
 
 def main():
@@ -77,11 +82,16 @@ def main():
             continue
         tokens = np.fromfile(os.path.join(case, "tokens.bin"), dtype=np.int32)
         batch, seq_len = int(meta["batch"]), int(meta["seq_len"])
+        loaded = None
         for folder, expected in FOLDERS:
             if os.path.isdir(os.path.join(case, folder)):
-                check_folder(os.path.join(case, folder), tokens, batch, seq_len,
-                             os.path.join(case, expected))
+                loaded = check_folder(os.path.join(case, folder), tokens, batch, seq_len,
+                                      os.path.join(case, expected))
                 checked += 1
+        if loaded is not None:
+            model, logits = loaded
+            model.save_pretrained(os.path.join(case, "tf_saved"))
+            logits.astype(np.float32).tofile(os.path.join(case, "tf_saved_logits.bin"))
     assert checked > 0, "no model folder to check"
 
 

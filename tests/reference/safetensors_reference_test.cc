@@ -119,7 +119,8 @@ TEST_F(SafetensorsReferenceTest, HuggingFaceForwardReproducesTitanLogits) {
 
 // titan's exports (tied and untied, Llama 3 rope scaling) and transformers' conversion of the same
 // weights (hf_written/) against transformers itself (bench/torch-venv's LlamaForCausalLM): each
-// loads with no tensor missing or unexpected and no warning, and gives titan's logits within 1e-5.
+// loads with no tensor missing or unexpected and no warning, and gives titan's logits within 1e-5;
+// and what transformers' save_pretrained writes imports into titan with its logits within 1e-5.
 TEST_F(SafetensorsReferenceTest, TransformersItselfLoadsTheExportsAndAgrees) {
   const std::string python = reference::TransformersPython();
   if (python.empty()) GTEST_SKIP() << reference::kNoTransformers;
@@ -137,7 +138,30 @@ TEST_F(SafetensorsReferenceTest, TransformersItselfLoadsTheExportsAndAgrees) {
   const std::string command = absl::StrCat("/usr/bin/python3 ", TITAN_SOURCE_DIR,
                                            "/tests/reference/hf_llama_reference.py", dirs);
   ASSERT_EQ(std::system(command.c_str()), 0) << "the reference failed: " << command;
-  EXPECT_TRUE(reference::TransformersAgree(python, dirs));
+  ASSERT_TRUE(reference::TransformersAgree(python, dirs));
+  // transformers -> titan: the folder transformers' save_pretrained wrote (transformers 5's
+  // rope_parameters in place of rope_theta and rope_scaling), imported as titan-run does.
+  for (bool tied : {false, true}) {
+    const fs::path dir = root_ / (tied ? "tied" : "untied");
+    absl::StatusOr<CheckpointContents> contents = plugin_->Read((dir / "tf_saved").string());
+    ASSERT_TRUE(contents.ok()) << contents.status();
+    LlamaConfig config = SmallConfig(tied);
+    absl::StatusOr<std::vector<std::string>> adopted =
+        AdoptCheckpointModel(contents->metadata, "tf_saved", "small", config);
+    ASSERT_TRUE(adopted.ok()) << adopted.status();
+    EXPECT_TRUE(adopted->empty()) << "the same norm_eps and RoPE";
+    auto imported = SmallModel(config, /*seed=*/5);
+    ASSERT_TRUE(Load(dir / "tf_saved", *imported).ok());
+    const std::vector<int32_t> tokens = reference::ReadBinary<int32_t>(dir / "tokens.bin");
+    ASSERT_TRUE(imported->Forward(tokens.data(), tokens.data(), kBatch, kSeqLen).ok());
+    const std::vector<float> theirs = reference::ReadFloats(dir / "tf_saved_logits.bin");
+    ASSERT_EQ(theirs.size(), static_cast<size_t>(imported->logits().numel()));
+    const double error = reference::RelativeError(imported->logits().data_as<const float>(),
+                                                  theirs.data(), theirs.size());
+    EXPECT_LT(error, 1e-5);
+    std::printf("%-7s transformers' save_pretrained imported: %.3g (logits relative error)\n",
+                tied ? "tied" : "untied", error);
+  }
 }
 
 // A Llama 2 style export (rope_theta 10000, no rope scaling, eps 1e-6) imported into a model

@@ -1,5 +1,7 @@
 #include "plugins/checkpoint/safetensors/hf_config.h"
 
+#include <string_view>
+
 #include "plugins/checkpoint/safetensors/hf_config_readers.h"
 #include "plugins/checkpoint/safetensors/hf_deepseek_config.h"
 
@@ -48,36 +50,44 @@ absl::Status Validate(const ModelShape& s) {
   return absl::OkStatus();
 }
 
-// transformers' rope_scaling: null (or rope_type "default") or Llama 3's.
+// transformers 4's rope_scaling (null, rope_type "default" or Llama 3's) beside rope_theta, or
+// transformers 5's rope_parameters holding both.
 absl::Status ReadRopeScaling(ConfigReader& config, ModelShape& s) {
-  const Json* scaling = config.Find("rope_scaling", true);
+  const char* key = "rope_scaling";
+  const Json* scaling = config.Find(key, true);
+  if (scaling == nullptr && config.Find("rope_parameters", true) != nullptr) {
+    key = "rope_parameters";
+    scaling = config.Find(key, true);
+  }
   if (scaling == nullptr) return absl::OkStatus();
   if (!scaling->is_object()) {
-    config.Fail("rope_scaling", *scaling, "an object or null");
+    config.Fail(key, *scaling, "an object or null");
     return config.status();
   }
+  ConfigReader factors(*scaling);
+  factors.Double("rope_theta", s.rope_theta, s.rope_theta);
+  const auto failed = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\": ", factors.status().message()));
+  };
+  if (!factors.status().ok()) return failed();
   auto type = scaling->find("rope_type");
   if (type == scaling->end()) type = scaling->find("type");  // transformers before 4.45
-  const std::string name = type != scaling->end() && type->is_string() ? type->get<std::string>()
-                                                                       : std::string("(none)");
-  if (name == "default") return absl::OkStatus();
-  if (name != "llama3") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"rope_scaling\": titan computes Llama 3's scaling (rope_type \"llama3\") "
-                     "or none, found rope_type ",
-                     type != scaling->end() ? type->dump() : std::string("(none)")));
+  const bool named = type != scaling->end() && type->is_string();
+  // rope_parameters always holds rope_theta; without a rope_type it scales nothing.
+  if ((!named && key == std::string_view("rope_parameters")) || (named && *type == "default")) {
+    return absl::OkStatus();
+  }
+  if (!named || *type != "llama3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", key, "\": titan computes Llama 3's scaling (rope_type \"llama3\") or none, found ",
+        "rope_type ", type != scaling->end() ? type->dump() : std::string("(none)")));
   }
   s.rope_scaled = true;
-  ConfigReader factors(*scaling);
   factors.Double("factor", s.rope_scale_factor);
   factors.Double("low_freq_factor", s.rope_low_freq_factor);
   factors.Double("high_freq_factor", s.rope_high_freq_factor);
   factors.Int("original_max_position_embeddings", s.rope_original_context);
-  if (!factors.status().ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"rope_scaling\": ", factors.status().message()));
-  }
-  return absl::OkStatus();
+  return factors.status().ok() ? absl::OkStatus() : failed();
 }
 
 // model_type: "llama" (or none, as before transformers named it), "qwen3", "qwen3_moe" or
@@ -124,11 +134,15 @@ absl::Status CheckModel(ConfigReader& config, const ModelShape& s) {
   return absl::OkStatus();
 }
 
-// Qwen3-MoE's experts, with transformers' Qwen3MoeConfig defaults for absent keys. titan routes
+// Qwen3-MoE's experts, with transformers' Qwen3MoeConfig defaults for absent keys (4's names or
+// 5's). titan routes
 // as it does with norm_topk_prob true, every layer but the first dense_layers
 // (mlp_only_layers [0, ..., dense_layers - 1], decoder_sparse_step 1), with no shared expert.
 absl::Status ReadExperts(ConfigReader& config, ModelShape& s) {
-  config.Int("num_experts", s.experts, 128);
+  // transformers 5 names it num_local_experts.
+  const bool renamed = config.Find("num_experts", true) == nullptr &&
+                       config.Find("num_local_experts", true) != nullptr;
+  config.Int(renamed ? "num_local_experts" : "num_experts", s.experts, 128);
   config.Int("num_experts_per_tok", s.experts_per_token, 8);
   config.Int("moe_intermediate_size", s.expert_hidden_dim, 768);
   int64_t sparse_step = 1;

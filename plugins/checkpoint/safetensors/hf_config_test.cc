@@ -146,6 +146,44 @@ TEST(HfConfig, ReadsTransformersDefaultsAndLegacyScaling) {
   EXPECT_FALSE(shape->tie_embeddings);
 }
 
+// transformers 5 writes rope_parameters in place of rope_theta and rope_scaling, and Qwen3-MoE's
+// num_local_experts in place of num_experts (as its save_pretrained does): read alike.
+TEST(HfConfig, ReadsTransformers5sRopeParametersAndExpertCount) {
+  absl::StatusOr<ModelShape> llama = ModelShapeFromHfConfig(
+      R"({"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 50,
+          "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
+                              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192}})",
+      "c.json");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ(llama->rope_theta, 500000.0);
+  EXPECT_TRUE(llama->rope_scaled);
+  EXPECT_EQ(llama->rope_scale_factor, 8.0);
+  EXPECT_EQ(llama->rope_original_context, 8192);
+  absl::StatusOr<ModelShape> moe = ModelShapeFromHfConfig(
+      R"({"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 16, "vocab_size": 50, "num_local_experts": 4, "num_experts_per_tok": 2,
+          "moe_intermediate_size": 32, "norm_topk_prob": true,
+          "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})",
+      "c.json");
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_EQ(moe->experts, 4);
+  EXPECT_EQ(moe->rope_theta, 1000000.0);
+  EXPECT_FALSE(moe->rope_scaled);
+  EXPECT_THAT(std::string(ModelShapeFromHfConfig(
+                              R"({"hidden_size": 64, "intermediate_size": 96,
+                                  "num_hidden_layers": 2, "num_attention_heads": 4,
+                                  "vocab_size": 50,
+                                  "rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn"}})",
+                              "/m/config.json")
+                              .status()
+                              .message()),
+              HasSubstr("/m/config.json: \"rope_parameters\": titan computes Llama 3's scaling "
+                        "(rope_type \"llama3\") or none, found rope_type \"yarn\""));
+}
+
 TEST(HfConfig, RefusesWhatTitanCannotRepresent) {
   const std::string base =
       R"("hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
