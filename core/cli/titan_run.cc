@@ -18,6 +18,7 @@
 #include "core/runtime/device_mesh.h"
 #include "core/runtime/dump_folder_lock.h"
 #include "core/runtime/exit_code.h"
+#include "core/runtime/guarded_communicator.h"
 #include "core/runtime/logging.h"
 #include "core/runtime/mesh_shape.h"
 #include "core/runtime/observability.h"
@@ -138,6 +139,8 @@ absl::StatusOr<std::unique_ptr<DeviceMesh>> JoinJob(const JobPlan& plan, DeviceP
       std::unique_ptr<Communicator> world, CallPluginOf(*plan.comm.plugin, "ConnectWorld", [&] {
         return plan.comm.plugin->ConnectWorld(JoinOptions{plan.job.dump_folder, trace, &device});
       }));
+  // An exception escaping a communicator's call names the comm plugin, as its own calls do.
+  world = GuardCommunication(std::move(world), dynamic_cast<const void*>(plan.comm.plugin));
   TITAN_RETURN_IF_ERROR(CheckPlacement(*world));
   // The control plane tells a rank's own work from its waits for the others.
   if (plan.control_plane.enable) world = TimeCommunication(std::move(world));

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -44,18 +45,26 @@ std::string DescribePluginAt(const void* whole_object);
 absl::Status CallPluginAt(const void* whole_object, absl::string_view what,
                           absl::FunctionRef<absl::Status()> call);
 
-// Runs `call` (a call named `what` into `object`, a plugin instance or one of its roles, that
-// returns a Status or a StatusOr) and returns its result; an exception that escapes it is an
-// error naming the plugin and its file, as CallPlugin makes.
-template <typename Object, typename Call>
-auto CallPluginOf(Object& object, absl::string_view what, Call&& call) -> decltype(call()) {
+// Runs `call` (a call named `what` into the plugin instance at `whole_object`, or into something
+// it made, such as a comm plugin's communicator; it returns a Status or a StatusOr) and returns
+// its result; an exception that escapes it is an error naming the plugin and its file, as
+// CallPlugin makes.
+template <typename Call>
+auto CallPluginAtOf(const void* whole_object, absl::string_view what, Call&& call)
+    -> decltype(call()) {
   decltype(call()) result = absl::UnknownError(absl::StrCat(what, " did not return"));
-  absl::Status guarded = CallPluginAt(dynamic_cast<const void*>(&object), what, [&] {
+  absl::Status guarded = CallPluginAt(whole_object, what, [&] {
     result = call();
     return absl::OkStatus();
   });
   if (!guarded.ok()) return guarded;
   return result;
+}
+
+// CallPluginAtOf for a call into `object`, a plugin instance or one of its roles.
+template <typename Object, typename Call>
+auto CallPluginOf(Object& object, absl::string_view what, Call&& call) -> decltype(call()) {
+  return CallPluginAtOf(dynamic_cast<const void*>(&object), what, std::forward<Call>(call));
 }
 
 // A new instance of the plugin `info` through its factory; a null result or an exception is an

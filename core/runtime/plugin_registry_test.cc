@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "core/runtime/guarded_communicator.h"
 #include "titan/optimizer.h"
 
 namespace titan {
@@ -176,6 +178,68 @@ TEST(PluginRegistry, RefusesAFileNamedForAnotherPlugin) {
                 ": the file's name says the optimizer plugin 'notgood', but it holds the "
                 "optimizer plugin 'testgood'; a plugin file is named titan_<kind>_<name>.so: "
                 "rename it titan_optimizer_testgood.so");
+}
+
+// A communicator whose every call throws, as a comm plugin breaking the contract would.
+class ThrowingCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  absl::Status AllReduce(TensorView, ReduceOp) override { throw std::runtime_error("boom"); }
+  absl::Status ReduceScatter(const TensorView&, TensorView, ReduceOp) override {
+    throw std::runtime_error("boom");
+  }
+  absl::Status AllGather(const TensorView&, TensorView) override {
+    throw std::runtime_error("boom");
+  }
+  absl::Status Broadcast(TensorView, int) override { throw std::runtime_error("boom"); }
+  absl::Status Send(const TensorView&, int, int) override { throw std::runtime_error("boom"); }
+  absl::Status Recv(TensorView, int, int) override { throw std::runtime_error("boom"); }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<Transfer>> StartSend(const TensorView&, int, int) override {
+    struct ThrowingWait : Transfer {
+      absl::Status Wait() override { throw 7; }
+    };
+    return std::unique_ptr<Transfer>(new ThrowingWait);
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int) override {
+    return std::unique_ptr<Communicator>(new ThrowingCommunicator);
+  }
+};
+
+// Issue #39: an exception from a comm plugin's communicator names the plugin and the call, on the
+// communicator, on a transfer it started and on a communicator split from it; calls that return
+// pass their result through.
+TEST(PluginRegistry, AnExceptionFromACommunicatorNamesItsPlugin) {
+  auto registry = PluginRegistry::Discover({kTestPlugins / "faulty"});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto made_by = (*registry)->Create<OptimizerPlugin>("throwingstep");  // stands for the maker
+  ASSERT_TRUE(made_by.ok()) << made_by.status();
+  const std::string plugin =
+      "optimizer plugin 'throwingstep' (" +
+      (kTestPlugins / "faulty" / "titan_optimizer_throwingstep.so").string() + "): ";
+  std::unique_ptr<Communicator> world = GuardCommunication(
+      std::make_unique<ThrowingCommunicator>(), dynamic_cast<const void*>(made_by->get()));
+  float x = 1.0f;
+  EXPECT_EQ(world->AllReduce(FlatF32(&x, 1), ReduceOp::kSum).message(),
+            plugin +
+                "AllReduce threw a C++ exception: boom (a plugin must return an error "
+                "status instead)");
+  EXPECT_TRUE(world->Barrier().ok());
+  EXPECT_EQ(world->size(), 1);
+  absl::StatusOr<std::unique_ptr<Communicator>> part = world->Split(0, 0);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ((*part)->Broadcast(FlatF32(&x, 1), 0).message(),
+            plugin +
+                "Broadcast threw a C++ exception: boom (a plugin must return an error status "
+                "instead)");
+  absl::StatusOr<std::unique_ptr<Communicator::Transfer>> sent =
+      (*part)->StartSend(FlatF32(&x, 1), 0, 0);
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ((*sent)->Wait().message(),
+            plugin +
+                "Transfer::Wait threw a C++ exception of an unknown type (a plugin must "
+                "return an error status instead)");
 }
 
 // Issue #39: "internal error: boom from plugin Step" named neither the plugin nor its file.

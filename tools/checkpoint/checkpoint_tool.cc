@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/plugin_registry.h"
 #include "core/runtime/single_process_comm.h"
 
 namespace titan {
@@ -107,7 +108,8 @@ absl::StatusOr<std::string> DetectFormat(const PluginRegistry& registry,
   for (const std::string& name : names) {
     TITAN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointPlugin> plugin,
                            MakeCheckpointPlugin(registry, name));
-    absl::StatusOr<CheckpointContents> contents = plugin->Read(folder);
+    absl::StatusOr<CheckpointContents> contents =
+        CallPluginOf(*plugin, "Read", [&] { return plugin->Read(folder); });
     if (contents.ok()) return name;
     absl::StrAppend(&refusals, "\n  ", name, ": ", contents.status().message());
   }
@@ -178,7 +180,8 @@ absl::StatusOr<ConvertReport> ConvertCheckpoint(const PluginRegistry& registry,
                          MakeCheckpointPlugin(registry, report.from));
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointPlugin> writer,
                          MakeCheckpointPlugin(registry, options.to));
-  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, reader->Read(source));
+  TITAN_ASSIGN_OR_RETURN(CheckpointContents contents,
+                         CallPluginOf(*reader, "Read", [&] { return reader->Read(source); }));
 
   // Whole tensors, one buffer each, in the dtype asked for.
   std::vector<std::vector<char>> buffers;
@@ -200,10 +203,13 @@ absl::StatusOr<ConvertReport> ConvertCheckpoint(const PluginRegistry& registry,
     return absl::InvalidArgumentError(absl::StrCat(source, ": holds no model/ tensors to convert"));
   }
   SingleProcessCommunicator one_rank;
-  TITAN_RETURN_IF_ERROR(reader->Load(source, pieces, one_rank));
+  TITAN_RETURN_IF_ERROR(
+      CallPluginOf(*reader, "Load", [&] { return reader->Load(source, pieces, one_rank); }));
   // What titan-run reads to know a checkpoint restarts the weights only (core/train/checkpointer).
   contents.metadata["titan.model_only"] = "true";
-  TITAN_RETURN_IF_ERROR(writer->Save(destination, pieces, contents.metadata, one_rank));
+  TITAN_RETURN_IF_ERROR(CallPluginOf(*writer, "Save", [&] {
+    return writer->Save(destination, pieces, contents.metadata, one_rank);
+  }));
   return report;
 }
 

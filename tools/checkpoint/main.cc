@@ -126,7 +126,8 @@ absl::Status Run(const Flags& flags) {
     }
     TITAN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointPlugin> plugin,
                            MakeCheckpointPlugin(*registry, format));
-    TITAN_ASSIGN_OR_RETURN(CheckpointContents contents, plugin->Read(folder));
+    TITAN_ASSIGN_OR_RETURN(CheckpointContents contents,
+                           CallPluginOf(*plugin, "Read", [&] { return plugin->Read(folder); }));
     std::fputs(FormatListing(folder, format, contents).c_str(), stdout);
     return absl::OkStatus();
   }

@@ -352,7 +352,8 @@ absl::Status Run(const Options& o) {
       row.step = static_cast<int>(step);
       const auto start = std::chrono::steady_clock::now();
       if (step == 0) {
-        absl::StatusOr<BalanceResult> result = policies[p]->Assign(problem);
+        absl::StatusOr<BalanceResult> result =
+            CallPluginOf(*policies[p], "Assign", [&] { return policies[p]->Assign(problem); });
         if (!result.ok()) return Prefixed(name, result.status());
         row.runtime_ms = Milliseconds(start);
         current = result->controller_of;
@@ -360,7 +361,9 @@ absl::Status Run(const Options& o) {
         row.messages = result->messages;
         row.own_bound = result->lower_bound;
       } else {
-        absl::StatusOr<RebalanceResult> result = policies[p]->Rebalance(problem, current, goal);
+        absl::StatusOr<RebalanceResult> result = CallPluginOf(*policies[p], "Rebalance", [&] {
+          return policies[p]->Rebalance(problem, current, goal);
+        });
         if (!result.ok()) return Prefixed(name, result.status());
         row.runtime_ms = Milliseconds(start);
         TITAN_RETURN_IF_ERROR(Prefixed(name, ApplyMoves(result->moves, topology, current)));
