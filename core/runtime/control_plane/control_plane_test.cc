@@ -2,13 +2,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <thread>
-
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/control_plane/balancer.h"
@@ -67,8 +66,8 @@ class TopologyFile : public testing::Test {
     std::ofstream(path) << text;
     return path;
   }
-  std::filesystem::path dir_ = std::filesystem::path(testing::TempDir()) /
-                                 absl::StrCat("control_plane_topology_", getpid());
+  std::filesystem::path dir_ =
+      std::filesystem::path(testing::TempDir()) / absl::StrCat("control_plane_topology_", getpid());
 };
 
 TEST_F(TopologyFile, RanksByNameOrHostAndTheFilesControllers) {
@@ -178,6 +177,32 @@ class SlowBarrier : public SingleProcessCommunicator {
   }
 };
 
+// A communicator with an all-to-all of its own (as MPI's Alltoallv), which the timed one must
+// reach rather than the default one over Exchange.
+class NativeAllToAll : public SlowBarrier {
+ public:
+  absl::Status AllToAll(const TensorView&, std::span<const int64_t>, TensorView,
+                        std::span<const int64_t>) override {
+    ++calls;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<Transfer>> Exchange(std::span<const PeerMessage>) override {
+    return absl::InternalError("the default all-to-all ran");
+  }
+  int calls = 0;
+};
+
+TEST(TimedCommunicator, PassesAnAllToAllToTheCommunicatorsOwn) {
+  auto native = std::make_unique<NativeAllToAll>();
+  NativeAllToAll& inner = *native;
+  std::unique_ptr<Communicator> world = TimeCommunication(std::move(native));
+  float x = 0.0f;
+  const std::vector<int64_t> counts = {1};
+  absl::Status done = world->AllToAll(FlatF32(&x, 1), counts, FlatF32(&x, 1), counts);
+  EXPECT_TRUE(done.ok()) << done;
+  EXPECT_EQ(inner.calls, 1);
+}
+
 TEST(TimedCommunicator, CountsTheCreatingThreadsWaitsAlsoOnSplits) {
   std::unique_ptr<Communicator> world = TimeCommunication(std::make_unique<SlowBarrier>());
   const CommunicationClock* clock = CommunicationClockOf(*world);
@@ -234,7 +259,8 @@ std::vector<std::string> Lines(const std::string& path) {
 }
 
 TEST(ControlPlane, OneRankLogsItsAssignmentAndAFailureStopsOnlyTheControlPlane) {
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / absl::StrCat("control_one_", getpid());
+  const std::filesystem::path dir =
+      std::filesystem::path(testing::TempDir()) / absl::StrCat("control_one_", getpid());
   std::filesystem::create_directories(dir);
   for (int fail_from : {0, 2}) {
     auto instance = BuildControlInstance({"h"}, {"", 1, {}, 2});

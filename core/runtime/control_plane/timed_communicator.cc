@@ -53,6 +53,14 @@ absl::Status TimedCommunicator::Barrier() {
   return TimeCall(*clock_, [&] { return inner_->Barrier(); });
 }
 
+// The inner communicator's own all-to-all (the default one would go through Exchange).
+absl::Status TimedCommunicator::AllToAll(const TensorView& input,
+                                         std::span<const int64_t> send_counts, TensorView output,
+                                         std::span<const int64_t> recv_counts) {
+  return TimeCall(*clock_,
+                  [&] { return inner_->AllToAll(input, send_counts, output, recv_counts); });
+}
+
 absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartSend(
     const TensorView& buffer, int peer, int tag) {
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<Transfer> started, inner_->StartSend(buffer, peer, tag));

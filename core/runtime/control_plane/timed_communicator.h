@@ -51,6 +51,8 @@ class TimedCommunicator : public Communicator {
   absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
                                                            TensorView output,
                                                            const StreamOrder& order) override;
+  absl::Status AllToAll(const TensorView& input, std::span<const int64_t> send_counts,
+                        TensorView output, std::span<const int64_t> recv_counts) override;
   bool ordered_point_to_point() const override { return inner_->ordered_point_to_point(); }
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void UseTrainTimeout() override { inner_->UseTrainTimeout(); }
