@@ -83,6 +83,10 @@ has "$dev" /usr/include/titan/plugin.h /usr/include/titan/abi.h \
   /usr/lib/$multiarch/cmake/TitanSDK/TitanSDKConfigVersion.cmake \
   /usr/lib/$multiarch/cmake/TitanSDK/TitanPlugin.cmake \
   /usr/share/doc/titan-dev/examples/lion.cc /usr/share/doc/titan-dev/examples/CMakeLists.txt
+# The user guide, uncompressed, with every page the README links to.
+guide=$(grep -o '](docs/[a-z0-9_-]*\.md' "$source_dir/README.md" | sed 's|^](|/usr/share/doc/titan/|' | sort -u)
+[ -n "$guide" ] || fail "README.md links to no page of docs/"
+has "$titan" /usr/share/doc/titan/README.md /usr/share/doc/titan/docs/reference.md $guide
 # grep reads whole lists from variables: under pipefail, an early exit would fail the pipe.
 titan_files=$(dpkg-deb -c "$titan")
 if grep -q "titan_device_cuda\|titan_comm_nccl\|testgood\|badabi\|oldabi\|noentry" <<<"$titan_files"; then

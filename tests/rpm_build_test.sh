@@ -51,8 +51,12 @@ plugins=/usr/lib64/titan/plugins
 has "$(rpm_of titan)" /usr/bin/titan-run /usr/bin/titan-lbdc /usr/bin/titan-tokenize \
   $plugins/titan_optimizer_adamw.so $plugins/titan_comm_mpi.so $plugins/titan_balance_ilp.so \
   /usr/share/titan/recipes/llama3_debug.toml
-# Man pages, compressed where the distribution's brp-compress does so (Debian's rpm does not).
 titan_files=$(rpm -qlp "$(rpm_of titan)" 2>/dev/null)
+# The user guide, in the distribution's doc folder (Fedora's titan/, Debian's rpm titan-VERSION/).
+for page in README.md docs/reference.md docs/training.md; do
+  grep -Eqx "/usr/share/doc/titan(-$version)?/$page" <<<"$titan_files" || fail "titan lacks $page"
+done
+# Man pages, compressed where the distribution's brp-compress does so (Debian's rpm does not).
 for tool in titan-run titan-checkpoint titan-generate titan-lbdc titan-tokenize; do
   grep -Eqx "/usr/share/man/man1/$tool\.1(\.gz)?" <<<"$titan_files" ||
     fail "titan lacks the man page of $tool"
