@@ -27,6 +27,12 @@ absl::Status ApplyMoves(const std::vector<Migration>& moves, const topology::Top
   return absl::OkStatus();
 }
 
+int64_t MigratedSwitches(const std::vector<int32_t>& before, const std::vector<int32_t>& after) {
+  int64_t moved = 0;
+  for (size_t s = 0; s < before.size() && s < after.size(); ++s) moved += before[s] != after[s];
+  return moved;
+}
+
 absl::Status CheckAssignment(const BalanceProblem& problem, const std::vector<int32_t>& assignment,
                              const topology::Topology& topology,
                              const std::vector<int32_t>& sites) {

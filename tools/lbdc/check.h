@@ -18,6 +18,11 @@ namespace titan::lbdc {
 absl::Status ApplyMoves(const std::vector<Migration>& moves, const topology::Topology& topology,
                         std::vector<int32_t>& assignment);
 
+// The migrations of a change: switches whose controller in `after` is not the one in `before`.
+// A switch a policy moved twice (there and back, or on through a third controller) counts once,
+// or not at all when it ends where it started.
+int64_t MigratedSwitches(const std::vector<int32_t>& before, const std::vector<int32_t>& after);
+
 // One controller per switch, each one of the switch's potential controllers P(s). `sites` are
 // the controllers' switch indices.
 absl::Status CheckAssignment(const BalanceProblem& problem, const std::vector<int32_t>& assignment,

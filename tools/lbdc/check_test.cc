@@ -51,5 +51,18 @@ TEST(LbdcCheck, MovesMustNameASwitchAndWhereItIs) {
   EXPECT_THAT(std::string(no_switch.message()), HasSubstr("move 0 names switch 3; expected 0..2"));
 }
 
+// Issue #40: greedy reported 15,938 migrations where 12,078 switches changed controller.
+TEST(LbdcCheck, MigrationsCountSwitchesWhoseControllerChanged) {
+  Instance i;
+  std::vector<int32_t> assignment = {0, 0, 1};
+  const std::vector<int32_t> before = assignment;
+  // b to 1, back to 0 and to 1 again: three moves, one switch changed.
+  const std::vector<Migration> moves = {{1, 0, 1}, {1, 1, 0}, {1, 0, 1}};
+  ASSERT_TRUE(ApplyMoves(moves, i.topology, assignment).ok());
+  EXPECT_EQ(MigratedSwitches(before, assignment), 1);
+  ASSERT_TRUE(ApplyMoves({{1, 1, 0}}, i.topology, assignment).ok());
+  EXPECT_EQ(MigratedSwitches(before, assignment), 0);
+}
+
 }  // namespace
 }  // namespace titan::lbdc

@@ -366,8 +366,9 @@ absl::Status Run(const Options& o) {
         });
         if (!result.ok()) return Prefixed(name, result.status());
         row.runtime_ms = Milliseconds(start);
+        const std::vector<int32_t> before = current;
         TITAN_RETURN_IF_ERROR(Prefixed(name, ApplyMoves(result->moves, topology, current)));
-        row.migrations = static_cast<int64_t>(result->moves.size());
+        row.migrations = MigratedSwitches(before, current);
         row.own_bound = result->lower_bound;
         row.target = result->target;
       }
