@@ -16,7 +16,7 @@ Trains a Llama 3 model as a TOML recipe describes.
   --section.key=value    override one recipe key, e.g. --training.steps=20
   --print-recipe         print the effective recipe (every key, with defaults) as TOML
   --validate             check all a run checks before training (recipe, plugins, mesh,
-                         model shapes, sizes, files), then exit
+                         model shapes, sizes, data, starting checkpoint), then exit
   --list-plugins         list the plugins found: kind, name, version, ABI, path, summary
   --recipe-reference     print every recipe section and key (with the plugins' keys) as Markdown
   --plugin-dir DIR       look for plugins in DIR first (repeatable)

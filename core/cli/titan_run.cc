@@ -276,12 +276,12 @@ int Run(const std::vector<std::string>& args) {
   const int world_size = *world;
   // Every check the run makes before it starts is made here, with --validate or without.
   PlanOptions plan_options;
-  plan_options.check_files = options->validate;
+  plan_options.read_data = options->validate;
   plan_options.launched_world = LaunchedWorldSize().has_value() || !options->validate;
   absl::StatusOr<JobPlan> plan = BuildJobPlan(*recipe, **registry, *mesh, plan_options);
   if (!plan.ok()) {
     spdlog::error("{}", std::string(plan.status().message()));
-    return kExitUsage;
+    return ExitCodeOf(plan.status());
   }
   absl::StatusOr<DevicePlugin*> device = SelectDevice(*plan);
   if (!device.ok()) {

@@ -99,12 +99,8 @@ int TrainingJob::data_parallel_rank() const {
 }
 
 absl::Status LoadData(TrainingJob& job) {
-  const ParallelismPlan& parallel = job.plan.parallelism;
-  TITAN_ASSIGN_OR_RETURN(job.data, LoadTrainingData(job.plan.data, job.data_parallel_rank(),
-                                                    parallel.data_parallel_degree));
-  TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(job.plan.training.global_batch_size,
-                                                 job.plan.training.seq_len,
-                                                 job.data->train.num_windows()));
+  TITAN_ASSIGN_OR_RETURN(
+      job.data, LoadCheckedTrainingData(job.plan.data, job.plan, job.data_parallel_rank()));
   job.plan.model.config.vocab_size = job.data->tokenizer->vocab_size();
   return absl::OkStatus();
 }

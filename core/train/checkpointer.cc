@@ -157,6 +157,14 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(
   return checkpointer;
 }
 
+absl::Status Checkpointer::CheckStartingModel(const CheckpointSettings& settings,
+                                              LlamaConfig config, absl::string_view flavor) {
+  if (settings.plugin == nullptr) return absl::OkStatus();
+  Checkpointer checkpointer;  // no communicator: it only reads
+  checkpointer.settings_ = settings;
+  return checkpointer.MatchModel(config, flavor);
+}
+
 Checkpointer::~Checkpointer() {
   if (background_.joinable()) background_.join();
 }

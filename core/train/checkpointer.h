@@ -72,6 +72,10 @@ class Checkpointer {
   // values; norm_eps and the RoPE settings are taken from the checkpoint when it has them, so an
   // imported model trains as it was trained (logged when they differ from the flavor's).
   absl::Status MatchModel(LlamaConfig& config, absl::string_view flavor);
+  // MatchModel before any rank starts (--validate): the same choice of checkpoint and the same
+  // refusals, on a copy of `config`. Reads no tensor, only what the checkpoint says it holds.
+  static absl::Status CheckStartingModel(const CheckpointSettings& settings, LlamaConfig config,
+                                         absl::string_view flavor);
   absl::StatusOr<ResumePoint> Load(const TrainState& state);
   // After step `step` of `steps`: saves when the interval or the last step says so, or
   // `stopping` (a run stopped early saves a full checkpoint to resume from, unless the format

@@ -128,10 +128,11 @@ struct GenerateSettings {
 };
 
 struct PlanOptions {
-  // Reads the tokenizer file (a large vocabulary takes a moment) to check its size against the
-  // tp degree, and checks that the dataset exists. A run leaves both to its loaders, which
-  // name what is wrong, and to the model, which checks the vocabulary once it is loaded.
-  bool check_files = false;
+  // --validate: reads the data as the run's LoadData does (rank 0's share; a learned
+  // vocabulary is not written), then checks the vocabulary against the tp degree and the
+  // checkpoint the run would start from against the model, with the code the run checks them
+  // with once it has read the data (LoadData, BuildModel).
+  bool read_data = false;
   // Bytes of memory one rank may use; 0: this machine's physical memory.
   int64_t memory_bytes = 0;
   // False when the world is counted from the degrees, not launched (--validate without a

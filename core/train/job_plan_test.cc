@@ -228,12 +228,33 @@ TEST_F(JobPlanTest, AGoodRecipePasses) {
   auto report = BuildJobPlan(Make(""), *registry_, Mesh(1, 2));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->warnings.empty());
-  // The learned vocabulary is known only at start-up, and the report says so under tp.
-  ASSERT_EQ(report->unchecked.size(), 1u);
-  EXPECT_THAT(report->unchecked[0], HasSubstr("learned from the data at start-up"));
-  auto single = BuildJobPlan(Make(""), *registry_, Mesh(1, 1));
-  ASSERT_TRUE(single.ok()) << single.status();
-  EXPECT_TRUE(single->unchecked.empty());
+  EXPECT_TRUE(report->unchecked.empty());
+}
+
+// --validate reads the data as the run does, with the run's code (issue #39: it passed what the
+// run then refused): the global batch against the data's windows, the vocabulary learned from
+// it against tp, without writing the vocabulary into the dump folder.
+TEST_F(JobPlanTest, ValidationReadsTheDataAsTheRunDoes) {
+  PlanOptions read;
+  read.read_data = true;
+  const std::string dump = absl::StrCat("job.dump_folder=", Path("dump"));
+  // "some text": no window of 17 tokens, let alone a global batch of 2.
+  EXPECT_THAT(ErrorOf(Make("", {dump}), Mesh(1, 1), read),
+              HasSubstr("the data holds 0 window(s) of seq_len + 1 = 17 (12 tokens in 1 "
+                        "shard(s)); one step needs 2"));
+  {
+    std::ofstream corpus(Path("corpus.txt"));
+    for (int i = 0; i < 200; ++i) corpus << "line " << i << " of some text to learn from\n";
+  }
+  auto plan = BuildJobPlan(Make("", {dump}), *registry_, Mesh(1, 1), read);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(fs::exists(Path("dump")));
+  // A learned vocabulary of 256 bytes, one merge and 256 special tokens does not split in two.
+  EXPECT_THAT(
+      ErrorOf(Make("[parallelism]\ntensor_parallel_degree = 2", {dump, "data.bpe_vocab_size=257"}),
+              Mesh(1, 2), read),
+      HasSubstr("and a vocabulary of 513: tensor parallel degree 2: expected it to divide "
+                "the model's vocab_size"));
 }
 
 // debugmodel has 16 heads, 16 kv heads and a hidden dim of 768.
@@ -259,12 +280,12 @@ TEST_F(JobPlanTest, AKnownVocabularyMustDivideToo) {
   const Recipe recipe = Make(absl::StrCat("[model]\ntokenizer_path = \"", Path("v.tiktoken"),
                                           "\"\n[parallelism]\ntensor_parallel_degree = 2"));
   PlanOptions read;
-  read.check_files = true;
+  read.read_data = true;
   EXPECT_THAT(ErrorOf(recipe, Mesh(1, 2), read),
               HasSubstr("with model.flavor = \"debugmodel\" and a vocabulary of 513: tensor "
                         "parallel degree 2: expected it to divide the model's vocab_size"));
-  // Without reading the file (a run: the model checks once it is loaded) it passes.
-  EXPECT_TRUE(BuildJobPlan(recipe, *registry_, Mesh(1, 2)).ok());
+  // A run reads the tokenizer in its plan too.
+  EXPECT_THAT(ErrorOf(recipe, Mesh(1, 2)), HasSubstr("and a vocabulary of 513"));
   EXPECT_THAT(ErrorOf(Make("[model]\ntokenizer_path = \"/no/such.tiktoken\""), Mesh(1, 1), read),
               HasSubstr("t.toml:6:18: model.tokenizer_path: \"/no/such.tiktoken\": no such file"));
 }
@@ -353,11 +374,12 @@ TEST_F(JobPlanTest, EmptyDumpFolderAndMissingDataAreRefused) {
   auto recipe = ValidateRecipe(*raw, *registry_);
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   PlanOptions files;
-  files.check_files = true;
+  files.read_data = true;
   EXPECT_THAT(ErrorOf(*recipe, Mesh(1, 1), files),
               HasSubstr("t.toml:2:16: training.dataset_path: \"/no/such/corpus\": no such file"));
-  // A run leaves the data to its loader.
-  EXPECT_TRUE(BuildJobPlan(*recipe, *registry_, Mesh(1, 1)).ok());
+  // A run refuses it in its plan too, with the same words.
+  EXPECT_THAT(ErrorOf(*recipe, Mesh(1, 1)),
+              HasSubstr("t.toml:2:16: training.dataset_path: \"/no/such/corpus\": no such file"));
 }
 
 TEST_F(JobPlanTest, ActivationCheckpointOptionIsCheckedBeforeTraining) {
@@ -383,6 +405,24 @@ TEST_F(JobPlanTest, WarmupLongerThanTrainingIsAWarningNamingBoth) {
               HasSubstr("lr_scheduler.warmup_steps = 200 is more than training.steps = 10"));
 }
 
+// The run's allocation of the model would fail with a bare "cannot allocate" (issue #39): the
+// parameters and gradients are checked against memory, as shared by the ranks that shard them.
+TEST_F(JobPlanTest, AModelWhoseParametersCannotFitIsRefused) {
+  LlamaConfig debug = LlamaFamily().Flavor("debugmodel").value();
+  debug.vocab_size = 2048;  // the byte-pair vocabulary the recipe learns at most
+  const int64_t state = debug.ParameterCount() * 8;
+  PlanOptions memory;
+  memory.memory_bytes = state - 1;
+  EXPECT_THAT(ErrorOf(Make(""), Mesh(1, 1), memory),
+              HasSubstr(absl::StrCat("model.flavor = \"debugmodel\" has ", debug.ParameterCount(),
+                                     " parameters: with their gradients in f32 that is at least ",
+                                     state, " bytes on each of 1 rank(s)")));
+  // Two fsdp ranks hold half each.
+  EXPECT_TRUE(BuildJobPlan(Make(""), *registry_, Mesh(2, 1), memory).ok());
+  memory.memory_bytes = state;
+  EXPECT_TRUE(BuildJobPlan(Make(""), *registry_, Mesh(1, 1), memory).ok());
+}
+
 TEST_F(JobPlanTest, SizesAreBoundedWithoutOverflow) {
   // 2^63 - 2 sequences: a multiple of local_batch_size 2, and more tokens than an int64 counts.
   EXPECT_THAT(ErrorOf(Make("", {"training.global_batch_size=9223372036854775806"}), Mesh(1, 1)),
@@ -400,6 +440,9 @@ TEST_F(JobPlanTest, SizesAreBoundedWithoutOverflow) {
                         "tensor-parallel rank(s) x 4 bytes) take 262144 bytes, more than the "
                         "limit of 262143 bytes"));
   small.memory_bytes += 1;
+  EXPECT_THAT(ErrorOf(Make(""), Mesh(1, 1), small),
+              HasSubstr("with their gradients in f32 that is at least"));
+  small.memory_bytes = int64_t{1} << 30;
   EXPECT_TRUE(BuildJobPlan(Make(""), *registry_, Mesh(1, 1), small).ok());
   EXPECT_THAT(ErrorOf(Make("", {"training.global_batch_size=4",
                                 "validation.steps="

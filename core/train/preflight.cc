@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/data/tokenizer.h"
 #include "core/runtime/control_plane/control_plane.h"
+#include "core/train/checkpointer.h"
 #include "core/train/plan_plugins.h"
 
 namespace titan {
@@ -49,6 +50,12 @@ absl::StatusOr<int64_t> GradientAccumulation(const Recipe& recipe, JobPlan& plan
   }
   int64_t global_batch = training.global_batch_size;
   if (global_batch < 0) global_batch = *per_microbatch;
+  if (global_batch == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(KeyValue(recipe, "training", "global_batch_size", 0),
+                     ": a step trains at least one sequence; write -1 for local_batch_size x the "
+                     "data-parallel ranks, or a multiple of that"));
+  }
   if (global_batch % *per_microbatch != 0) {
     return absl::InvalidArgumentError(absl::StrCat("training.global_batch_size = ", global_batch,
                                                    " is not a multiple of local_batch_size ", batch,
@@ -84,28 +91,16 @@ absl::StatusOr<int64_t> PipelineMicrobatches(const Recipe& recipe, const JobPlan
 }
 
 // The vocabulary size when the recipe fixes it before training (a tokenizer file, the byte
-// tokenizer); nullopt for one learned from the data, with a note of why in the plan.
-absl::StatusOr<std::optional<int64_t>> KnownVocabulary(const Recipe& recipe,
-                                                       const PlanOptions& options, JobPlan& plan) {
+// tokenizer); nullopt for one learned from the data (CheckTrainingData learns it).
+absl::StatusOr<std::optional<int64_t>> KnownVocabulary(const Recipe& recipe, const JobPlan& plan) {
   const TrainingDataOptions& data = plan.data;
-  const int tp = plan.parallelism.shape.degree(MeshDim::kTp);
   if (data.tokenizer_path.empty() && data.pretokenized) {
     return recipe.section("model").Error(
         "tokenizer_path",
         "data.format = \"tokens\" needs the tokenizer the shards were made "
         "with (model.tokenizer_path)");
   }
-  if (data.tokenizer_path.empty()) {
-    if (tp > 1) {
-      plan.unchecked.push_back(absl::StrCat(
-          "model.tokenizer_path is empty, so the vocabulary (at most data.bpe_vocab_size = ",
-          data.bpe_vocab_size,
-          " + 256 special tokens) is learned from the data at start-up; its divisibility by the "
-          "tensor-parallel degree is checked then"));
-    }
-    return std::nullopt;
-  }
-  if (data.tokenizer_path != "byte" && !options.check_files) return std::nullopt;
+  if (data.tokenizer_path.empty()) return std::nullopt;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(data.tokenizer_path);
   if (!tokenizer.ok()) {
     return absl::InvalidArgumentError(
@@ -115,21 +110,46 @@ absl::StatusOr<std::optional<int64_t>> KnownVocabulary(const Recipe& recipe,
   return (*tokenizer)->vocab_size();
 }
 
+// On the CPU, where the machine's memory is the device's: the model's f32 parameters and their
+// gradients (8 bytes a parameter, before any optimizer state) split over every rank that could
+// hold a share of them (dp_shard x cp x tp x pp): a lower bound of one rank's, against memory.
+absl::Status CheckModelStateFits(const JobPlan& plan, const LlamaConfig& config, int64_t memory) {
+  if (plan.job.device_name != "cpu") return absl::OkStatus();
+  const MeshShape& shape = plan.parallelism.shape;
+  const int64_t sharers = int64_t{shape.degree(MeshDim::kDpShard)} * shape.degree(MeshDim::kCp) *
+                          shape.degree(MeshDim::kTp) * shape.degree(MeshDim::kPp);
+  const double bytes = static_cast<double>(config.ParameterCount()) * 8 / sharers;
+  if (bytes <= static_cast<double>(memory)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "model.flavor = \"", plan.model.flavor, "\" has ", config.ParameterCount(),
+      " parameters: with their gradients in f32 that is at least ", static_cast<int64_t>(bytes),
+      " bytes on each of ", sharers,
+      " rank(s) that share them (dp_shard x cp x tp x pp), more than the limit of ", memory,
+      " bytes of this machine's memory: shard the model over more ranks or choose a smaller "
+      "flavor"));
+}
+
+// The model's shapes (`config`, its vocabulary only where `vocab_known`) against the tp degree.
+absl::Status CheckTensorParallelShapes(const Recipe& recipe, const JobPlan& plan,
+                                       const LlamaConfig& config, bool vocab_known) {
+  const int tp = plan.parallelism.shape.degree(MeshDim::kTp);
+  absl::Status divides = CheckTensorParallelDegree(config, tp, vocab_known);
+  if (divides.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(KeyValue(recipe, "parallelism", "tensor_parallel_degree", tp),
+                   " with model.flavor = \"", plan.model.flavor, "\"",
+                   vocab_known ? absl::StrCat(" and a vocabulary of ", config.vocab_size) : "",
+                   ": ", divides.message()));
+}
+
 // The model's shapes against the tp degree, and one microbatch's logits (batch x seq_len x this
-// rank's vocabulary columns, f32: the largest activation) against memory.
+// rank's vocabulary columns, f32: the largest activation) and the model's state against memory.
 absl::Status CheckModel(const Recipe& recipe, const PlanOptions& options, JobPlan& plan) {
   LlamaConfig config = plan.model.config;
-  const std::string& flavor = plan.model.flavor;
   const int tp = plan.parallelism.shape.degree(MeshDim::kTp);
-  TITAN_ASSIGN_OR_RETURN(std::optional<int64_t> vocab, KnownVocabulary(recipe, options, plan));
+  TITAN_ASSIGN_OR_RETURN(std::optional<int64_t> vocab, KnownVocabulary(recipe, plan));
   if (vocab) config.vocab_size = *vocab;
-  absl::Status divides = CheckTensorParallelDegree(config, tp, vocab.has_value());
-  if (!divides.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        KeyValue(recipe, "parallelism", "tensor_parallel_degree", tp), " with model.flavor = \"",
-        flavor, "\"", vocab ? absl::StrCat(" and a vocabulary of ", *vocab) : "", ": ",
-        divides.message()));
-  }
+  TITAN_RETURN_IF_ERROR(CheckTensorParallelShapes(recipe, plan, config, vocab.has_value()));
   const int64_t batch = plan.training.local_batch_size, seq_len = plan.training.seq_len;
   if (!vocab) {
     vocab = plan.data.tokenizer_path.empty() ? plan.data.bpe_vocab_size + 256 : config.vocab_size;
@@ -148,7 +168,7 @@ absl::Status CheckModel(const Recipe& recipe, const PlanOptions& options, JobPla
               : absl::StrCat("overflow int64 (the most is ", kInt64Max, ")"),
         ": lower local_batch_size or seq_len"));
   }
-  return absl::OkStatus();
+  return CheckModelStateFits(plan, config, memory);
 }
 
 // A mixture of experts computes its weights' gradients with its inputs' (MoeFeedForward): the
@@ -230,7 +250,21 @@ absl::Status CheckExpertParallel(const Recipe& recipe, const JobPlan& plan) {
   return absl::OkStatus();
 }
 
-absl::Status CheckFolders(const Recipe& recipe, const JobPlan& plan, const PlanOptions& options) {
+// What the run refuses once it has read the data, read as the first data-parallel rank reads
+// it (a vocabulary learned from it is not written): the records and the tokenizer, the global
+// batch against the data's windows, then the vocabulary against the tp degree and against the
+// checkpoint the run starts from.
+absl::Status CheckTrainingData(const Recipe& recipe, const JobPlan& plan) {
+  TrainingDataOptions options = plan.data;
+  options.write_vocabulary = false;
+  TITAN_ASSIGN_OR_RETURN(TrainingData data, LoadCheckedTrainingData(options, plan, 0));
+  LlamaConfig config = plan.model.config;
+  config.vocab_size = data.tokenizer->vocab_size();
+  TITAN_RETURN_IF_ERROR(CheckTensorParallelShapes(recipe, plan, config, true));
+  return Checkpointer::CheckStartingModel(plan.checkpoint, config, plan.model.flavor);
+}
+
+absl::Status CheckFolders(const Recipe& recipe, const JobPlan& plan) {
   if (plan.job.dump_folder.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         WhereSet(recipe, "job", "dump_folder"),
@@ -239,7 +273,7 @@ absl::Status CheckFolders(const Recipe& recipe, const JobPlan& plan, const PlanO
   }
   const std::string& data = plan.data.dataset_path;
   std::error_code error;
-  if (options.check_files && !std::filesystem::exists(data, error)) {
+  if (!std::filesystem::exists(data, error)) {
     return absl::InvalidArgumentError(
         absl::StrCat(WhereSet(recipe, "training", "dataset_path"), ": training.dataset_path: ",
                      data.empty() ? "is empty: name a text, .jsonl or .jsonl.zst file or folder"
@@ -308,7 +342,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
   const MeshShape& shape = parallel.shape;
   parallel.data_parallel_degree =
       shape.degree(MeshDim::kDpReplicate) * shape.degree(MeshDim::kDpShard);
-  check(CheckFolders(recipe, plan, options));
+  check(CheckFolders(recipe, plan));
   TITAN_ASSIGN_OR_RETURN(plan.model.config, plan.model.family->Flavor(plan.model.flavor));
   check(ApplyMoeOptions(recipe, plan));
 
@@ -341,6 +375,11 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
   CheckComm(recipe, plan, problems);
   CheckFloat8(recipe, options, plan, problems);
   check(CheckModelOnlyFormat(plan));
+  // Last, and only for a recipe with no other problem: reading the data takes a while. Its
+  // error is the run's, exit status included (a damaged shard is data lost, not a usage error).
+  if (options.read_data && problems.empty()) {
+    TITAN_RETURN_IF_ERROR(CheckTrainingData(recipe, plan));
+  }
   const TrainingSettings& training = plan.training;
   if (training.warmup_steps > training.steps) {
     plan.warnings.push_back(absl::StrCat(
@@ -371,6 +410,15 @@ absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_sh
         dp_shard, "); set it to false or shard over more ranks"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingData> LoadCheckedTrainingData(const TrainingDataOptions& data,
+                                                     const JobPlan& plan, int dp_rank) {
+  TITAN_ASSIGN_OR_RETURN(TrainingData loaded,
+                         LoadTrainingData(data, dp_rank, plan.parallelism.data_parallel_degree));
+  TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(
+      plan.training.global_batch_size, plan.training.seq_len, loaded.train.num_windows()));
+  return loaded;
 }
 
 absl::Status CheckGlobalBatchFitsData(int64_t global_batch, int64_t seq_len,

@@ -3,7 +3,8 @@
 // job's folder, every size and product of sizes against int64 and memory, the parallel plugins
 // the mesh needs (with their keys) and the pipeline's stages and schedule, the model's shapes
 // against the tensor-parallel degree, the comm plugin against the device and the pipeline, the
-// checkpoint format against what it must save, the data and tokenizer files the recipe names.
+// checkpoint format against what it must save, and (--validate) the data, tokenizer and starting
+// checkpoint, read by the code the run reads them with.
 #ifndef TITAN_CORE_TRAIN_PREFLIGHT_H_
 #define TITAN_CORE_TRAIN_PREFLIGHT_H_
 
@@ -20,7 +21,8 @@ namespace titan {
 // Fills the plan's derived values (resolved global batch, accumulation, pipeline microbatches,
 // the model's shape, the parallel plugins and "auto"'s comm plugin)
 // from its typed settings, and adds what is wrong to `problems` and the plan's warnings and
-// notes; `recipe` only names where a value was set. An error return is a failure to check at all.
+// notes; `recipe` only names where a value was set. An error return is a failure to check at
+// all, or under PlanOptions::read_data the data's refusal, as the run's LoadData makes it.
 absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
                           const PlanOptions& options, JobPlan& plan,
                           std::vector<std::string>& problems);
@@ -31,6 +33,11 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
                                   absl::string_view gather_where,
                                   absl::string_view precompute_where);
+// The run's data as `data` describes it, as data-parallel rank `dp_rank` of the plan reads it
+// (LoadTrainingData), refused where one global batch would repeat sequences
+// (CheckGlobalBatchFitsData).
+absl::StatusOr<TrainingData> LoadCheckedTrainingData(const TrainingDataOptions& data,
+                                                     const JobPlan& plan, int dp_rank);
 // One optimizer step may not use more sequences than the training data holds (more would
 // repeat sequences within a step, and an absurd global batch would never finish a step). Checked
 // once the data is loaded: the data's size is not known before.

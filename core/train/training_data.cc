@@ -73,7 +73,8 @@ absl::StatusOr<std::shared_ptr<const TokenSource>> LoadTokens(
     return source;
   }
   TITAN_ASSIGN_OR_RETURN(std::vector<std::string> documents, ReadCorpus(options));
-  TITAN_ASSIGN_OR_RETURN(tokenizer, MakeTokenizer(options, documents, dp_rank == 0));
+  TITAN_ASSIGN_OR_RETURN(
+      tokenizer, MakeTokenizer(options, documents, dp_rank == 0 && options.write_vocabulary));
   std::vector<std::vector<int32_t>> stream(1);
   for (const std::string& doc : documents) {
     PackDocument(tokenizer->Encode(doc), tokenizer->bos_id(), tokenizer->eos_id(), stream[0]);

@@ -16,14 +16,15 @@ namespace titan {
 
 // Where the data comes from and how it is cut ([training], [data], [validation], [model]).
 struct TrainingDataOptions {
-  std::string dataset_path;     // training.dataset_path
-  std::string tokenizer_path;   // model.tokenizer_path; empty: learn a BPE vocabulary
-  bool pretokenized = false;    // data.format = "tokens": shards made by titan-tokenize
-  DocumentOptions documents;    // how text files are read (data.text_field, ...)
-  int64_t bpe_vocab_size = 0;   // ordinary tokens of a learned vocabulary
-  std::string dump_folder;      // where rank 0 writes a learned vocabulary
-  double validation_split = 0;  // fraction of the windows held out
-  bool validation = false;      // validation.freq > 0: hold out windows and build their loader
+  std::string dataset_path;      // training.dataset_path
+  std::string tokenizer_path;    // model.tokenizer_path; empty: learn a BPE vocabulary
+  bool pretokenized = false;     // data.format = "tokens": shards made by titan-tokenize
+  DocumentOptions documents;     // how text files are read (data.text_field, ...)
+  int64_t bpe_vocab_size = 0;    // ordinary tokens of a learned vocabulary
+  std::string dump_folder;       // where rank 0 writes a learned vocabulary
+  bool write_vocabulary = true;  // false: --validate, which leaves the dump folder as it is
+  double validation_split = 0;   // fraction of the windows held out
+  bool validation = false;       // validation.freq > 0: hold out windows and build their loader
   int64_t local_batch_size = 0;
   int64_t seq_len = 0;
   uint64_t seed = 0;  // the training loader's shuffle

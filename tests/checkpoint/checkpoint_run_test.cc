@@ -324,6 +324,12 @@ TEST_F(CheckpointRun, ImportTakesNormEpsAndRopeFromConfigJsonAndRefusesAnotherSh
   EXPECT_THAT(refused.output,
               HasSubstr(hf.string() + " holds another model: n_heads = 8, but model.flavor = "
                                       "\"debugmodel\" has 16; n_kv_heads = 8, but "));
+  // --validate reads what the checkpoint says it holds and refuses the same (issue #39).
+  Result validated = Run("validated", 1, import + " --validate");
+  EXPECT_EQ(validated.exit_code, 2) << validated.output;
+  EXPECT_THAT(validated.output,
+              HasSubstr(hf.string() + " holds another model: n_heads = 8, but model.flavor = "
+                                      "\"debugmodel\" has 16; n_kv_heads = 8, but "));
 
   // A folder no plugin reads says why each refused it.
   fs::remove(hf / "model.safetensors");
