@@ -24,6 +24,7 @@ namespace {
 
 constexpr double kMaxSwitches = 1e7;
 constexpr double kMaxLinks = 5e7;
+constexpr double kMaxWaxmanPairs = 5e8;  // a few seconds of drawing
 
 // A topology as a file describes it, before names become indices.
 struct Described {
@@ -81,6 +82,20 @@ int Find(std::vector<int>& parent, int a) {
 // requested mean degree, so that large graphs stay sparse and build in O(N): a pair at distance
 // d < R is linked with probability beta * exp(-d / (alpha R)). Components are then joined by a
 // link between switches adjacent in x order, so every switch reaches some controller.
+// The radius within which Waxman links switches, chosen so that the mean degree is about
+// `degree` (capped at 1.5, the unit square's diagonal and a little).
+double WaxmanRadius(double n, double alpha, double beta, double degree) {
+  const double shape = alpha * alpha * (1.0 - std::exp(-1.0 / alpha) * (1.0 + 1.0 / alpha));
+  return std::min(1.5, std::sqrt(degree / (2.0 * M_PI * n * beta * shape)));
+}
+
+// The pairs of switches Waxman considers: each switch against those of its own and the 8
+// neighbouring grid cells of side `radius`.
+double WaxmanPairs(double n, double radius) {
+  const double cells = std::max(1.0, std::floor(1.0 / radius));
+  return n * n / 2 * std::min(1.0, 9.0 / (cells * cells));
+}
+
 Topology Waxman(int n, double alpha, double beta, double degree, std::mt19937_64& random) {
   Topology t;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -90,8 +105,7 @@ Topology Waxman(int n, double alpha, double beta, double degree, std::mt19937_64
     y[i] = unit(random);
     AddSwitch(t, absl::StrCat("s", i));
   }
-  const double shape = alpha * alpha * (1.0 - std::exp(-1.0 / alpha) * (1.0 + 1.0 / alpha));
-  const double radius = std::min(1.5, std::sqrt(degree / (2.0 * M_PI * n * beta * shape)));
+  const double radius = WaxmanRadius(n, alpha, beta, degree);
   const int cells = std::max(1, static_cast<int>(1.0 / radius));
   std::vector<std::vector<int>> grid(static_cast<size_t>(cells) * cells);
   auto cell = [&](double v) { return std::min(cells - 1, static_cast<int>(v * cells)); };
@@ -124,6 +138,16 @@ Topology Waxman(int n, double alpha, double beta, double degree, std::mt19937_64
   return t;
 }
 
+// A key a topology file may hold; another (a misspelt "link") would be ignored.
+absl::Status KnownKey(const std::string& path, absl::string_view key) {
+  static const std::vector<std::string> kKeys = {"switches", "controllers", "links"};
+  if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(path, ": unknown key '", key,
+                                                 "'; a topology holds switches, links and "
+                                                 "controllers",
+                                                 DidYouMean(std::string(key), kKeys)));
+}
+
 absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& text) {
   nlohmann::json json;
   try {
@@ -138,6 +162,7 @@ absl::StatusOr<Described> ReadJson(const std::string& path, const std::string& t
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expected a JSON object"));
   }
+  for (const auto& [key, value] : json.items()) TITAN_RETURN_IF_ERROR(KnownKey(path, key));
   Described d;
   auto strings = [&](const char* key, std::vector<std::string>& out) -> absl::Status {
     if (!json.contains(key)) return absl::OkStatus();
@@ -180,6 +205,8 @@ absl::StatusOr<Described> ReadToml(const std::string& path, const std::string& t
                                                    error.source().begin.column, ": ",
                                                    std::string(error.description())));
   }
+  for (const auto& [key, value] : table)
+    TITAN_RETURN_IF_ERROR(KnownKey(path, std::string(key.str())));
   Described d;
   auto strings = [&](const char* key, std::vector<std::string>& out) -> absl::Status {
     const toml::node* node = table.get(key);
@@ -347,10 +374,21 @@ absl::StatusOr<Topology> MakeTopology(const std::string& spec, std::mt19937_64& 
   // Parameters left out take their defaults; those given must make sense.
   const double alpha = p.size() > 1 ? p[1] : 0.4, beta = p.size() > 2 ? p[2] : 0.6;
   const double degree = p.size() > 3 ? p[3] : 4.0;
-  if (!(alpha > 0) || !std::isfinite(alpha)) return bad("ALPHA > 0 (a finite number)");
+  // Beyond 1000, ALPHA no longer changes the graph (every link within the radius is taken with
+  // probability BETA), and the radius's formula loses all precision.
+  if (!(alpha > 0 && alpha <= 1000)) return bad("0 < ALPHA <= 1000");
   if (!(beta > 0 && beta <= 1)) return bad("0 < BETA <= 1");
   if (!(degree > 0 && degree * p[0] / 2 <= kMaxLinks)) {
     return bad(absl::StrCat("DEGREE > 0, with N x DEGREE / 2 at most ", kMaxLinks, " links"));
+  }
+  // A small ALPHA widens the radius the mean degree needs, and with it the pairs to consider.
+  const double radius = WaxmanRadius(p[0], alpha, beta, degree);
+  if (const double pairs = WaxmanPairs(p[0], radius); pairs > kMaxWaxmanPairs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--topology=", spec, ": links within a radius of ", radius,
+                     " (for a mean degree of ", degree, " at ALPHA ", alpha, " and BETA ", beta,
+                     ") make ", pairs, " pairs of switches to consider; at most ", kMaxWaxmanPairs,
+                     " are supported: raise ALPHA or BETA, or lower DEGREE"));
   }
   return Waxman(static_cast<int>(p[0]), alpha, beta, degree, random);
 }

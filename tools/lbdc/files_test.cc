@@ -113,6 +113,13 @@ TEST(LbdcTopologyFile, BadFilesNameTheFileAndThePlace) {
       {"links.toml",
        "switches = [\"a\"]\nlinks = [[\"a\", 1]]\n",
        {"links.toml", "links[0]", "pair of switch names"}},
+      // Issue 40: a misspelt key was ignored, leaving a graph without links.
+      {"link.json",
+       R"({"switches": ["a", "b"], "link": [["a", "b"]]})",
+       {"link.json", "unknown key 'link'", "did you mean 'links'"}},
+      {"link.toml",
+       "switches = [\"a\", \"b\"]\nlink = [[\"a\", \"b\"]]\n",
+       {"link.toml", "unknown key 'link'", "did you mean 'links'"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -56,7 +56,21 @@ TEST(LbdcCli, BadInputsAreErrorsNamingThem) {
       {"--topology=leaf-spine:100000,100000", 1, "1e+10 links; at most 5e+07"},
       {"--topology=leaf-spine:1e12,2", 1, "--topology=leaf-spine:1e12,2: expected leaf-spine"},
       {"--topology=leaf-spine:2.5,2", 1, "whole numbers"},
-      {"--topology=waxman:100,-0.4", 1, "expected ALPHA > 0"},
+      {"--topology=waxman:100,-0.4", 1, "expected 0 < ALPHA <= 1000"},
+      // Issue 40: each of these ran out of memory, took minutes, or was silently ignored.
+      {"--topology=waxman:100000,1e300", 1, "expected 0 < ALPHA <= 1000"},
+      {"--topology=waxman:100000,0.01", 1,
+       "pairs of switches to consider; at most 5e+08 are supported: raise ALPHA or BETA"},
+      {"--topology=fat-tree:48 --hops=4 --changes=1000000 --policies=greedy", 1,
+       "--changes=1000000: 1000001 load vectors of 2880 switches take"},
+      {"--topology --json=x.json", 2, "--topology needs a value (--topology=VALUE)"},
+      {"--policies=greedy,greedy", 2, "--policies=greedy,greedy: 'greedy' is named twice"},
+      {"--set=foo", 2, "--set=foo: expected POLICY.KEY=VALUE"},
+      {"--controllers-at=core-0", 2,
+       "--controllers-at places controllers only with --placement=given, not "
+       "--placement=k-center"},
+      {"--loads=trace:loads.csv --changes=3", 2,
+       "--changes=3 draws load changes, but --loads=trace:loads.csv gives every step's loads"},
       {"--topology=waxman:100,0.4,1.5", 1, "expected 0 < BETA <= 1"},
       {"--topology=fat-tree:4 --placement=given --controllers-at=core-0,core-0", 1,
        "controller site 'core-0' is listed twice"},
@@ -110,6 +124,26 @@ TEST(LbdcCli, JsonHoldsEveryPolicysAssignmentAtEveryStep) {
               row["ratio"].get<double>() * row["lower_bound"].get<double>() * (1 + 1e-9));
   }
   EXPECT_EQ(steps, (std::map<std::string, int>{{"regions", 3}, {"greedy", 3}, {"lst", 3}}));
+}
+
+// Issue 40: the standard deviation of loads near 1e306 overflowed to inf (null in the JSON) and
+// of loads near 1e-300 underflowed to 0. It scales with the loads: 1e306 times that of 1..5.
+TEST(LbdcCli, TheLoadsStandardDeviationHoldsAtEveryScale) {
+  auto stddev = [](const std::string& loads) {
+    const std::string json = TestFile("lbdc_cli_stddev.json");
+    const Result result =
+        Lbdc("--topology=fat-tree:4 --controllers=3 --hops=4 --policies=greedy --loads=" + loads +
+             " --json=" + json);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    std::ifstream in(json);
+    const nlohmann::json row = nlohmann::json::parse(in)["measurements"][0];
+    EXPECT_TRUE(row["stddev"].is_number()) << row;
+    return row["stddev"].is_number() ? row["stddev"].get<double>() : 0.0;
+  };
+  const double unit = stddev("uniform:1,5");
+  ASSERT_GT(unit, 0);
+  EXPECT_NEAR(stddev("uniform:1e306,5e306") / 1e306, unit, unit * 1e-9);
+  EXPECT_NEAR(stddev("uniform:1e-300,5e-300") / 1e-300, unit, unit * 1e-9);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tools/lbdc/loads.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -76,6 +78,15 @@ absl::StatusOr<std::vector<std::vector<double>>> MakeLoads(const std::string& sp
                                                            int num_switches, int changes,
                                                            double drift, std::mt19937_64& random) {
   if (absl::StartsWith(spec, "trace:")) return ReadTrace(spec.substr(6), num_switches);
+  // Every step's loads are kept: bounded before they are drawn, not by a failed allocation.
+  const double bytes = (changes + 1.0) * num_switches * sizeof(double);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && bytes > static_cast<double>(pages) * page / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--changes=", changes, ": ", changes + 1, " load vectors of ", num_switches,
+                     " switches take ", bytes, " bytes, more than half of this machine's memory (",
+                     static_cast<double>(pages) * page, " bytes): ask for fewer changes"));
+  }
   std::vector<double> first(num_switches);
   if (absl::StartsWith(spec, "uniform") && (spec.size() == 7 || spec[7] == ':')) {
     TITAN_ASSIGN_OR_RETURN(std::vector<double> p, Parameters(spec, 7, {1.0, 100.0}));

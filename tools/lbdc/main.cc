@@ -10,7 +10,9 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -61,6 +63,34 @@ struct Options {
   std::string csv, json, svg;
   bool quiet = false, help = false;
 };
+
+// Flags that would be ignored, or run a policy twice, are refused rather than dropped.
+absl::Status CheckFlagsAgree(const Options& o) {
+  std::set<std::string> named;
+  for (const std::string& policy : o.policies) {
+    if (!named.insert(policy).second) {
+      return absl::InvalidArgumentError(absl::StrCat("--policies=", absl::StrJoin(o.policies, ","),
+                                                     ": '", policy, "' is named twice"));
+    }
+  }
+  for (const std::string& set : o.sets) {
+    const size_t dot = set.find('.'), equals = set.find('=');
+    if (dot == 0 || dot == std::string::npos || equals == std::string::npos || equals < dot + 2) {
+      return absl::InvalidArgumentError(absl::StrCat("--set=", set, ": expected POLICY.KEY=VALUE"));
+    }
+  }
+  if (!o.controllers_at.empty() && o.placement != "given") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--controllers-at places controllers only with --placement=given, not --placement=",
+        o.placement));
+  }
+  if (o.changes > 0 && absl::StartsWith(o.loads, "trace:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--changes=", o.changes, " draws load changes, but --loads=", o.loads,
+                     " gives every step's loads (one row per step): leave --changes out"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   Options o;
@@ -114,10 +144,11 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     std::string value;
     if (equals != std::string::npos) {
       value = arg.substr(equals + 1);
-    } else if (i + 1 < argc) {
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
       value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+    } else {  // `--topology --json=x.json` would read the next flag as the topology's file
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " needs a value (--", name, "=VALUE)"));
     }
     auto list = [&] { return std::vector<std::string>(absl::StrSplit(value, ',')); };
     if (name == "topology") o.topology = value;
@@ -159,6 +190,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       TITAN_ASSIGN_OR_RETURN(o.max_moves, integer(name, value, 0, INT64_MAX));
     }
   }
+  TITAN_RETURN_IF_ERROR(CheckFlagsAgree(o));
   return o;
 }
 
@@ -283,6 +315,17 @@ std::vector<double> Loads(const BalanceProblem& problem, const std::vector<int32
   return loads;
 }
 
+// Of loads scaled by the largest, then scaled back: squares of loads near 1e307 would overflow
+// and those near 1e-300 underflow.
+double StandardDeviation(const std::vector<double>& loads) {
+  const double scale = *std::max_element(loads.begin(), loads.end());
+  if (!(scale > 0)) return 0.0;
+  double mean = 0, squares = 0;
+  for (double w : loads) mean += w / scale / loads.size();
+  for (double w : loads) squares += (w / scale - mean) * (w / scale - mean) / loads.size();
+  return std::sqrt(squares) * scale;
+}
+
 double TrivialBound(const BalanceProblem& problem) {
   double largest = 0, total = 0;
   for (double w : problem.switch_load) largest = std::max(largest, w), total += w;
@@ -381,11 +424,8 @@ absl::Status Run(const Options& o) {
       }
       bound[step] = std::max(bound[step], row.own_bound);
       const std::vector<double> loads = Loads(problem, current);
-      double mean = 0, squares = 0;
-      for (double w : loads) mean += w / loads.size();
-      for (double w : loads) squares += (w - mean) * (w - mean) / loads.size();
       row.max_load = *std::max_element(loads.begin(), loads.end());
-      row.stddev = std::sqrt(squares);
+      row.stddev = StandardDeviation(loads);
       if (!o.json.empty()) row.assignment = current;
       rows.push_back(std::move(row));
       if (step + 1 == snapshots.size()) final_loads.push_back({name, loads});

@@ -79,6 +79,7 @@ Search BranchAndBound(OsiClpSolverInterface& solver, double time_limit_s, int lo
   cbc.messageHandler()->setLogLevel(log_level);
   cbc.solver()->messageHandler()->setLogLevel(log_level);
   cbc.setMaximumSeconds(time_limit_s);
+  cbc.setUseElapsedTime(true);  // the limit is wall time: CPU time runs slow on a loaded machine
   cbc.setIntegerTolerance(kProofTolerance);
   cbc.setDblParam(CbcModel::CbcCutoffIncrement, kProofTolerance);
   cbc.setAllowableGap(kProofTolerance / 10);
@@ -125,15 +126,15 @@ class Ilp : public SolverPolicy {
  public:
   std::vector<ConfigKey> ConfigKeys() const override {
     std::vector<ConfigKey> keys = SolverPolicy::ConfigKeys();
-    keys.push_back(
-        ConfigKey{"time_limit_s",
-                  ConfigType::kFloat,
-                  ConfigValue(60.0),
-                  "stop CBC's search after this many seconds; the result is then the best "
-                  "assignment found and lower_bound CBC's best bound (below the max load)",
-                  0.001,
-                  {},
-                  {}});
+    keys.push_back(ConfigKey{
+        "time_limit_s",
+        ConfigType::kFloat,
+        ConfigValue(60.0),
+        "stop CBC's search after this many seconds of wall time; the result is then the best "
+        "assignment found and lower_bound CBC's best bound (below the max load)",
+        0.001,
+        {},
+        {}});
     return keys;
   }
 
