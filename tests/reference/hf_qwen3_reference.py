@@ -21,19 +21,15 @@ layout (its config.json with the keys transformers writes, its tensors in anothe
 files and a model.safetensors.index.json), and hf_made_logits.bin, its logits for the same
 tokens, for titan to import and reproduce.
 """
-import json
 import os
-import shutil
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_llama_reference import (TOLERANCE, read_case, read_safetensors,  # noqa: E402
-                                relative_error, rms_norm, rope_inv_freq, rotate_half,
-                                write_safetensors)
+from hf_family_reference import Family, main  # noqa: E402
+from hf_llama_reference import rms_norm, rope_inv_freq, rotate_half  # noqa: E402
 
 # The smallest gap between a token's k-th and (k+1)-th router logits the check accepts: below
 # it, rounding could choose other experts in titan than here, and the test would judge nothing.
@@ -159,16 +155,6 @@ def forward(config, w, tokens, gaps):
     return F.linear(h, lm_head).view(b * t, -1)
 
 
-def logits_of(config, weights, tokens, what):
-    gaps = []
-    with torch.no_grad():
-        logits = forward(config, weights, tokens, gaps)
-    if gaps and min(gaps) < MIN_ROUTING_GAP:
-        sys.exit(f"{what}: two experts' router logits are {min(gaps):.3g} apart for some token: "
-                 "rounding may choose either, so the comparison would prove nothing")
-    return logits
-
-
 def hf_made(config, seed):
     """A config.json as transformers 4.51 writes one, and random weights in its layout: every
     linear weight of std 1/sqrt(fan in) (q_proj, k_proj and the router's larger, so that
@@ -195,29 +181,6 @@ def hf_made(config, seed):
     return made, tensors
 
 
-def write_hf_made(case, config, tokens):
-    made, tensors = hf_made(config, seed=2024)
-    out = os.path.join(case, "hf_made")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(made, f, indent=2, sort_keys=True)
-    # Reverse order within each file; the embeddings and layer 0 in the second.
-    files = {"model-00001-of-00002.safetensors": {}, "model-00002-of-00002.safetensors": {}}
-    for name in reversed(list(tensors)):
-        second = ".layers.0." in name or "embed" in name
-        files["model-0000%d-of-00002.safetensors" % (2 if second else 1)][name] = tensors[name]
-    weight_map = {}
-    for file, part in files.items():
-        write_safetensors(os.path.join(out, file), part, {"format": "pt"})
-        weight_map.update({name: file for name in part})
-    total = 4 * sum(t.numel() for t in tensors.values())
-    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
-    logits = logits_of(made, tensors, tokens, "hf_made")
-    logits.numpy().astype(np.float32).tofile(os.path.join(case, "hf_made_logits.bin"))
-
-
 def check_config(config):
     moe = config["model_type"] == "qwen3_moe"
     assert config["architectures"] == ["Qwen3MoeForCausalLM" if moe else "Qwen3ForCausalLM"]
@@ -228,38 +191,8 @@ def check_config(config):
         assert config["norm_topk_prob"] is True and config["decoder_sparse_step"] == 1
 
 
-def run_case(case):
-    c = read_case(case)
-    export = os.path.join(case, "export")
-    config = json.load(open(os.path.join(export, "config.json")))
-    check_config(config)
-    weights, metadata = read_safetensors(os.path.join(export, "model.safetensors"))
-    assert metadata.get("format") == "pt", "transformers loads only format 'pt'"
-    expected = expected_shapes(config)
-    missing = sorted(set(expected) - set(weights))
-    unexpected = sorted(set(weights) - set(expected))
-    if missing or unexpected:
-        sys.exit(f"{case}: missing keys {missing[:5]}, unexpected keys {unexpected[:5]}")
-    for name, shape in expected.items():
-        assert list(weights[name].shape) == shape, (name, weights[name].shape, shape)
-    weights = {name: w.float() for name, w in weights.items()}
-    tokens = torch.from_numpy(np.fromfile(os.path.join(case, "tokens.bin"), dtype=np.int32)
-                              .astype(np.int64)).view(c["batch"], c["seq_len"])
-    logits = logits_of(config, weights, tokens, case)
-    logits.numpy().astype(np.float32).tofile(os.path.join(case, "hf_logits.bin"))
-    titan = torch.from_numpy(np.fromfile(os.path.join(case, "titan_logits.bin"), dtype=np.float32))
-    error = relative_error(titan.view_as(logits), logits)
-    print(f"{os.path.basename(case)}: {len(weights)} tensors, logits relative error {error:.3g}")
-    write_hf_made(case, config, tokens)
-    return error <= TOLERANCE
-
-
-def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    results = [run_case(case) for case in sys.argv[1:]]
-    sys.exit(0 if all(results) else 1)
-
 
 if __name__ == "__main__":
-    main()
+    main(Family(check_config, expected_shapes, forward,
+                lambda config, case, seed: hf_made(config, seed), MIN_ROUTING_GAP,
+                "two experts' router logits"), __doc__)
