@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_llama_reference import (TOLERANCE, read_case, read_safetensors,  # noqa: E402
-                                relative_error, write_safetensors)
+                                relative_error, write_in_two_files)
 
 # check_config(config): asserts the config.json keys transformers reads, as titan writes them.
 # expected_shapes(config): {tensor name: shape} of transformers' model.
@@ -41,24 +41,14 @@ def logits_of(family, config, weights, tokens, what):
 
 
 def write_made(family, case, made, tensors, tokens):
-    """hf_made/ as transformers saves a model: its config.json, the tensors in reverse order over
-    two files (the embeddings and layer 0 in the second) and an index; and its logits."""
+    """hf_made/ as transformers saves a model: its config.json and the tensors in two files with
+    an index; and its logits."""
     out = os.path.join(case, "hf_made")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(made, f, indent=2, sort_keys=True)
-    files = {"model-00001-of-00002.safetensors": {}, "model-00002-of-00002.safetensors": {}}
-    for name in reversed(list(tensors)):
-        second = ".layers.0." in name or "embed" in name
-        files["model-0000%d-of-00002.safetensors" % (2 if second else 1)][name] = tensors[name]
-    weight_map = {}
-    for file, part in files.items():
-        write_safetensors(os.path.join(out, file), part, {"format": "pt"})
-        weight_map.update({name: file for name in part})
-    total = 4 * sum(t.numel() for t in tensors.values())
-    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    write_in_two_files(out, tensors)
     logits = logits_of(family, made, tensors, tokens, "hf_made")
     logits.numpy().astype(np.float32).tofile(os.path.join(case, "hf_made_logits.bin"))
 

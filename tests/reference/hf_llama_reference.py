@@ -74,6 +74,22 @@ def write_safetensors(path, tensors, metadata):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def write_in_two_files(out, tensors):
+    """f32 `tensors` into folder `out` as transformers saves a model in shards: in reverse order
+    within each file, layer 0 with the embeddings in the second of two, and an index."""
+    files = {"model-00001-of-00002.safetensors": {}, "model-00002-of-00002.safetensors": {}}
+    for name in reversed(list(tensors)):
+        second = ".layers.0." in name or "embed" in name
+        files["model-0000%d-of-00002.safetensors" % (2 if second else 1)][name] = tensors[name]
+    weight_map = {}
+    for file, part in files.items():
+        write_safetensors(os.path.join(out, file), part, {"format": "pt"})
+        weight_map.update({name: file for name in part})
+    total = 4 * sum(t.numel() for t in tensors.values())
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
 def rope_inv_freq(config, head_dim):
     """transformers' _compute_default_rope_parameters, then _compute_llama3_parameters."""
     base = config["rope_theta"]
@@ -212,17 +228,7 @@ def write_hf(case):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     shutil.copy(os.path.join(case, "export", "config.json"), out)
-    # Reverse order within each file, and layer 0 with the embeddings in the second file.
-    files = {"model-00001-of-00002.safetensors": {}, "model-00002-of-00002.safetensors": {}}
-    for name in reversed(list(tensors)):
-        second = ".layers.0." in name or "embed" in name
-        files["model-0000%d-of-00002.safetensors" % (2 if second else 1)][name] = tensors[name]
-    weight_map = {}
-    for file, part in files.items():
-        write_safetensors(os.path.join(out, file), part, {"format": "pt"})
-        weight_map.update({name: file for name in part})
-    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": 4 * offset}, "weight_map": weight_map}, f, indent=2)
+    write_in_two_files(out, tensors)
 
 
 def run_case(case):
