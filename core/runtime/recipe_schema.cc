@@ -302,6 +302,31 @@ std::vector<SectionSchema> MakeSchema() {
        Int("debug_lose_at_step", 1, 1, kNoLimit, "debug: from this step on")},
       "balance", "policy",
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
+  schema.push_back(Section(
+      "fault_tolerance",
+      "replica groups, each its own launch, averaging their gradients over the groups alive "
+      "(docs/fault-tolerance.md)",
+      {Bool("enable", false, "this launch is one replica group of a fault-tolerant job"),
+       Int("replica_id", 0, 0, kMaxRanks, "this group's id, 0 .. group_size - 1"),
+       Int("group_size", 0, 0, kMaxRanks, "the replica groups the job starts with"),
+       Int("min_replica_size", 1, 1, kMaxRanks,
+           "fewer groups alive than this stops the survivors with an error"),
+       String("process_group", "gloo", "the communicator across the groups", {"gloo"}),
+       Int("process_group_timeout_ms", 10000, 1, kNoLimit,
+           "limit for connecting the groups' communicator and for each of its all-reduces"),
+       String("store_folder", "",
+              "a folder every group reaches (a shared filesystem), new for each run: the "
+              "quorum's files and the communicator's rendezvous"),
+       Int("heartbeat_timeout_ms", 10000, 1, kNoLimit,
+           "a group whose heartbeat is silent this long is dead"),
+       Int("join_timeout_ms", 60000, 1, kNoLimit,
+           "how long the first quorum waits for a group never heard from"),
+       String("semi_sync_method", "",
+              "LocalSGD or DiLoCo: not implemented yet; only \"\" (synchronous) is accepted",
+              {"", "local_sgd", "diloco"}),
+       Int("sync_steps", 5, 1, kNoLimit,
+           "steps between synchronizations of semi_sync_method: refused until it is "
+           "implemented")}));
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order"),

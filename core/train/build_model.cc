@@ -95,13 +95,27 @@ absl::StatusOr<Float8GatherRole*> Float8ScalesToPrecompute(const JobPlan& plan) 
 
 int TrainingJob::data_parallel_rank() const {
   const int dp_shard = plan.parallelism.shape.degree(MeshDim::kDpShard);
-  return mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
+  const int in_group =
+      mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
+  const FaultToleranceSettings& ft = plan.fault_tolerance;
+  return ft.enable ? ft.replica_id * plan.parallelism.data_parallel_degree + in_group : in_group;
+}
+
+int TrainingJob::data_parallel_degree() const {
+  const FaultToleranceSettings& ft = plan.fault_tolerance;
+  return plan.parallelism.data_parallel_degree * (ft.enable ? ft.group_size : 1);
+}
+
+absl::Status JoinReplicaGroups(TrainingJob& job) {
+  if (!job.plan.fault_tolerance.enable) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(job.replica_groups,
+                         ReplicaGroups::Start(job.plan.fault_tolerance, job.mesh.world()));
+  return absl::OkStatus();
 }
 
 absl::Status LoadData(TrainingJob& job) {
-  const ParallelismPlan& parallel = job.plan.parallelism;
   TITAN_ASSIGN_OR_RETURN(job.data, LoadTrainingData(job.plan.data, job.data_parallel_rank(),
-                                                    parallel.data_parallel_degree));
+                                                    job.data_parallel_degree()));
   TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(job.plan.training.global_batch_size,
                                                  job.plan.training.seq_len,
                                                  job.data->train.num_windows()));
@@ -196,6 +210,7 @@ absl::Status ApplyParallelism(TrainingJob& job) {
   // A data-parallel plugin averages over its dimension flattened with cp.
   if (context.data_parallel == nullptr) context.context_group = &mesh.group(MeshDim::kCp);
   TITAN_ASSIGN_OR_RETURN(context.float8_scales, Float8ScalesToPrecompute(job.plan));
+  context.replica_groups = job.replica_groups.get();
   const TrainingSettings& training = job.plan.training;
   TITAN_ASSIGN_OR_RETURN(
       job.train_step, TrainStep::Create(*job.model, *training.optimizer, training.local_batch_size,

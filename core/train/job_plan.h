@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fault_tolerance/fault_tolerance_settings.h"
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
 #include "core/model/model_family.h"
@@ -154,6 +155,7 @@ struct JobPlan {
   CommSettings comm;
   ControlPlaneOptions control_plane;
   GenerateSettings generate;
+  FaultToleranceSettings fault_tolerance;
 
   std::vector<std::string> warnings;   // legal but probably not meant
   std::vector<std::string> unchecked;  // what only the run can check, and why

@@ -284,6 +284,11 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     // of the mean loss over the global batch.
     TITAN_RETURN_IF_ERROR(compute_->Scale(grads, 1.0f / static_cast<float>(microbatches)));
   }
+  if (dp_.replica_groups != nullptr) {
+    TITAN_RETURN_IF_ERROR(Traced("sync", "average_across_replica_groups", [&] {
+      return dp_.replica_groups->Average(step, *compute_, grads, result.loss);
+    }));
+  }
   TITAN_ASSIGN_OR_RETURN(result.grad_norm, GradNorm());
   TITAN_RETURN_IF_ERROR(ClipToNorm(*compute_, grads, result.grad_norm, max_norm_));
   if (!std::isfinite(result.grad_norm)) {

@@ -1,0 +1,103 @@
+#include "core/fault_tolerance/replica_quorum.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+
+namespace titan {
+namespace {
+
+FaultToleranceSettings Settings(const std::string& store, int id, int groups) {
+  FaultToleranceSettings settings;
+  settings.enable = true;
+  settings.replica_id = id;
+  settings.group_size = groups;
+  settings.store_folder = store;
+  // Generous: a live group's heartbeat thread must never look silent on a loaded machine; the
+  // silent one below stops beating for good.
+  settings.heartbeat_timeout = std::chrono::milliseconds(3000);
+  settings.join_timeout = std::chrono::milliseconds(3000);
+  return settings;
+}
+
+std::string FreshStore(const std::string& name) {
+  const std::string path = (std::filesystem::path(testing::TempDir()) / name).string();
+  std::filesystem::remove_all(path);
+  return path;
+}
+
+TEST(ReplicaQuorumTest, EveryGroupAgreesOnTheQuorumAndTheOutcome) {
+  const std::string store = FreshStore("quorum_all");
+  std::vector<std::unique_ptr<ReplicaQuorum>> groups;
+  for (int id = 0; id < 3; ++id) groups.push_back(*ReplicaQuorum::Start(Settings(store, id, 3)));
+  std::vector<std::future<std::pair<std::vector<int>, bool>>> rounds;
+  for (int id = 0; id < 3; ++id) {
+    rounds.push_back(std::async(std::launch::async, [&, id] {
+      std::vector<int> members = *groups[id]->Join(0, 1, {0, 1, 2});
+      // Group 2's part failed: no group commits.
+      return std::make_pair(members, *groups[id]->Vote(0, members, id != 2));
+    }));
+  }
+  for (auto& round : rounds) {
+    auto [members, commit] = round.get();
+    EXPECT_EQ(members, (std::vector<int>{0, 1, 2}));
+    EXPECT_FALSE(commit);
+  }
+}
+
+TEST(ReplicaQuorumTest, ASilentGroupIsLeftOutAndTheOthersCommit) {
+  const std::string store = FreshStore("quorum_silent");
+  std::vector<std::unique_ptr<ReplicaQuorum>> groups;
+  for (int id = 0; id < 3; ++id) groups.push_back(*ReplicaQuorum::Start(Settings(store, id, 3)));
+  groups[1]->StopHeartbeatForTest();  // group 1 dies before joining
+  std::vector<std::future<std::pair<std::vector<int>, bool>>> rounds;
+  for (int id : {0, 2}) {
+    rounds.push_back(std::async(std::launch::async, [&, id] {
+      std::vector<int> members = *groups[id]->Join(0, 1, {0, 1, 2});
+      return std::make_pair(members, *groups[id]->Vote(0, members, true));
+    }));
+  }
+  for (auto& round : rounds) {
+    auto [members, commit] = round.get();
+    EXPECT_EQ(members, (std::vector<int>{0, 2}));
+    EXPECT_TRUE(commit);
+  }
+}
+
+TEST(ReplicaQuorumTest, FewerGroupsThanMinReplicaSizeIsAnErrorNamingTheKey) {
+  const std::string store = FreshStore("quorum_min");
+  FaultToleranceSettings settings = Settings(store, 0, 2);
+  settings.min_replica_size = 2;
+  std::unique_ptr<ReplicaQuorum> alone = *ReplicaQuorum::Start(settings);
+  absl::StatusOr<std::vector<int>> members = alone->Join(0, 1, {0, 1});  // group 1 never starts
+  ASSERT_FALSE(members.ok());
+  EXPECT_NE(members.status().message().find("fault_tolerance.min_replica_size = 2"),
+            std::string::npos)
+      << members.status();
+}
+
+TEST(ReplicaQuorumTest, AStoreWhoseFirstQuorumLacksThisGroupIsRefused) {
+  const std::string store = FreshStore("quorum_stale");
+  {
+    std::unique_ptr<ReplicaQuorum> first = *ReplicaQuorum::Start(Settings(store, 0, 1));
+    ASSERT_TRUE(first->Join(0, 1, {0}).ok());
+  }
+  absl::StatusOr<std::unique_ptr<ReplicaQuorum>> late = ReplicaQuorum::Start(Settings(store, 1, 2));
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("give each run a new store_folder"), std::string::npos)
+      << late.status();
+}
+
+TEST(ReplicaQuorumTest, GroupsAtDifferentStepsAreAnError) {
+  const std::string store = FreshStore("quorum_steps");
+  std::unique_ptr<ReplicaQuorum> a = *ReplicaQuorum::Start(Settings(store, 0, 2));
+  std::unique_ptr<ReplicaQuorum> b = *ReplicaQuorum::Start(Settings(store, 1, 2));
+  auto other = std::async(std::launch::async, [&] { return b->Join(0, 7, {0, 1}).status(); });
+  absl::StatusOr<std::vector<int>> members = a->Join(0, 5, {0, 1});
+  EXPECT_FALSE(members.ok());
+  EXPECT_FALSE(other.get().ok());
+}
+
+}  // namespace
+}  // namespace titan
