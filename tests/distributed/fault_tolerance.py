@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""Replica groups of fault_tolerance, each its own launch, on this machine (docs/fault-tolerance.md).
+
+    fault_tolerance.py --titan-run BIN --recipe FILE --out DIR --case CASE
+
+ddp, hsdp: groups that all live train as one launch with dp_replicate = the groups would.
+kill_mid_round: a group killed (SIGKILL) after joining a step's quorum, before the all-reduce:
+  the survivors redo the step without it, and their losses equal those of a run whose group died
+  before joining that step (it never took part in it).
+kill_external, kill_group_of_two: kill -9 of a group's process (of its lead rank, under mpirun)
+  from outside, whenever it has trained a few steps: the others finish every step, agreeing.
+min_replica_size: fewer groups alive than fault_tolerance.min_replica_size stops the survivor
+  with an error naming the key, never a hang.
+Nothing here depends on speed: the timeouts are generous and only results are asserted.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from rank_processes import logged_steps
+
+GUARD_S = 900  # only a guard against a hang of this script itself
+TIMEOUTS = ["--fault_tolerance.heartbeat_timeout_ms=15000",
+            "--fault_tolerance.process_group_timeout_ms=120000",
+            "--fault_tolerance.join_timeout_ms=300000"]
+
+
+def losses(folder):
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line)["loss"] for line in f if '"loss"' in line]
+
+
+class Job:
+    def __init__(self, args, out, steps, extra=()):
+        self.args, self.out, self.steps, self.extra = args, out, steps, list(extra)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+
+    def command(self, folder):
+        return [self.args.titan_run, "--recipe", self.args.recipe, f"--job.dump_folder={folder}",
+                f"--training.steps={self.steps}", "--training.local_batch_size=2",
+                "--generate.max_new_tokens=0", "--validation.freq=0"] + self.extra
+
+    def launch(self, command, ranks, env=None):
+        if ranks > 1:
+            command = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + \
+                command + ["--comm.backend=mpi"]
+        env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def groups(self, count, ranks=1, env=None, min_replica_size=1):
+        """Launches `count` replica groups of `ranks` ranks each; returns their processes."""
+        store = os.path.join(self.out, "store")
+        return [self.launch(self.command(self.group_folder(g)) + TIMEOUTS + [
+            "--fault_tolerance.enable=true", f"--fault_tolerance.replica_id={g}",
+            f"--fault_tolerance.group_size={count}", f"--fault_tolerance.store_folder={store}",
+            f"--fault_tolerance.min_replica_size={min_replica_size}"], ranks, env)
+            for g in range(count)]
+
+    def group_folder(self, group):
+        return os.path.join(self.out, f"g{group}")
+
+
+def finish(processes):
+    """Each process's (exit code, output)."""
+    results = []
+    for process in processes:
+        try:
+            output, _ = process.communicate(timeout=GUARD_S)
+        except subprocess.TimeoutExpired:
+            for p in processes:
+                p.kill()
+            sys.exit("a replica group hung")
+        results.append((process.returncode, output))
+    return results
+
+
+def expect(condition, message, outputs=()):
+    if not condition:
+        for output in outputs:
+            print(output[-6000:])
+        sys.exit(message)
+
+
+def same_as_one_launch(args, ranks_per_group):
+    """Two groups of `ranks_per_group` ranks (fsdp within each) against one launch of twice the
+    ranks with data_parallel_replicate_degree = 2."""
+    job = Job(args, os.path.join(args.out, f"groups_of_{ranks_per_group}"), steps=4)
+    results = finish(job.groups(2, ranks_per_group))
+    expect(all(code == 0 for code, _ in results), "a replica group failed",
+           [o for _, o in results])
+    one = os.path.join(job.out, "one_launch")
+    reference = finish([job.launch(job.command(one) + [
+        "--parallelism.data_parallel_replicate_degree=2"], 2 * ranks_per_group)])
+    expect(reference[0][0] == 0, "the one-launch run failed", [reference[0][1]])
+    want = losses(one)
+    for g in range(2):
+        got = losses(job.group_folder(g))
+        expect(len(got) == 4 and all(abs(a - b) <= 1e-5 for a, b in zip(got, want)),
+               f"group {g}'s losses {got} differ from one launch's {want}")
+    print(f"two groups of {ranks_per_group} rank(s) train as one launch: {want}")
+
+
+def kill_mid_round(args):
+    runs = {}
+    for point in ("after_join", "before_join"):
+        job = Job(args, os.path.join(args.out, point), steps=6)
+        results = finish(job.groups(3, env={"TITAN_TEST_FT_KILL": f"2:3:{point}"}))
+        outputs = [o for _, o in results]
+        expect(results[2][0] == -signal.SIGKILL, f"group 2 did not die at step 3 ({point})",
+               outputs)
+        expect(results[0][0] == 0 and results[1][0] == 0,
+               f"a survivor failed after group 2 died ({point})", outputs)
+        survivors = [losses(job.group_folder(g)) for g in (0, 1)]
+        expect(len(survivors[0]) == 6 and survivors[0] == survivors[1],
+               f"the survivors disagree or stopped early ({point}): {survivors}", outputs)
+        redone = "did not commit; redoing it" in outputs[0]
+        expect(redone == (point == "after_join"),
+               f"group 2 dying {point} should {'' if point == 'after_join' else 'not '}make "
+               f"the survivors redo step 3", outputs)
+        expect("the quorum is now group(s) [0, 1]" in outputs[0],
+               f"no quorum [0, 1] logged ({point})", outputs)
+        runs[point] = survivors[0]
+    expect(runs["after_join"] == runs["before_join"],
+           f"a step redone without the dead group differs from one it never joined: {runs}")
+    print(f"the survivors' losses, with the step redone or not: {runs['after_join']}")
+
+
+def kill_external(args, ranks_per_group):
+    job = Job(args, os.path.join(args.out, f"external_{ranks_per_group}"), steps=24)
+    processes = job.groups(3, ranks_per_group)
+    victim = 1
+    deadline = time.monotonic() + GUARD_S
+    while logged_steps(job.group_folder(victim)) < 3:
+        expect(time.monotonic() < deadline and processes[victim].poll() is None,
+               "group 1 never reached step 3")
+        time.sleep(0.2)
+    # The lead rank's titan-run (under mpirun, its launcher then ends the group's other rank).
+    marker = job.group_folder(victim)
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace").split("\0")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if cmdline[0].endswith("titan-run") and f"--job.dump_folder={marker}" in cmdline and (
+                ranks_per_group == 1 or "OMPI_COMM_WORLD_RANK=0" in environ):
+            pids.append(int(pid))
+    expect(len(pids) == 1, f"expected group 1's lead process, found {pids}")
+    os.kill(pids[0], signal.SIGKILL)
+    print(f"killed group 1's lead (pid {pids[0]}) after step {logged_steps(marker)}", flush=True)
+    results = finish(processes)
+    outputs = [o for _, o in results]
+    expect(results[victim][0] != 0, "group 1 survived its kill", outputs)
+    expect(results[0][0] == 0 and results[2][0] == 0, "a survivor failed", outputs)
+    survivors = [losses(job.group_folder(g)) for g in (0, 2)]
+    expect(len(survivors[0]) == 24 and survivors[0] == survivors[1],
+           f"the survivors disagree or stopped early: {survivors}", outputs)
+    expect("the quorum is now group(s) [0, 2]" in outputs[0], "no quorum [0, 2] logged", outputs)
+    print(f"groups 0 and 2 finished 24 steps after group 1 was killed: {survivors[0]}")
+
+
+def min_replica_size(args):
+    job = Job(args, os.path.join(args.out, "min_replica_size"), steps=6)
+    results = finish(job.groups(2, env={"TITAN_TEST_FT_KILL": "1:3:before_join"},
+                                min_replica_size=2))
+    code, output = results[0]
+    expect(code != 0 and re.search(r"fewer than fault_tolerance\.min_replica_size = 2", output),
+           "group 0 went on alone, or failed without naming min_replica_size", [output])
+    print("group 0 stopped: fewer groups than fault_tolerance.min_replica_size")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--titan-run", required=True)
+    parser.add_argument("--recipe", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--case", required=True,
+                        choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
+                                 "kill_group_of_two", "min_replica_size"])
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    {"ddp": lambda: same_as_one_launch(args, 1),
+     "hsdp": lambda: same_as_one_launch(args, 2),
+     "kill_mid_round": lambda: kill_mid_round(args),
+     "kill_external": lambda: kill_external(args, 1),
+     "kill_group_of_two": lambda: kill_external(args, 2),
+     "min_replica_size": lambda: min_replica_size(args)}[args.case]()
+
+
+if __name__ == "__main__":
+    main()
