@@ -1,6 +1,7 @@
 #include "core/fault_tolerance/gloo_group.h"
 
 #include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -58,6 +59,21 @@ absl::Status GlooGroup::AllReduceSum(std::span<float> values) {
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("fault tolerance: Gloo's all-reduce across the groups failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooGroup::Broadcast(void* data, size_t bytes, int root) {
+  if (bytes == 0) return absl::OkStatus();
+  try {
+    gloo::BroadcastOptions options(context_);
+    options.setOutput(static_cast<char*>(data), bytes);
+    options.setRoot(root);
+    options.setTimeout(timeout_);
+    gloo::broadcast(options);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("fault tolerance: Gloo's broadcast across the groups failed: ", e.what()));
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,8 @@ class GlooGroup {
 
   // Sums `values` over the members, in place.
   absl::Status AllReduceSum(std::span<float> values);
+  // `bytes` at `data` of member `root` into every member's `data`.
+  absl::Status Broadcast(void* data, size_t bytes, int root);
 
  private:
   GlooGroup() = default;

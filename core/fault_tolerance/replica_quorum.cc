@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,26 @@ absl::StatusOr<std::vector<int>> ParseGroups(const std::string& text, const std:
   return groups;
 }
 
+// "members|joiners", each a comma-separated list.
+absl::StatusOr<Quorum> ParseQuorum(const std::string& text, const std::string& path) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(text, '|');
+  Quorum quorum;
+  TITAN_ASSIGN_OR_RETURN(quorum.members, ParseGroups(parts.first, path));
+  TITAN_ASSIGN_OR_RETURN(quorum.joiners, ParseGroups(parts.second, path));
+  if (quorum.members.empty()) {
+    return absl::DataLossError(absl::StrCat(path, ": a quorum without members: \"", text, "\""));
+  }
+  return quorum;
+}
+
+// TITAN_TEST_FT_ADMIT_AT_STEP=<step>: that step's quorum waits for a group asking to join, so
+// that a test knows where a restarted group comes back.
+int64_t AdmitAtStepForTest() {
+  const char* value = std::getenv("TITAN_TEST_FT_ADMIT_AT_STEP");
+  int64_t step = -1;
+  return value != nullptr && absl::SimpleAtoi(value, &step) ? step : -1;
+}
+
 }  // namespace
 
 absl::Status PublishFile(const std::string& path, const std::string& content, bool exclusive) {
@@ -72,7 +93,7 @@ absl::Status PublishFile(const std::string& path, const std::string& content, bo
 absl::StatusOr<std::unique_ptr<ReplicaQuorum>> ReplicaQuorum::Start(
     const FaultToleranceSettings& settings) {
   std::error_code error;
-  for (const char* folder : {"heartbeats", "rounds"}) {
+  for (const char* folder : {"heartbeats", "rounds", "requests", "admitted"}) {
     fs::create_directories(fs::path(settings.store_folder) / folder, error);
     if (error) {
       return absl::InvalidArgumentError(absl::StrCat("fault_tolerance.store_folder: cannot create ",
@@ -80,20 +101,9 @@ absl::StatusOr<std::unique_ptr<ReplicaQuorum>> ReplicaQuorum::Start(
                                                      error.message()));
     }
   }
-  // A quorum of round 0 without this group is another run's (or this run's, formed while this
-  // group was too slow to start): either way this group cannot take part.
-  const std::string first = (fs::path(settings.store_folder) / "rounds" / "0" / "quorum").string();
-  if (fs::exists(first)) {
-    TITAN_ASSIGN_OR_RETURN(std::vector<int> members, ParseGroups(ReadWhole(first), first));
-    if (std::find(members.begin(), members.end(), settings.replica_id) == members.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "fault_tolerance.store_folder ", settings.store_folder,
-          " holds a first quorum without group ", settings.replica_id, " (", first,
-          "): another run's, or formed while this group was starting; give each run a new "
-          "store_folder"));
-    }
-  }
   std::unique_ptr<ReplicaQuorum> quorum(new ReplicaQuorum(settings));
+  // The first quorum was formed: this group comes back, or comes late.
+  quorum->joining_ = fs::exists(quorum->StorePath("started"));
   quorum->Beat();  // the first beat before Start returns, so a fast peer sees this group at once
   quorum->heartbeat_ = std::thread([q = quorum.get()] {
     while (q->beating_) {
@@ -103,6 +113,11 @@ absl::StatusOr<std::unique_ptr<ReplicaQuorum>> ReplicaQuorum::Start(
   });
   return quorum;
 }
+
+ReplicaQuorum::ReplicaQuorum(const FaultToleranceSettings& settings)
+    : incarnation_(absl::StrCat(settings.replica_id, "-", getpid(), "-",
+                                std::chrono::system_clock::now().time_since_epoch().count())),
+      settings_(settings) {}
 
 ReplicaQuorum::~ReplicaQuorum() { StopHeartbeatForTest(); }
 
@@ -114,14 +129,19 @@ void ReplicaQuorum::StopHeartbeatForTest() {
 void ReplicaQuorum::Beat() {
   // A failed write is a missed beat: the peers judge this group by the beats they see.
   (void)PublishFile(HeartbeatPath(settings_.store_folder, settings_.replica_id),
-                    absl::StrCat(getpid(), ":", beats_++), /*exclusive=*/false);
+                    absl::StrCat(incarnation_, ":", beats_++), /*exclusive=*/false);
 }
 
-bool ReplicaQuorum::Silent(int group) {
+bool ReplicaQuorum::Silent(int group, bool member) {
   const std::string beat = ReadWhole(HeartbeatPath(settings_.store_folder, group));
+  const std::string incarnation = beat.substr(0, beat.find(':'));
   const auto now = Clock::now();
   auto [it, first_look] = seen_.try_emplace(group);
   Seen& seen = it->second;
+  if (member && !beat.empty()) {
+    if (seen.member.empty()) seen.member = incarnation;
+    if (seen.member != incarnation) return true;
+  }
   if (first_look || beat != seen.beat) {
     seen.beat = beat;
     seen.since = now;
@@ -129,6 +149,62 @@ bool ReplicaQuorum::Silent(int group) {
     return false;
   }
   return now - seen.since > (seen.ever ? settings_.heartbeat_timeout : settings_.join_timeout);
+}
+
+std::string ReplicaQuorum::StorePath(const std::string& name) const {
+  return (fs::path(settings_.store_folder) / name).string();
+}
+
+std::vector<int> ReplicaQuorum::Requesters(const std::vector<int>& members) {
+  std::vector<int> requesters;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(StorePath("requests"), error)) {
+    int group = -1;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &group)) continue;  // a temporary
+    if (std::find(members.begin(), members.end(), group) != members.end()) continue;
+    if (group >= 0 && group < settings_.group_size && !Silent(group, /*member=*/false)) {
+      requesters.push_back(group);
+    }
+  }
+  std::sort(requesters.begin(), requesters.end());
+  return requesters;
+}
+
+absl::StatusOr<Admission> ReplicaQuorum::AwaitAdmission() {
+  const int self = settings_.replica_id;
+  const std::string& token = incarnation_;
+  const std::string request = absl::StrCat(StorePath("requests"), "/", self);
+  const std::string admitted = absl::StrCat(StorePath("admitted"), "/", self);
+  TITAN_RETURN_IF_ERROR(PublishFile(request, token, /*exclusive=*/false));
+  const auto deadline = Clock::now() + settings_.join_timeout;
+  while (true) {
+    // An admission of an earlier request of this group's (another process) names another token.
+    std::vector<std::string> parts = absl::StrSplit(ReadWhole(admitted), ' ');
+    Admission admission;
+    if (parts.size() == 2 && parts[1] == token && absl::SimpleAtoi(parts[0], &admission.round)) {
+      const std::string folder = RoundFolder(admission.round);
+      TITAN_ASSIGN_OR_RETURN(admission.quorum,
+                             ParseQuorum(ReadWhole(folder + "/quorum"), folder + "/quorum"));
+      const std::string donor_join =
+          absl::StrCat(folder, "/join-", admission.quorum.members.front());
+      if (!absl::SimpleAtoi(ReadWhole(donor_join), &admission.step)) {
+        return absl::DataLossError(absl::StrCat("fault tolerance: ", donor_join, " holds no step"));
+      }
+      fs::remove(request);
+      return admission;
+    }
+    if (Clock::now() > deadline) {
+      fs::remove(request);
+      return absl::UnavailableError(
+          absl::StrCat("fault tolerance: no live replica group admitted group ", self,
+                       " within "
+                       "fault_tolerance.join_timeout_ms = ",
+                       settings_.join_timeout.count(), " (", settings_.store_folder,
+                       " shows a run under way: its groups are gone, or the folder is "
+                       "another run's; give each run a new store_folder)"));
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
 }
 
 std::string ReplicaQuorum::RoundFolder(int64_t round) const {
@@ -145,7 +221,7 @@ absl::StatusOr<std::map<int, std::string>> ReplicaQuorum::AwaitFiles(
       const std::string path = absl::StrCat(RoundFolder(round), "/", prefix, group);
       if (fs::exists(path)) {
         written[group] = ReadWhole(path);
-      } else if (!Silent(group)) {
+      } else if (!Silent(group, /*member=*/true)) {
         still.push_back(group);
       }
     }
@@ -164,8 +240,8 @@ absl::StatusOr<std::string> ReplicaQuorum::Decide(int64_t round, const std::stri
   return ReadWhole(path);
 }
 
-absl::StatusOr<std::vector<int>> ReplicaQuorum::Join(int64_t round, int64_t step,
-                                                     const std::vector<int>& expected) {
+absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
+                                           const std::vector<int>& expected) {
   const std::string folder = RoundFolder(round);
   std::error_code error;
   fs::create_directories(folder, error);
@@ -177,48 +253,68 @@ absl::StatusOr<std::vector<int>> ReplicaQuorum::Join(int64_t round, int64_t step
   TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(folder, "/join-", self), std::to_string(step),
                                     /*exclusive=*/false));
   TITAN_ASSIGN_OR_RETURN(auto joined, AwaitFiles(round, "join-", expected));
-  std::vector<int> proposal;
-  for (const auto& [group, unused] : joined) proposal.push_back(group);
+  Quorum proposal;
+  for (const auto& [group, unused] : joined) proposal.members.push_back(group);
+  if (step == AdmitAtStepForTest()) {
+    const auto deadline = Clock::now() + settings_.join_timeout;
+    while (Requesters(proposal.members).empty() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(kPoll);
+    }
+  }
+  proposal.joiners = Requesters(proposal.members);
+  const std::string path = absl::StrCat(folder, "/quorum");
   TITAN_ASSIGN_OR_RETURN(std::string decided,
-                         Decide(round, "quorum", absl::StrJoin(proposal, ",")));
-  TITAN_ASSIGN_OR_RETURN(std::vector<int> members,
-                         ParseGroups(decided, absl::StrCat(folder, "/quorum")));
+                         Decide(round, "quorum",
+                                absl::StrCat(absl::StrJoin(proposal.members, ","), "|",
+                                             absl::StrJoin(proposal.joiners, ","))));
+  TITAN_ASSIGN_OR_RETURN(Quorum quorum, ParseQuorum(decided, path));
+  const std::vector<int>& members = quorum.members;
   if (std::find(members.begin(), members.end(), self) == members.end()) {
     return absl::UnavailableError(absl::StrCat(
         "fault tolerance: group ", self, " was left out of the quorum of round ", round, " (step ",
         step, "): the others found it silent for fault_tolerance.heartbeat_timeout_ms ", "= ",
-        settings_.heartbeat_timeout.count(), "; it stops (a group rejoins by restarting)"));
+        settings_.heartbeat_timeout.count(), "; it stops (restarted, it rejoins)"));
   }
   if (static_cast<int>(members.size()) < settings_.min_replica_size) {
     return absl::UnavailableError(absl::StrCat(
         "fault tolerance: round ", round, " (step ", step, ") has a quorum of ", members.size(),
-        " group(s) [", decided,
+        " group(s) [", absl::StrJoin(members, ", "),
         "], fewer than fault_tolerance.min_replica_size = ", settings_.min_replica_size));
   }
   for (int member : members) {
-    const std::string path = absl::StrCat(folder, "/join-", member);
-    const std::string at = ReadWhole(path);
+    const std::string join = absl::StrCat(folder, "/join-", member);
+    const std::string at = ReadWhole(join);
     if (at != std::to_string(step)) {
       return absl::InternalError(absl::StrCat("fault tolerance: group ", member, " joined round ",
-                                              round, " at step \"", at, "\" (", path,
+                                              round, " at step \"", at, "\" (", join,
                                               "), this group at step ", step));
     }
   }
-  // The lowest member clears the rounds no group reads any more.
+  if (round == 0) TITAN_RETURN_IF_ERROR(PublishFile(StorePath("started"), "", false));
+  // The lowest member clears the rounds no group reads any more (a joiner reads the round that
+  // admitted it while the next one runs).
   if (members.front() == self && round >= 3) fs::remove_all(RoundFolder(round - 3), error);
-  return members;
+  return quorum;
 }
 
-absl::StatusOr<bool> ReplicaQuorum::Vote(int64_t round, const std::vector<int>& members,
-                                         bool succeeded) {
+absl::StatusOr<bool> ReplicaQuorum::Vote(int64_t round, const Quorum& quorum, bool succeeded) {
   const std::string folder = RoundFolder(round);
   TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(folder, "/vote-", settings_.replica_id),
                                     succeeded ? "yes" : "no", /*exclusive=*/false));
-  TITAN_ASSIGN_OR_RETURN(auto votes, AwaitFiles(round, "vote-", members));
-  bool commit = votes.size() == members.size();
+  TITAN_ASSIGN_OR_RETURN(auto votes, AwaitFiles(round, "vote-", quorum.members));
+  bool commit = votes.size() == quorum.members.size();
   for (const auto& [group, vote] : votes) commit = commit && vote == "yes";
   TITAN_ASSIGN_OR_RETURN(std::string outcome, Decide(round, "outcome", commit ? "commit" : "redo"));
-  return outcome == "commit";
+  if (outcome != "commit") return false;
+  for (int joiner : quorum.joiners) {
+    seen_[joiner].member.clear();  // the admitted process is the member from now on
+    // Each member tells them, so that one dying after the vote does not leave them waiting.
+    const std::string request = ReadWhole(absl::StrCat(StorePath("requests"), "/", joiner));
+    if (request.empty()) continue;  // already admitted, or gone
+    TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(StorePath("admitted"), "/", joiner),
+                                      absl::StrCat(round, " ", request), /*exclusive=*/false));
+  }
+  return true;
 }
 
 }  // namespace titan

@@ -9,6 +9,10 @@
 // first to hear every member (or see one go silent) publishes the round's outcome. A decision
 // is a file published with link(2), which fails when the file exists, so the first decision is
 // the one every group reads: all groups agree on every quorum and every commit.
+//
+// A group started after the run began (a restarted one) asks to join; the next quorum names
+// it among its joiners, and once that round commits, its lowest member sends the joiners its
+// state at the step boundary (ReplicaGroups), and they are members from the next round on.
 #ifndef TITAN_CORE_FAULT_TOLERANCE_REPLICA_QUORUM_H_
 #define TITAN_CORE_FAULT_TOLERANCE_REPLICA_QUORUM_H_
 
@@ -26,6 +30,21 @@
 
 namespace titan {
 
+// A round's quorum: the groups averaging this step, and the groups admitted after it.
+struct Quorum {
+  std::vector<int> members;  // ascending
+  std::vector<int> joiners;  // ascending; none of them a member
+  bool operator==(const Quorum&) const = default;
+};
+
+// Where a joining group enters: the round whose quorum admitted it, that round's step (the
+// state it receives is the one after it) and quorum.
+struct Admission {
+  int64_t round = 0;
+  int64_t step = 0;
+  Quorum quorum;
+};
+
 class ReplicaQuorum {
  public:
   // Creates the store folder's layout if needed and starts this group's heartbeat.
@@ -33,22 +52,30 @@ class ReplicaQuorum {
       const FaultToleranceSettings& settings);
   ~ReplicaQuorum();  // stops the heartbeat: the others see this group leave
 
-  // Joins `round` at `step` and returns its quorum, ascending: the groups of `expected` (the
-  // last quorum; every group at first) that joined, less those that went silent. An error when
-  // this group is not in it, when it has fewer than min_replica_size groups, or when its
-  // members are at different steps.
-  absl::StatusOr<std::vector<int>> Join(int64_t round, int64_t step,
-                                        const std::vector<int>& expected);
+  // True when the run was under way when this group started: it joins by AwaitAdmission.
+  bool joining() const { return joining_; }
+  // Asks the live groups to admit this group and waits until a committed round admits it (at
+  // most join_timeout: an error naming the store folder).
+  absl::StatusOr<Admission> AwaitAdmission();
+
+  // Joins `round` at `step` and returns its quorum: as members, the groups of `expected` (the
+  // last quorum's; every group at first) that joined, less those that went silent; as joiners,
+  // the groups asking to join that are not silent. An error when this group is not a member,
+  // when there are fewer than min_replica_size members, or when they are at different steps.
+  absl::StatusOr<Quorum> Join(int64_t round, int64_t step, const std::vector<int>& expected);
   // Votes whether this group's part of `round` succeeded; returns whether the round commits:
-  // every member of its quorum voted yes.
-  absl::StatusOr<bool> Vote(int64_t round, const std::vector<int>& members, bool succeeded);
+  // every member of its quorum voted yes. A committed round's joiners are told they are in.
+  absl::StatusOr<bool> Vote(int64_t round, const Quorum& quorum, bool succeeded);
 
   // Stops the heartbeat without saying goodbye: as a crashed process would (tests).
   void StopHeartbeatForTest();
 
  private:
-  explicit ReplicaQuorum(const FaultToleranceSettings& settings) : settings_(settings) {}
+  explicit ReplicaQuorum(const FaultToleranceSettings& settings);
   std::string RoundFolder(int64_t round) const;
+  std::string StorePath(const std::string& name) const;
+  // The groups asking to join (their request files), less `members` and the silent.
+  std::vector<int> Requesters(const std::vector<int>& members);
   // Waits until each group of `groups` has written `<prefix><group>` in the round's folder or
   // is silent; returns each writer's content by group.
   absl::StatusOr<std::map<int, std::string>> AwaitFiles(int64_t round, const std::string& prefix,
@@ -58,18 +85,22 @@ class ReplicaQuorum {
   absl::StatusOr<std::string> Decide(int64_t round, const std::string& name,
                                      const std::string& content);
   // True once `group` has not beaten for heartbeat_timeout (join_timeout when never seen) on
-  // this process's clock, so no two machines' clocks are compared.
-  bool Silent(int group);
+  // this process's clock, so no two machines' clocks are compared. As a `member`, also once
+  // another process beats for it (it was restarted: the member is gone, a joiner came).
+  bool Silent(int group, bool member);
   void Beat();
 
   struct Seen {
-    std::string beat;  // the heartbeat file's last content
+    std::string beat;  // the heartbeat file's last content: "<incarnation>:<count>"
     std::chrono::steady_clock::time_point since;
     bool ever = false;
+    std::string member;  // the incarnation that is the member; empty: the next one seen
   };
+  const std::string incarnation_;  // this process's, unique among every group's processes
   FaultToleranceSettings settings_;
   std::map<int, Seen> seen_;
-  int64_t beats_ = 0;  // written by the heartbeat thread only, once it runs
+  int64_t beats_ = 0;
+  bool joining_ = false;  // written by the heartbeat thread only, once it runs
   std::atomic<bool> beating_{true};
   std::thread heartbeat_;
 };

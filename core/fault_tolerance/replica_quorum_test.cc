@@ -31,17 +31,17 @@ TEST(ReplicaQuorumTest, EveryGroupAgreesOnTheQuorumAndTheOutcome) {
   const std::string store = FreshStore("quorum_all");
   std::vector<std::unique_ptr<ReplicaQuorum>> groups;
   for (int id = 0; id < 3; ++id) groups.push_back(*ReplicaQuorum::Start(Settings(store, id, 3)));
-  std::vector<std::future<std::pair<std::vector<int>, bool>>> rounds;
+  std::vector<std::future<std::pair<Quorum, bool>>> rounds;
   for (int id = 0; id < 3; ++id) {
     rounds.push_back(std::async(std::launch::async, [&, id] {
-      std::vector<int> members = *groups[id]->Join(0, 1, {0, 1, 2});
+      Quorum quorum = *groups[id]->Join(0, 1, {0, 1, 2});
       // Group 2's part failed: no group commits.
-      return std::make_pair(members, *groups[id]->Vote(0, members, id != 2));
+      return std::make_pair(quorum, *groups[id]->Vote(0, quorum, id != 2));
     }));
   }
   for (auto& round : rounds) {
-    auto [members, commit] = round.get();
-    EXPECT_EQ(members, (std::vector<int>{0, 1, 2}));
+    auto [quorum, commit] = round.get();
+    EXPECT_EQ(quorum, (Quorum{{0, 1, 2}, {}}));
     EXPECT_FALSE(commit);
   }
 }
@@ -51,16 +51,16 @@ TEST(ReplicaQuorumTest, ASilentGroupIsLeftOutAndTheOthersCommit) {
   std::vector<std::unique_ptr<ReplicaQuorum>> groups;
   for (int id = 0; id < 3; ++id) groups.push_back(*ReplicaQuorum::Start(Settings(store, id, 3)));
   groups[1]->StopHeartbeatForTest();  // group 1 dies before joining
-  std::vector<std::future<std::pair<std::vector<int>, bool>>> rounds;
+  std::vector<std::future<std::pair<Quorum, bool>>> rounds;
   for (int id : {0, 2}) {
     rounds.push_back(std::async(std::launch::async, [&, id] {
-      std::vector<int> members = *groups[id]->Join(0, 1, {0, 1, 2});
-      return std::make_pair(members, *groups[id]->Vote(0, members, true));
+      Quorum quorum = *groups[id]->Join(0, 1, {0, 1, 2});
+      return std::make_pair(quorum, *groups[id]->Vote(0, quorum, true));
     }));
   }
   for (auto& round : rounds) {
-    auto [members, commit] = round.get();
-    EXPECT_EQ(members, (std::vector<int>{0, 2}));
+    auto [quorum, commit] = round.get();
+    EXPECT_EQ(quorum, (Quorum{{0, 2}, {}}));
     EXPECT_TRUE(commit);
   }
 }
@@ -70,23 +70,51 @@ TEST(ReplicaQuorumTest, FewerGroupsThanMinReplicaSizeIsAnErrorNamingTheKey) {
   FaultToleranceSettings settings = Settings(store, 0, 2);
   settings.min_replica_size = 2;
   std::unique_ptr<ReplicaQuorum> alone = *ReplicaQuorum::Start(settings);
-  absl::StatusOr<std::vector<int>> members = alone->Join(0, 1, {0, 1});  // group 1 never starts
+  absl::StatusOr<Quorum> members = alone->Join(0, 1, {0, 1});  // group 1 never starts
   ASSERT_FALSE(members.ok());
   EXPECT_NE(members.status().message().find("fault_tolerance.min_replica_size = 2"),
             std::string::npos)
       << members.status();
 }
 
-TEST(ReplicaQuorumTest, AStoreWhoseFirstQuorumLacksThisGroupIsRefused) {
+TEST(ReplicaQuorumTest, AGroupStartedLateIsAdmittedAfterACommittedRound) {
+  const std::string store = FreshStore("quorum_join");
+  std::vector<std::unique_ptr<ReplicaQuorum>> groups;
+  for (int id = 0; id < 2; ++id) groups.push_back(*ReplicaQuorum::Start(Settings(store, id, 3)));
+  groups[0]->StopHeartbeatForTest();  // only 1 lives on; group 2 has not started
+  ASSERT_EQ(*groups[1]->Join(0, 1, {0, 1, 2}), (Quorum{{1}, {}}));
+  ASSERT_TRUE(*groups[1]->Vote(0, Quorum{{1}, {}}, true));
+  std::unique_ptr<ReplicaQuorum> late = *ReplicaQuorum::Start(Settings(store, 2, 3));
+  EXPECT_TRUE(late->joining());
+  auto admission = std::async(std::launch::async, [&] { return late->AwaitAdmission(); });
+  // Round 1 (step 2) names the late group once it asks; a round that does not commit admits no
+  // one, so it is asked until one does.
+  Quorum quorum;
+  for (int64_t round = 1; quorum.joiners.empty(); ++round) {
+    quorum = *groups[1]->Join(round, 2, {1});
+    if (*groups[1]->Vote(round, quorum, true) && !quorum.joiners.empty()) {
+      EXPECT_EQ(quorum, (Quorum{{1}, {2}}));
+      Admission admitted = *admission.get();
+      EXPECT_EQ(admitted.round, round);
+      EXPECT_EQ(admitted.step, 2);
+      EXPECT_EQ(admitted.quorum, quorum);
+    }
+  }
+}
+
+TEST(ReplicaQuorumTest, AJoinerNoLiveGroupAdmitsFailsNamingTheStore) {
   const std::string store = FreshStore("quorum_stale");
   {
     std::unique_ptr<ReplicaQuorum> first = *ReplicaQuorum::Start(Settings(store, 0, 1));
     ASSERT_TRUE(first->Join(0, 1, {0}).ok());
   }
-  absl::StatusOr<std::unique_ptr<ReplicaQuorum>> late = ReplicaQuorum::Start(Settings(store, 1, 2));
-  ASSERT_FALSE(late.ok());
-  EXPECT_NE(late.status().message().find("give each run a new store_folder"), std::string::npos)
-      << late.status();
+  FaultToleranceSettings settings = Settings(store, 0, 1);
+  settings.join_timeout = std::chrono::milliseconds(200);
+  std::unique_ptr<ReplicaQuorum> late = *ReplicaQuorum::Start(settings);
+  ASSERT_TRUE(late->joining());
+  absl::StatusOr<Admission> admission = late->AwaitAdmission();
+  ASSERT_FALSE(admission.ok());
+  EXPECT_NE(admission.status().message().find(store), std::string::npos) << admission.status();
 }
 
 TEST(ReplicaQuorumTest, GroupsAtDifferentStepsAreAnError) {
@@ -94,7 +122,7 @@ TEST(ReplicaQuorumTest, GroupsAtDifferentStepsAreAnError) {
   std::unique_ptr<ReplicaQuorum> a = *ReplicaQuorum::Start(Settings(store, 0, 2));
   std::unique_ptr<ReplicaQuorum> b = *ReplicaQuorum::Start(Settings(store, 1, 2));
   auto other = std::async(std::launch::async, [&] { return b->Join(0, 7, {0, 1}).status(); });
-  absl::StatusOr<std::vector<int>> members = a->Join(0, 5, {0, 1});
+  absl::StatusOr<Quorum> members = a->Join(0, 5, {0, 1});
   EXPECT_FALSE(members.ok());
   EXPECT_FALSE(other.get().ok());
 }

@@ -222,7 +222,17 @@ absl::Status ApplyParallelism(TrainingJob& job) {
 }
 
 absl::Status LoadOrInit(TrainingJob& job) {
-  if (job.checkpointer != nullptr) {
+  if (job.replica_groups != nullptr && job.replica_groups->joining()) {
+    // A live group's state, not a checkpoint's: the run went on while this group was away.
+    TITAN_RETURN_IF_ERROR(
+        job.replica_groups
+            ->Rejoin([&](const ReplicaGroups::Broadcast& broadcast) -> absl::Status {
+              TITAN_ASSIGN_OR_RETURN(
+                  job.resume, ShareTrainState(TrainStateOf(job), false, ResumePoint{}, broadcast));
+              return absl::OkStatus();
+            })
+            .status());
+  } else if (job.checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(job.resume, job.checkpointer->Load(TrainStateOf(job)));
   }
   // The scales of the weights as initialized or loaded; each optimizer step computes them anew.
