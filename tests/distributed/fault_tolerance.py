@@ -9,6 +9,11 @@ kill_mid_round: a group killed (SIGKILL) after joining a step's quorum, before t
   before joining that step (it never took part in it).
 kill_external, kill_group_of_two: kill -9 of a group's process (of its lead rank, under mpirun)
   from outside, whenever it has trained a few steps: the others finish every step, agreeing.
+rejoin: a group killed at step 3 is restarted and rejoins after step 5 (the quorum of step 5
+  waits for it: TITAN_TEST_FT_ADMIT_AT_STEP), taking a live group's state; every group's losses
+  from step 6 on and its final weights equal those of three groups started at step 6 from the
+  checkpoints the survivors saved after step 5 (the rejoining group from group 0's): the state
+  sent over the wire is the checkpoint's, and nothing on disk was needed for the rejoin.
 min_replica_size: fewer groups alive than fault_tolerance.min_replica_size stops the survivor
   with an error naming the key, never a hang.
 Nothing here depends on speed: the timeouts are generous and only results are asserted.
@@ -31,9 +36,11 @@ TIMEOUTS = ["--fault_tolerance.heartbeat_timeout_ms=15000",
             "--fault_tolerance.join_timeout_ms=300000"]
 
 
-def losses(folder):
+def losses(folder, after=0):
+    """The training losses logged in folder's metrics.jsonl, of the steps after `after`."""
     with open(os.path.join(folder, "metrics.jsonl")) as f:
-        return [json.loads(line)["loss"] for line in f if '"loss"' in line]
+        rows = [json.loads(line) for line in f if '"loss"' in line]
+    return [row["loss"] for row in rows if row["step"] > after]
 
 
 class Job:
@@ -55,14 +62,15 @@ class Job:
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 
-    def groups(self, count, ranks=1, env=None, min_replica_size=1):
-        """Launches `count` replica groups of `ranks` ranks each; returns their processes."""
+    def groups(self, count, ranks=1, env=None, min_replica_size=1, only=None, folder=None):
+        """Launches `count` replica groups of `ranks` ranks each (those in `only`, if given);
+        returns their processes."""
         store = os.path.join(self.out, "store")
-        return [self.launch(self.command(self.group_folder(g)) + TIMEOUTS + [
+        return [self.launch(self.command(folder or self.group_folder(g)) + TIMEOUTS + [
             "--fault_tolerance.enable=true", f"--fault_tolerance.replica_id={g}",
             f"--fault_tolerance.group_size={count}", f"--fault_tolerance.store_folder={store}",
             f"--fault_tolerance.min_replica_size={min_replica_size}"], ranks, env)
-            for g in range(count)]
+            for g in (only if only is not None else range(count))]
 
     def group_folder(self, group):
         return os.path.join(self.out, f"g{group}")
@@ -170,6 +178,45 @@ def kill_external(args, ranks_per_group):
     print(f"groups 0 and 2 finished 24 steps after group 1 was killed: {survivors[0]}")
 
 
+def rejoin(args):
+    checkpoints = ["--checkpoint.enable=true", "--checkpoint.interval=5"]
+    job = Job(args, os.path.join(args.out, "rejoin"), steps=10, extra=checkpoints)
+    hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": "5"}
+    survivors = job.groups(3, env=hold, only=[0, 1])
+    killed = finish(job.groups(3, env=dict(hold, TITAN_TEST_FT_KILL="2:3:before_join"),
+                               only=[2]))
+    expect(killed[0][0] == -signal.SIGKILL, "group 2 did not die at step 3", [killed[0][1]])
+    back = os.path.join(job.out, "g2_back")
+    results = finish(survivors + job.groups(3, env=hold, only=[2], folder=back))
+    outputs = [o for _, o in results]
+    expect(all(code == 0 for code, _ in results), "a group failed", outputs)
+    expect("receiving the state after step 5 from group 0" in outputs[2],
+           "group 2 did not rejoin after step 5 from group 0", outputs)
+    live = [losses(job.group_folder(0)), losses(job.group_folder(1)), losses(back)]
+    expect(len(live[0]) == 10 and live[0] == live[1] and live[2] == live[0][5:],
+           f"the groups disagree after the rejoin: {live}", outputs)
+
+    # Three groups from the survivors' step-5 checkpoints (group 2 from group 0's).
+    reference = Job(args, os.path.join(args.out, "rejoin_reference"), steps=10, extra=checkpoints)
+    for g, source in ((0, 0), (1, 1), (2, 0)):
+        shutil.copytree(os.path.join(job.group_folder(source), "checkpoint", "step-5"),
+                        os.path.join(reference.group_folder(g), "checkpoint", "step-5"))
+    results = finish(reference.groups(3))
+    expect(all(code == 0 for code, _ in results), "a group resumed from step 5 failed",
+           [o for _, o in results])
+    for g in range(3):
+        resumed = losses(reference.group_folder(g), after=5)
+        expect(resumed == live[0][5:], f"group {g} resumed from disk: {resumed}, rejoined over "
+               f"the wire: {live[0][5:]}")
+    arenas = set()
+    for folder in [job.group_folder(0), job.group_folder(1), back] + \
+            [reference.group_folder(g) for g in range(3)]:
+        with open(os.path.join(folder, "model.arena"), "rb") as f:
+            arenas.add(f.read())
+    expect(len(arenas) == 1, "the final weights differ between the groups or the two runs")
+    print(f"rejoined after step 5; losses from step 6 as resumed from disk: {live[0][5:]}")
+
+
 def min_replica_size(args):
     job = Job(args, os.path.join(args.out, "min_replica_size"), steps=6)
     results = finish(job.groups(2, env={"TITAN_TEST_FT_KILL": "1:3:before_join"},
@@ -187,7 +234,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", required=True,
                         choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
-                                 "kill_group_of_two", "min_replica_size"])
+                                 "kill_group_of_two", "rejoin", "min_replica_size"])
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     {"ddp": lambda: same_as_one_launch(args, 1),
@@ -195,6 +242,7 @@ def main():
      "kill_mid_round": lambda: kill_mid_round(args),
      "kill_external": lambda: kill_external(args, 1),
      "kill_group_of_two": lambda: kill_external(args, 2),
+     "rejoin": lambda: rejoin(args),
      "min_replica_size": lambda: min_replica_size(args)}[args.case]()
 
 
