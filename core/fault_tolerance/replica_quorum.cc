@@ -215,13 +215,16 @@ absl::StatusOr<std::map<int, std::string>> ReplicaQuorum::AwaitFiles(
     int64_t round, const std::string& prefix, const std::vector<int>& groups) {
   std::map<int, std::string> written;
   std::vector<int> pending = groups;
+  // A group that beats but never comes (hung) is waited for no longer than this.
+  const auto deadline = Clock::now() + settings_.join_timeout;
   while (!pending.empty()) {
     std::vector<int> still;
+    const bool late = Clock::now() > deadline;
     for (int group : pending) {
       const std::string path = absl::StrCat(RoundFolder(round), "/", prefix, group);
       if (fs::exists(path)) {
         written[group] = ReadWhole(path);
-      } else if (!Silent(group, /*member=*/true)) {
+      } else if (!Silent(group, /*member=*/true) && !late) {
         still.push_back(group);
       }
     }

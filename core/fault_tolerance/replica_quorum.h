@@ -76,8 +76,8 @@ class ReplicaQuorum {
   std::string StorePath(const std::string& name) const;
   // The groups asking to join (their request files), less `members` and the silent.
   std::vector<int> Requesters(const std::vector<int>& members);
-  // Waits until each group of `groups` has written `<prefix><group>` in the round's folder or
-  // is silent; returns each writer's content by group.
+  // Waits until each group of `groups` has written `<prefix><group>` in the round's folder, is
+  // silent, or has been waited for join_timeout; returns each writer's content by group.
   absl::StatusOr<std::map<int, std::string>> AwaitFiles(int64_t round, const std::string& prefix,
                                                         const std::vector<int>& groups);
   // Publishes `content` as the round's `name` unless a group already did; returns the

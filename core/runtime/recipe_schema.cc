@@ -316,11 +316,13 @@ std::vector<SectionSchema> MakeSchema() {
            "limit for connecting the groups' communicator and for each of its all-reduces"),
        String("store_folder", "",
               "a folder every group reaches (a shared filesystem), new for each run: the "
-              "quorum's files and the communicator's rendezvous"),
+              "quorum's files and the communicator's rendezvous; a group started on a folder "
+              "whose run is under way rejoins it"),
        Int("heartbeat_timeout_ms", 10000, 1, kNoLimit,
            "a group whose heartbeat is silent this long is dead"),
        Int("join_timeout_ms", 60000, 1, kNoLimit,
-           "how long the first quorum waits for a group never heard from"),
+           "how long a quorum waits for a group that does not join (never heard from, or "
+           "hung), and a restarted group for its admission"),
        String("semi_sync_method", "",
               "LocalSGD or DiLoCo: not implemented yet; only \"\" (synchronous) is accepted",
               {"", "local_sgd", "diloco"}),
