@@ -20,25 +20,27 @@ namespace {
 // redoing it again would fail again (Gloo cannot connect, say).
 constexpr int kMaxFailuresWithoutDeath = 3;
 
-// TITAN_TEST_FT_KILL=<replica_id>:<step>:<before_join|after_join>: the ranks of that group kill
-// themselves with SIGKILL at that point of that step, as a crash would, at a place the tests
-// choose.
+// TITAN_TEST_FT_KILL=<replica_id>:<step>:<before_join|after_join>[,...]: the ranks of that
+// group kill themselves with SIGKILL at that point of that step, as a crash would, at a place
+// the tests choose.
 void KillHereForTest(const FaultToleranceSettings& settings, int64_t step,
                      absl::string_view point) {
   const char* value = std::getenv("TITAN_TEST_FT_KILL");
   if (value == nullptr) return;
-  std::vector<std::string> parts = absl::StrSplit(value, ':');
-  int group = -1;
-  int64_t at = -1;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &group) ||
-      !absl::SimpleAtoi(parts[1], &at)) {
-    spdlog::warn("TITAN_TEST_FT_KILL={}: expected <replica_id>:<step>:<point>; ignored", value);
-    return;
-  }
-  if (group == settings.replica_id && at == step && parts[2] == point) {
-    spdlog::warn("[test] group {} kills itself at step {} ({})", group, step, std::string(point));
-    spdlog::default_logger()->flush();
-    raise(SIGKILL);
+  for (absl::string_view spec : absl::StrSplit(value, ',')) {
+    std::vector<std::string> parts = absl::StrSplit(spec, ':');
+    int group = -1;
+    int64_t at = -1;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &group) ||
+        !absl::SimpleAtoi(parts[1], &at)) {
+      spdlog::warn("TITAN_TEST_FT_KILL={}: expected <replica_id>:<step>:<point>; ignored", value);
+      return;
+    }
+    if (group == settings.replica_id && at == step && parts[2] == point) {
+      spdlog::warn("[test] group {} kills itself at step {} ({})", group, step, std::string(point));
+      spdlog::default_logger()->flush();
+      raise(SIGKILL);
+    }
   }
 }
 
@@ -236,6 +238,9 @@ absl::Status ReplicaGroups::Average(int64_t step, Compute& compute, const Tensor
     absl::Status summed = SumAcrossGroups(members);
     if (!summed.ok()) {
       spdlog::warn("[ft] step {} round {}: {}", step, round_, std::string(summed.message()));
+      // Closing this side's connections fails the peers still waiting on them at once, rather
+      // than at Gloo's timeout.
+      gloo_.reset();
     }
     TITAN_ASSIGN_OR_RETURN(bool commit, AgreeOnOutcome(quorum, summed.ok()));
     const int64_t round = round_++;

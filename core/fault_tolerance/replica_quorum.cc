@@ -61,12 +61,16 @@ absl::StatusOr<Quorum> ParseQuorum(const std::string& text, const std::string& p
   return quorum;
 }
 
-// TITAN_TEST_FT_ADMIT_AT_STEP=<step>: that step's quorum waits for a group asking to join, so
-// that a test knows where a restarted group comes back.
-int64_t AdmitAtStepForTest() {
+// TITAN_TEST_FT_ADMIT_AT_STEP=<step>[,<step>...]: those steps' quorums wait until every group
+// missing asks to join, so that a test knows where a restarted group is back by.
+bool AdmitAtStepForTest(int64_t step) {
   const char* value = std::getenv("TITAN_TEST_FT_ADMIT_AT_STEP");
-  int64_t step = -1;
-  return value != nullptr && absl::SimpleAtoi(value, &step) ? step : -1;
+  if (value == nullptr) return false;
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    int64_t at = -1;
+    if (absl::SimpleAtoi(item, &at) && at == step) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -258,9 +262,11 @@ absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
   TITAN_ASSIGN_OR_RETURN(auto joined, AwaitFiles(round, "join-", expected));
   Quorum proposal;
   for (const auto& [group, unused] : joined) proposal.members.push_back(group);
-  if (step == AdmitAtStepForTest()) {
+  if (AdmitAtStepForTest(step)) {
     const auto deadline = Clock::now() + settings_.join_timeout;
-    while (Requesters(proposal.members).empty() && Clock::now() < deadline) {
+    while (proposal.members.size() + Requesters(proposal.members).size() <
+               static_cast<size_t>(settings_.group_size) &&
+           Clock::now() < deadline) {
       std::this_thread::sleep_for(kPoll);
     }
   }

@@ -14,6 +14,10 @@ rejoin: a group killed at step 3 is restarted and rejoins after step 5 (the quor
   from step 6 on and its final weights equal those of three groups started at step 6 from the
   checkpoints the survivors saved after step 5 (the rejoining group from group 0's): the state
   sent over the wire is the checkpoint's, and nothing on disk was needed for the rejoin.
+soak (its own label, ft_soak): 30 kills and rejoins, a group killed every 20 steps in turn at
+  a point of the step chosen in advance, started again at once and admitted by the next
+  multiple of 20 (that step's quorum waits for it): no hang, no step lost, every process agreeing on every step's loss, the final weights
+  the same in every group, and the last checkpoints resuming exactly.
 min_replica_size: fewer groups alive than fault_tolerance.min_replica_size stops the survivor
   with an error naming the key, never a hang.
 Nothing here depends on speed: the timeouts are generous and only results are asserted.
@@ -54,22 +58,25 @@ class Job:
                 f"--training.steps={self.steps}", "--training.local_batch_size=2",
                 "--generate.max_new_tokens=0", "--validation.freq=0"] + self.extra
 
-    def launch(self, command, ranks, env=None):
+    def launch(self, command, ranks, env=None, log=None):
+        """Starts `command`; its output goes to a pipe, or to the file `log` (long runs)."""
         if ranks > 1:
             command = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + \
                 command + ["--comm.backend=mpi"]
         env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
-        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        output = open(log, "w") if log else subprocess.PIPE
+        return subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                text=True)
 
-    def groups(self, count, ranks=1, env=None, min_replica_size=1, only=None, folder=None):
+    def groups(self, count, ranks=1, env=None, min_replica_size=1, only=None, folder=None,
+               log=None):
         """Launches `count` replica groups of `ranks` ranks each (those in `only`, if given);
         returns their processes."""
         store = os.path.join(self.out, "store")
         return [self.launch(self.command(folder or self.group_folder(g)) + TIMEOUTS + [
             "--fault_tolerance.enable=true", f"--fault_tolerance.replica_id={g}",
             f"--fault_tolerance.group_size={count}", f"--fault_tolerance.store_folder={store}",
-            f"--fault_tolerance.min_replica_size={min_replica_size}"], ranks, env)
+            f"--fault_tolerance.min_replica_size={min_replica_size}"], ranks, env, log)
             for g in (only if only is not None else range(count))]
 
     def group_folder(self, group):
@@ -217,6 +224,95 @@ def rejoin(args):
     print(f"rejoined after step 5; losses from step 6 as resumed from disk: {live[0][5:]}")
 
 
+def soak(args):
+    kills, every = 30, 20
+    steps = every * (kills + 1)
+    schedule = [(i % 3, every * i + 5, "after_join" if i % 2 else "before_join")
+                for i in range(kills)]
+    env = {"TITAN_TEST_FT_KILL": ",".join(f"{g}:{at}:{point}" for g, at, point in schedule),
+           "TITAN_TEST_FT_ADMIT_AT_STEP": ",".join(str(every * (i + 1)) for i in range(kills))}
+    checkpoints = ["--checkpoint.enable=true", f"--checkpoint.interval={steps - 10}"]
+    job = Job(args, os.path.join(args.out, "soak"), steps=steps, extra=checkpoints)
+    incarnations = {g: [] for g in range(3)}  # each group's dump folders, oldest first
+    running = {}
+
+    def start(group):
+        folder = os.path.join(job.out, f"g{group}_{len(incarnations[group])}")
+        incarnations[group].append(folder)
+        running[group] = job.groups(3, env=env, only=[group], folder=folder,
+                                    log=folder + ".log")[0]
+
+    def log_of(folder):
+        with open(folder + ".log") as f:
+            return f.read()
+
+    for g in range(3):
+        start(g)
+    killed = 0
+    deadline = time.monotonic() + GUARD_S * 3
+    while running:
+        for group, process in list(running.items()):
+            code = process.poll()
+            if code is None:
+                continue
+            del running[group]
+            folder = incarnations[group][-1]
+            if code == -signal.SIGKILL and killed < kills:
+                g, at, point = schedule[killed]
+                expect(g == group and f"kills itself at step {at} ({point})" in log_of(folder),
+                       f"kill {killed} should have been group {g} at step {at} ({point}); "
+                       f"group {group} died", [log_of(folder)])
+                killed += 1
+                start(group)
+            elif code != 0:
+                for p in running.values():
+                    p.kill()
+                expect(False, f"group {group} failed ({code})", [log_of(folder)])
+        if time.monotonic() > deadline:
+            for p in running.values():
+                p.kill()
+            expect(False, f"the soak hung after {killed} kills")
+        time.sleep(0.2)
+    expect(killed == kills, f"{killed} kills, expected {kills}")
+
+    by_step = {}
+    for group, folders in incarnations.items():
+        for folder in folders:
+            with open(os.path.join(folder, "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f if '"loss"' in line]
+            logged = [row["step"] for row in rows]
+            expect(logged == list(range(logged[0], logged[0] + len(logged))) if logged else True,
+                   f"{folder} lost steps: {logged}")
+            for row in rows:
+                by_step.setdefault(row["step"], set()).add(row["loss"])
+        expect(logged and logged[-1] == steps, f"group {group}'s last process ended early")
+    expect(sorted(by_step) == list(range(1, steps + 1)), "some step was trained by no group")
+    expect(all(len(values) == 1 for values in by_step.values()),
+           "processes disagree on a step's loss")
+
+    reference = Job(args, os.path.join(args.out, "soak_reference"), steps=steps,
+                    extra=checkpoints)
+    for g in range(3):
+        shutil.copytree(os.path.join(incarnations[g][-1], "checkpoint", f"step-{steps - 10}"),
+                        os.path.join(reference.group_folder(g), "checkpoint",
+                                     f"step-{steps - 10}"))
+    results = finish(reference.groups(3))
+    expect(all(code == 0 for code, _ in results), "a group resumed from a checkpoint failed",
+           [o for _, o in results])
+    arenas = set()
+    for folder in [incarnations[g][-1] for g in range(3)] + \
+            [reference.group_folder(g) for g in range(3)]:
+        with open(os.path.join(folder, "model.arena"), "rb") as f:
+            arenas.add(f.read())
+    for g in range(3):
+        resumed = losses(reference.group_folder(g), after=steps - 10)
+        expect(resumed == [next(iter(by_step[s])) for s in range(steps - 9, steps + 1)],
+               f"group {g} resumed from step {steps - 10} logs other losses: {resumed}")
+    expect(len(arenas) == 1, "the final weights differ between groups or from the resumed run")
+    print(f"{kills} kills and rejoins over {steps} steps; every process agreed, and the last "
+          f"checkpoints resume exactly")
+
+
 def min_replica_size(args):
     job = Job(args, os.path.join(args.out, "min_replica_size"), steps=6)
     results = finish(job.groups(2, env={"TITAN_TEST_FT_KILL": "1:3:before_join"},
@@ -234,7 +330,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", required=True,
                         choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
-                                 "kill_group_of_two", "rejoin", "min_replica_size"])
+                                 "kill_group_of_two", "rejoin", "soak", "min_replica_size"])
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     {"ddp": lambda: same_as_one_launch(args, 1),
@@ -243,6 +339,7 @@ def main():
      "kill_external": lambda: kill_external(args, 1),
      "kill_group_of_two": lambda: kill_external(args, 2),
      "rejoin": lambda: rejoin(args),
+     "soak": lambda: soak(args),
      "min_replica_size": lambda: min_replica_size(args)}[args.case]()
 
 
