@@ -18,6 +18,10 @@ struct FaultToleranceSettings {
   std::chrono::milliseconds process_group_timeout{10000};  // Gloo's connect and collectives
   std::chrono::milliseconds heartbeat_timeout{10000};      // a group silent this long is dead
   std::chrono::milliseconds join_timeout{60000};  // a group never heard from is awaited so long
+  // semi_sync_method = "local_sgd": each group steps on its own gradients and the groups
+  // average their parameters after every `sync_steps`-th step; 0: every step averages the
+  // gradients.
+  int64_t local_sgd_sync_steps = 0;
 };
 
 }  // namespace titan

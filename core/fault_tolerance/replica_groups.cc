@@ -216,11 +216,11 @@ absl::Status ReplicaGroups::ServeJoiners(const StateTransfer& send) {
   return absl::OkStatus();
 }
 
-absl::Status ReplicaGroups::Average(int64_t step, Compute& compute, const TensorView& grads,
+absl::Status ReplicaGroups::Average(int64_t step, Compute& compute, const TensorView& values,
                                     double& loss) {
-  const int64_t count = grads.numel();
+  const int64_t count = values.numel();
   local_.resize(count + 1);
-  TITAN_RETURN_IF_ERROR(compute.CopyToHost(grads, local_.data()));
+  TITAN_RETURN_IF_ERROR(compute.CopyToHost(values, local_.data()));
   local_[count] = static_cast<float>(loss);
   int failures_without_death = 0;
   size_t averaged_over = 1;
@@ -275,7 +275,7 @@ absl::Status ReplicaGroups::Average(int64_t step, Compute& compute, const Tensor
   }
   const float groups = static_cast<float>(averaged_over);
   for (float& value : sums_) value /= groups;
-  TITAN_RETURN_IF_ERROR(compute.CopyFromHost(sums_.data(), grads));
+  TITAN_RETURN_IF_ERROR(compute.CopyFromHost(sums_.data(), values));
   loss = sums_[count];
   return absl::OkStatus();
 }

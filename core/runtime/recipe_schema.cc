@@ -324,11 +324,12 @@ std::vector<SectionSchema> MakeSchema() {
            "how long a quorum waits for a group that does not join (never heard from, or "
            "hung), and a restarted group for its admission"),
        String("semi_sync_method", "",
-              "LocalSGD or DiLoCo: not implemented yet; only \"\" (synchronous) is accepted",
+              "\"\": every step averages the gradients over the groups; \"local_sgd\": each "
+              "group steps on its own, and they average their parameters every sync_steps "
+              "steps; \"diloco\" is refused (not implemented yet)",
               {"", "local_sgd", "diloco"}),
        Int("sync_steps", 5, 1, kNoLimit,
-           "steps between synchronizations of semi_sync_method: refused until it is "
-           "implemented")}));
+           "local_sgd: steps between the groups' parameter averages")}));
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order"),

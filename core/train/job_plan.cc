@@ -219,15 +219,17 @@ absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft
                          "and the rendezvous of the groups' communicator)");
   }
   TITAN_ASSIGN_OR_RETURN(std::string semi_sync, section.GetString("semi_sync_method"));
-  if (!semi_sync.empty()) {
+  if (semi_sync == "diloco") {
     return section.Error("semi_sync_method",
-                         absl::StrCat("\"", semi_sync,
-                                      "\" is not implemented yet (issue #37): every step averages "
-                                      "the gradients over the groups; leave it \"\""));
+                         "\"diloco\" is not implemented yet (issue #37): use \"local_sgd\", or "
+                         "\"\" to average the gradients every step");
   }
-  if (section.Where("sync_steps") != "default") {
+  if (semi_sync == "local_sgd") {
+    TITAN_ASSIGN_OR_RETURN(ft.local_sgd_sync_steps, section.GetInt("sync_steps"));
+  } else if (section.Where("sync_steps") != "default") {
     return section.Error("sync_steps",
-                         "applies to semi_sync_method, which is not implemented yet (issue #37)");
+                         "applies to semi_sync_method = \"local_sgd\" only; without it every "
+                         "step averages the gradients");
   }
   return absl::OkStatus();
 }

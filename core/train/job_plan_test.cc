@@ -441,7 +441,13 @@ TEST_F(JobPlanTest, FaultToleranceIsReadAndWhatIsNotImplementedIsRefusedByName) 
               AllOf(HasSubstr("fault_tolerance.semi_sync_method"), HasSubstr("\"diloco\""),
                     HasSubstr("not implemented")));
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.sync_steps=10"}), Mesh(1, 1)),
-              AllOf(HasSubstr("fault_tolerance.sync_steps"), HasSubstr("not implemented")));
+              AllOf(HasSubstr("fault_tolerance.sync_steps"), HasSubstr("local_sgd")));
+  auto local_sgd = BuildJobPlan(
+      Make(ft, {"fault_tolerance.semi_sync_method=local_sgd", "fault_tolerance.sync_steps=10"}),
+      *registry_, Mesh(1, 1));
+  ASSERT_TRUE(local_sgd.ok()) << local_sgd.status();
+  EXPECT_EQ(local_sgd->fault_tolerance.local_sgd_sync_steps, 10);
+  EXPECT_EQ(plan->fault_tolerance.local_sgd_sync_steps, 0);
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.replica_id=3"}), Mesh(1, 1)),
               HasSubstr("fault_tolerance.replica_id: 3 is not a group of group_size = 3"));
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.min_replica_size=4"}), Mesh(1, 1)),

@@ -18,6 +18,9 @@ soak (its own label, ft_soak): 30 kills and rejoins, a group killed every 20 ste
   a point of the step chosen in advance, started again at once and admitted by the next
   multiple of 20 (that step's quorum waits for it): no hang, no step lost, every process agreeing on every step's loss, the final weights
   the same in every group, and the last checkpoints resuming exactly.
+local_sgd: semi_sync_method = "local_sgd" with sync_steps = 1 and plain SGD trains as averaging
+  the gradients every step does; with sync_steps = 3 the groups differ between syncs and agree
+  at them, and a group killed at a sync step leaves the others to finish, agreeing.
 min_replica_size: fewer groups alive than fault_tolerance.min_replica_size stops the survivor
   with an error naming the key, never a hang.
 Nothing here depends on speed: the timeouts are generous and only results are asserted.
@@ -313,6 +316,44 @@ def soak(args):
           f"checkpoints resume exactly")
 
 
+def local_sgd(args):
+    # Plain SGD, no clipping: averaging parameters after one step is averaging the gradients.
+    sgd = os.path.join(args.out, "sgd.toml")
+    with open(args.recipe) as f, open(sgd, "w") as out:
+        out.writelines(line for line in f if not line.startswith("eps ="))
+    plain = ["--optimizer.name=sgd", "--optimizer.lr=0.5", "--training.max_norm=0"]
+    runs = {}
+    for name, extra in (("every_step", []), ("local_sgd_1", [
+            "--fault_tolerance.semi_sync_method=local_sgd", "--fault_tolerance.sync_steps=1"])):
+        job = Job(argparse.Namespace(titan_run=args.titan_run, recipe=sgd),
+                  os.path.join(args.out, name), steps=4, extra=plain + extra)
+        results = finish(job.groups(2))
+        expect(all(code == 0 for code, _ in results), f"{name} failed", [o for _, o in results])
+        runs[name] = [losses(job.group_folder(g)) for g in range(2)]
+    want = runs["every_step"][0]
+    for got in runs["local_sgd_1"]:
+        expect(len(got) == 4 and all(abs(a - b) <= 1e-5 for a, b in zip(got, want)),
+               f"LocalSGD every step: {got}; the gradients averaged every step: {want}")
+
+    sync3 = ["--fault_tolerance.semi_sync_method=local_sgd", "--fault_tolerance.sync_steps=3"]
+    job = Job(args, os.path.join(args.out, "local_sgd_3"), steps=6, extra=sync3)
+    results = finish(job.groups(3, env={"TITAN_TEST_FT_KILL": "2:6:after_join"}))
+    outputs = [o for _, o in results]
+    expect(results[2][0] == -signal.SIGKILL and results[0][0] == 0 and results[1][0] == 0,
+           "group 2 should die at step 6's sync and the others finish", outputs)
+    logged = [losses(job.group_folder(g)) for g in range(2)]
+    expect(logged[0][2] == logged[1][2] and logged[0][5] == logged[1][5],
+           f"the groups' losses differ at the syncs (steps 3, 6): {logged}", outputs)
+    expect(logged[0][0] != logged[1][0] and logged[0][3] != logged[1][3],
+           f"the groups' losses agree between syncs: {logged}", outputs)
+    arenas = set()
+    for g in range(2):
+        with open(os.path.join(job.group_folder(g), "model.arena"), "rb") as f:
+            arenas.add(f.read())
+    expect(len(arenas) == 1, "the survivors' weights differ after the last sync", outputs)
+    print(f"LocalSGD every step trains as every-step averaging: {want}; every 3 steps: {logged}")
+
+
 def min_replica_size(args):
     job = Job(args, os.path.join(args.out, "min_replica_size"), steps=6)
     results = finish(job.groups(2, env={"TITAN_TEST_FT_KILL": "1:3:before_join"},
@@ -330,7 +371,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", required=True,
                         choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
-                                 "kill_group_of_two", "rejoin", "soak", "min_replica_size"])
+                                 "kill_group_of_two", "rejoin", "soak", "local_sgd",
+                                 "min_replica_size"])
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     {"ddp": lambda: same_as_one_launch(args, 1),
@@ -340,6 +382,7 @@ def main():
      "kill_group_of_two": lambda: kill_external(args, 2),
      "rejoin": lambda: rejoin(args),
      "soak": lambda: soak(args),
+     "local_sgd": lambda: local_sgd(args),
      "min_replica_size": lambda: min_replica_size(args)}[args.case]()
 
 
