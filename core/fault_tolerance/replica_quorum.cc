@@ -143,8 +143,9 @@ bool ReplicaQuorum::Silent(int group, bool member) {
   auto [it, first_look] = seen_.try_emplace(group);
   Seen& seen = it->second;
   if (member && !beat.empty()) {
-    if (seen.member.empty()) seen.member = incarnation;
-    if (seen.member != incarnation) return true;
+    // Another process beats for a member of the last quorum: the member is gone.
+    auto bound = incarnations_.find(group);
+    if (bound != incarnations_.end() && bound->second != incarnation) return true;
   }
   if (first_look || beat != seen.beat) {
     seen.beat = beat;
@@ -191,7 +192,8 @@ absl::StatusOr<Admission> ReplicaQuorum::AwaitAdmission() {
                              ParseQuorum(ReadWhole(folder + "/quorum"), folder + "/quorum"));
       const std::string donor_join =
           absl::StrCat(folder, "/join-", admission.quorum.members.front());
-      if (!absl::SimpleAtoi(ReadWhole(donor_join), &admission.step)) {
+      const std::string donor_at = ReadWhole(donor_join);
+      if (!absl::SimpleAtoi(donor_at.substr(0, donor_at.find(' ')), &admission.step)) {
         return absl::DataLossError(absl::StrCat("fault tolerance: ", donor_join, " holds no step"));
       }
       fs::remove(request);
@@ -257,7 +259,8 @@ absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
         absl::StrCat("fault tolerance: cannot create ", folder, ": ", error.message()));
   }
   const int self = settings_.replica_id;
-  TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(folder, "/join-", self), std::to_string(step),
+  TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(folder, "/join-", self),
+                                    absl::StrCat(step, " ", incarnation_),
                                     /*exclusive=*/false));
   TITAN_ASSIGN_OR_RETURN(auto joined, AwaitFiles(round, "join-", expected));
   Quorum proposal;
@@ -292,14 +295,14 @@ absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
   }
   for (int member : members) {
     const std::string join = absl::StrCat(folder, "/join-", member);
-    const std::string at = ReadWhole(join);
-    if (at != std::to_string(step)) {
+    const std::pair<std::string, std::string> at = absl::StrSplit(ReadWhole(join), ' ');
+    incarnations_[member] = at.second;  // the process that is the member from now on
+    if (at.first != std::to_string(step)) {
       return absl::InternalError(absl::StrCat("fault tolerance: group ", member, " joined round ",
-                                              round, " at step \"", at, "\" (", join,
+                                              round, " at step \"", at.first, "\" (", join,
                                               "), this group at step ", step));
     }
   }
-  if (round == 0) TITAN_RETURN_IF_ERROR(PublishFile(StorePath("started"), "", false));
   // The lowest member clears the rounds no group reads any more (a joiner reads the round that
   // admitted it while the next one runs).
   if (members.front() == self && round >= 3) fs::remove_all(RoundFolder(round - 3), error);
@@ -315,8 +318,10 @@ absl::StatusOr<bool> ReplicaQuorum::Vote(int64_t round, const Quorum& quorum, bo
   for (const auto& [group, vote] : votes) commit = commit && vote == "yes";
   TITAN_ASSIGN_OR_RETURN(std::string outcome, Decide(round, "outcome", commit ? "commit" : "redo"));
   if (outcome != "commit") return false;
+  // From the first commit on, a group starting afresh would not hold the run's state.
+  TITAN_RETURN_IF_ERROR(PublishFile(StorePath("started"), "", /*exclusive=*/false));
   for (int joiner : quorum.joiners) {
-    seen_[joiner].member.clear();  // the admitted process is the member from now on
+    incarnations_.erase(joiner);  // whichever process of it joins the next round is the member
     // Each member tells them, so that one dying after the vote does not leave them waiting.
     const std::string request = ReadWhole(absl::StrCat(StorePath("requests"), "/", joiner));
     if (request.empty()) continue;  // already admitted, or gone

@@ -52,7 +52,8 @@ class ReplicaQuorum {
       const FaultToleranceSettings& settings);
   ~ReplicaQuorum();  // stops the heartbeat: the others see this group leave
 
-  // True when the run was under way when this group started: it joins by AwaitAdmission.
+  // True when a round had committed when this group started (it cannot start afresh): it
+  // joins by AwaitAdmission.
   bool joining() const { return joining_; }
   // Asks the live groups to admit this group and waits until a committed round admits it (at
   // most join_timeout: an error naming the store folder).
@@ -86,7 +87,7 @@ class ReplicaQuorum {
                                      const std::string& content);
   // True once `group` has not beaten for heartbeat_timeout (join_timeout when never seen) on
   // this process's clock, so no two machines' clocks are compared. As a `member`, also once
-  // another process beats for it (it was restarted: the member is gone, a joiner came).
+  // a process other than the one that joined the last quorum beats for it (it was restarted).
   bool Silent(int group, bool member);
   void Beat();
 
@@ -94,8 +95,10 @@ class ReplicaQuorum {
     std::string beat;  // the heartbeat file's last content: "<incarnation>:<count>"
     std::chrono::steady_clock::time_point since;
     bool ever = false;
-    std::string member;  // the incarnation that is the member; empty: the next one seen
   };
+  // The processes that joined the last quorum, by group: another process beating for one of
+  // them means it died (a group starts afresh only until a round commits).
+  std::map<int, std::string> incarnations_;
   const std::string incarnation_;  // this process's, unique among every group's processes
   FaultToleranceSettings settings_;
   std::map<int, Seen> seen_;

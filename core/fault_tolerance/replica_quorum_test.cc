@@ -106,7 +106,7 @@ TEST(ReplicaQuorumTest, AJoinerNoLiveGroupAdmitsFailsNamingTheStore) {
   const std::string store = FreshStore("quorum_stale");
   {
     std::unique_ptr<ReplicaQuorum> first = *ReplicaQuorum::Start(Settings(store, 0, 1));
-    ASSERT_TRUE(first->Join(0, 1, {0}).ok());
+    ASSERT_TRUE(*first->Vote(0, *first->Join(0, 1, {0}), true));
   }
   FaultToleranceSettings settings = Settings(store, 0, 1);
   settings.join_timeout = std::chrono::milliseconds(200);
@@ -115,6 +115,17 @@ TEST(ReplicaQuorumTest, AJoinerNoLiveGroupAdmitsFailsNamingTheStore) {
   absl::StatusOr<Admission> admission = late->AwaitAdmission();
   ASSERT_FALSE(admission.ok());
   EXPECT_NE(admission.status().message().find(store), std::string::npos) << admission.status();
+}
+
+TEST(ReplicaQuorumTest, AGroupRestartedBeforeAnyCommitStartsAfresh) {
+  const std::string store = FreshStore("quorum_afresh");
+  std::unique_ptr<ReplicaQuorum> a = *ReplicaQuorum::Start(Settings(store, 0, 2));
+  { std::unique_ptr<ReplicaQuorum> lost = *ReplicaQuorum::Start(Settings(store, 1, 2)); }
+  std::unique_ptr<ReplicaQuorum> again = *ReplicaQuorum::Start(Settings(store, 1, 2));
+  EXPECT_FALSE(again->joining());
+  auto other = std::async(std::launch::async, [&] { return *again->Join(0, 1, {0, 1}); });
+  EXPECT_EQ(*a->Join(0, 1, {0, 1}), (Quorum{{0, 1}, {}}));
+  EXPECT_EQ(other.get(), (Quorum{{0, 1}, {}}));
 }
 
 TEST(ReplicaQuorumTest, GroupsAtDifferentStepsAreAnError) {
