@@ -302,6 +302,34 @@ std::vector<SectionSchema> MakeSchema() {
        Int("debug_lose_at_step", 1, 1, kNoLimit, "debug: from this step on")},
       "balance", "policy",
       [](const auto& sections) { return BoolOf(sections, "control_plane", "enable"); }));
+  schema.push_back(Section(
+      "fault_tolerance",
+      "replica groups, each its own launch, averaging their gradients over the groups alive "
+      "(docs/fault-tolerance.md)",
+      {Bool("enable", false, "this launch is one replica group of a fault-tolerant job"),
+       Int("replica_id", 0, 0, kMaxRanks, "this group's id, 0 .. group_size - 1"),
+       Int("group_size", 0, 0, kMaxRanks, "the replica groups the job starts with"),
+       Int("min_replica_size", 1, 1, kMaxRanks,
+           "fewer groups alive than this stops the survivors with an error"),
+       String("process_group", "gloo", "the communicator across the groups", {"gloo"}),
+       Int("process_group_timeout_ms", 10000, 1, kNoLimit,
+           "limit for connecting the groups' communicator and for each of its all-reduces"),
+       String("store_folder", "",
+              "a folder every group reaches (a shared filesystem), new for each run: the "
+              "quorum's files and the communicator's rendezvous; a group started on a folder "
+              "whose run is under way rejoins it"),
+       Int("heartbeat_timeout_ms", 10000, 1, kNoLimit,
+           "a group whose heartbeat is silent this long is dead"),
+       Int("join_timeout_ms", 60000, 1, kNoLimit,
+           "how long a quorum waits for a group that does not join (never heard from, or "
+           "hung), and a restarted group for its admission"),
+       String("semi_sync_method", "",
+              "\"\": every step averages the gradients over the groups; \"local_sgd\": each "
+              "group steps on its own, and they average their parameters every sync_steps "
+              "steps; \"diloco\" is refused (not implemented yet)",
+              {"", "local_sgd", "diloco"}),
+       Int("sync_steps", 5, 1, kNoLimit,
+           "local_sgd: steps between the groups' parameter averages")}));
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order"),

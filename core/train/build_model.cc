@@ -95,7 +95,17 @@ absl::StatusOr<Float8GatherRole*> Float8ScalesToPrecompute(const JobPlan& plan) 
 
 int TrainingJob::data_parallel_rank() const {
   const int dp_shard = plan.parallelism.shape.degree(MeshDim::kDpShard);
-  return mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard);
+  return JobDataParallelRank(
+      plan, mesh.coordinate(MeshDim::kDpReplicate) * dp_shard + mesh.coordinate(MeshDim::kDpShard));
+}
+
+int TrainingJob::data_parallel_degree() const { return JobDataParallelDegree(plan); }
+
+absl::Status JoinReplicaGroups(TrainingJob& job) {
+  if (!job.plan.fault_tolerance.enable) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(job.replica_groups,
+                         ReplicaGroups::Start(job.plan.fault_tolerance, job.mesh.world()));
+  return absl::OkStatus();
 }
 
 absl::Status LoadData(TrainingJob& job) {
@@ -192,6 +202,7 @@ absl::Status ApplyParallelism(TrainingJob& job) {
   // A data-parallel plugin averages over its dimension flattened with cp.
   if (context.data_parallel == nullptr) context.context_group = &mesh.group(MeshDim::kCp);
   TITAN_ASSIGN_OR_RETURN(context.float8_scales, Float8ScalesToPrecompute(job.plan));
+  context.replica_groups = job.replica_groups.get();
   const TrainingSettings& training = job.plan.training;
   TITAN_ASSIGN_OR_RETURN(
       job.train_step, TrainStep::Create(*job.model, *training.optimizer, training.local_batch_size,
@@ -203,7 +214,17 @@ absl::Status ApplyParallelism(TrainingJob& job) {
 }
 
 absl::Status LoadOrInit(TrainingJob& job) {
-  if (job.checkpointer != nullptr) {
+  if (job.replica_groups != nullptr && job.replica_groups->joining()) {
+    // A live group's state, not a checkpoint's: the run went on while this group was away.
+    TITAN_RETURN_IF_ERROR(
+        job.replica_groups
+            ->Rejoin([&](const ReplicaGroups::Broadcast& broadcast) -> absl::Status {
+              TITAN_ASSIGN_OR_RETURN(
+                  job.resume, ShareTrainState(TrainStateOf(job), false, ResumePoint{}, broadcast));
+              return absl::OkStatus();
+            })
+            .status());
+  } else if (job.checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(job.resume, job.checkpointer->Load(TrainStateOf(job)));
   }
   // The scales of the weights as initialized or loaded; each optimizer step computes them anew.

@@ -91,6 +91,17 @@ void Collect(const TrainState& state, bool model_only, const std::vector<std::st
   }
 }
 
+// Everything a save at `step` holds, the live state's position with it.
+void CollectAt(const TrainState& state, int64_t step, int64_t lr_offset, bool model_only,
+               StatePieces& out) {
+  out.step[0] = step;
+  out.lr_steps[0] = step - lr_offset;
+  out.seed[0] = state.seed;
+  out.loader = LoaderVector(state.loader->state());
+  if (state.eval_loader != nullptr) out.eval_loader = LoaderVector(state.eval_loader->state());
+  Collect(state, model_only, {}, out);
+}
+
 // Redirects every piece to a private copy (converting model pieces to `dtype`), so the save
 // no longer reads the live state.
 void CopyPieces(StatePieces& out, DType dtype) {
@@ -343,6 +354,33 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
   return resume;
 }
 
+absl::StatusOr<ResumePoint> ShareTrainState(const TrainState& state, bool sender,
+                                            const ResumePoint& at, const ByteBroadcast& broadcast) {
+  StatePieces pieces;
+  CollectAt(state, at.step, at.lr_offset, /*model_only=*/false, pieces);
+  Compute& compute = state.model->compute();
+  LoadStaging staging;  // a receiver's device pieces arrive in host buffers, then are copied over
+  if (sender) {
+    TITAN_RETURN_IF_ERROR(StagePiecesToHost(compute, pieces.pieces, pieces.owned));
+  } else {
+    TITAN_RETURN_IF_ERROR(staging.Prepare(compute, pieces.pieces));
+  }
+  for (CheckpointPiece& piece : pieces.pieces) {
+    TITAN_RETURN_IF_ERROR(broadcast(piece.data.data, piece.data.nbytes()));
+  }
+  if (sender) return at;
+  TITAN_RETURN_IF_ERROR(staging.Finish());
+  if (pieces.seed[0] != state.seed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the live replica group runs debug.seed = ", pieces.seed[0], ", this one ", state.seed));
+  }
+  TITAN_RETURN_IF_ERROR(state.loader->Restore(LoaderFrom(pieces.loader)));
+  if (state.eval_loader != nullptr) {
+    TITAN_RETURN_IF_ERROR(state.eval_loader->Restore(LoaderFrom(pieces.eval_loader)));
+  }
+  return ResumePoint{pieces.step[0], pieces.step[0] - pieces.lr_steps[0], ""};
+}
+
 absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,
                                      const TrainState& state, bool stopping,
                                      const std::string& metrics_row) {
@@ -355,12 +393,7 @@ absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePo
   TITAN_RETURN_IF_ERROR(Wait());  // one save at a time
   const bool model_only = last && settings_.last_model_only;
   StatePieces pieces;
-  pieces.step[0] = step;
-  pieces.lr_steps[0] = step - resume.lr_offset;
-  pieces.seed[0] = state.seed;
-  pieces.loader = LoaderVector(state.loader->state());
-  if (state.eval_loader != nullptr) pieces.eval_loader = LoaderVector(state.eval_loader->state());
-  Collect(state, model_only, {}, pieces);
+  CollectAt(state, step, resume.lr_offset, model_only, pieces);
   // Device state is copied to the host first: the plugins and CopyPieces read host bytes.
   TITAN_RETURN_IF_ERROR(StagePiecesToHost(state.model->compute(), pieces.pieces, pieces.owned));
   CheckpointMetadata metadata =

@@ -9,6 +9,7 @@
 #define TITAN_CORE_TRAIN_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,6 +60,15 @@ struct ResumePoint {
   int64_t lr_offset = 0;    // steps the LR schedule skips (the resumed step when not restored)
   std::string metrics_row;  // the checkpoint's copy of step's metrics.jsonl row; empty: none
 };
+
+// A checkpoint's whole state, sent through `broadcast` (a byte broadcast from one peer to others,
+// each piece in turn, in the same order everywhere) instead of a folder: fault tolerance's
+// rejoin, where a returning replica group takes the state from a live one. The sender passes
+// where it stands (`at`: the last step done); a receiver's state and data loaders become the
+// sender's, and it gets the sender's ResumePoint.
+using ByteBroadcast = std::function<absl::Status(void* data, size_t bytes)>;
+absl::StatusOr<ResumePoint> ShareTrainState(const TrainState& state, bool sender,
+                                            const ResumePoint& at, const ByteBroadcast& broadcast);
 
 class Checkpointer {
  public:

@@ -181,6 +181,59 @@ absl::Status ReadControlPlane(const Recipe& recipe, const JobPlan& plan,
   return absl::OkStatus();
 }
 
+// [fault_tolerance]. What is not implemented yet is refused by name, never taken and ignored.
+absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft) {
+  const ConfigView& section = recipe.section("fault_tolerance");
+  TITAN_ASSIGN_OR_RETURN(ft.enable, section.GetBool("enable"));
+  if (!ft.enable) return absl::OkStatus();
+  TITAN_ASSIGN_OR_RETURN(int64_t replica_id, section.GetInt("replica_id"));
+  TITAN_ASSIGN_OR_RETURN(int64_t group_size, section.GetInt("group_size"));
+  TITAN_ASSIGN_OR_RETURN(int64_t min_size, section.GetInt("min_replica_size"));
+  ft.replica_id = static_cast<int>(replica_id);
+  ft.group_size = static_cast<int>(group_size);
+  ft.min_replica_size = static_cast<int>(min_size);
+  TITAN_ASSIGN_OR_RETURN(ft.store_folder, section.GetString("store_folder"));
+  TITAN_ASSIGN_OR_RETURN(int64_t gloo_ms, section.GetInt("process_group_timeout_ms"));
+  TITAN_ASSIGN_OR_RETURN(int64_t heartbeat_ms, section.GetInt("heartbeat_timeout_ms"));
+  TITAN_ASSIGN_OR_RETURN(int64_t join_ms, section.GetInt("join_timeout_ms"));
+  ft.process_group_timeout = std::chrono::milliseconds(gloo_ms);
+  ft.heartbeat_timeout = std::chrono::milliseconds(heartbeat_ms);
+  ft.join_timeout = std::chrono::milliseconds(join_ms);
+  if (group_size < 1) {
+    return section.Error("group_size", "give the number of replica groups (>= 1) with enable");
+  }
+  if (replica_id >= group_size) {
+    return section.Error("replica_id",
+                         absl::StrCat(replica_id, " is not a group of group_size = ", group_size,
+                                      ": expected 0 .. ", group_size - 1));
+  }
+  if (min_size > group_size) {
+    return section.Error("min_replica_size", absl::StrCat(min_size,
+                                                          " groups can never be alive "
+                                                          "of group_size = ",
+                                                          group_size));
+  }
+  if (ft.store_folder.empty()) {
+    return section.Error("store_folder",
+                         "give a folder every group reaches, new for each run (the quorum's files "
+                         "and the rendezvous of the groups' communicator)");
+  }
+  TITAN_ASSIGN_OR_RETURN(std::string semi_sync, section.GetString("semi_sync_method"));
+  if (semi_sync == "diloco") {
+    return section.Error("semi_sync_method",
+                         "\"diloco\" is not implemented yet (issue #37): use \"local_sgd\", or "
+                         "\"\" to average the gradients every step");
+  }
+  if (semi_sync == "local_sgd") {
+    TITAN_ASSIGN_OR_RETURN(ft.local_sgd_sync_steps, section.GetInt("sync_steps"));
+  } else if (section.Where("sync_steps") != "default") {
+    return section.Error("sync_steps",
+                         "applies to semi_sync_method = \"local_sgd\" only; without it every "
+                         "step averages the gradients");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadGenerate(const Recipe& recipe, GenerateSettings& generate) {
   const ConfigView& section = recipe.section("generate");
   TITAN_ASSIGN_OR_RETURN(generate.max_new_tokens, section.GetInt("max_new_tokens"));
@@ -229,6 +282,7 @@ absl::Status ReadRecipe(const Recipe& recipe, const PluginRegistry& registry, Jo
   TITAN_RETURN_IF_ERROR(ReadObservability(recipe, plan.job, plan.metrics, plan.profiling));
   TITAN_RETURN_IF_ERROR(ReadControlPlane(recipe, plan, plan.control_plane));
   TITAN_RETURN_IF_ERROR(ReadGenerate(recipe, plan.generate));
+  TITAN_RETURN_IF_ERROR(ReadFaultTolerance(recipe, plan.fault_tolerance));
   const ConfigView& parallelism = recipe.section("parallelism");
   TITAN_ASSIGN_OR_RETURN(plan.parallelism.shard_degree_setting,
                          parallelism.GetInt("data_parallel_shard_degree"));
@@ -251,6 +305,16 @@ void CheckLayersPerStage(const Recipe& recipe, std::vector<std::string>& problem
 }
 
 }  // namespace
+
+int JobDataParallelRank(const JobPlan& plan, int in_group) {
+  const FaultToleranceSettings& ft = plan.fault_tolerance;
+  return ft.enable ? ft.replica_id * plan.parallelism.data_parallel_degree + in_group : in_group;
+}
+
+int JobDataParallelDegree(const JobPlan& plan) {
+  const FaultToleranceSettings& ft = plan.fault_tolerance;
+  return plan.parallelism.data_parallel_degree * (ft.enable ? ft.group_size : 1);
+}
 
 absl::StatusOr<JobPlan> BuildJobPlan(const Recipe& recipe, const PluginRegistry& registry,
                                      const MeshShape& shape, const PlanOptions& options) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fault_tolerance/fault_tolerance_settings.h"
 #include "core/model/activation_checkpoint.h"
 #include "core/model/config.h"
 #include "core/model/model_family.h"
@@ -155,10 +156,18 @@ struct JobPlan {
   CommSettings comm;
   ControlPlaneOptions control_plane;
   GenerateSettings generate;
+  FaultToleranceSettings fault_tolerance;
 
   std::vector<std::string> warnings;   // legal but probably not meant
   std::vector<std::string> unchecked;  // what only the run can check, and why
 };
+
+// The data-parallel rank the data is read as, of this launch's `in_group` rank: under fault
+// tolerance a replica group's ranks follow those of the groups before it, so that groups that all
+// live read the data as one launch with data_parallel_replicate_degree = group_size would.
+int JobDataParallelRank(const JobPlan& plan, int in_group);
+// The data-parallel ranks the data is split over: the launch's, times the replica groups.
+int JobDataParallelDegree(const JobPlan& plan);
 
 // Reads every core key of `recipe` (which must outlive the plan: the plugins it selected are
 // used through the plan) for a job of `shape`, creates the parallel plugins and the comm plugin

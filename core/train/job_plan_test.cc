@@ -470,5 +470,36 @@ TEST_F(JobPlanTest, AccumulationAndTheDataBound) {
             "repeat sequences; lower global_batch_size or seq_len, or give more data");
 }
 
+TEST_F(JobPlanTest, FaultToleranceIsReadAndWhatIsNotImplementedIsRefusedByName) {
+  const std::string ft = absl::StrCat(
+      "[fault_tolerance]\nenable = true\nreplica_id = 1\ngroup_size = 3\nstore_folder = \"",
+      Path("store"), "\"\nheartbeat_timeout_ms = 2500\n");
+  auto plan = BuildJobPlan(Make(ft), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->fault_tolerance.enable);
+  EXPECT_EQ(plan->fault_tolerance.replica_id, 1);
+  EXPECT_EQ(plan->fault_tolerance.group_size, 3);
+  EXPECT_EQ(plan->fault_tolerance.heartbeat_timeout.count(), 2500);
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.semi_sync_method=diloco"}), Mesh(1, 1)),
+              AllOf(HasSubstr("fault_tolerance.semi_sync_method"), HasSubstr("\"diloco\""),
+                    HasSubstr("not implemented")));
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.sync_steps=10"}), Mesh(1, 1)),
+              AllOf(HasSubstr("fault_tolerance.sync_steps"), HasSubstr("local_sgd")));
+  auto local_sgd = BuildJobPlan(
+      Make(ft, {"fault_tolerance.semi_sync_method=local_sgd", "fault_tolerance.sync_steps=10"}),
+      *registry_, Mesh(1, 1));
+  ASSERT_TRUE(local_sgd.ok()) << local_sgd.status();
+  EXPECT_EQ(local_sgd->fault_tolerance.local_sgd_sync_steps, 10);
+  EXPECT_EQ(plan->fault_tolerance.local_sgd_sync_steps, 0);
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.replica_id=3"}), Mesh(1, 1)),
+              HasSubstr("fault_tolerance.replica_id: 3 is not a group of group_size = 3"));
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.min_replica_size=4"}), Mesh(1, 1)),
+              HasSubstr("fault_tolerance.min_replica_size"));
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.store_folder="}), Mesh(1, 1)),
+              HasSubstr("fault_tolerance.store_folder"));
+  EXPECT_THAT(ErrorOf(Make("[fault_tolerance]\nenable = true\n"), Mesh(1, 1)),
+              HasSubstr("fault_tolerance.group_size"));
+}
+
 }  // namespace
 }  // namespace titan

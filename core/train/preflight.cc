@@ -257,7 +257,8 @@ absl::Status CheckExpertParallel(const Recipe& recipe, const JobPlan& plan) {
 absl::Status CheckTrainingData(const Recipe& recipe, const JobPlan& plan) {
   TrainingDataOptions options = plan.data;
   options.write_vocabulary = false;
-  TITAN_ASSIGN_OR_RETURN(TrainingData data, LoadCheckedTrainingData(options, plan, 0));
+  TITAN_ASSIGN_OR_RETURN(TrainingData data,
+                         LoadCheckedTrainingData(options, plan, JobDataParallelRank(plan, 0)));
   LlamaConfig config = plan.model.config;
   config.vocab_size = data.tokenizer->vocab_size();
   TITAN_RETURN_IF_ERROR(CheckTensorParallelShapes(recipe, plan, config, true));
@@ -415,7 +416,7 @@ absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_sh
 absl::StatusOr<TrainingData> LoadCheckedTrainingData(const TrainingDataOptions& data,
                                                      const JobPlan& plan, int dp_rank) {
   TITAN_ASSIGN_OR_RETURN(TrainingData loaded,
-                         LoadTrainingData(data, dp_rank, plan.parallelism.data_parallel_degree));
+                         LoadTrainingData(data, dp_rank, JobDataParallelDegree(plan)));
   TITAN_RETURN_IF_ERROR(CheckGlobalBatchFitsData(
       plan.training.global_batch_size, plan.training.seq_len, loaded.train.num_windows()));
   return loaded;

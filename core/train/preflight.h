@@ -33,7 +33,8 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
 absl::Status CheckFloat8AllGather(bool gather_float8, bool precompute, int dp_shard,
                                   absl::string_view gather_where,
                                   absl::string_view precompute_where);
-// The run's data as `data` describes it, as data-parallel rank `dp_rank` of the plan reads it
+// The run's data as `data` describes it, as data-parallel rank `dp_rank` of the job (of
+// JobDataParallelDegree) reads it
 // (LoadTrainingData), refused where one global batch would repeat sequences
 // (CheckGlobalBatchFitsData).
 absl::StatusOr<TrainingData> LoadCheckedTrainingData(const TrainingDataOptions& data,

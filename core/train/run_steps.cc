@@ -132,6 +132,15 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
     SetLogStep(step);
     BeginProfiledStep(step);
     const double lr = training.peak_lr * schedule.Factor(step - resume.lr_offset);
+    if (job.replica_groups != nullptr) {
+      // Groups admitted by the last step take the state it left (that step is then theirs).
+      TITAN_RETURN_IF_ERROR(
+          job.replica_groups->ServeJoiners([&](const ReplicaGroups::Broadcast& broadcast) {
+            return ShareTrainState(train_state, true, ResumePoint{step - 1, resume.lr_offset, ""},
+                                   broadcast)
+                .status();
+          }));
+    }
     TITAN_ASSIGN_OR_RETURN(StepResult result,
                            job.train_step->Run(step, lr, [&](int32_t* tokens, int32_t* targets) {
                              ScopedSpan span("data", "data_loading");

@@ -284,6 +284,12 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     // of the mean loss over the global batch.
     TITAN_RETURN_IF_ERROR(compute_->Scale(grads, 1.0f / static_cast<float>(microbatches)));
   }
+  const int64_t local_sgd = dp_.replica_groups != nullptr ? dp_.replica_groups->local_sgd() : 0;
+  if (dp_.replica_groups != nullptr && local_sgd == 0) {
+    TITAN_RETURN_IF_ERROR(Traced("sync", "average_across_replica_groups", [&] {
+      return dp_.replica_groups->Average(step, *compute_, grads, result.loss);
+    }));
+  }
   TITAN_ASSIGN_OR_RETURN(result.grad_norm, GradNorm());
   TITAN_RETURN_IF_ERROR(ClipToNorm(*compute_, grads, result.grad_norm, max_norm_));
   if (!std::isfinite(result.grad_norm)) {
@@ -303,6 +309,12 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
   TITAN_RETURN_IF_ERROR(Traced("optimizer", "optimizer.step", [&] {
     return CallPluginOf(*optimizer_, "Step", [&] { return optimizer_->Step(update); });
   }));
+  if (local_sgd > 0 && step % local_sgd == 0) {
+    // LocalSGD: the groups stepped on their own gradients; their parameters are averaged.
+    TITAN_RETURN_IF_ERROR(Traced("sync", "average_parameters_across_replica_groups", [&] {
+      return dp_.replica_groups->Average(step, *compute_, Flat(params_, count_), result.loss);
+    }));
+  }
   if (dp_.float8_scales != nullptr) {
     TITAN_RETURN_IF_ERROR(Traced("optimizer", "precompute_float8_scales", [&] {
       return CallPluginOf(*dp_.float8_scales, "PrecomputeFloat8Scales",

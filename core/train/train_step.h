@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/fault_tolerance/replica_groups.h"
 #include "core/model/decoder_model.h"
 #include "core/tensor/arena.h"
 #include "titan/optimizer.h"
@@ -65,6 +66,9 @@ struct DataParallelContext {
   // float8.precompute_float8_dynamic_scale_for_fsdp: after each optimizer step, this plugin
   // (fsdp) computes every float8-gathered weight's scale in one pass; null: none does.
   Float8GatherRole* float8_scales = nullptr;
+  // fault_tolerance.enable: once this group has reduced them, the gradients and the loss are
+  // averaged over the replica groups of the step's quorum; null: this launch is the whole job.
+  ReplicaGroups* replica_groups = nullptr;
 };
 
 class TrainStep {

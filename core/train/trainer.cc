@@ -6,6 +6,7 @@ namespace titan {
 
 absl::Status Train(JobPlan& plan, DeviceMesh& mesh) {
   TrainingJob job(plan, mesh);
+  TITAN_RETURN_IF_ERROR(JoinReplicaGroups(job));
   TITAN_RETURN_IF_ERROR(LoadData(job));
   TITAN_RETURN_IF_ERROR(BuildModel(job));
   TITAN_RETURN_IF_ERROR(ApplyParallelism(job));

@@ -25,7 +25,10 @@ struct TrainingJob {
   JobPlan& plan;
   DeviceMesh& mesh;
   bool lead() const { return mesh.world().rank() == 0; }  // logs metrics, saves and samples
+  // Across the whole job: under fault tolerance each replica group reads its own part of the
+  // data, as the same ranks of one launch would.
   int data_parallel_rank() const;
+  int data_parallel_degree() const;
 
   std::optional<TrainingData> data;            // set by LoadData
   ModelCompute where;                          // the mesh's device, the plan's matmul dtype
@@ -34,6 +37,7 @@ struct TrainingJob {
   std::optional<TrainStep> train_step;
   ResumePoint resume;
   std::optional<MetricsLog> metrics;  // rank 0's metrics.jsonl, TensorBoard files where written
+  std::unique_ptr<ReplicaGroups> replica_groups;  // null unless fault_tolerance.enable
 };
 
 // What a checkpoint saves and restores of the job.
@@ -47,6 +51,9 @@ struct StepsOutcome {
   std::chrono::steady_clock::time_point start;
 };
 
+// fault_tolerance.enable: joins the job's replica groups (the lead's heartbeat starts here,
+// before the data and the model take their time).
+absl::Status JoinReplicaGroups(TrainingJob& job);
 // Reads or tokenizes the data and loads or learns the tokenizer; the vocabulary goes into the
 // model's shape. Refuses a global batch the data cannot fill.
 absl::Status LoadData(TrainingJob& job);
