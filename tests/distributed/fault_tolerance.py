@@ -14,7 +14,8 @@ rejoin: a group killed at step 3 is restarted and rejoins after step 5 (the quor
   from step 6 on and its final weights equal those of three groups started at step 6 from the
   checkpoints the survivors saved after step 5 (the rejoining group from group 0's): the state
   sent over the wire is the checkpoint's, and nothing on disk was needed for the rejoin.
-soak (its own label, ft_soak): 30 kills and rejoins, a group killed every 20 steps in turn at
+soak (its own label, ft_soak): --kills kills and rejoins (the suite runs 6, every group killed
+  twice, once before and once after joining; 30 for a longer soak), a group killed every 20 steps in turn at
   a point of the step chosen in advance, started again at once and admitted by the next
   multiple of 20 (that step's quorum waits for it): no hang, no step lost, every process agreeing on every step's loss, the final weights
   the same in every group, and the last checkpoints resuming exactly.
@@ -228,7 +229,7 @@ def rejoin(args):
 
 
 def soak(args):
-    kills, every = 30, 20
+    kills, every = args.kills, 20
     steps = every * (kills + 1)
     schedule = [(i % 3, every * i + 5, "after_join" if i % 2 else "before_join")
                 for i in range(kills)]
@@ -373,6 +374,7 @@ def main():
                         choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
                                  "kill_group_of_two", "rejoin", "soak", "local_sgd",
                                  "min_replica_size"])
+    parser.add_argument("--kills", type=int, default=30, help="soak: kills and rejoins")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     {"ddp": lambda: same_as_one_launch(args, 1),
