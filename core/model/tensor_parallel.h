@@ -11,17 +11,22 @@
 #include <cstdint>
 
 #include "titan/communicator.h"
+#include "titan/tensor_parallel_overlap.h"
 
 namespace titan {
 
 class TensorParallelGroup {
  public:
-  explicit TensorParallelGroup(Communicator* group = nullptr) : group_(group) {}
+  explicit TensorParallelGroup(Communicator* group = nullptr,
+                               TensorParallelOverlap* overlap = nullptr)
+      : group_(group), overlap_(overlap) {}
 
   int size() const { return group_ == nullptr ? 1 : group_->size(); }
   int rank() const { return group_ == nullptr ? 0 : group_->rank(); }
   // The group's communicator; null on one rank.
   Communicator* communicator() const { return size() > 1 ? group_ : nullptr; }
+  // The tp plugin's rings under async tensor parallelism; null on one rank or without it.
+  TensorParallelOverlap* overlap() const { return size() > 1 ? overlap_ : nullptr; }
 
   // Into `full` (size() times local's elements): every rank's `local`, in rank order. Returns
   // full; on one rank returns `local` and copies nothing.
@@ -37,6 +42,7 @@ class TensorParallelGroup {
 
  private:
   Communicator* group_;
+  TensorParallelOverlap* overlap_;
 };
 
 }  // namespace titan

@@ -22,7 +22,74 @@ Float8Split Linear::Split() const {
   return {row_parallel, ctx_.tp.communicator(), ctx_.attention->sequence_group()};
 }
 
+absl::StatusOr<bool> Linear::ForwardOverGather(const TensorView& in, const TensorView& out,
+                                               bool accumulate) {
+  if (!ctx_.pending_gather) return false;
+  const PendingGather gather = *ctx_.pending_gather;
+  // A Float8 GEMM scales its input by the amax of all of it, which no chunk knows.
+  if (gather.out.data != in.data || float8()) {
+    TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
+    return false;
+  }
+  ctx_.pending_gather.reset();
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  const TensorView full = ModuleContext::Reshaped(gather.full, gather.out.shape);
+  const int64_t rows = ctx_.n_local;
+  auto consume = [&](int chunk) -> absl::Status {
+    const int64_t first = chunk * rows;
+    if (gather.out.data != gather.full.data) {
+      TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(full, first, rows),
+                                              ModuleContext::Rows(gather.out, first, rows)));
+    }
+    return ctx_.compute.Gemm(ModuleContext::Rows(in, first, rows), false, w, true, 1.0f,
+                             accumulate ? 1.0f : 0.0f, ModuleContext::Rows(out, first, rows));
+  };
+  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(ctx_.parameters[weight_].name,
+                                                           gather.local, gather.full, consume));
+  return true;
+}
+
+absl::StatusOr<bool> Linear::InputGradOverGather(const TensorView& dout, const TensorView& g,
+                                                 const TensorView& dinp) {
+  if (!ctx_.pending_gather) return false;
+  const PendingGather gather = *ctx_.pending_gather;
+  if (gather.out.data != dout.data || dinp.data == nullptr || float8()) {
+    TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
+    return false;
+  }
+  ctx_.pending_gather.reset();
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  const int64_t rows = ctx_.n_local;
+  auto consume = [&](int chunk) -> absl::Status {
+    const int64_t first = chunk * rows;
+    const TensorView g_rows = ModuleContext::Rows(g, first, rows);
+    if (g.data != dout.data) {  // dout rounded to the matmul dtype as it arrives
+      TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(dout, first, rows), g_rows));
+    }
+    return ctx_.compute.Gemm(g_rows, false, w, false, 1.0f, 1.0f,
+                             ModuleContext::Rows(dinp, first, rows));
+  };
+  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(ctx_.parameters[weight_].name,
+                                                           gather.local, gather.full, consume));
+  return true;
+}
+
+absl::StatusOr<bool> Linear::ForwardReduceScatter(const TensorView& in, const TensorView& reduced) {
+  if (ctx_.tp.overlap() == nullptr || float8()) return false;
+  const int64_t rows = ctx_.n_local, out_features = reduced.shape[1];
+  auto produce = [&](int chunk, const TensorView& partial) {
+    return Forward(ModuleContext::Rows(in, chunk * rows, rows),
+                   ModuleContext::Reshaped(partial, {rows, out_features}));
+  };
+  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->MatmulReduceScatter(
+      ctx_.parameters[weight_].name, produce,
+      ModuleContext::Reshaped(reduced, {rows * out_features})));
+  return true;
+}
+
 absl::Status Linear::Forward(const TensorView& in, const TensorView& out, bool accumulate) {
+  TITAN_ASSIGN_OR_RETURN(const bool overlapped, ForwardOverGather(in, out, accumulate));
+  if (overlapped) return absl::OkStatus();
   if (float8()) {
     TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
     return ctx_.float8->Forward(in, w, out, accumulate, Split());
@@ -36,20 +103,35 @@ absl::Status Linear::AddRowParallel(const TensorView& in, const TensorView& out)
   if (ctx_.tp.size() == 1) {
     return Forward(in, ModuleContext::Reshaped(out, {rows, out_features}), /*accumulate=*/true);
   }
+  const int64_t local = ctx_.n_local * out_features;
+  const TensorView reduced =
+      ModuleContext::Reshaped(ctx_.scratch.tokens_local, {ctx_.n_local, out_features});
+  TITAN_ASSIGN_OR_RETURN(const bool overlapped, ForwardReduceScatter(in, reduced));
+  if (overlapped) {
+    return ctx_.compute.Accumulate(ModuleContext::Reshaped(reduced, {local}),
+                                   ModuleContext::Reshaped(out, {local}));
+  }
   const TensorView full = ModuleContext::Reshaped(ctx_.scratch.tokens_full, {rows, out_features});
   TITAN_RETURN_IF_ERROR(Forward(in, full));
-  const int64_t local = ctx_.n_local * out_features;
   TITAN_ASSIGN_OR_RETURN(
-      const TensorView reduced,
+      const TensorView summed,
       ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(full, {rows * out_features}),
-                                  ModuleContext::Reshaped(ctx_.scratch.tokens_local, {local})));
-  return ctx_.compute.Accumulate(reduced, ModuleContext::Reshaped(out, {local}));
+                                  ModuleContext::Reshaped(reduced, {local})));
+  return ctx_.compute.Accumulate(summed, ModuleContext::Reshaped(out, {local}));
 }
 
 absl::Status Linear::Backward(const TensorView& dout, const TensorView& in,
                               const TensorView& dinp) {
-  TITAN_ASSIGN_OR_RETURN(TensorView g, ctx_.Operand(dout, OperandScratch::kGrad));
-  if (dinp.data != nullptr) {
+  TensorView g = dout;  // dout as a matmul operand, rounded by InputGradOverGather or here
+  if (dout.dtype != ctx_.matmul_dtype) {
+    g.dtype = ctx_.matmul_dtype;
+    g.data = ctx_.scratch.bf16[static_cast<int>(OperandScratch::kGrad)].data;
+  }
+  TITAN_ASSIGN_OR_RETURN(const bool overlapped, InputGradOverGather(dout, g, dinp));
+  if (!overlapped) {
+    TITAN_ASSIGN_OR_RETURN(g, ctx_.Operand(dout, OperandScratch::kGrad));
+  }
+  if (dinp.data != nullptr && !overlapped) {
     if (float8()) {
       TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
       TITAN_RETURN_IF_ERROR(ctx_.float8->InputGrad(g, w, dinp, Split()));

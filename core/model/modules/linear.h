@@ -36,6 +36,16 @@ class Linear {
   // its value as an Operand.
   absl::StatusOr<TensorView> WeightOperand();
   absl::StatusOr<Float8Operand> Float8WeightOperand();
+  // Async tensor parallelism (titan/tensor_parallel_overlap.h). The gather a norm left for `in`
+  // run by the ring, each rank's rows multiplied once here: whether it was (false: `in` was
+  // gathered whole, if it was pending, and the caller computes as usual).
+  absl::StatusOr<bool> ForwardOverGather(const TensorView& in, const TensorView& out,
+                                         bool accumulate);
+  // As ForwardOverGather for the input gradient dinp += dout . W, dout the pending gather.
+  absl::StatusOr<bool> InputGradOverGather(const TensorView& dout, const TensorView& g,
+                                           const TensorView& dinp);
+  // AddRowParallel's matmul and reduce-scatter as one ring into `reduced` [n_local, out].
+  absl::StatusOr<bool> ForwardReduceScatter(const TensorView& in, const TensorView& reduced);
   // How tensor and context parallelism split W's Float8 operands now.
   Float8Split Split() const;
   // grad(W) += g^T . in, g the output gradient as a matmul operand.

@@ -18,6 +18,32 @@ LocalSizes ModuleContext::local() const {
           moe.shared_experts * moe.hidden_dim / t};
 }
 
+TensorView ModuleContext::Rows(const TensorView& matrix, int64_t first, int64_t count) {
+  TensorView rows = matrix;
+  const int64_t width = matrix.numel() / matrix.shape[0];
+  rows.data = static_cast<char*>(matrix.data) + first * width * DTypeSize(matrix.dtype);
+  rows.shape[0] = count;
+  rows.strides.clear();
+  return rows;
+}
+
+absl::Status ModuleContext::GatherTokens(const TensorView& local, const TensorView& full,
+                                         const TensorView& out) {
+  TITAN_RETURN_IF_ERROR(FinishGather());
+  pending_gather = PendingGather{local, full, out};
+  if (tp.overlap() != nullptr) return absl::OkStatus();
+  return FinishGather();
+}
+
+absl::Status ModuleContext::FinishGather() {
+  if (!pending_gather) return absl::OkStatus();
+  const PendingGather g = *pending_gather;
+  pending_gather.reset();
+  TITAN_ASSIGN_OR_RETURN(const TensorView gathered, tp.GatherTokens(g.local, g.full));
+  if (g.out.data == gathered.data) return absl::OkStatus();  // f32, or one rank's own memory
+  return compute.Cast(Reshaped(gathered, g.out.shape), g.out);
+}
+
 TensorView ModuleContext::Reshaped(const TensorView& view, std::vector<int64_t> shape) {
   TensorView reshaped = view;
   reshaped.shape = std::move(shape);

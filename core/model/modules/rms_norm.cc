@@ -4,8 +4,8 @@
 
 namespace titan {
 
-absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out,
-                              const TensorView& rstd) {
+absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out, const TensorView& rstd,
+                              bool leave_gather) {
   const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
   const bool f32 = out.dtype == DType::kF32;
   const TensorView full = f32 ? out : ModuleContext::Reshaped(ctx_.scratch.d_norm_out, out.shape);
@@ -15,11 +15,9 @@ absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out,
   TITAN_RETURN_IF_ERROR(ctx_.compute.RmsNormForward(
       ModuleContext::Reshaped(inp, {nl, d}), ctx_.parameters[weight_].value, ctx_.config.norm_eps,
       local, ModuleContext::Reshaped(rstd, {nl})));
-  TITAN_RETURN_IF_ERROR(ctx_.tp
-                            .GatherTokens(ModuleContext::Reshaped(local, {nl * d}),
-                                          ModuleContext::Reshaped(full, {full.numel()}))
-                            .status());
-  return f32 ? absl::OkStatus() : ctx_.compute.Cast(full, out);
+  TITAN_RETURN_IF_ERROR(ctx_.GatherTokens(ModuleContext::Reshaped(local, {nl * d}),
+                                          ModuleContext::Reshaped(full, {full.numel()}), out));
+  return leave_gather ? absl::OkStatus() : ctx_.FinishGather();
 }
 
 absl::Status RmsNorm::Backward(const TensorView& d_out_full, const TensorView& inp,
