@@ -222,6 +222,13 @@ std::vector<std::string> DecoderModel::DescribeAsyncTensorParallel() const {
   return lines;
 }
 
+std::vector<OverlapTime> DecoderModel::TakeTensorParallelOverlap() {
+  std::vector<OverlapTime> times = std::exchange(ctx_.overlap_times, {});
+  const double synchronous = ctx_.tp.TakeSynchronousSeconds();
+  if (synchronous > 0) times.push_back({"synchronous", 0, synchronous});
+  return times;
+}
+
 absl::Status DecoderModel::CheckExpertParallelDegree(int degree) const {
   const MoeConfig& moe = config_.moe;
   if (!moe.enabled()) {

@@ -9,6 +9,7 @@
 #define TITAN_CORE_MODEL_TENSOR_PARALLEL_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "titan/communicator.h"
 #include "titan/tensor_parallel_overlap.h"
@@ -39,10 +40,14 @@ class TensorParallelGroup {
   // each rank computes from its own tokens only.
   absl::Status AllReduceSum(const TensorView& values) const;
   absl::Status AllReduceMax(const TensorView& values) const;
+  // Seconds spent in GatherTokens and ReduceScatterTokens (all of it exposed: nothing computes
+  // meanwhile) since the last call; what async tensor parallelism's rings compare with.
+  double TakeSynchronousSeconds() const { return std::exchange(synchronous_seconds_, 0.0); }
 
  private:
   Communicator* group_;
   TensorParallelOverlap* overlap_;
+  mutable double synchronous_seconds_ = 0;
 };
 
 }  // namespace titan

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/modules/weight_pass.h"
+#include "core/runtime/profiler.h"
 
 namespace titan {
 
@@ -44,8 +45,10 @@ absl::StatusOr<bool> Linear::ForwardOverGather(const TensorView& in, const Tenso
     return ctx_.compute.Gemm(ModuleContext::Rows(in, first, rows), false, w, true, 1.0f,
                              accumulate ? 1.0f : 0.0f, ModuleContext::Rows(out, first, rows));
   };
+  const int64_t start_us = NowMicros();
   TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(ctx_.parameters[weight_].name,
                                                            gather.local, gather.full, consume));
+  ctx_.RecordOverlap(start_us);
   return true;
 }
 
@@ -69,8 +72,10 @@ absl::StatusOr<bool> Linear::InputGradOverGather(const TensorView& dout, const T
     return ctx_.compute.Gemm(g_rows, false, w, false, 1.0f, 1.0f,
                              ModuleContext::Rows(dinp, first, rows));
   };
+  const int64_t start_us = NowMicros();
   TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(ctx_.parameters[weight_].name,
                                                            gather.local, gather.full, consume));
+  ctx_.RecordOverlap(start_us);
   return true;
 }
 
@@ -81,9 +86,11 @@ absl::StatusOr<bool> Linear::ForwardReduceScatter(const TensorView& in, const Te
     return Forward(ModuleContext::Rows(in, chunk * rows, rows),
                    ModuleContext::Reshaped(partial, {rows, out_features}));
   };
+  const int64_t start_us = NowMicros();
   TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->MatmulReduceScatter(
       ctx_.parameters[weight_].name, produce,
       ModuleContext::Reshaped(reduced, {rows * out_features})));
+  ctx_.RecordOverlap(start_us);
   return true;
 }
 

@@ -1,8 +1,11 @@
 #include "core/model/modules/module_context.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/runtime/profiler.h"
 
 namespace titan {
 
@@ -42,6 +45,22 @@ absl::Status ModuleContext::FinishGather() {
   TITAN_ASSIGN_OR_RETURN(const TensorView gathered, tp.GatherTokens(g.local, g.full));
   if (g.out.data == gathered.data) return absl::OkStatus();  // f32, or one rank's own memory
   return compute.Cast(Reshaped(gathered, g.out.shape), g.out);
+}
+
+void ModuleContext::RecordOverlap(int64_t start_us) {
+  Profiler* profiler = Profiler::Recording();
+  for (const OverlapTime& t : tp.overlap()->TakeTimes()) {
+    auto it = std::find_if(overlap_times.begin(), overlap_times.end(),
+                           [&](const OverlapTime& o) { return o.layer == t.layer; });
+    if (it == overlap_times.end()) it = overlap_times.insert(overlap_times.end(), {t.layer, 0, 0});
+    it->hidden += t.hidden;
+    it->exposed += t.exposed;
+    if (profiler != nullptr) {
+      profiler->Span(absl::StrCat("async_tp ", t.layer), "tp_overlap", start_us, NowMicros(),
+                     absl::StrFormat(R"({"layer": "%s", "hidden_us": %.1f, "exposed_us": %.1f})",
+                                     t.layer, 1e6 * t.hidden, 1e6 * t.exposed));
+    }
+  }
 }
 
 TensorView ModuleContext::Reshaped(const TensorView& view, std::vector<int64_t> shape) {

@@ -101,6 +101,8 @@ struct ModuleContext {
   // Set while a zero-bubble BackwardInput runs: weight gradients are kept for its weight pass.
   WeightPass* deferring = nullptr;
   std::optional<PendingGather> pending_gather;  // async tensor parallelism only
+  // Async tensor parallelism's communication per layer since DecoderModel took it.
+  std::vector<OverlapTime> overlap_times;
 
   LocalSizes local() const;
   int ep_size() const { return ep != nullptr ? ep->size() : 1; }
@@ -120,6 +122,9 @@ struct ModuleContext {
   absl::Status GatherTokens(const TensorView& local, const TensorView& full, const TensorView& out);
   // Runs the gather a norm left, if no linear layer took it.
   absl::Status FinishGather();
+  // After a ring that began at `start_us` (NowMicros): adds the ring's times to overlap_times and,
+  // in a profiled step, a span per layer holding them to the trace.
+  void RecordOverlap(int64_t start_us);
   // A matmul operand in the compute precision: x itself when it has that dtype, else (f32 under
   // mixed precision) its bf16 rounding in `scratch`.
   absl::StatusOr<TensorView> Operand(const TensorView& x, OperandScratch scratch) const;

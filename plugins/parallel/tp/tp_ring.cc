@@ -107,7 +107,11 @@ absl::Status TpRing::MatmulReduceScatter(absl::string_view layer, const ProduceC
   }
   TITAN_RETURN_IF_ERROR(Reserve(m));
   Compute& compute = *device_.compute();
-  const TensorView received = Run(received_.view(), 0, m);
+  // The scratch as the compute names its device (DeviceBuffer::view says index 0).
+  auto scratch = [&](const DeviceBuffer& b) {
+    return TensorView{b.f32(), DType::kF32, compute.device(), {m}, {}};
+  };
+  const TensorView received = scratch(received_);
   // Step s produces chunk r + s + 1, adds the running sum of it rank r + 1 sent, and passes it
   // on to rank r - 1; at the last step the chunk is this rank's own, summed over every rank.
   // One transfer per step, both ways at once (a backend running point-to-point in issue order
@@ -117,7 +121,7 @@ absl::Status TpRing::MatmulReduceScatter(absl::string_view layer, const ProduceC
   double started = 0;
   for (int s = 0; s < n; ++s) {
     const bool last = s == n - 1;
-    TensorView sum = last ? local : Run(sums_[s % 2].view(), 0, m);
+    TensorView sum = last ? local : scratch(sums_[s % 2]);
     sum.shape = local.shape;
     TITAN_RETURN_IF_ERROR(produce((r + s + 1) % n, sum));
     if (transfer != nullptr) {
