@@ -205,9 +205,11 @@ std::vector<std::string> DecoderModel::DescribeAsyncTensorParallel() const {
     const bool split = p.tp_style == TensorParallelStyle::kColumnwise ||
                        p.tp_style == TensorParallelStyle::kRowwise;
     if (split && ctx_.float8 != nullptr && ctx_.float8->Converts(w)) {
-      lines.push_back(absl::StrCat("[tp] async: ", p.name,
-                                   " stays synchronous: its Float8 GEMM scales the input by the "
-                                   "amax of all of it, which no chunk has"));
+      lines.push_back(absl::StrCat(
+          "[tp] async: ", p.name,
+          " is Float8: a gather it is the first to read, or its own reduce-scatter, runs "
+          "synchronously, since its GEMM scales the input by the amax of all of it, which no "
+          "chunk has"));
     }
   }
   if (config_.moe.enabled()) {

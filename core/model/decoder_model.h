@@ -126,7 +126,6 @@ class DecoderModel : public TensorParallelTarget,
   // Under async tensor parallelism, what it overlaps and each layer whose communication stays
   // synchronous, with why, one log line each; empty without it.
   std::vector<std::string> DescribeAsyncTensorParallel() const;
-  bool async_tensor_parallel() const { return ctx_.tp.overlap() != nullptr; }
   // Async tensor parallelism's communication per layer, hidden and exposed, since the last call,
   // then the sequence-parallel collectives that ran synchronously (all exposed), as the layer
   // "synchronous".

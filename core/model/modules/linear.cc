@@ -1,5 +1,8 @@
 #include "core/model/modules/linear.h"
 
+#include <optional>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "core/model/modules/weight_pass.h"
 #include "core/runtime/profiler.h"
@@ -23,59 +26,62 @@ Float8Split Linear::Split() const {
   return {row_parallel, ctx_.tp.communicator(), ctx_.attention->sequence_group()};
 }
 
+absl::StatusOr<std::optional<PendingGather>> Linear::TakeGather(const TensorView& read) {
+  if (!ctx_.pending_gather) return std::nullopt;
+  // A Float8 GEMM scales its input by the amax of all of it, which no chunk knows.
+  if (ctx_.pending_gather->out.data != read.data || float8()) {
+    TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
+    return std::nullopt;
+  }
+  return std::exchange(ctx_.pending_gather, std::nullopt);
+}
+
+absl::Status Linear::RunGather(const PendingGather& gather,
+                               const std::function<absl::Status(int64_t first)>& rows_arrived) {
+  const int64_t start_us = NowMicros();
+  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(
+      ctx_.parameters[weight_].name, gather.local, gather.full,
+      [&](int chunk) { return rows_arrived(chunk * ctx_.n_local); }));
+  ctx_.RecordOverlap(start_us);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> Linear::ForwardOverGather(const TensorView& in, const TensorView& out,
                                                bool accumulate) {
-  if (!ctx_.pending_gather) return false;
-  const PendingGather gather = *ctx_.pending_gather;
-  // A Float8 GEMM scales its input by the amax of all of it, which no chunk knows.
-  if (gather.out.data != in.data || float8()) {
-    TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
-    return false;
-  }
-  ctx_.pending_gather.reset();
+  TITAN_ASSIGN_OR_RETURN(const std::optional<PendingGather> gather, TakeGather(in));
+  if (!gather) return false;
   TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
-  const TensorView full = ModuleContext::Reshaped(gather.full, gather.out.shape);
+  const TensorView full = ModuleContext::Reshaped(gather->full, gather->out.shape);
   const int64_t rows = ctx_.n_local;
-  auto consume = [&](int chunk) -> absl::Status {
-    const int64_t first = chunk * rows;
-    if (gather.out.data != gather.full.data) {
+  TITAN_RETURN_IF_ERROR(RunGather(*gather, [&](int64_t first) -> absl::Status {
+    if (gather->out.data != gather->full.data) {  // rounded to bf16 as it arrives
       TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(full, first, rows),
-                                              ModuleContext::Rows(gather.out, first, rows)));
+                                              ModuleContext::Rows(gather->out, first, rows)));
     }
     return ctx_.compute.Gemm(ModuleContext::Rows(in, first, rows), false, w, true, 1.0f,
                              accumulate ? 1.0f : 0.0f, ModuleContext::Rows(out, first, rows));
-  };
-  const int64_t start_us = NowMicros();
-  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(ctx_.parameters[weight_].name,
-                                                           gather.local, gather.full, consume));
-  ctx_.RecordOverlap(start_us);
+  }));
   return true;
 }
 
 absl::StatusOr<bool> Linear::InputGradOverGather(const TensorView& dout, const TensorView& g,
                                                  const TensorView& dinp) {
-  if (!ctx_.pending_gather) return false;
-  const PendingGather gather = *ctx_.pending_gather;
-  if (gather.out.data != dout.data || dinp.data == nullptr || float8()) {
+  if (dinp.data == nullptr) {
     TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
     return false;
   }
-  ctx_.pending_gather.reset();
+  TITAN_ASSIGN_OR_RETURN(const std::optional<PendingGather> gather, TakeGather(dout));
+  if (!gather) return false;
   TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
   const int64_t rows = ctx_.n_local;
-  auto consume = [&](int chunk) -> absl::Status {
-    const int64_t first = chunk * rows;
+  TITAN_RETURN_IF_ERROR(RunGather(*gather, [&](int64_t first) -> absl::Status {
     const TensorView g_rows = ModuleContext::Rows(g, first, rows);
-    if (g.data != dout.data) {  // dout rounded to the matmul dtype as it arrives
+    if (g.data != dout.data) {  // rounded to the matmul dtype as it arrives
       TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(dout, first, rows), g_rows));
     }
     return ctx_.compute.Gemm(g_rows, false, w, false, 1.0f, 1.0f,
                              ModuleContext::Rows(dinp, first, rows));
-  };
-  const int64_t start_us = NowMicros();
-  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(ctx_.parameters[weight_].name,
-                                                           gather.local, gather.full, consume));
-  ctx_.RecordOverlap(start_us);
+  }));
   return true;
 }
 

@@ -4,6 +4,9 @@
 #ifndef TITAN_CORE_MODEL_MODULES_LINEAR_H_
 #define TITAN_CORE_MODEL_MODULES_LINEAR_H_
 
+#include <functional>
+#include <optional>
+
 #include "core/model/modules/module_context.h"
 
 namespace titan {
@@ -36,9 +39,16 @@ class Linear {
   // its value as an Operand.
   absl::StatusOr<TensorView> WeightOperand();
   absl::StatusOr<Float8Operand> Float8WeightOperand();
-  // Async tensor parallelism (titan/tensor_parallel_overlap.h). The gather a norm left for `in`
-  // run by the ring, each rank's rows multiplied once here: whether it was (false: `in` was
-  // gathered whole, if it was pending, and the caller computes as usual).
+  // Async tensor parallelism (titan/tensor_parallel_overlap.h). The gather a norm left, when it
+  // is of `read` and this layer can take it by chunks (not Float8); else runs a pending gather
+  // whole first and returns none.
+  absl::StatusOr<std::optional<PendingGather>> TakeGather(const TensorView& read);
+  // Runs `gather` by the tp plugin's ring, calling rows_arrived(first) for each rank's n_local
+  // rows from row `first` on as they arrive, and records its times.
+  absl::Status RunGather(const PendingGather& gather,
+                         const std::function<absl::Status(int64_t first)>& rows_arrived);
+  // Forward over the gather a norm left for `in`, each rank's rows multiplied as they arrive:
+  // whether it ran (false: the caller computes as usual, any pending gather done whole).
   absl::StatusOr<bool> ForwardOverGather(const TensorView& in, const TensorView& out,
                                          bool accumulate);
   // As ForwardOverGather for the input gradient dinp += dout . W, dout the pending gather.
