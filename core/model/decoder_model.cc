@@ -198,8 +198,9 @@ std::vector<std::string> DecoderModel::DescribeAsyncTensorParallel() const {
   std::vector<std::string> lines = {
       "[tp] async tensor parallelism: each norm's all-gather runs by chunks under the first "
       "projection reading it, each row-parallel projection's reduce-scatter under its own "
-      "matmul, and in the backward the residual gradient's all-gather under the row-parallel "
-      "projections' input gradients"};
+      "matmul; in the backward the residual gradient's all-gather under the row-parallel "
+      "projections' input gradients, and the norm's reduce-scatter under the last "
+      "column-parallel projection's (wv, w3)"};
   for (int w = 0; w < static_cast<int>(ctx_.parameters.size()); ++w) {
     const Parameter& p = ctx_.parameters[w];
     const bool split = p.tp_style == TensorParallelStyle::kColumnwise ||
@@ -218,9 +219,13 @@ std::vector<std::string> DecoderModel::DescribeAsyncTensorParallel() const {
         ": the routed experts' reduce-scatter stays synchronous (their rows come back through "
         "the combine, not one matmul), and so does the gather before their backward"));
   }
-  lines.push_back(
-      "[tp] async: every norm's backward reduce-scatters the column-parallel projections' input "
-      "gradients synchronously (not overlapped yet)");
+  if (config_.mla.enabled() || config_.moe.enabled()) {
+    lines.push_back(
+        "[tp] async: in latent attention and mixture-of-experts layers the norm's backward "
+        "reduce-scatters the column-parallel projections' input gradients synchronously (their "
+        "last projection does not run it by chunks yet); in the other layers wv's and w3's input "
+        "gradients run it");
+  }
   return lines;
 }
 

@@ -85,6 +85,26 @@ absl::StatusOr<bool> Linear::InputGradOverGather(const TensorView& dout, const T
   return true;
 }
 
+absl::StatusOr<bool> Linear::InputGradReduceScatter(const TensorView& g, const TensorView& dinp) {
+  if (ctx_.tp.overlap() == nullptr || float8() || dinp.data == nullptr) return false;
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  const int64_t rows = ctx_.n_local, width = dinp.numel() / dinp.shape[0];
+  const TensorView local = ModuleContext::Reshaped(ctx_.scratch.tokens_local, {rows * width});
+  auto produce = [&](int chunk, const TensorView& partial) -> absl::Status {
+    const int64_t first = chunk * rows;
+    const TensorView sum = ModuleContext::Reshaped(partial, {rows, width});
+    // The earlier layers' sums for these rows, then this layer's, as Backward adds them.
+    TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(ModuleContext::Rows(dinp, first, rows), sum));
+    return ctx_.compute.Gemm(ModuleContext::Rows(g, first, rows), false, w, false, 1.0f, 1.0f, sum);
+  };
+  const int64_t start_us = NowMicros();
+  TITAN_RETURN_IF_ERROR(
+      ctx_.tp.overlap()->MatmulReduceScatter(ctx_.parameters[weight_].name, produce, local));
+  ctx_.RecordOverlap(start_us);
+  ctx_.scattered_grad = ScatteredGrad{dinp.data, local};
+  return true;
+}
+
 absl::StatusOr<bool> Linear::ForwardReduceScatter(const TensorView& in, const TensorView& reduced) {
   if (ctx_.tp.overlap() == nullptr || float8()) return false;
   const int64_t rows = ctx_.n_local, out_features = reduced.shape[1];
@@ -133,8 +153,8 @@ absl::Status Linear::AddRowParallel(const TensorView& in, const TensorView& out)
   return ctx_.compute.Accumulate(summed, ModuleContext::Reshaped(out, {local}));
 }
 
-absl::Status Linear::Backward(const TensorView& dout, const TensorView& in,
-                              const TensorView& dinp) {
+absl::Status Linear::Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp,
+                              bool scatter_dinp) {
   TensorView g = dout;  // dout as a matmul operand, rounded by InputGradOverGather or here
   if (dout.dtype != ctx_.matmul_dtype) {
     g.dtype = ctx_.matmul_dtype;
@@ -144,7 +164,11 @@ absl::Status Linear::Backward(const TensorView& dout, const TensorView& in,
   if (!overlapped) {
     TITAN_ASSIGN_OR_RETURN(g, ctx_.Operand(dout, OperandScratch::kGrad));
   }
-  if (dinp.data != nullptr && !overlapped) {
+  bool scattered = false;
+  if (scatter_dinp && !overlapped) {
+    TITAN_ASSIGN_OR_RETURN(scattered, InputGradReduceScatter(g, dinp));
+  }
+  if (dinp.data != nullptr && !overlapped && !scattered) {
     if (float8()) {
       TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
       TITAN_RETURN_IF_ERROR(ctx_.float8->InputGrad(g, w, dinp, Split()));

@@ -24,7 +24,12 @@ class Linear {
   // Over in's rows: dinp [rows, in_features] += dout . W (skipped when dinp has no data) and
   // grad(W) += dout^T . in (left for the weight pass while one is deferring); f32 dout, `in` as
   // the forward stored it (f32 or bf16).
-  absl::Status Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp);
+  // With `scatter_dinp`, this is the last column-parallel layer summing into dinp (every token's
+  // partial sums, which the norm before it reduce-scatters): under async tensor parallelism its
+  // input gradient is computed by chunks inside the ring that reduce-scatters dinp, and the
+  // norm's backward takes the result (ModuleContext::scattered_grad).
+  absl::Status Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp,
+                        bool scatter_dinp = false);
   // The weight pass's part: grad(W) += dout^T . in, dout [rows, out_features] f32.
   absl::Status WeightGrad(const TensorView& dout, const TensorView& in);
   // As Backward, for a replicated W each tensor-parallel rank holds a part of dout for (a partial
@@ -54,6 +59,8 @@ class Linear {
   // As ForwardOverGather for the input gradient dinp += dout . W, dout the pending gather.
   absl::StatusOr<bool> InputGradOverGather(const TensorView& dout, const TensorView& g,
                                            const TensorView& dinp);
+  // Backward's dinp += g . W and the reduce-scatter of dinp as one ring (scatter_dinp).
+  absl::StatusOr<bool> InputGradReduceScatter(const TensorView& g, const TensorView& dinp);
   // AddRowParallel's matmul and reduce-scatter as one ring into `reduced` [n_local, out].
   absl::StatusOr<bool> ForwardReduceScatter(const TensorView& in, const TensorView& reduced);
   // How tensor and context parallelism split W's Float8 operands now.

@@ -71,6 +71,13 @@ struct PendingGather {
   TensorView local, full, out;
 };
 
+// Async tensor parallelism: the reduce-scatter of a norm's output gradient `full` (every token's
+// partial sums) that the last column-parallel linear ran by the ring, `local` the result.
+struct ScatteredGrad {
+  const void* full;
+  TensorView local;
+};
+
 struct ModuleContext {
   ModuleContext(const LlamaConfig& config, Compute& compute, DevicePlugin* device,
                 DType matmul_dtype, CausalAttention& attention)
@@ -101,6 +108,7 @@ struct ModuleContext {
   // Set while a zero-bubble BackwardInput runs: weight gradients are kept for its weight pass.
   WeightPass* deferring = nullptr;
   std::optional<PendingGather> pending_gather;  // async tensor parallelism only
+  std::optional<ScatteredGrad> scattered_grad;  // likewise
   // Async tensor parallelism's communication per layer since DecoderModel took it.
   std::vector<OverlapTime> overlap_times;
 

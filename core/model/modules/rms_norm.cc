@@ -23,10 +23,16 @@ absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out, cons
 absl::Status RmsNorm::Backward(const TensorView& d_out_full, const TensorView& inp,
                                const TensorView& rstd, const TensorView& d_inp) {
   const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
-  TITAN_ASSIGN_OR_RETURN(
-      const TensorView d_out,
-      ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(d_out_full, {d_out_full.numel()}),
-                                  ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl * d})));
+  TensorView d_out;
+  if (ctx_.scattered_grad && ctx_.scattered_grad->full == d_out_full.data) {
+    d_out = ctx_.scattered_grad->local;  // reduce-scattered under the last projection's matmul
+  } else {
+    TITAN_ASSIGN_OR_RETURN(
+        d_out,
+        ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(d_out_full, {d_out_full.numel()}),
+                                    ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl * d})));
+  }
+  ctx_.scattered_grad.reset();
   const Parameter& p = ctx_.parameters[weight_];
   const TensorView dout = ModuleContext::Reshaped(d_out, {nl, d});
   const TensorView x = ModuleContext::Reshaped(inp, {nl, d});

@@ -328,20 +328,27 @@ TEST(TpRing, AsyncTensorParallelModelMatchesTheSynchronousOne) {
       }
       std::sort(layers.begin(), layers.end());
       // Per block: the all-gathers under wq (forward) and w1 (forward), under wo and w2 (the
-      // input gradients), the reduce-scatters under wo and w2; the final norm's under output;
-      // then what stayed synchronous (the norms' backward reduce-scatters, the embedding's).
+      // input gradients), the reduce-scatters under wo and w2 (forward) and wv and w3 (the
+      // input gradients); the final norm's gather under output; then what stayed synchronous
+      // (the embedding's collectives, the final norm's backward reduce-scatter).
       const std::vector<std::string> want = {"layers.0.attention.wo.weight",
                                              "layers.0.attention.wq.weight",
+                                             "layers.0.attention.wv.weight",
                                              "layers.0.feed_forward.w1.weight",
                                              "layers.0.feed_forward.w2.weight",
+                                             "layers.0.feed_forward.w3.weight",
                                              "layers.1.attention.wo.weight",
                                              "layers.1.attention.wq.weight",
+                                             "layers.1.attention.wv.weight",
                                              "layers.1.feed_forward.w1.weight",
                                              "layers.1.feed_forward.w2.weight",
+                                             "layers.1.feed_forward.w3.weight",
                                              "layers.2.attention.wo.weight",
                                              "layers.2.attention.wq.weight",
+                                             "layers.2.attention.wv.weight",
                                              "layers.2.feed_forward.w1.weight",
                                              "layers.2.feed_forward.w2.weight",
+                                             "layers.2.feed_forward.w3.weight",
                                              "output.weight",
                                              "synchronous"};
       EXPECT_EQ(layers, want);
