@@ -174,7 +174,7 @@ absl::Status DecoderModel::CheckTensorParallelDegree(int degree) const {
 }
 
 absl::Status DecoderModel::SetTensorParallel(const TensorParallelLayout& layout) {
-  const TensorParallelGroup tp(layout.group);
+  const TensorParallelGroup tp(layout.group, layout.overlap);
   const int t = tp.size();
   TITAN_RETURN_IF_ERROR(CheckTensorParallelDegree(t));
   const std::vector<ParameterDecl> decls = InArenaOrder(OwnedParameters(t));
@@ -191,6 +191,49 @@ absl::Status DecoderModel::SetTensorParallel(const TensorParallelLayout& layout)
   batch_ = seq_len_ = 0;  // the activations' sizes change with the degree
   tokens_valid_ = false;
   return absl::OkStatus();
+}
+
+std::vector<std::string> DecoderModel::DescribeAsyncTensorParallel() const {
+  if (ctx_.tp.overlap() == nullptr) return {};
+  std::vector<std::string> lines = {
+      "[tp] async tensor parallelism: each norm's all-gather runs by chunks under the first "
+      "projection reading it, each row-parallel projection's reduce-scatter under its own "
+      "matmul; in the backward the residual gradient's all-gather under the row-parallel "
+      "projections' input gradients, and the norm's reduce-scatter under the last "
+      "column-parallel projection's (wv, w3)"};
+  for (int w = 0; w < static_cast<int>(ctx_.parameters.size()); ++w) {
+    const Parameter& p = ctx_.parameters[w];
+    const bool split = p.tp_style == TensorParallelStyle::kColumnwise ||
+                       p.tp_style == TensorParallelStyle::kRowwise;
+    if (split && ctx_.float8 != nullptr && ctx_.float8->Converts(w)) {
+      lines.push_back(absl::StrCat(
+          "[tp] async: ", p.name,
+          " is Float8: a gather it is the first to read, or its own reduce-scatter, runs "
+          "synchronously, since its GEMM scales the input by the amax of all of it, which no "
+          "chunk has"));
+    }
+  }
+  if (config_.moe.enabled()) {
+    lines.push_back(absl::StrCat(
+        "[tp] async: layers ", config_.moe.dense_layers, " to ", config_.n_layers - 1,
+        ": the routed experts' reduce-scatter stays synchronous (their rows come back through "
+        "the combine, not one matmul), and so does the gather before their backward"));
+  }
+  if (config_.mla.enabled() || config_.moe.enabled()) {
+    lines.push_back(
+        "[tp] async: in latent attention and mixture-of-experts layers the norm's backward "
+        "reduce-scatters the column-parallel projections' input gradients synchronously (their "
+        "last projection does not run it by chunks yet); in the other layers wv's and w3's input "
+        "gradients run it");
+  }
+  return lines;
+}
+
+std::vector<OverlapTime> DecoderModel::TakeTensorParallelOverlap() {
+  std::vector<OverlapTime> times = std::exchange(ctx_.overlap_times, {});
+  const double synchronous = ctx_.tp.TakeSynchronousSeconds();
+  if (synchronous > 0) times.push_back({"synchronous", 0, synchronous});
+  return times;
 }
 
 absl::Status DecoderModel::CheckExpertParallelDegree(int degree) const {
@@ -639,8 +682,11 @@ absl::Status DecoderModel::EmbedTokens(bool root_hooks) {
 absl::StatusOr<float> DecoderModel::HeadForward(bool root_hooks) {
   MicrobatchActs& set = *current_;
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.BeforeForward());
-  TITAN_RETURN_IF_ERROR(final_norm_->Forward(set.residual.back(), set.final_norm, set.final_rstd));
-  TITAN_ASSIGN_OR_RETURN(float loss, head_->Forward(set.final_norm, set.head));
+  TITAN_RETURN_IF_ERROR(final_norm_->Forward(set.residual.back(), set.final_norm, set.final_rstd,
+                                             /*leave_gather=*/true));
+  absl::StatusOr<float> loss = head_->Forward(set.final_norm, set.head);
+  TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
+  if (!loss.ok()) return loss.status();
   if (root_hooks) TITAN_RETURN_IF_ERROR(root_.AfterForward());
   return loss;
 }

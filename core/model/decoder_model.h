@@ -123,6 +123,13 @@ class DecoderModel : public TensorParallelTarget,
   // and w2 dim 1, the norms replicated). Forward then needs seq_len divisible by the group's
   // size.
   absl::Status SetTensorParallel(const TensorParallelLayout& layout) override;
+  // Under async tensor parallelism, what it overlaps and each layer whose communication stays
+  // synchronous, with why, one log line each; empty without it.
+  std::vector<std::string> DescribeAsyncTensorParallel() const;
+  // Async tensor parallelism's communication per layer, hidden and exposed, since the last call,
+  // then the sequence-parallel collectives that ran synchronously (all exposed), as the layer
+  // "synchronous".
+  std::vector<OverlapTime> TakeTensorParallelOverlap();
   absl::Status CheckTensorParallelDegree(int degree) const override;
   // ExpertParallelTarget: the routed experts' weights narrowed to this rank's run of experts.
   absl::Status CheckExpertParallelDegree(int degree) const override;

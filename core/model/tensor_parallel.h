@@ -9,19 +9,25 @@
 #define TITAN_CORE_MODEL_TENSOR_PARALLEL_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "titan/communicator.h"
+#include "titan/tensor_parallel_overlap.h"
 
 namespace titan {
 
 class TensorParallelGroup {
  public:
-  explicit TensorParallelGroup(Communicator* group = nullptr) : group_(group) {}
+  explicit TensorParallelGroup(Communicator* group = nullptr,
+                               TensorParallelOverlap* overlap = nullptr)
+      : group_(group), overlap_(overlap) {}
 
   int size() const { return group_ == nullptr ? 1 : group_->size(); }
   int rank() const { return group_ == nullptr ? 0 : group_->rank(); }
   // The group's communicator; null on one rank.
   Communicator* communicator() const { return size() > 1 ? group_ : nullptr; }
+  // The tp plugin's rings under async tensor parallelism; null on one rank or without it.
+  TensorParallelOverlap* overlap() const { return size() > 1 ? overlap_ : nullptr; }
 
   // Into `full` (size() times local's elements): every rank's `local`, in rank order. Returns
   // full; on one rank returns `local` and copies nothing.
@@ -34,9 +40,14 @@ class TensorParallelGroup {
   // each rank computes from its own tokens only.
   absl::Status AllReduceSum(const TensorView& values) const;
   absl::Status AllReduceMax(const TensorView& values) const;
+  // Seconds spent in GatherTokens and ReduceScatterTokens (all of it exposed: nothing computes
+  // meanwhile) since the last call; what async tensor parallelism's rings compare with.
+  double TakeSynchronousSeconds() const { return std::exchange(synchronous_seconds_, 0.0); }
 
  private:
   Communicator* group_;
+  TensorParallelOverlap* overlap_;
+  mutable double synchronous_seconds_ = 0;
 };
 
 }  // namespace titan

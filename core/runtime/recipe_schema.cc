@@ -162,7 +162,8 @@ std::vector<SectionSchema> MakeSchema() {
            "ranks the routed experts are split over (the ep plugin), borrowed from dp_shard x cp: "
            "divides data_parallel_shard_degree x context_parallel_degree; needs fsdp"),
        Bool("enable_async_tensor_parallel", false,
-            "overlap TP communication with compute (not supported yet: refused when true)"),
+            "overlap the sequence-parallel all-gather and reduce-scatter with the tp matmuls "
+            "(rings of per-rank chunks; the log names any layer that stays synchronous)"),
        Bool(
            "disable_loss_parallel", false,
            "gather logits instead of a vocab-parallel loss (not implemented: refused with tp > 1)"),
@@ -186,9 +187,6 @@ std::vector<SectionSchema> MakeSchema() {
               "how attention reaches the other cp ranks' keys and values: allgather, or "
               "alltoall (passed around the ring)",
               {"allgather", "alltoall"})}));
-  schema.back().not_supported = {
-      {"enable_async_tensor_parallel",
-       "async tensor parallelism is not supported yet (the tp collectives run synchronously)"}};
   schema.push_back(PluginSection(
       "checkpoint", "checkpoint saving and loading",
       {Bool("enable", false, "save and load checkpoints"),

@@ -137,17 +137,14 @@ TEST(Recipe, ChoicesAreCheckedAndSpelledCanonically) {
   EXPECT_EQ(*recipe->section("lr_scheduler").GetString("decay_type"), "cosine");
 }
 
-// Keys of features the run does not have yet are refused unless they keep their default, which
-// asks for nothing.
-TEST(Recipe, KeysOfUnsupportedFeaturesAreRefused) {
-  const std::pair<const char*, const char*> parallelism[] = {
-      {"enable_async_tensor_parallel = true", "async tensor parallelism is not supported yet"}};
-  for (const auto& [line, reason] : parallelism) {
-    std::string message = ErrorOf(absl::StrCat("[parallelism]\n", line, "\n"));
-    EXPECT_THAT(message, HasSubstr(absl::StrCat("r.toml:2:")));
-    EXPECT_THAT(message, HasSubstr(absl::StrCat("parallelism.", line, ": ", reason)));
-  }
-  // Their defaults, written out as TorchTitan's recipes do, ask for nothing.
+// Async tensor parallelism (issue #36) was refused until the tp plugin had its rings; the key is
+// now a setting like any other.
+TEST(Recipe, AsyncTensorParallelIsAccepted) {
+  auto recipe = Validate("[parallelism]\nenable_async_tensor_parallel = true\n");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(*recipe->section("parallelism").GetBool("enable_async_tensor_parallel"));
+  // The defaults of keys refused otherwise, written out as TorchTitan's recipes do, ask for
+  // nothing.
   auto defaults = Validate(
       "[model]\nconverters = []\n[parallelism]\npipeline_parallel_degree = 1\n"
       "context_parallel_degree = 1\nenable_async_tensor_parallel = false\n[float8]\n"

@@ -181,6 +181,11 @@ absl::Status ApplyParallelism(TrainingJob& job) {
     TITAN_RETURN_IF_ERROR(
         CallPluginOf(*plugin, "Apply", [&] { return plugin->Apply(job.model->root(), mesh); }));
     job.model->ReleaseUnusedStorage();
+    if (plugin->dimension() == MeshDim::kTp) {
+      for (const std::string& line : job.model->DescribeAsyncTensorParallel()) {
+        spdlog::info("{}", line);
+      }
+    }
     if (plugin->dimension() == MeshDim::kDpShard) {
       spdlog::info("[fsdp] {}", DescribeGatherFormats(job.model->Parameters()));
     }

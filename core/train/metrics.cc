@@ -145,6 +145,10 @@ std::vector<std::pair<std::string, std::string>> RowFields(const StepMetrics& m,
     fields.emplace_back("pp_bubble_schedule", absl::StrFormat("%.4f", m.bubble_theory));
   }
   if (m.aux_loss) fields.emplace_back("moe_aux_loss", absl::StrFormat("%.6e", *m.aux_loss));
+  if (m.tp_overlap) {
+    fields.emplace_back("tp_comm_hidden_s", absl::StrFormat("%.6f", m.tp_hidden_s));
+    fields.emplace_back("tp_comm_exposed_s", absl::StrFormat("%.6f", m.tp_exposed_s));
+  }
   if (!m.expert_tokens.empty()) {
     fields.emplace_back("expert_imbalance", absl::StrFormat("%.4f", m.expert_imbalance));
     fields.emplace_back("expert_tokens",
@@ -209,6 +213,10 @@ void MetricsLog::Log(const StepMetrics& m) {
     absl::StrAppend(&bubble, absl::StrFormat("  experts max/mean %.2f", m.expert_imbalance));
   }
   if (m.aux_loss) absl::StrAppend(&bubble, absl::StrFormat("  aux_loss %.3e", *m.aux_loss));
+  if (m.tp_overlap) {
+    absl::StrAppend(&bubble, absl::StrFormat("  tp comm hidden %.1fms exposed %.1fms",
+                                             1e3 * m.tp_hidden_s, 1e3 * m.tp_exposed_s));
+  }
   spdlog::info(
       "loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  tps {:.0f}  tflops {:.3f}  mfu {}  "
       "mem {:.2f}GiB{}  data {:.3f}s{}",

@@ -39,6 +39,11 @@ struct StepMetrics {
   std::vector<int64_t> expert_tokens;
   double expert_imbalance = 0;
   std::optional<double> aux_loss;  // StepResult's
+  // Tensor parallelism under profiling.enable_profiling: per step, this rank's sequence-parallel
+  // communication hidden under the matmuls by async tp and exposed, summed over the layers, in
+  // seconds.
+  bool tp_overlap = false;
+  double tp_hidden_s = 0, tp_exposed_s = 0;
 };
 
 class MetricsLog {

@@ -209,6 +209,21 @@ TEST_F(MetricsLogTest, DeviceMemoryIsTheDevicesAllocatedAndReservedPeaks) {
   EXPECT_LE(host.mem_gib, PeakMemoryGib());  // the resident peak only grows
 }
 
+// Async tensor parallelism under profiling: the step's hidden and exposed communication, in the
+// row and on the console; absent otherwise.
+TEST_F(MetricsLogTest, AsyncTensorParallelCommunicationIsLoggedWhenProfiled) {
+  absl::StatusOr<MetricsLog> log = MetricsLog::Open(dir_.string(), {1.0, "test"});
+  ASSERT_TRUE(log.ok()) << log.status();
+  log->Log(Row(1, 10));
+  StepMetrics m = Row(2, 10);
+  m.tp_overlap = true, m.tp_hidden_s = 0.0125, m.tp_exposed_s = 0.002;
+  log->Log(m);
+  const std::string rows = ReadAll(dir_ / "metrics.jsonl");
+  EXPECT_THAT(rows, HasSubstr("\"tp_comm_hidden_s\": 0.012500, \"tp_comm_exposed_s\": 0.002000"));
+  EXPECT_LT(rows.find('\n'), rows.find("tp_comm"));  // not in step 1's row
+  EXPECT_THAT(said_.str(), HasSubstr("tp comm hidden 12.5ms exposed 2.0ms"));
+}
+
 // Two tp ranks work on the same tokens, each on half the model: each counts half the tokens.
 TEST(RankThroughput, DividesTheTokensAmongTheRanksOfAReplica) {
   const Throughput one = RankThroughput(4096, 2.0, 1, 3e8, 10.0);

@@ -128,6 +128,10 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
   int64_t window_steps = 0;  // since the last logged step (or the start, resumed or not)
   double data_s = 0;
   double pipeline_compute_s = 0, pipeline_step_s = 0;  // over the pp ranks, since the last log
+  // Tensor parallelism's sequence-parallel communication on this rank since the last log, hidden
+  // by async tp's rings and exposed, when profiling.
+  const bool tp_overlap = job.plan.profiling.traces && job.model->tensor_parallel_degree() > 1;
+  double tp_hidden_s = 0, tp_exposed_s = 0;
   for (int64_t step = resume.step + 1; step <= steps; ++step) {
     SetLogStep(step);
     BeginProfiledStep(step);
@@ -150,6 +154,9 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
                            }));
     TITAN_RETURN_IF_ERROR(EndProfiledStep(step, mesh.world()));
     outcome.trained = step;
+    for (const OverlapTime& t : job.model->TakeTensorParallelOverlap()) {
+      tp_hidden_s += t.hidden, tp_exposed_s += t.exposed;
+    }
     if (pipelined) {
       // Summed over the pp ranks, whose idle time is the bubble.
       float times[2] = {static_cast<float>(result.pipeline.compute_seconds),
@@ -177,11 +184,17 @@ absl::StatusOr<StepsOutcome> RunSteps(TrainingJob& job) {
         m.bubble = pipeline_step_s > 0 ? 1 - pipeline_compute_s / pipeline_step_s : 0;
         m.bubble_theory = result.pipeline.theoretical_bubble;
       }
+      if (tp_overlap) {
+        m.tp_overlap = true;
+        m.tp_hidden_s = tp_hidden_s / static_cast<double>(window_steps);
+        m.tp_exposed_s = tp_exposed_s / static_cast<double>(window_steps);
+      }
       log->Log(m);
       window_start = Clock::now();
       window_steps = 0;
       data_s = 0;
       pipeline_compute_s = pipeline_step_s = 0;
+      tp_hidden_s = tp_exposed_s = 0;
     }
     if (job.data->eval && step % job.plan.validation.freq == 0) {
       // Each validation step covers a global batch, as a training step does.

@@ -7,10 +7,11 @@ namespace {
 
 TEST(PartBudgets, ThePartsInOrderFillTheDefaultDeadline) {
   std::vector<PartBudget> parts = PartBudgets(kDefaultDeadlineS);
-  ASSERT_EQ(parts.size(), 7u);
+  ASSERT_EQ(parts.size(), 8u);
   EXPECT_EQ(parts[0].name, "bundle");
   EXPECT_EQ(parts[0].budget_s, 60);
   EXPECT_EQ(parts[6].name, "throughput");
+  EXPECT_EQ(parts[7].name, "async_tp");
   double total = 0;
   for (const PartBudget& part : parts) total += part.budget_s;
   EXPECT_DOUBLE_EQ(total, 480);

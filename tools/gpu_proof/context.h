@@ -25,6 +25,7 @@ struct Context {
   std::string log;                                       // every command and its output
   std::vector<std::pair<std::string, std::string>> env;  // set for every child
   std::string device_name;                               // the CUDA device's, "" without one
+  int device_count = 0;                                  // the CUDA devices the driver shows
   Clock::time_point part_end = Clock::now();
 
   double LeftS() const;  // seconds until part_end

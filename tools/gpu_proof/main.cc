@@ -132,7 +132,8 @@ bool ProbeDevice(Json& report) {
 int RunProof(const Flags& flags, Context& context, Json& report, Clock::time_point start) {
   const std::vector<PartBudget> budgets = PartBudgets(flags.deadline_s);
   const std::vector<std::function<PartOutcome(const Context&)>> parts = {
-      BundlePart, KernelsPart, NcclPart, LossesPart, ResumePart, LayoutsPart, ThroughputPart};
+      BundlePart, KernelsPart, NcclPart,       LossesPart,
+      ResumePart, LayoutsPart, ThroughputPart, AsyncTpPart};
   std::vector<PartResult> results;
   for (const PartBudget& budget : budgets) {
     results.push_back({budget.name, PartStatus::kNotRun, kPending, 0, budget.budget_s});
@@ -153,6 +154,7 @@ int RunProof(const Flags& flags, Context& context, Json& report, Clock::time_poi
     if (i == 1) {
       have_device = ProbeDevice(report);
       context.device_name = have_device ? report["devices"][0]["name"].get<std::string>() : "";
+      context.device_count = static_cast<int>(report["devices"].size());
     }
     if (i >= 1 && !have_device) {
       results[i].reason = kNoDevice;

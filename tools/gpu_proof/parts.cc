@@ -3,11 +3,14 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "tools/gpu_proof/budget.h"
 #include "tools/gpu_proof/cpu_info.h"
 #include "tools/gpu_proof/titan_output.h"
 
@@ -202,6 +205,50 @@ absl::Status MakeReference(const Context& context) {
       {"steps", cpu.metrics->training.size()},
       {"metrics", "cpu_f32/metrics.jsonl"}};
   return WriteJsonAtomically(context.bundle.ReferenceDir() + "/reference.json", reference);
+}
+
+PartOutcome AsyncTpPart(const Context& context) {
+  if (context.device_count < 2) {
+    std::cout << "gpu-check: async_tp: skipped: " << context.device_count
+              << " CUDA device; async tensor parallelism's figure needs two or more\n";
+    return {PartStatus::kNotRun, kOneDevice, {{"devices", context.device_count}}};
+  }
+  if (!fs::exists(context.bundle.Launcher())) {
+    return {PartStatus::kNotRun, kNoLauncher, {{"launcher", context.bundle.Launcher()}}};
+  }
+  Findings findings;
+  Json rows = Json::array();
+  std::optional<Metrics> synchronous;
+  for (bool async : {false, true}) {
+    const std::string mode = async ? "async" : "synchronous";
+    TitanRun run = RunDebugRecipe(
+        context, absl::StrCat("the tp 2 ", mode, " run"), absl::StrCat("async_tp_", mode),
+        {"--training.steps=10", "--job.device=cuda", "--comm.backend=nccl",
+         "--training.mixed_precision_param=bfloat16", "--training.seq_len=2048",
+         "--training.local_batch_size=4", "--parallelism.data_parallel_shard_degree=1",
+         "--parallelism.tensor_parallel_degree=2", "--metrics.log_freq=1",
+         "--profiling.enable_profiling=true", "--profiling.profile_freq=1000",
+         absl::StrCat("--parallelism.enable_async_tensor_parallel=", async ? "true" : "false")},
+        /*ranks=*/2, ShareS(context.LeftS(), 1, async ? 1 : 2));
+    if (!run.ok()) {
+      findings.RunWentWrong(absl::StrCat("async_tp_", mode), run);
+      continue;
+    }
+    const Json last =
+        run.metrics->training.empty() ? Json::object() : run.metrics->training.rbegin()->second;
+    rows.push_back({{"mode", mode},
+                    {"tokens_per_s", last.value("tps", 0.0)},
+                    {"tp_comm_hidden_s", last.value("tp_comm_hidden_s", 0.0)},
+                    {"tp_comm_exposed_s", last.value("tp_comm_exposed_s", 0.0)}});
+    std::cout << "gpu-check: async_tp: " << mode << ": " << last.dump() << "\n";
+    if (!async) synchronous = *run.metrics;
+    if (async && synchronous) {
+      CompareWith(findings, "losses_async_vs_synchronous", run, *synchronous,
+                  {.tolerance = kBf16LayoutTolerance});
+    }
+  }
+  findings.details["runs"] = rows;
+  return findings.Outcome();
 }
 
 }  // namespace titan::gpu_proof

@@ -10,6 +10,9 @@ namespace titan::gpu_proof {
 
 // The relative difference allowed between the losses of two runs of the same f32 recipe.
 constexpr double kLossTolerance = 1e-5;
+// Between two layouts of one bf16 recipe, whose sums in another order can move a value across a
+// bf16 rounding step (tests/CMakeLists.txt's TITAN_BF16_LAYOUT_TOLERANCE).
+constexpr double kBf16LayoutTolerance = 1e-4;
 
 // Without a GPU: titan-run --version, --list-plugins shows every plugin of the bundle and
 // rejects none, and the CPU f32 run reproduces the bundle's reference losses.
@@ -32,6 +35,12 @@ PartOutcome LayoutsPart(const Context& context);
 
 // The throughput table (throughput.h).
 PartOutcome ThroughputPart(const Context& context);
+
+// Async tensor parallelism's figure: tp 2 over nccl on two GPUs, synchronous then async, 10 bf16
+// steps of the debug recipe at seq_len 2048: each one's step time and the tp communication hidden
+// and exposed per step, the async losses within bf16's layout tolerance of the synchronous ones.
+// Not run, saying so, on one GPU or without the bundle's launcher.
+PartOutcome AsyncTpPart(const Context& context);
 
 // --make-reference: the CPU f32 run, its metrics.jsonl and a reference.json describing it
 // written into the bundle's reference/.

@@ -38,9 +38,11 @@ Verdict DecideVerdict(bool have_device, const std::vector<PartResult>& parts) {
       ++passed;
       continue;
     }
-    // Without a device the GPU parts cannot run: that is the "no device" verdict's business.
+    // Without a device the GPU parts cannot run: that is the "no device" verdict's business; a
+    // part needing two devices on a machine with one is skipped, as it says.
     const bool allowed = part.status == PartStatus::kNotRun &&
-                         (part.reason == kNoLauncher || (!have_device && part.reason == kNoDevice));
+                         (part.reason == kNoLauncher || part.reason == kOneDevice ||
+                          (!have_device && part.reason == kNoDevice));
     failed = failed || !allowed;
     verdict.notes.push_back(absl::StrCat(part.name, ": ", StatusName(part.status),
                                          part.reason.empty() ? "" : ": ", part.reason));

@@ -14,6 +14,7 @@ enum class PartStatus { kPass, kFail, kTimedOut, kNotRun };
 // The reasons a part is not run.
 inline constexpr char kNoDevice[] = "no CUDA device";
 inline constexpr char kNoLauncher[] = "no launcher";
+inline constexpr char kOneDevice[] = "one CUDA device: the part needs two or more";
 inline constexpr char kOverallDeadline[] = "overall deadline";
 inline constexpr char kPending[] = "not reached yet";
 

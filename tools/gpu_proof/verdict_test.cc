@@ -48,6 +48,16 @@ TEST(DecideVerdict, NoLauncherIsAllowedAndListed) {
   EXPECT_THAT(verdict.notes, Contains("layouts: not run: no launcher"));
 }
 
+// Async TP's figure needs two GPUs; on one the part says so and the proof still passes.
+TEST(DecideVerdict, APartNeedingTwoDevicesOnOneIsAllowedAndListed) {
+  std::vector<PartResult> parts = AllPass();
+  parts.push_back(Part("async_tp", PartStatus::kNotRun, kOneDevice));
+  Verdict verdict = DecideVerdict(true, parts);
+  EXPECT_EQ(verdict.name, "pass");
+  EXPECT_THAT(verdict.notes,
+              Contains("async_tp: not run: one CUDA device: the part needs two or more"));
+}
+
 TEST(DecideVerdict, APartSkippedForWantOfTimeFails) {
   std::vector<PartResult> parts = AllPass();
   parts[6] = Part("throughput", PartStatus::kNotRun, kOverallDeadline);

@@ -73,7 +73,8 @@ absl::Status FeedForward::Backward(const TensorView& d_out, const TensorView& x,
       ctx_.compute.SwiGluBackward(R::Reshaped(d_h, {n * f}), acts.a, acts.b, d_a, d_b));
   TITAN_RETURN_IF_ERROR(ctx_.Zero(dx));
   TITAN_RETURN_IF_ERROR(w1_.Backward(R::Reshaped(d_a, {n, f}), x, dx));
-  return w3_.Backward(R::Reshaped(d_b, {n, f}), x, dx);
+  // A mixture of experts adds its routed experts' input gradients after its shared experts'.
+  return w3_.Backward(R::Reshaped(d_b, {n, f}), x, dx, /*scatter_dinp=*/!shared_);
 }
 
 }  // namespace titan

@@ -1,7 +1,11 @@
 #include "core/model/modules/linear.h"
 
+#include <optional>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "core/model/modules/weight_pass.h"
+#include "core/runtime/profiler.h"
 
 namespace titan {
 
@@ -22,7 +26,103 @@ Float8Split Linear::Split() const {
   return {row_parallel, ctx_.tp.communicator(), ctx_.attention->sequence_group()};
 }
 
+absl::StatusOr<std::optional<PendingGather>> Linear::TakeGather(const TensorView& read) {
+  if (!ctx_.pending_gather) return std::nullopt;
+  // A Float8 GEMM scales its input by the amax of all of it, which no chunk knows.
+  if (ctx_.pending_gather->out.data != read.data || float8()) {
+    TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
+    return std::nullopt;
+  }
+  return std::exchange(ctx_.pending_gather, std::nullopt);
+}
+
+absl::Status Linear::RunGather(const PendingGather& gather,
+                               const std::function<absl::Status(int64_t first)>& rows_arrived) {
+  const int64_t start_us = NowMicros();
+  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->AllGatherMatmul(
+      ctx_.parameters[weight_].name, gather.local, gather.full,
+      [&](int chunk) { return rows_arrived(chunk * ctx_.n_local); }));
+  ctx_.RecordOverlap(start_us);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Linear::ForwardOverGather(const TensorView& in, const TensorView& out,
+                                               bool accumulate) {
+  TITAN_ASSIGN_OR_RETURN(const std::optional<PendingGather> gather, TakeGather(in));
+  if (!gather) return false;
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  const TensorView full = ModuleContext::Reshaped(gather->full, gather->out.shape);
+  const int64_t rows = ctx_.n_local;
+  TITAN_RETURN_IF_ERROR(RunGather(*gather, [&](int64_t first) -> absl::Status {
+    if (gather->out.data != gather->full.data) {  // rounded to bf16 as it arrives
+      TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(full, first, rows),
+                                              ModuleContext::Rows(gather->out, first, rows)));
+    }
+    return ctx_.compute.Gemm(ModuleContext::Rows(in, first, rows), false, w, true, 1.0f,
+                             accumulate ? 1.0f : 0.0f, ModuleContext::Rows(out, first, rows));
+  }));
+  return true;
+}
+
+absl::StatusOr<bool> Linear::InputGradOverGather(const TensorView& dout, const TensorView& g,
+                                                 const TensorView& dinp) {
+  if (dinp.data == nullptr) {
+    TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
+    return false;
+  }
+  TITAN_ASSIGN_OR_RETURN(const std::optional<PendingGather> gather, TakeGather(dout));
+  if (!gather) return false;
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  const int64_t rows = ctx_.n_local;
+  TITAN_RETURN_IF_ERROR(RunGather(*gather, [&](int64_t first) -> absl::Status {
+    const TensorView g_rows = ModuleContext::Rows(g, first, rows);
+    if (g.data != dout.data) {  // rounded to the matmul dtype as it arrives
+      TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(dout, first, rows), g_rows));
+    }
+    return ctx_.compute.Gemm(g_rows, false, w, false, 1.0f, 1.0f,
+                             ModuleContext::Rows(dinp, first, rows));
+  }));
+  return true;
+}
+
+absl::StatusOr<bool> Linear::InputGradReduceScatter(const TensorView& g, const TensorView& dinp) {
+  if (ctx_.tp.overlap() == nullptr || float8() || dinp.data == nullptr) return false;
+  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  const int64_t rows = ctx_.n_local, width = dinp.numel() / dinp.shape[0];
+  const TensorView local = ModuleContext::Reshaped(ctx_.scratch.tokens_local, {rows * width});
+  auto produce = [&](int chunk, const TensorView& partial) -> absl::Status {
+    const int64_t first = chunk * rows;
+    const TensorView sum = ModuleContext::Reshaped(partial, {rows, width});
+    // The earlier layers' sums for these rows, then this layer's, as Backward adds them.
+    TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(ModuleContext::Rows(dinp, first, rows), sum));
+    return ctx_.compute.Gemm(ModuleContext::Rows(g, first, rows), false, w, false, 1.0f, 1.0f, sum);
+  };
+  const int64_t start_us = NowMicros();
+  TITAN_RETURN_IF_ERROR(
+      ctx_.tp.overlap()->MatmulReduceScatter(ctx_.parameters[weight_].name, produce, local));
+  ctx_.RecordOverlap(start_us);
+  ctx_.scattered_grad = ScatteredGrad{dinp.data, local};
+  return true;
+}
+
+absl::StatusOr<bool> Linear::ForwardReduceScatter(const TensorView& in, const TensorView& reduced) {
+  if (ctx_.tp.overlap() == nullptr || float8()) return false;
+  const int64_t rows = ctx_.n_local, out_features = reduced.shape[1];
+  auto produce = [&](int chunk, const TensorView& partial) {
+    return Forward(ModuleContext::Rows(in, chunk * rows, rows),
+                   ModuleContext::Reshaped(partial, {rows, out_features}));
+  };
+  const int64_t start_us = NowMicros();
+  TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->MatmulReduceScatter(
+      ctx_.parameters[weight_].name, produce,
+      ModuleContext::Reshaped(reduced, {rows * out_features})));
+  ctx_.RecordOverlap(start_us);
+  return true;
+}
+
 absl::Status Linear::Forward(const TensorView& in, const TensorView& out, bool accumulate) {
+  TITAN_ASSIGN_OR_RETURN(const bool overlapped, ForwardOverGather(in, out, accumulate));
+  if (overlapped) return absl::OkStatus();
   if (float8()) {
     TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
     return ctx_.float8->Forward(in, w, out, accumulate, Split());
@@ -36,20 +136,39 @@ absl::Status Linear::AddRowParallel(const TensorView& in, const TensorView& out)
   if (ctx_.tp.size() == 1) {
     return Forward(in, ModuleContext::Reshaped(out, {rows, out_features}), /*accumulate=*/true);
   }
+  const int64_t local = ctx_.n_local * out_features;
+  const TensorView reduced =
+      ModuleContext::Reshaped(ctx_.scratch.tokens_local, {ctx_.n_local, out_features});
+  TITAN_ASSIGN_OR_RETURN(const bool overlapped, ForwardReduceScatter(in, reduced));
+  if (overlapped) {
+    return ctx_.compute.Accumulate(ModuleContext::Reshaped(reduced, {local}),
+                                   ModuleContext::Reshaped(out, {local}));
+  }
   const TensorView full = ModuleContext::Reshaped(ctx_.scratch.tokens_full, {rows, out_features});
   TITAN_RETURN_IF_ERROR(Forward(in, full));
-  const int64_t local = ctx_.n_local * out_features;
   TITAN_ASSIGN_OR_RETURN(
-      const TensorView reduced,
+      const TensorView summed,
       ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(full, {rows * out_features}),
-                                  ModuleContext::Reshaped(ctx_.scratch.tokens_local, {local})));
-  return ctx_.compute.Accumulate(reduced, ModuleContext::Reshaped(out, {local}));
+                                  ModuleContext::Reshaped(reduced, {local})));
+  return ctx_.compute.Accumulate(summed, ModuleContext::Reshaped(out, {local}));
 }
 
-absl::Status Linear::Backward(const TensorView& dout, const TensorView& in,
-                              const TensorView& dinp) {
-  TITAN_ASSIGN_OR_RETURN(TensorView g, ctx_.Operand(dout, OperandScratch::kGrad));
-  if (dinp.data != nullptr) {
+absl::Status Linear::Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp,
+                              bool scatter_dinp) {
+  TensorView g = dout;  // dout as a matmul operand, rounded by InputGradOverGather or here
+  if (dout.dtype != ctx_.matmul_dtype) {
+    g.dtype = ctx_.matmul_dtype;
+    g.data = ctx_.scratch.bf16[static_cast<int>(OperandScratch::kGrad)].data;
+  }
+  TITAN_ASSIGN_OR_RETURN(const bool overlapped, InputGradOverGather(dout, g, dinp));
+  if (!overlapped) {
+    TITAN_ASSIGN_OR_RETURN(g, ctx_.Operand(dout, OperandScratch::kGrad));
+  }
+  bool scattered = false;
+  if (scatter_dinp && !overlapped) {
+    TITAN_ASSIGN_OR_RETURN(scattered, InputGradReduceScatter(g, dinp));
+  }
+  if (dinp.data != nullptr && !overlapped && !scattered) {
     if (float8()) {
       TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
       TITAN_RETURN_IF_ERROR(ctx_.float8->InputGrad(g, w, dinp, Split()));

@@ -4,6 +4,9 @@
 #ifndef TITAN_CORE_MODEL_MODULES_LINEAR_H_
 #define TITAN_CORE_MODEL_MODULES_LINEAR_H_
 
+#include <functional>
+#include <optional>
+
 #include "core/model/modules/module_context.h"
 
 namespace titan {
@@ -21,7 +24,12 @@ class Linear {
   // Over in's rows: dinp [rows, in_features] += dout . W (skipped when dinp has no data) and
   // grad(W) += dout^T . in (left for the weight pass while one is deferring); f32 dout, `in` as
   // the forward stored it (f32 or bf16).
-  absl::Status Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp);
+  // With `scatter_dinp`, this is the last column-parallel layer summing into dinp (every token's
+  // partial sums, which the norm before it reduce-scatters): under async tensor parallelism its
+  // input gradient is computed by chunks inside the ring that reduce-scatters dinp, and the
+  // norm's backward takes the result (ModuleContext::scattered_grad).
+  absl::Status Backward(const TensorView& dout, const TensorView& in, const TensorView& dinp,
+                        bool scatter_dinp = false);
   // The weight pass's part: grad(W) += dout^T . in, dout [rows, out_features] f32.
   absl::Status WeightGrad(const TensorView& dout, const TensorView& in);
   // As Backward, for a replicated W each tensor-parallel rank holds a part of dout for (a partial
@@ -36,6 +44,25 @@ class Linear {
   // its value as an Operand.
   absl::StatusOr<TensorView> WeightOperand();
   absl::StatusOr<Float8Operand> Float8WeightOperand();
+  // Async tensor parallelism (titan/tensor_parallel_overlap.h). The gather a norm left, when it
+  // is of `read` and this layer can take it by chunks (not Float8); else runs a pending gather
+  // whole first and returns none.
+  absl::StatusOr<std::optional<PendingGather>> TakeGather(const TensorView& read);
+  // Runs `gather` by the tp plugin's ring, calling rows_arrived(first) for each rank's n_local
+  // rows from row `first` on as they arrive, and records its times.
+  absl::Status RunGather(const PendingGather& gather,
+                         const std::function<absl::Status(int64_t first)>& rows_arrived);
+  // Forward over the gather a norm left for `in`, each rank's rows multiplied as they arrive:
+  // whether it ran (false: the caller computes as usual, any pending gather done whole).
+  absl::StatusOr<bool> ForwardOverGather(const TensorView& in, const TensorView& out,
+                                         bool accumulate);
+  // As ForwardOverGather for the input gradient dinp += dout . W, dout the pending gather.
+  absl::StatusOr<bool> InputGradOverGather(const TensorView& dout, const TensorView& g,
+                                           const TensorView& dinp);
+  // Backward's dinp += g . W and the reduce-scatter of dinp as one ring (scatter_dinp).
+  absl::StatusOr<bool> InputGradReduceScatter(const TensorView& g, const TensorView& dinp);
+  // AddRowParallel's matmul and reduce-scatter as one ring into `reduced` [n_local, out].
+  absl::StatusOr<bool> ForwardReduceScatter(const TensorView& in, const TensorView& reduced);
   // How tensor and context parallelism split W's Float8 operands now.
   Float8Split Split() const;
   // grad(W) += g^T . in, g the output gradient as a matmul operand.

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/model/config.h"
@@ -63,6 +64,20 @@ struct SharedScratch {
   std::array<TensorView, kOperandScratches> bf16;  // empty in f32
 };
 
+// Async tensor parallelism: a gather of every rank's tokens that a norm left to the linear layer
+// reading `out` next, which runs it by chunks under its matmul (Linear); `full` is f32, `out` the
+// same memory or its rounding to the matmul dtype.
+struct PendingGather {
+  TensorView local, full, out;
+};
+
+// Async tensor parallelism: the reduce-scatter of a norm's output gradient `full` (every token's
+// partial sums) that the last column-parallel linear ran by the ring, `local` the result.
+struct ScatteredGrad {
+  const void* full;
+  TensorView local;
+};
+
 struct ModuleContext {
   ModuleContext(const LlamaConfig& config, Compute& compute, DevicePlugin* device,
                 DType matmul_dtype, CausalAttention& attention)
@@ -92,6 +107,10 @@ struct ModuleContext {
   TensorView token_ids, target_ids;  // the current microbatch's, i32 [n] on the device
   // Set while a zero-bubble BackwardInput runs: weight gradients are kept for its weight pass.
   WeightPass* deferring = nullptr;
+  std::optional<PendingGather> pending_gather;  // async tensor parallelism only
+  std::optional<ScatteredGrad> scattered_grad;  // likewise
+  // Async tensor parallelism's communication per layer since DecoderModel took it.
+  std::vector<OverlapTime> overlap_times;
 
   LocalSizes local() const;
   int ep_size() const { return ep != nullptr ? ep->size() : 1; }
@@ -104,6 +123,16 @@ struct ModuleContext {
   }
   // The first elements of `view`'s memory, as `shape` (of at most as many elements).
   static TensorView Reshaped(const TensorView& view, std::vector<int64_t> shape);
+  // Rows [first, first + count) of `matrix` (contiguous, its first dimension the rows).
+  static TensorView Rows(const TensorView& matrix, int64_t first, int64_t count);
+  // Leaves the gather of `local` into `full` (and its rounding into `out`) for the next linear
+  // layer reading `out` under async tensor parallelism; runs it now without.
+  absl::Status GatherTokens(const TensorView& local, const TensorView& full, const TensorView& out);
+  // Runs the gather a norm left, if no linear layer took it.
+  absl::Status FinishGather();
+  // After a ring that began at `start_us` (NowMicros): adds the ring's times to overlap_times and,
+  // in a profiled step, a span per layer holding them to the trace.
+  void RecordOverlap(int64_t start_us);
   // A matmul operand in the compute precision: x itself when it has that dtype, else (f32 under
   // mixed precision) its bf16 rounding in `scratch`.
   absl::StatusOr<TensorView> Operand(const TensorView& x, OperandScratch scratch) const;

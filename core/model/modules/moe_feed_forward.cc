@@ -408,6 +408,8 @@ absl::Status MoeFeedForward::Backward(const TensorView& d_out, const TensorView&
         "use a pipeline schedule without the zero-bubble split (not ZBVZeroBubble, "
         "Interleaved ZB or DualPipeV)");
   }
+  // Its first reader of d_out is no linear layer, so an async gather runs whole first.
+  TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
   const MoeConfig& moe = ctx_.config.moe;
   const int64_t n = ctx_.n, d = ctx_.config.dim, k = moe.top_k, m = n * k;
   const int64_t hm = ctx_.local().expert_hidden;

@@ -4,8 +4,8 @@
 
 namespace titan {
 
-absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out,
-                              const TensorView& rstd) {
+absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out, const TensorView& rstd,
+                              bool leave_gather) {
   const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
   const bool f32 = out.dtype == DType::kF32;
   const TensorView full = f32 ? out : ModuleContext::Reshaped(ctx_.scratch.d_norm_out, out.shape);
@@ -15,20 +15,24 @@ absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out,
   TITAN_RETURN_IF_ERROR(ctx_.compute.RmsNormForward(
       ModuleContext::Reshaped(inp, {nl, d}), ctx_.parameters[weight_].value, ctx_.config.norm_eps,
       local, ModuleContext::Reshaped(rstd, {nl})));
-  TITAN_RETURN_IF_ERROR(ctx_.tp
-                            .GatherTokens(ModuleContext::Reshaped(local, {nl * d}),
-                                          ModuleContext::Reshaped(full, {full.numel()}))
-                            .status());
-  return f32 ? absl::OkStatus() : ctx_.compute.Cast(full, out);
+  TITAN_RETURN_IF_ERROR(ctx_.GatherTokens(ModuleContext::Reshaped(local, {nl * d}),
+                                          ModuleContext::Reshaped(full, {full.numel()}), out));
+  return leave_gather ? absl::OkStatus() : ctx_.FinishGather();
 }
 
 absl::Status RmsNorm::Backward(const TensorView& d_out_full, const TensorView& inp,
                                const TensorView& rstd, const TensorView& d_inp) {
   const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
-  TITAN_ASSIGN_OR_RETURN(
-      const TensorView d_out,
-      ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(d_out_full, {d_out_full.numel()}),
-                                  ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl * d})));
+  TensorView d_out;
+  if (ctx_.scattered_grad && ctx_.scattered_grad->full == d_out_full.data) {
+    d_out = ctx_.scattered_grad->local;  // reduce-scattered under the last projection's matmul
+  } else {
+    TITAN_ASSIGN_OR_RETURN(
+        d_out,
+        ctx_.tp.ReduceScatterTokens(ModuleContext::Reshaped(d_out_full, {d_out_full.numel()}),
+                                    ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl * d})));
+  }
+  ctx_.scattered_grad.reset();
   const Parameter& p = ctx_.parameters[weight_];
   const TensorView dout = ModuleContext::Reshaped(d_out, {nl, d});
   const TensorView x = ModuleContext::Reshaped(inp, {nl, d});

@@ -15,8 +15,11 @@ class RmsNorm {
   int weight() const { return weight_; }
   // The norm of this rank's tokens inp [n_local, d], gathered into out [n, d] (f32, or bf16:
   // normed and gathered in f32 in the idle d_norm_out scratch, then rounded once); rstd
-  // [n_local] is saved for the backward.
-  absl::Status Forward(const TensorView& inp, const TensorView& out, const TensorView& rstd);
+  // [n_local] is saved for the backward. With `leave_gather`, under async tensor parallelism the
+  // gather is left to the linear layer reading `out` next (ModuleContext::GatherTokens), which
+  // the caller must follow with ModuleContext::FinishGather.
+  absl::Status Forward(const TensorView& inp, const TensorView& out, const TensorView& rstd,
+                       bool leave_gather = false);
   // d_inp [n_local, d] += the gradient through the norm of this rank's tokens, from d_out_full
   // [n, d] holding this rank's partial sums for every token. The weight's gradient adds up over
   // the tensor-parallel ranks (left for the weight pass while one is deferring).

@@ -121,7 +121,7 @@ absl::Status SelfAttention::Backward(const TensorView& d_out, const TensorView& 
   TITAN_RETURN_IF_ERROR(ctx_.Zero(dx));
   TITAN_RETURN_IF_ERROR(wq_.Backward(R::Reshaped(dq_raw, {n, qd}), x, dx));
   TITAN_RETURN_IF_ERROR(wk_.Backward(R::Reshaped(dk_raw, {n, kvd}), x, dx));
-  return wv_.Backward(R::Reshaped(d_v, {n, kvd}), x, dx);
+  return wv_.Backward(R::Reshaped(d_v, {n, kvd}), x, dx, /*scatter_dinp=*/true);
 }
 
 }  // namespace titan

@@ -4,11 +4,15 @@
 // flat buffers, which the optimizer updates unless fsdp, applied after, shards them further;
 // then it hands the model the tp group through TensorParallelTarget, and the model runs the
 // communication (core/model/tensor_parallel.h). Our model is one forward function, not a tree
-// of linears to swap, so what changes hands is the layout.
+// of linears to swap, so what changes hands is the layout. With
+// parallelism.enable_async_tensor_parallel the layout carries this plugin's ring (tp_ring.h),
+// through which the model overlaps the sequence-parallel collectives with its matmuls.
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/parallel/tp/tp_ring.h"
 #include "plugins/parallel/tp/tp_shards.h"
 #include "titan/parallel.h"
 
@@ -25,6 +29,9 @@ class TensorParallel : public ParallelPlugin, public ParameterShardsRole, public
   MeshDim dimension() const override { return MeshDim::kTp; }
 
   absl::Status Configure(const ConfigView& config) override {
+    if (config.Has("enable_async_tensor_parallel")) {
+      TITAN_ASSIGN_OR_RETURN(async_, config.GetBool("enable_async_tensor_parallel"));
+    }
     if (!config.Has("disable_loss_parallel")) return absl::OkStatus();
     TITAN_ASSIGN_OR_RETURN(bool gather_logits, config.GetBool("disable_loss_parallel"));
     if (gather_logits) {
@@ -52,7 +59,8 @@ class TensorParallel : public ParallelPlugin, public ParameterShardsRole, public
     shards_.emplace(mesh.device());
     TITAN_RETURN_IF_ERROR(shards_->Shard(parameters, group.size(), group.rank()));
     group_ = &group;
-    return target_->SetTensorParallel(TensorParallelLayout{group_});
+    if (async_ && group.size() > 1) ring_ = std::make_unique<TpRing>(group, mesh.device());
+    return target_->SetTensorParallel(TensorParallelLayout{group_, true, ring_.get()});
   }
 
   ParameterShardsRole* parameter_shards() override { return this; }
@@ -76,6 +84,8 @@ class TensorParallel : public ParallelPlugin, public ParameterShardsRole, public
   Communicator* group_ = nullptr;
   TensorParallelTarget* target_ = nullptr;
   std::optional<TpShards> shards_;  // once applied
+  bool async_ = false;              // parallelism.enable_async_tensor_parallel
+  std::unique_ptr<TpRing> ring_;    // with async_, on more than one rank
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/cpu/cpu_device.h"
 #include "core/model/decoder_model.h"
 #include "plugins/parallel/common/thread_comm.h"
+#include "plugins/parallel/tp/tp_ring.h"
 
 namespace titan::tp {
 namespace {
@@ -189,10 +191,14 @@ constexpr int64_t kBatch = 2, kSeqLen = 8;
 
 // Two microbatches accumulated (as gradient accumulation does), from one initialization; with a
 // group, on this rank's boxes under the plan.
-TrainedRun Train(ThreadComm* comm) {
+// With `async`, under the tp plugin's rings (async tensor parallelism), whose times land in
+// `overlap_times`.
+TrainedRun Train(ThreadComm* comm, const LlamaConfig& config = SmallConfig(), bool async = false,
+                 std::vector<OverlapTime>* overlap_times = nullptr) {
   TrainedRun run;
+  std::optional<TpRing> ring;                             // outlives the model, which holds it
   auto ac = ParseActivationCheckpoint("selective", "2");  // the recompute path too
-  auto model = DecoderModel::Create(SmallConfig(), *ac);
+  auto model = DecoderModel::Create(config, *ac);
   EXPECT_TRUE(model.ok());
   (*model)->Initialize(11);
   TpShards shards(CpuDevice::Host());
@@ -201,7 +207,8 @@ TrainedRun Train(ThreadComm* comm) {
     parameters.push_back(const_cast<Parameter*>(&p));
   if (comm != nullptr) {
     EXPECT_TRUE(shards.Shard(parameters, comm->size(), comm->rank()).ok());
-    EXPECT_TRUE((*model)->SetTensorParallel({comm}).ok());
+    if (async) ring.emplace(*comm, CpuDevice::Host());
+    EXPECT_TRUE((*model)->SetTensorParallel({comm, true, async ? &*ring : nullptr}).ok());
   }
   for (int micro = 0; micro < 2; ++micro) {
     std::vector<int32_t> tokens, targets;
@@ -217,6 +224,10 @@ TrainedRun Train(ThreadComm* comm) {
   for (const Parameter* p : parameters) {
     const float* g = p->grad.data_as<float>();
     run.grads.emplace_back(g, g + p->grad.numel());
+  }
+  if (overlap_times != nullptr) *overlap_times = (*model)->TakeTensorParallelOverlap();
+  if (ring) {
+    EXPECT_TRUE(ring->TakeTimes().empty());  // the model took them after each ring
   }
   if (comm != nullptr) {
     EXPECT_TRUE(shards.Unshard(*comm).ok());
@@ -272,6 +283,75 @@ TEST(TpShards, TensorParallelModelMatchesOneRank) {
         ASSERT_NEAR(runs[r].grads[i][k], want[k], 1e-5 * scale + 1e-7) << k;
       }
       EXPECT_EQ(runs[r].whole[i], reference.whole[i]);  // unsharding restores the values
+    }
+  }
+}
+
+// Async tensor parallelism gives the synchronous path's losses and gradients at tp 2 and tp 4:
+// the all-gather-matmul the same bits, the matmul-reduce-scatter its sums in ring order (within
+// 1e-6 relative), over two accumulated microbatches with recompute. Every column- and
+// row-parallel layer's ring ran and timed its communication.
+TEST(TpRing, AsyncTensorParallelModelMatchesTheSynchronousOne) {
+  LlamaConfig config = SmallConfig();
+  config.n_kv_heads = 4;  // divisible by 4 ranks
+  for (int ranks : {2, 4}) {
+    SCOPED_TRACE(ranks);
+    ThreadGroup group(ranks);
+    std::vector<TrainedRun> sync(ranks), async(ranks);
+    std::vector<std::vector<OverlapTime>> times(ranks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        ThreadComm comm(group, r);
+        sync[r] = Train(&comm, config);
+        async[r] = Train(&comm, config, /*async=*/true, &times[r]);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) {
+      for (size_t m = 0; m < sync[r].losses.size(); ++m) {
+        EXPECT_NEAR(async[r].losses[m], sync[r].losses[m], 1e-6 * sync[r].losses[m]);
+      }
+      ASSERT_EQ(async[r].grads.size(), sync[r].grads.size());
+      for (size_t i = 0; i < sync[r].grads.size(); ++i) {
+        float scale = 0;
+        for (float g : sync[r].grads[i]) scale = std::max(scale, std::abs(g));
+        for (size_t k = 0; k < sync[r].grads[i].size(); ++k) {
+          ASSERT_NEAR(async[r].grads[i][k], sync[r].grads[i][k], 1e-6 * scale) << i << " " << k;
+        }
+      }
+      std::vector<std::string> layers;
+      for (const OverlapTime& t : times[r]) {
+        layers.push_back(t.layer);
+        EXPECT_GE(t.hidden, 0.0);
+        EXPECT_GE(t.exposed, 0.0);
+      }
+      std::sort(layers.begin(), layers.end());
+      // Per block: the all-gathers under wq (forward) and w1 (forward), under wo and w2 (the
+      // input gradients), the reduce-scatters under wo and w2 (forward) and wv and w3 (the
+      // input gradients); the final norm's gather under output; then what stayed synchronous
+      // (the embedding's collectives, the final norm's backward reduce-scatter).
+      const std::vector<std::string> want = {"layers.0.attention.wo.weight",
+                                             "layers.0.attention.wq.weight",
+                                             "layers.0.attention.wv.weight",
+                                             "layers.0.feed_forward.w1.weight",
+                                             "layers.0.feed_forward.w2.weight",
+                                             "layers.0.feed_forward.w3.weight",
+                                             "layers.1.attention.wo.weight",
+                                             "layers.1.attention.wq.weight",
+                                             "layers.1.attention.wv.weight",
+                                             "layers.1.feed_forward.w1.weight",
+                                             "layers.1.feed_forward.w2.weight",
+                                             "layers.1.feed_forward.w3.weight",
+                                             "layers.2.attention.wo.weight",
+                                             "layers.2.attention.wq.weight",
+                                             "layers.2.attention.wv.weight",
+                                             "layers.2.feed_forward.w1.weight",
+                                             "layers.2.feed_forward.w2.weight",
+                                             "layers.2.feed_forward.w3.weight",
+                                             "output.weight",
+                                             "synchronous"};
+      EXPECT_EQ(layers, want);
     }
   }
 }

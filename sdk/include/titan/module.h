@@ -12,6 +12,7 @@
 #include "titan/device_mesh.h"
 #include "titan/pipeline.h"
 #include "titan/status.h"
+#include "titan/tensor_parallel_overlap.h"
 #include "titan/tensor_view.h"
 
 namespace titan {
@@ -91,6 +92,9 @@ class ModuleHooks {
 struct TensorParallelLayout {
   Communicator* group = nullptr;  // the tp ranks; null (or one rank): no tensor parallelism
   bool loss_parallel = true;      // the loss over vocabulary shards, never the whole logits
+  // Async tensor parallelism's ring (titan/tensor_parallel_overlap.h); null: the collectives
+  // run synchronously.
+  TensorParallelOverlap* overlap = nullptr;
 };
 
 // A model that can compute tensor-parallel. The tp plugin shards the parameters first by their
