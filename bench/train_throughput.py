@@ -136,7 +136,7 @@ def titan(binary, config, steps, threads, bf16=False):
 
 
 def titan_kernels(binary):
-    """The kernels titan_train_bench reports on stderr (GEMM libraries, the vector instruction set)."""
+    """The kernels titan_train_bench names on stderr: GEMM libraries, vector instruction set."""
     args = [binary, "--steps", "1"]
     for key, value in CONFIGS["tiny"].items():
         args += [f"--{key}", str(value)]
