@@ -135,6 +135,26 @@ def titan(binary, config, steps, threads, bf16=False):
     return {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
 
 
+def titan_kernels(binary):
+    """The kernels titan_train_bench names on stderr: GEMM libraries, vector instruction set."""
+    args = [binary, "--steps", "1"]
+    for key, value in CONFIGS["tiny"].items():
+        args += [f"--{key}", str(value)]
+    done = subprocess.run(args, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
+                          text=True)
+    lines = [line for line in done.stderr.splitlines() if "GEMM" in line]
+    return lines[0].split(": ", 1)[-1] if lines else "not reported"
+
+
+def torch_capability(python):
+    """The instruction set PyTorch's own CPU kernels dispatch to (torch 2.0 and later)."""
+    code = ("import torch, torch.backends\n"
+            "try:\n    import torch.backends.cpu as cpu; print(cpu.get_cpu_capability())\n"
+            "except (ImportError, AttributeError):\n    print('not reported (torch < 2.0)')")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return done.stdout.strip() or "not reported"
+
+
 class Peer:
     """One PyTorch column: which python runs it, with which libraries, eager or compiled."""
 
@@ -228,6 +248,9 @@ def main():
     threads = str(args.threads)
     columns = peers(args.pypi_torch)
     print(f"CPU: {cpu_model()}; flags: {' '.join(cpu_flags())}")
+    print(f"titan: {titan_kernels(args.titan_bench)}")
+    for python in dict.fromkeys(peer.python for peer in columns):
+        print(f"PyTorch ({python}): its CPU kernels for {torch_capability(python)}")
     titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
     pythons = dict.fromkeys(peer.python for peer in columns)
     torch_peaks = [Peer("", python).child("--torch-peak", [args.threads], args.threads)

@@ -915,7 +915,7 @@ TEST(TitanRun, TheLogNamesTheKernelsAndTheMatmulPrecision) {
       bf16.output,
       testing::ContainsRegex(
           "\\[device\\] cpu: f32 GEMM by OpenBLAS [0-9.]+ [A-Za-z0-9_]+ kernels \\([^)]*\\); "
-          "bf16 GEMM (by oneDNN|emulated)"));
+          "bf16 GEMM (by oneDNN|emulated)[^;]*; vector kernels for [A-Z0-9_]+ \\(Highway\\)"));
   EXPECT_THAT(bf16.output, HasSubstr("matmuls in bf16 with f32 accumulation"));
   Result f32 = Titan(tiny);
   ASSERT_EQ(f32.exit_code, 0) << f32.output;

@@ -17,6 +17,7 @@
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
+#include "core/tensor/vector_kernels.h"
 
 namespace titan {
 namespace {
@@ -44,7 +45,8 @@ CpuCompute& CpuCompute::Get() {
 }
 
 std::string CpuCompute::Describe() const {
-  return absl::StrCat("cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath());
+  return absl::StrCat("cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath(),
+                      "; vector kernels for ", VectorKernelsTarget(), " (Highway)");
 }
 
 absl::Status CpuCompute::RunGemm(const TensorView& a, bool transpose_a, const TensorView& b,
@@ -242,31 +244,7 @@ absl::Status CpuCompute::RunAdamStep(const AdamUpdate& u, TensorView params,
                                      TensorView exp_avg_sq) {
   ScopedSpan span("kernel", "AdamStep");
   const int64_t n = params.numel();
-  float* param = F(params);
-  const float* grad = F(grads);
-  float* m = F(exp_avg);
-  float* v = F(exp_avg_sq);
-  const double t = static_cast<double>(u.step);
-  const float beta1 = static_cast<float>(u.beta1), beta2 = static_cast<float>(u.beta2);
-  const float step_size = static_cast<float>(u.lr / (1.0 - std::pow(u.beta1, t)));
-  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(u.beta2, t)));
-  const float eps = static_cast<float>(u.eps);
-  const float decay = static_cast<float>(u.weight_decay);
-  const float decoupled_scale = static_cast<float>(1.0 - u.lr * u.weight_decay);
-  const bool decoupled = u.decoupled_weight_decay;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i];
-    if (decoupled) {
-      param[i] *= decoupled_scale;
-    } else {
-      g += decay * param[i];
-    }
-    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
-    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
-    const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-    param[i] -= step_size * m[i] / denom;
-  }
+  VectorAdamUpdate(MakeAdamConstants(u), F(params), F(grads), F(exp_avg), F(exp_avg_sq), n);
   return absl::OkStatus();
 }
 
