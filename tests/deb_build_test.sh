@@ -131,4 +131,6 @@ grep -q "SLURM_LOCALID" <<<"$man" || fail "titan-run.1 lacks the launchers' vari
 changes=$work/titan_${version}_$arch.changes
 lintian --fail-on error "$changes" | tee "$work/lintian.log" ||
   fail "lintian found errors in $changes"
+# Passed: the build tree (about 2 GB) goes; the .debs stay. A failure keeps it to look at.
+rm -rf "$tree"
 echo "deb build test passed"

@@ -95,4 +95,6 @@ grep -q '^dataset_path = "/usr/share/games/fortune"' "$work/root/usr/share/titan
   fail "the RPM's debug recipe does not read /usr/share/games/fortune"
 [ "$("$work/root/usr/bin/titan-run" --version | cut -d' ' -f2)" = "$version" ] ||
   fail "the RPM's titan-run --version"
+# Passed: rpmbuild's build tree goes; the RPMs stay. A failure keeps it to look at.
+rm -rf "$work/rpmbuild/BUILD"
 echo "rpm build test passed"

@@ -214,6 +214,8 @@ def main():
     args = parser.parse_args()
     {"exact": exact, "reshard": reshard, "reshard_tp": reshard_tp, "reshard_pp": reshard_pp,
      "reshard_cp": reshard_cp, "reshard_ep": reshard_ep, "killed": killed}[args.mode](args)
+    # Passed: the checkpoints and models (hundreds of MB) go; a failed run keeps them to look at.
+    shutil.rmtree(args.work)
 
 
 if __name__ == "__main__":

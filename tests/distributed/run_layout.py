@@ -6,7 +6,8 @@
                   [--loss-falls FRACTION] [-- --section.key=value ...]
 
 Runs `mpirun -np N titan-run` (plain titan-run for N = 1) with the overrides, writing
-DIR/metrics.jsonl and DIR/output.log. With --baseline, every step's training loss and every
+DIR/metrics.jsonl and DIR/output.log (a run that passes removes its saved model.arena: the suite
+would otherwise leave gigabytes behind). With --baseline, every step's training loss and every
 validation loss (and a mixture of experts' auxiliary loss, where logged) must be within the relative tolerance of the baseline run's; the comparison is
 printed as a table. With --must-differ, some loss must also differ from the baseline's (a run
 in another precision that matched it exactly would not have used that precision). With --state-fraction, every rank's parameters, gradients and optimizer state
@@ -92,13 +93,21 @@ def main():
         print(f"the output says {text!r}")
     if args.loss_falls is not None:
         check_loss_falls(losses(args.out)[0], args.loss_falls)
-    if not args.baseline:
-        return
+    if args.baseline:
+        compare_with_baseline(args, run.stdout)
+    # Passed: the saved model (24 MB and more) goes, the losses and the log stay for the runs that
+    # compare against this one. A failed run keeps everything to look at.
+    model = os.path.join(args.out, "model.arena")
+    if os.path.exists(model):
+        os.remove(model)
+
+
+def compare_with_baseline(args, output):
 
     if args.state_fraction is not None:
         with open(os.path.join(args.baseline, "output.log")) as f:
             (base,) = state_mib(f.read())
-        ranks = state_mib(run.stdout)
+        ranks = state_mib(output)
         if len(ranks) != args.ranks:
             sys.exit(f"expected a memory line from each of {args.ranks} ranks, found {ranks}")
         for mib in ranks:
