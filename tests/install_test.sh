@@ -47,8 +47,9 @@ fi
 
 # A recipe selecting the plugin validates, with the plugin checking its own keys.
 recipe=$work/lion.toml
-echo "a small corpus" >"$work/corpus.txt"  # --validate checks the dataset exists
-printf '[model]\nflavor = "debugmodel"\n\n[optimizer]\nname = "lion"\nlr = 3e-5\n\n[training]\ndataset_path = "%s"\n' \
+# --validate reads the dataset: it must hold the windows of one step (2 x 17 tokens).
+for i in $(seq 20); do echo "a small corpus, line $i of it"; done >"$work/corpus.txt"
+printf '[model]\nflavor = "debugmodel"\n\n[optimizer]\nname = "lion"\nlr = 3e-5\n\n[training]\ndataset_path = "%s"\nseq_len = 16\nlocal_batch_size = 2\n' \
   "$work/corpus.txt" >"$recipe"
 out=$(env -u TITAN_PLUGIN_PATH "$prefix/bin/titan-run" --plugin-dir "$work/example" \
   --recipe "$recipe" --validate 2>&1)

@@ -167,6 +167,19 @@ absl::Status CheckOutputFolders(const JobPlan& plan) {
   return absl::OkStatus();
 }
 
+// Ends a rank of a job of several after a fatal error at once, without MPI_Finalize: under Open
+// MPI that waits in a fence for every rank, while the others wait in a collective for this one
+// until comm.train_timeout_seconds. A rank that exits unfinalized with a failing status makes
+// mpirun (and `srun --kill-on-bad-exit=1`) stop the others at once.
+[[noreturn]] void EndFailedRank(int exit_code) {
+  spdlog::error("ending this rank now (exit status {}) so that the launcher stops the others",
+                exit_code);
+  spdlog::shutdown();
+  std::cout.flush();
+  std::fflush(nullptr);
+  std::_Exit(exit_code);
+}
+
 int Run(const std::vector<std::string>& args) {
   absl::StatusOr<std::optional<LaunchPlacement>> placement =
       ReadLaunchPlacement([](const char* name) { return std::getenv(name); });
@@ -359,6 +372,7 @@ int Run(const std::vector<std::string>& args) {
       absl::StatusOr<std::string> record =
           device_mesh->world().DumpFlightRecord(absl::StrCat("fatal error: ", trained.message()));
       if (record.ok()) spdlog::error("flight record in {}", *record);
+      EndFailedRank(ExitCodeOf(trained));
     }
     return ExitCodeOf(trained);
   }

@@ -201,17 +201,10 @@ std::vector<std::string> DecoderModel::DescribeAsyncTensorParallel() const {
       "matmul; in the backward the residual gradient's all-gather under the row-parallel "
       "projections' input gradients, and the norm's reduce-scatter under the last "
       "column-parallel projection's (wv, w3)"};
-  for (int w = 0; w < static_cast<int>(ctx_.parameters.size()); ++w) {
-    const Parameter& p = ctx_.parameters[w];
-    const bool split = p.tp_style == TensorParallelStyle::kColumnwise ||
-                       p.tp_style == TensorParallelStyle::kRowwise;
-    if (split && ctx_.float8 != nullptr && ctx_.float8->Converts(w)) {
-      lines.push_back(absl::StrCat(
-          "[tp] async: ", p.name,
-          " is Float8: a gather it is the first to read, or its own reduce-scatter, runs "
-          "synchronously, since its GEMM scales the input by the amax of all of it, which no "
-          "chunk has"));
-    }
+  if (ctx_.float8 != nullptr) {
+    lines.push_back(
+        "[tp] async: the Float8 projections run by chunks too, each chunk quantized by the "
+        "scales of the whole operand (amaxes reduced before the ring) and the weight once");
   }
   if (config_.moe.enabled()) {
     lines.push_back(absl::StrCat(

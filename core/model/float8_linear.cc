@@ -113,20 +113,97 @@ Float8Linears::Float8Linears(const Float8Recipe& recipe, Compute& compute, Devic
 //   output:      a = x [tokens, in],      b = W [out, in]
 //   grad_input:  a = dy [tokens, out],    b = W^T [in, out]
 //   grad_weight: a = dy^T [out, tokens],  b = x^T [in, tokens]
-absl::Status Float8Linears::Forward(const TensorView& in, const Float8Operand& w, TensorView out,
-                                    bool accumulate, const Float8Split& split) {
+Float8Linears::Input Float8Linears::OperandA(ChunkedGemm which, const TensorView& x,
+                                             const Float8Split& split) const {
   Communicator* in_split = split.row_parallel ? split.tp : nullptr;
   Communicator* out_split = split.row_parallel ? nullptr : split.tp;
-  return Gemm(recipe_.output, {{in, {}, {}}, false, split.sequence, in_split},
-              {w, false, out_split, in_split}, accumulate ? 1.0f : 0.0f, out);
+  return {{x, {}, {}}, false, split.sequence, which == ChunkedGemm::kOutput ? in_split : out_split};
+}
+
+Float8Linears::Input Float8Linears::OperandB(ChunkedGemm which, const Float8Operand& w,
+                                             const Float8Split& split) const {
+  Communicator* in_split = split.row_parallel ? split.tp : nullptr;
+  Communicator* out_split = split.row_parallel ? nullptr : split.tp;
+  if (which == ChunkedGemm::kOutput) return {w, false, out_split, in_split};
+  return {w, true, in_split, out_split};
+}
+
+absl::Status Float8Linears::Forward(const TensorView& in, const Float8Operand& w, TensorView out,
+                                    bool accumulate, const Float8Split& split) {
+  return Gemm(recipe_.output, OperandA(ChunkedGemm::kOutput, in, split),
+              OperandB(ChunkedGemm::kOutput, w, split), accumulate ? 1.0f : 0.0f, out);
 }
 
 absl::Status Float8Linears::InputGrad(const TensorView& dout, const Float8Operand& w,
                                       TensorView dinp, const Float8Split& split, bool accumulate) {
-  Communicator* in_split = split.row_parallel ? split.tp : nullptr;
-  Communicator* out_split = split.row_parallel ? nullptr : split.tp;
-  return Gemm(recipe_.grad_input, {{dout, {}, {}}, false, split.sequence, out_split},
-              {w, true, in_split, out_split}, accumulate ? 1.0f : 0.0f, dinp);
+  return Gemm(recipe_.grad_input, OperandA(ChunkedGemm::kGradInput, dout, split),
+              OperandB(ChunkedGemm::kGradInput, w, split), accumulate ? 1.0f : 0.0f, dinp);
+}
+
+absl::Status Float8Linears::BeginChunks(ChunkedGemm which, const TensorView& a, bool a_gathered,
+                                        int64_t rows, const Float8Operand& w,
+                                        const Float8Split& split) {
+  const Float8GemmRecipe& gemm = RecipeOf(which);
+  const Input in = OperandA(which, a, split);
+  chunks_ = Chunks{&gemm, OperandB(which, w, split), {}};
+  if (gemm.high_precision) return absl::OkStatus();
+  const Float8Operand& b = chunks_.b.x;
+  const std::vector<int64_t>& shape_b = b.codes.data != nullptr ? b.codes.shape : b.high.shape;
+  const int64_t k = a.shape[1], n = shape_b[chunks_.b.transpose ? 1 : 0];
+  const bool row_a = gemm.a.granularity == Float8Granularity::kRow;
+  const bool row_b = gemm.b.granularity == Float8Granularity::kRow;
+  TITAN_RETURN_IF_ERROR(Reserve(rows * k, n * k, row_a ? rows : 1, row_b ? n : 1));
+  TITAN_ASSIGN_OR_RETURN(last_[1], Quantize(1, gemm.b, chunks_.b, n, k));
+  // The ranks whose pieces share a's scales: as Quantize's, and under a gather the other rows'.
+  std::vector<Communicator*> sharing = {in.k_split};
+  if (!row_a) sharing.push_back(in.rows_split);
+  if (!row_a && a_gathered) sharing.push_back(split.tp);
+  std::erase_if(sharing,
+                [](Communicator* group) { return group == nullptr || group->size() == 1; });
+  if (sharing.empty()) return absl::OkStatus();  // each chunk's rows scale alone
+  if (row_a && a_gathered) {
+    return absl::InternalError(
+        "float8: rows scaled over a split k cannot be gathered by chunks (async tensor "
+        "parallelism)");
+  }
+  TensorView amax = scratch_.at(4).view();
+  amax.dtype = DType::kF32;
+  amax.shape = {row_a ? rows : 1};
+  amax.strides.clear();
+  const Float8Scaling scaling{gemm.a.granularity, recipe_.power_of_two_scales, false, {}};
+  TITAN_RETURN_IF_ERROR(compute_->Float8Amax(a, scaling, amax));
+  for (Communicator* group : sharing) TITAN_RETURN_IF_ERROR(group->AllReduce(amax, ReduceOp::kMax));
+  chunks_.a_amax = amax;
+  return absl::OkStatus();
+}
+
+absl::Status Float8Linears::GemmChunk(const TensorView& a_rows, int64_t first, TensorView c,
+                                      bool accumulate) {
+  if (chunks_.gemm == nullptr) {
+    return absl::InternalError("float8: GemmChunk without BeginChunks");
+  }
+  const Float8GemmRecipe& gemm = *chunks_.gemm;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (gemm.high_precision)
+    return Gemm(gemm, {{a_rows, {}, {}}, false, nullptr, nullptr}, chunks_.b, beta, c);
+  const bool row_a = gemm.a.granularity == Float8Granularity::kRow;
+  const int64_t m = a_rows.shape[0], k = a_rows.shape[1];
+  Float8Scaling scaling{gemm.a.granularity, recipe_.power_of_two_scales, false, chunks_.a_amax};
+  if (row_a && scaling.amax.data != nullptr) {
+    scaling.amax.data = static_cast<float*>(scaling.amax.data) + first;
+    scaling.amax.shape = {m};
+  }
+  TensorView codes = scratch_.at(0).view(), scales = scratch_.at(2).view();
+  codes.dtype = gemm.a.dtype;
+  codes.shape = {m, k};
+  codes.strides.clear();
+  scales.dtype = DType::kF32;
+  scales.shape = {row_a ? m : 1};
+  scales.strides.clear();
+  TITAN_RETURN_IF_ERROR(compute_->Float8Quantize(a_rows, scaling, codes, scales));
+  last_[0] = {codes, scales};
+  return compute_->Float8Gemm(codes, scales, last_[1].codes, last_[1].inverse_scales, 1.0f, beta,
+                              c);
 }
 
 absl::Status Float8Linears::WeightGrad(const TensorView& dout, const TensorView& in, TensorView dw,

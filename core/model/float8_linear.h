@@ -106,6 +106,19 @@ class Float8Linears {
   absl::Status GroupedWeightGrad(std::span<const TensorView> dout, std::span<const TensorView> in,
                                  TensorView dw);
 
+  // Async tensor parallelism's rings: a linear layer's output or input-gradient GEMM by chunks
+  // of its `a` rows (the input of Forward, the dout of InputGrad), each chunk's rows equal to the
+  // whole GEMM's. BeginChunks quantizes w once and takes, before the ring, the amaxes a scale
+  // over more than one chunk needs: from the whole `a` (a_gathered false: its k may be split over
+  // tp), or from this rank's rows of it while the others' are gathered over split.tp
+  // (a_gathered true; the rows' k must be whole then). `rows` is all of a's rows. Then
+  // GemmChunk(a_rows, first, c) for each chunk of rows from `first` on, until the next Begin.
+  enum class ChunkedGemm { kOutput, kGradInput };
+  absl::Status BeginChunks(ChunkedGemm which, const TensorView& a, bool a_gathered, int64_t rows,
+                           const Float8Operand& w, const Float8Split& split);
+  // c [a_rows' rows, n] (+)= a_rows . b^T as BeginChunks set up.
+  absl::Status GemmChunk(const TensorView& a_rows, int64_t first, TensorView c, bool accumulate);
+
   // The last Float8 GEMM's operands as Float8Gemm took them (a: 0, b: 1): their codes and
   // inverse scales, in the device scratch the next GEMM overwrites. For tests and debugging.
   struct Operand {
@@ -122,6 +135,12 @@ class Float8Linears {
     Communicator* rows_split;
     Communicator* k_split;
   };
+  // Forward's and InputGrad's operands (x the input or dout).
+  Input OperandA(ChunkedGemm which, const TensorView& x, const Float8Split& split) const;
+  Input OperandB(ChunkedGemm which, const Float8Operand& w, const Float8Split& split) const;
+  const Float8GemmRecipe& RecipeOf(ChunkedGemm which) const {
+    return which == ChunkedGemm::kOutput ? recipe_.output : recipe_.grad_input;
+  }
   // c [m, n] = a . b^T (+ c with beta 1), each operand cast as `gemm` says.
   absl::Status Gemm(const Float8GemmRecipe& gemm, const Input& a, const Input& b, float beta,
                     TensorView c);
@@ -148,6 +167,13 @@ class Float8Linears {
   Arena joined_;
   int64_t joined_bytes_[2] = {0, 0};
   Operand last_[2];
+  // Set by BeginChunks: the GEMM, its b (quantized in last_[1] unless in high precision) and a's
+  // amaxes taken before the ring (data null: each chunk's rows' own).
+  struct Chunks {
+    const Float8GemmRecipe* gemm = nullptr;
+    Input b;
+    TensorView a_amax;
+  } chunks_;
 };
 
 }  // namespace titan

@@ -108,11 +108,16 @@ absl::Status SaveAndSample(TrainingJob& job, const StepsOutcome& outcome) {
     if (!saved.ok()) {
       spdlog::error("[train] stopped after step {}: {}; the weights of step {} are in {}", trained,
                     std::string(saved.message()), trained, model_path);
-      return saved;
+    } else {
+      spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
     }
-    spdlog::info("[train] model saved to {}; metrics in {}", model_path, log->path());
   }
-  if (!saved.ok()) return saved;
+  if (!saved.ok()) {
+    // Every rank waits for rank 0's weights: a failed rank of several ends at once, and the
+    // launcher stops the others with it. A barrier that fails follows from `saved`, the cause.
+    mesh.world().Barrier().IgnoreError();
+    return saved;
+  }
   if (outcome.stopped_after > 0) {
     const std::string why = job.checkpointer == nullptr
                                 ? std::string("checkpoint.enable is off")

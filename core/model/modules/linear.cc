@@ -9,6 +9,8 @@
 
 namespace titan {
 
+using ChunkedGemm = Float8Linears::ChunkedGemm;
+
 absl::StatusOr<TensorView> Linear::WeightOperand() { return ctx_.WeightOperand(weight_); }
 
 absl::StatusOr<Float8Operand> Linear::Float8WeightOperand() {
@@ -28,12 +30,35 @@ Float8Split Linear::Split() const {
 
 absl::StatusOr<std::optional<PendingGather>> Linear::TakeGather(const TensorView& read) {
   if (!ctx_.pending_gather) return std::nullopt;
-  // A Float8 GEMM scales its input by the amax of all of it, which no chunk knows.
-  if (ctx_.pending_gather->out.data != read.data || float8()) {
+  if (ctx_.pending_gather->out.data != read.data) {
     TITAN_RETURN_IF_ERROR(ctx_.FinishGather());
     return std::nullopt;
   }
   return std::exchange(ctx_.pending_gather, std::nullopt);
+}
+
+absl::StatusOr<TensorView> Linear::OwnRows(const PendingGather& gather, const TensorView& read) {
+  const int64_t rows = ctx_.n_local, first = ctx_.tp.rank() * rows;
+  const TensorView local = ModuleContext::Reshaped(gather.local, {rows, read.shape[1]});
+  if (read.dtype == local.dtype) return local;
+  const TensorView own = ModuleContext::Rows(read, first, rows);
+  TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(local, own));
+  return own;
+}
+
+absl::StatusOr<TensorView> Linear::BeginChunks(ChunkedGemm which, const TensorView& a,
+                                               bool gathered, int64_t rows) {
+  if (!float8()) return WeightOperand();
+  TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
+  TITAN_RETURN_IF_ERROR(ctx_.float8->BeginChunks(which, a, gathered, rows, w, Split()));
+  return TensorView{};
+}
+
+absl::Status Linear::GemmChunk(ChunkedGemm which, const TensorView& a_rows, int64_t first,
+                               const TensorView& w, const TensorView& c, bool accumulate) {
+  if (float8()) return ctx_.float8->GemmChunk(a_rows, first, c, accumulate);
+  return ctx_.compute.Gemm(a_rows, false, w, which == ChunkedGemm::kOutput, 1.0f,
+                           accumulate ? 1.0f : 0.0f, c);
 }
 
 absl::Status Linear::RunGather(const PendingGather& gather,
@@ -50,16 +75,20 @@ absl::StatusOr<bool> Linear::ForwardOverGather(const TensorView& in, const Tenso
                                                bool accumulate) {
   TITAN_ASSIGN_OR_RETURN(const std::optional<PendingGather> gather, TakeGather(in));
   if (!gather) return false;
-  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
   const TensorView full = ModuleContext::Reshaped(gather->full, gather->out.shape);
   const int64_t rows = ctx_.n_local;
+  auto rounded = [&](int64_t first) -> absl::Status {
+    if (gather->out.data == gather->full.data) return absl::OkStatus();
+    return ctx_.compute.Cast(ModuleContext::Rows(full, first, rows),  // to bf16 as it arrives
+                             ModuleContext::Rows(gather->out, first, rows));
+  };
+  TITAN_ASSIGN_OR_RETURN(const TensorView own, OwnRows(*gather, in));
+  TITAN_ASSIGN_OR_RETURN(const TensorView w,
+                         BeginChunks(ChunkedGemm::kOutput, own, /*gathered=*/true, in.shape[0]));
   TITAN_RETURN_IF_ERROR(RunGather(*gather, [&](int64_t first) -> absl::Status {
-    if (gather->out.data != gather->full.data) {  // rounded to bf16 as it arrives
-      TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(full, first, rows),
-                                              ModuleContext::Rows(gather->out, first, rows)));
-    }
-    return ctx_.compute.Gemm(ModuleContext::Rows(in, first, rows), false, w, true, 1.0f,
-                             accumulate ? 1.0f : 0.0f, ModuleContext::Rows(out, first, rows));
+    TITAN_RETURN_IF_ERROR(rounded(first));
+    return GemmChunk(ChunkedGemm::kOutput, ModuleContext::Rows(in, first, rows), first, w,
+                     ModuleContext::Rows(out, first, rows), accumulate);
   }));
   return true;
 }
@@ -72,22 +101,25 @@ absl::StatusOr<bool> Linear::InputGradOverGather(const TensorView& dout, const T
   }
   TITAN_ASSIGN_OR_RETURN(const std::optional<PendingGather> gather, TakeGather(dout));
   if (!gather) return false;
-  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  TITAN_ASSIGN_OR_RETURN(const TensorView own, OwnRows({gather->local, gather->full, g}, g));
+  TITAN_ASSIGN_OR_RETURN(const TensorView w,
+                         BeginChunks(ChunkedGemm::kGradInput, own, /*gathered=*/true, g.shape[0]));
   const int64_t rows = ctx_.n_local;
   TITAN_RETURN_IF_ERROR(RunGather(*gather, [&](int64_t first) -> absl::Status {
     const TensorView g_rows = ModuleContext::Rows(g, first, rows);
     if (g.data != dout.data) {  // rounded to the matmul dtype as it arrives
       TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(ModuleContext::Rows(dout, first, rows), g_rows));
     }
-    return ctx_.compute.Gemm(g_rows, false, w, false, 1.0f, 1.0f,
-                             ModuleContext::Rows(dinp, first, rows));
+    return GemmChunk(ChunkedGemm::kGradInput, g_rows, first, w,
+                     ModuleContext::Rows(dinp, first, rows), /*accumulate=*/true);
   }));
   return true;
 }
 
 absl::StatusOr<bool> Linear::InputGradReduceScatter(const TensorView& g, const TensorView& dinp) {
-  if (ctx_.tp.overlap() == nullptr || float8() || dinp.data == nullptr) return false;
-  TITAN_ASSIGN_OR_RETURN(TensorView w, WeightOperand());
+  if (ctx_.tp.overlap() == nullptr || dinp.data == nullptr) return false;
+  TITAN_ASSIGN_OR_RETURN(const TensorView w,
+                         BeginChunks(ChunkedGemm::kGradInput, g, /*gathered=*/false, g.shape[0]));
   const int64_t rows = ctx_.n_local, width = dinp.numel() / dinp.shape[0];
   const TensorView local = ModuleContext::Reshaped(ctx_.scratch.tokens_local, {rows * width});
   auto produce = [&](int chunk, const TensorView& partial) -> absl::Status {
@@ -95,7 +127,8 @@ absl::StatusOr<bool> Linear::InputGradReduceScatter(const TensorView& g, const T
     const TensorView sum = ModuleContext::Reshaped(partial, {rows, width});
     // The earlier layers' sums for these rows, then this layer's, as Backward adds them.
     TITAN_RETURN_IF_ERROR(ctx_.compute.Copy(ModuleContext::Rows(dinp, first, rows), sum));
-    return ctx_.compute.Gemm(ModuleContext::Rows(g, first, rows), false, w, false, 1.0f, 1.0f, sum);
+    return GemmChunk(ChunkedGemm::kGradInput, ModuleContext::Rows(g, first, rows), first, w, sum,
+                     /*accumulate=*/true);
   };
   const int64_t start_us = NowMicros();
   TITAN_RETURN_IF_ERROR(
@@ -106,11 +139,14 @@ absl::StatusOr<bool> Linear::InputGradReduceScatter(const TensorView& g, const T
 }
 
 absl::StatusOr<bool> Linear::ForwardReduceScatter(const TensorView& in, const TensorView& reduced) {
-  if (ctx_.tp.overlap() == nullptr || float8()) return false;
+  if (ctx_.tp.overlap() == nullptr) return false;
+  TITAN_ASSIGN_OR_RETURN(const TensorView w,
+                         BeginChunks(ChunkedGemm::kOutput, in, /*gathered=*/false, in.shape[0]));
   const int64_t rows = ctx_.n_local, out_features = reduced.shape[1];
   auto produce = [&](int chunk, const TensorView& partial) {
-    return Forward(ModuleContext::Rows(in, chunk * rows, rows),
-                   ModuleContext::Reshaped(partial, {rows, out_features}));
+    return GemmChunk(ChunkedGemm::kOutput, ModuleContext::Rows(in, chunk * rows, rows),
+                     chunk * rows, w, ModuleContext::Reshaped(partial, {rows, out_features}),
+                     /*accumulate=*/false);
   };
   const int64_t start_us = NowMicros();
   TITAN_RETURN_IF_ERROR(ctx_.tp.overlap()->MatmulReduceScatter(

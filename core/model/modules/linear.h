@@ -45,9 +45,19 @@ class Linear {
   absl::StatusOr<TensorView> WeightOperand();
   absl::StatusOr<Float8Operand> Float8WeightOperand();
   // Async tensor parallelism (titan/tensor_parallel_overlap.h). The gather a norm left, when it
-  // is of `read` and this layer can take it by chunks (not Float8); else runs a pending gather
-  // whole first and returns none.
+  // is of `read`; else runs a pending gather whole first and returns none.
   absl::StatusOr<std::optional<PendingGather>> TakeGather(const TensorView& read);
+  // This rank's rows of the gathered operand `read` before the ring runs: gather.local, or its
+  // rounding to read's dtype written to its place in `read`. What a Float8 GEMM by chunks takes
+  // a scale over all rows from (Float8Linears::BeginChunks).
+  absl::StatusOr<TensorView> OwnRows(const PendingGather& gather, const TensorView& read);
+  // A GEMM of the ring's chunks: W as compute.Gemm takes it, or (in Float8, where it begins the
+  // chunks: Float8Linears::BeginChunks with a's scales from `a` over `rows`) none.
+  absl::StatusOr<TensorView> BeginChunks(Float8Linears::ChunkedGemm which, const TensorView& a,
+                                         bool gathered, int64_t rows);
+  // c (+)= a_rows . W^T (kOutput) or a_rows . W (kGradInput), a_rows from row `first` on.
+  absl::Status GemmChunk(Float8Linears::ChunkedGemm which, const TensorView& a_rows, int64_t first,
+                         const TensorView& w, const TensorView& c, bool accumulate);
   // Runs `gather` by the tp plugin's ring, calling rows_arrived(first) for each rank's n_local
   // rows from row `first` on as they arrive, and records its times.
   absl::Status RunGather(const PendingGather& gather,
