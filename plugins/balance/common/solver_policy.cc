@@ -1,6 +1,7 @@
 #include "plugins/balance/common/solver_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "plugins/balance/common/rebalance.h"
 
@@ -49,17 +50,20 @@ absl::StatusOr<RebalanceResult> SolverPolicy::Rebalance(const BalanceProblem& pr
                                                         const RebalanceGoal& goal) {
   TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
   TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-  RebalanceResult result;
+  TITAN_ASSIGN_OR_RETURN(RebalanceResult result, RebalanceTarget(problem, current, goal));
   Rebalancing state(problem, current);
-  // Within slack x the trivial bound there is nothing to do, and no need of the LP for LP*.
-  TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, TrivialLowerBound(problem)));
-  result.target = goal.slack * result.lower_bound;
   if (state.MaxLoad() <= result.target + LoadTolerance(problem)) return result;
-  TITAN_ASSIGN_OR_RETURN(FractionalAssignment full, SolveRelaxation(problem, solver_log()));
-  TITAN_ASSIGN_OR_RETURN(result.lower_bound,
-                         GoalBound(goal, std::max(full.objective, TrivialLowerBound(problem))));
-  result.target = goal.slack * result.lower_bound;
-  if (state.MaxLoad() <= result.target + LoadTolerance(problem)) return result;
+  // The densest-set bound is LP* but for capacities, which only the LP sees.
+  const bool capacitated =
+      std::any_of(problem.controller_capacity.begin(), problem.controller_capacity.end(),
+                  [](double capacity) { return std::isfinite(capacity); });
+  if (capacitated) {
+    TITAN_ASSIGN_OR_RETURN(FractionalAssignment full, SolveRelaxation(problem, solver_log()));
+    TITAN_ASSIGN_OR_RETURN(result.lower_bound,
+                           GoalBound(goal, std::max(full.objective, result.lower_bound)));
+    result.target = goal.slack * result.lower_bound;
+    if (state.MaxLoad() <= result.target + LoadTolerance(problem)) return result;
+  }
 
   // The switches on overloaded controllers; once more with their neighbours' switches when the
   // target cannot be met by moving those alone.
@@ -78,7 +82,7 @@ absl::StatusOr<RebalanceResult> SolverPolicy::Rebalance(const BalanceProblem& pr
     if (rounded[i] != current[s]) proposed.push_back({s, current[s], rounded[i]});
   }
   ApplyImproving(state, proposed, goal.max_moves);
-  MoveTowardTarget(state, result.target, goal.max_moves - static_cast<int64_t>(state.moves.size()));
+  ReachTarget(state, result.target, goal.max_moves);
   result.moves = std::move(state.moves);
   return result;
 }

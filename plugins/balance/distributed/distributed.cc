@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/balance/common/flow_bound.h"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
 #include "plugins/balance/common/rebalance.h"
@@ -339,22 +340,27 @@ class Distributed : public BalancePlugin {
   }
 
   // The agents continue from `current`, only those above the target proposing; past the budget
-  // their moves are made in switch order while each still helps.
+  // their moves are made in switch order while each still helps. Where they stop above the
+  // target (no agent has an improving move to a neighbour), the escalation of
+  // common/rebalance.h (single moves, then chains through the hot controllers' neighbourhoods)
+  // continues from their answer, within what is left of the budget.
   absl::StatusOr<RebalanceResult> Rebalance(const BalanceProblem& problem,
                                             const std::vector<int32_t>& current,
                                             const RebalanceGoal& goal) override {
     TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
     TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-    RebalanceResult result;
-    TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, TrivialLowerBound(problem)));
-    result.target = goal.slack * result.lower_bound;
+    TITAN_ASSIGN_OR_RETURN(RebalanceResult result, RebalanceTarget(problem, current, goal));
+    Rebalancing state(problem, current);
+    if (state.MaxLoad() <= result.target + LoadTolerance(problem)) return result;
     TITAN_ASSIGN_OR_RETURN(BalanceResult converged, Converge(problem, current, result.target));
-    result.moves = Diff(current, converged.controller_of);
-    if (static_cast<int64_t>(result.moves.size()) > goal.max_moves) {
-      Rebalancing state(problem, current);
-      ApplyImproving(state, result.moves, goal.max_moves);
-      result.moves = std::move(state.moves);
+    const std::vector<Migration> agreed = Diff(current, converged.controller_of);
+    if (static_cast<int64_t>(agreed.size()) <= goal.max_moves) {
+      for (const Migration& move : agreed) state.Move(move.switch_index, move.to);
+    } else {
+      ApplyImproving(state, agreed, goal.max_moves);
     }
+    ReachTarget(state, result.target, goal.max_moves);
+    result.moves = std::move(state.moves);
     return result;
   }
 
@@ -372,7 +378,7 @@ class Distributed : public BalancePlugin {
     result.controller_of = agents.assignment();
     result.rounds = agents.rounds();
     result.messages = agents.messages();
-    result.lower_bound = TrivialLowerBound(problem);
+    result.lower_bound = DensestSetBound(problem, result.controller_of).bound;
     return result;
   }
 
