@@ -77,6 +77,13 @@ TEST(LbdcCli, BadInputsAreErrorsNamingThem) {
       {"--rebalance-slack=0.5", 2, "--rebalance-slack=0.5: expected a finite number >= 1"},
       {"--max-moves=-1", 2, "--max-moves=-1: expected an integer"},
       {"--loads=uniform:1,1e308 --changes=3 --drift=0.5", 1, "sum beyond the largest double"},
+      {"--hotspot=0.07,5", 2, "--hotspot heats a region from the first load change on"},
+      {"--hotspot=0.07 --changes=1", 2, "--hotspot=0.07: expected FRACTION,FACTOR"},
+      {"--hotspot=1,5 --changes=1", 2, "0 < FRACTION < 1"},
+      {"--hotspot=0.07,1 --changes=1", 2, "a finite FACTOR > 1"},
+      {"--hotspot=0.07,inf --changes=1", 2, "a finite FACTOR > 1"},
+      {"--hotspot=0.5,1e300 --loads=uniform:1e300,1e300 --changes=1", 1,
+       "in the hot region sum beyond the largest double"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -72,8 +72,10 @@ std::pair<int32_t, int32_t> BestMoveOff(const Rebalancing& state, int32_t c,
       }
       if (fit_s < 0 || w > problem.switch_load[fit_s]) fit_s = s, fit_to = lightest;
     }
+    // Only to a controller within the target: between two above it a move lowers no excess,
+    // and such moves passed switches back and forth (10% of them in one change of drift 1).
     const double pair_max = std::max(after, loads[c] - w);
-    if (after < loads[c] - tolerance && pair_max < lower_max) {
+    if (loads[lightest] <= target && after < loads[c] - tolerance && pair_max < lower_max) {
       lower_max = pair_max, lower_s = s, lower_to = lightest;
     }
   }

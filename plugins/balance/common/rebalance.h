@@ -31,7 +31,8 @@ struct Rebalancing {
 // above it, none of them can be lowered by a single move, or `max_moves` moves were made. Each
 // move is improving (common/local_search.h): to a controller that stays at most the target when
 // one exists (the switch that clears the excess in one move if any, else the largest that
-// fits), else to the one that lowers the pair's maximum most.
+// fits), else the move to a controller within the target that lowers the pair's maximum most.
+// Moves between two controllers above the target lower no excess and are not made.
 void MoveTowardTarget(Rebalancing& state, double target, int64_t max_moves);
 
 // Makes the moves of `proposed` that are improving when made, in passes until none is, at most
