@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugins/balance/common/chain_moves.h"
 #include "plugins/balance/common/flow_bound.h"
+#include "plugins/balance/common/hot_region.h"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
 
@@ -176,7 +177,7 @@ absl::StatusOr<RebalanceResult> RebalanceByMoves(const BalanceProblem& problem,
   TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
   TITAN_ASSIGN_OR_RETURN(RebalanceResult result, RebalanceTarget(problem, current, goal));
   Rebalancing state(problem, current);
-  ReachTarget(state, result.target, goal.max_moves);
+  TITAN_RETURN_IF_ERROR(ReachTargetOrResolve(state, result.target, goal.max_moves));
   result.moves = std::move(state.moves);
   return result;
 }

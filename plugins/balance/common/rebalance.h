@@ -52,8 +52,8 @@ absl::StatusOr<RebalanceResult> RebalanceTarget(const BalanceProblem& problem,
 // again, until neither lowers anything or `max_moves` moves were made in all.
 void ReachTarget(Rebalancing& state, double target, int64_t max_moves);
 
-// Greedy's re-balance: checks the instance and `current`, then ReachTarget from `current`
-// toward RebalanceTarget.
+// Greedy's re-balance: checks the instance and `current`, then ReachTargetOrResolve
+// (common/hot_region.h) from `current` toward RebalanceTarget.
 absl::StatusOr<RebalanceResult> RebalanceByMoves(const BalanceProblem& problem,
                                                  const std::vector<int32_t>& current,
                                                  const RebalanceGoal& goal);

@@ -32,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugins/balance/common/flow_bound.h"
+#include "plugins/balance/common/hot_region.h"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
 #include "plugins/balance/common/rebalance.h"
@@ -389,7 +390,7 @@ class Distributed : public BalancePlugin {
     } else {
       ApplyImproving(state, agreed, goal.max_moves);
     }
-    ReachTarget(state, result.target, goal.max_moves);
+    TITAN_RETURN_IF_ERROR(ReachTargetOrResolve(state, result.target, goal.max_moves));
     result.moves = std::move(state.moves);
     return result;
   }
