@@ -1,6 +1,6 @@
-// Issue 40: the densest-set bound is LP* (a valid lower bound, reachable under a hotspot where
-// the trivial one is not), and re-balancing after a drift-1 change or a regional hotspot meets
-// the targets, at most 5% of the switches moved and a maximum within 1.02 of the bound, on
+// Issue 40: the densest-set bound is LP* to 0.1% (a valid lower bound, reachable under a hotspot
+// where the trivial one is not), and re-balancing after a drift-1 change or a regional hotspot
+// meets the targets, at most 5% of the switches moved and a maximum within 1.02 of the bound, on
 // instances of the 100k x 1000 benchmark's density (100 switches per controller) small enough
 // for CI.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 namespace titan::balance {
 namespace {
 
-TEST(DensestSetBound, IsLpStarAndBelowTheOptimumOnRandomInstances) {
+TEST(DensestSetBound, IsLpStarToAThousandthAndBelowTheOptimumOnRandomInstances) {
   std::mt19937 random(40);
   auto lp_round = Make("lp-round");
   auto ilp = Make("ilp");
@@ -30,7 +30,9 @@ TEST(DensestSetBound, IsLpStarAndBelowTheOptimumOnRandomInstances) {
     const double heaviest =
         *std::max_element(problem.switch_load.begin(), problem.switch_load.end());
     const double scale = std::max(1.0, flow.bound);
-    EXPECT_NEAR(flow.bound, std::max(lp->fractional_bound, heaviest), 1e-6 * scale);
+    const double lp_star = std::max(lp->fractional_bound, heaviest);
+    EXPECT_LE(flow.bound, lp_star + 1e-6 * scale);  // pushed 0.1% above each target
+    EXPECT_GE(flow.bound, lp_star / (1 + 1e-3) - 1e-6 * scale);
     EXPECT_LE(flow.bound, MaxLoad(problem, optimum->controller_of) + 1e-9 * scale);
     // The bound is the density of the set it names (or the heaviest switch).
     if (flow.bound > heaviest) {

@@ -7,6 +7,10 @@
 namespace titan::balance {
 namespace {
 
+// The most switches one re-solve frees: after a drift of 1, 40% of 100,000 switches sat on
+// controllers above the target, and CLP took minutes over them.
+constexpr size_t kMostResolved = 10000;
+
 // The instance restricted to `switches` (same controllers and capacities).
 BalanceProblem Restrict(const BalanceProblem& problem, const std::vector<int32_t>& switches) {
   BalanceProblem part;
@@ -32,6 +36,32 @@ std::vector<int32_t> Widen(const Rebalancing& state, const std::vector<int32_t>&
   return wider;
 }
 
+// The switches on the controllers above `target`, heaviest controller first, as long as they
+// number at most kMostResolved (those of the heaviest at least); ascending.
+std::vector<int32_t> HottestSwitches(const Rebalancing& state, double target) {
+  const BalanceProblem& problem = state.problem;
+  const double tolerance = LoadTolerance(problem);
+  std::vector<std::vector<int32_t>> held(problem.num_controllers());
+  std::vector<int32_t> above;
+  for (int c = 0; c < problem.num_controllers(); ++c) {
+    if (state.loads[c] > target + tolerance) above.push_back(c);
+  }
+  for (int s = 0; s < problem.num_switches(); ++s) {
+    if (state.loads[state.assignment[s]] > target + tolerance) {
+      held[state.assignment[s]].push_back(s);
+    }
+  }
+  std::sort(above.begin(), above.end(),
+            [&](int32_t a, int32_t b) { return state.loads[a] > state.loads[b]; });
+  std::vector<int32_t> hottest;
+  for (int32_t c : above) {
+    if (!hottest.empty() && hottest.size() + held[c].size() > kMostResolved) break;
+    hottest.insert(hottest.end(), held[c].begin(), held[c].end());
+  }
+  std::sort(hottest.begin(), hottest.end());
+  return hottest;
+}
+
 }  // namespace
 
 std::vector<int32_t> LargestShare(const BalanceProblem& problem, const FractionalAssignment& lp) {
@@ -46,14 +76,16 @@ std::vector<int32_t> LargestShare(const BalanceProblem& problem, const Fractiona
 absl::Status ResolveHotRegion(Rebalancing& state, double target, int64_t max_moves,
                               const LpRounding& round, int log_level) {
   const BalanceProblem& problem = state.problem;
-  std::vector<int32_t> free = SwitchesAbove(state, target);
+  std::vector<int32_t> free = HottestSwitches(state, target);
   if (free.empty()) return absl::OkStatus();
   FractionalAssignment migration;
   for (int attempt = 0; attempt < 2; ++attempt) {
     TITAN_ASSIGN_OR_RETURN(migration,
                            SolveMigration(problem, state.assignment, free, target, log_level));
     if (migration.objective <= LoadTolerance(problem) || attempt == 1) break;
-    free = Widen(state, free);
+    std::vector<int32_t> wider = Widen(state, free);
+    if (wider.size() > kMostResolved) break;
+    free = std::move(wider);
   }
   const std::vector<int32_t> rounded = round(Restrict(problem, free), migration);
   std::vector<Migration> proposed;

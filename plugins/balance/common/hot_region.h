@@ -1,7 +1,8 @@
 // The last step of re-balancing's escalation, shared by every policy that moves switches: a
 // restricted re-solve over the hot region. The switches on the controllers above the target
-// are re-assigned by the fewest-migrations LP (common/lp_model.h), the others fixed; when those
-// alone cannot reach the target, the switches on the controllers they may use join in, once.
+// (at most 10,000: those of the heaviest controllers) are re-assigned by the fewest-migrations
+// LP (common/lp_model.h), the others fixed; when those alone cannot reach the target, the
+// switches on the controllers they may use join in, once, if they too are at most 10,000.
 // The LP's answer is rounded, its moves are made while each is improving, and single moves and
 // chains (common/rebalance.h) close what rounding left above the target.
 #ifndef TITAN_PLUGINS_BALANCE_COMMON_HOT_REGION_H_
