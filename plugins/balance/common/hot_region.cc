@@ -9,7 +9,11 @@ namespace {
 
 // The most switches one re-solve frees: after a drift of 1, 40% of 100,000 switches sat on
 // controllers above the target, and CLP took minutes over them.
-constexpr size_t kMostResolved = 10000;
+constexpr size_t kMostResolved = 30000;
+constexpr int kResolvePasses = 3;
+
+absl::Status ResolveOnce(Rebalancing& state, double target, int64_t max_moves,
+                         const LpRounding& round, int log_level);
 
 // The instance restricted to `switches` (same controllers and capacities).
 BalanceProblem Restrict(const BalanceProblem& problem, const std::vector<int32_t>& switches) {
@@ -75,6 +79,21 @@ std::vector<int32_t> LargestShare(const BalanceProblem& problem, const Fractiona
 
 absl::Status ResolveHotRegion(Rebalancing& state, double target, int64_t max_moves,
                               const LpRounding& round, int log_level) {
+  // Each re-solve frees the hottest switches only; while one helps, the next takes the rest.
+  for (int pass = 0; pass < kResolvePasses; ++pass) {
+    const size_t before = state.moves.size();
+    TITAN_RETURN_IF_ERROR(ResolveOnce(state, target, max_moves, round, log_level));
+    if (state.moves.size() == before || state.MaxLoad() <= target + LoadTolerance(state.problem)) {
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status ResolveOnce(Rebalancing& state, double target, int64_t max_moves,
+                         const LpRounding& round, int log_level) {
   const BalanceProblem& problem = state.problem;
   std::vector<int32_t> free = HottestSwitches(state, target);
   if (free.empty()) return absl::OkStatus();
@@ -98,10 +117,25 @@ absl::Status ResolveHotRegion(Rebalancing& state, double target, int64_t max_mov
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::Status ReachTargetOrResolve(Rebalancing& state, double target, int64_t max_moves) {
+  const double tolerance = LoadTolerance(state.problem);
+  Rebalancing resolved_first = state;
   ReachTarget(state, target, max_moves);
-  if (state.MaxLoad() <= target + LoadTolerance(state.problem)) return absl::OkStatus();
-  return ResolveHotRegion(state, target, max_moves, LargestShare, /*log_level=*/0);
+  if (state.MaxLoad() <= target + tolerance) return absl::OkStatus();
+  TITAN_RETURN_IF_ERROR(ResolveHotRegion(state, target, max_moves, LargestShare, 0));
+  if (state.MaxLoad() <= target + tolerance) return absl::OkStatus();
+  // Local moves made first can leave a hot region the re-solve no longer drains (a 7% hotspot
+  // x2 on 100k switches: 1.059 after them, 1.02 by the re-solve alone): the better of both.
+  TITAN_RETURN_IF_ERROR(
+      ResolveHotRegion(resolved_first, target, max_moves, LargestShare, /*log_level=*/0));
+  if (resolved_first.MaxLoad() < state.MaxLoad() - tolerance) {
+    state.assignment = std::move(resolved_first.assignment);
+    state.loads = std::move(resolved_first.loads);
+    state.moves = std::move(resolved_first.moves);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace titan::balance
