@@ -12,6 +12,11 @@ namespace {
 // of LP*, and the push far cheaper.
 constexpr double kBoundPrecision = 1e-3;
 
+// Augmenting paths pass through at most this many controllers: Augment recurses once per
+// controller of a path, and this bounds the stack whatever the instance. Any set gives a valid
+// bound, so paths cut short can only weaken it.
+constexpr int32_t kMaxPathControllers = 4096;
+
 // A fractional assignment as a flow: x_[k] of switch owner_[k]'s load on controller
 // candidate_[k], k running over every switch's potential list in turn.
 class FractionalFlow {
@@ -107,7 +112,7 @@ class FractionalFlow {
           level_controller_[b] = level_switch_[s] + 1;
           if (HasRoom(b)) {
             sink_level = level_controller_[b];
-          } else {
+          } else if (level_controller_[b] < 2 * kMaxPathControllers) {
             queue.push_back(b);
           }
         }
