@@ -1,8 +1,8 @@
 // Issue 40: the densest-set bound is LP* to 0.1% (a valid lower bound, reachable under a hotspot
-// where the trivial one is not), and re-balancing after a drift-1 change or a regional hotspot
-// meets the targets, at most 5% of the switches moved and a maximum within 1.02 of the bound, on
-// instances of the 100k x 1000 benchmark's density (100 switches per controller) small enough
-// for CI.
+// where the trivial one is not); re-balancing after a change of drift 1 meets both targets (at
+// most 5% of the switches moved, a maximum within 1.02 of the bound) and under a regional
+// hotspot the ratio, on instances of the 100k x 1,000 benchmark's density (100 switches per
+// controller) small enough for CI.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,11 +134,11 @@ TEST(RebalanceTargets, MetAfterADriftOfOne) {
   ExpectTargetsMet(plane.problem, after, {"greedy", "distributed", "lp-round", "lst"}, 0.05);
 }
 
-// Under a hotspot the maximum is within 1.02 of the bound, the hot region's density, for the LP
-// policies. Not asserted, because not met (docs/benchmarks.md has the figures): 5% moved (the
-// hot switches must spread over more controllers: 6-19% move here) and greedy's and
-// distributed's ratio (up to 1.024).
-TEST(RebalanceTargets, RatioMetUnderARegionalHotspotByTheLpPolicies) {
+// Under a hotspot every policy ends within 1.02 of the bound, the hot region's density. The 5%
+// of switches moved is not asserted, because not met here: the hot region is 4 controllers'
+// worth, most of its load must spread, and 13-19% of the switches move (at 100k x 1,000, where
+// it is 70 controllers' worth, 3.2-3.7% with x10 and 6-7% with x2: docs/benchmarks.md).
+TEST(RebalanceTargets, RatioMetUnderARegionalHotspot) {
   for (double factor : {5.0, 10.0}) {
     SCOPED_TRACE(::testing::Message() << "x" << factor);
     std::mt19937 random(402);
@@ -148,7 +148,7 @@ TEST(RebalanceTargets, RatioMetUnderARegionalHotspotByTheLpPolicies) {
     // The hot region is denser than the network: the trivial bound cannot be reached.
     EXPECT_GT(DensestSetBound(plane.problem, NearestControllers(plane.problem)).bound,
               1.02 * TrivialLowerBound(plane.problem));
-    ExpectTargetsMet(before, plane.problem, {"lp-round", "lst"}, 0.0);
+    ExpectTargetsMet(before, plane.problem, {"greedy", "distributed", "lp-round", "lst"}, 0.0);
   }
 }
 
