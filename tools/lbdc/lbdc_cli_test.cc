@@ -25,13 +25,23 @@ Result Lbdc(const std::string& args) {
   return titan::testing::RunShell(std::string("timeout 60 ") + TITAN_LBDC + " --quiet " + args);
 }
 
-// A file of this test process's own, since ctest runs the tests of one binary side by side.
-std::string TestFile(const std::string& name) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / ("lbdc_test_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+// This test process's own folder, since ctest runs the tests of one binary side by side.
+std::filesystem::path TestDir() {
+  return std::filesystem::path(::testing::TempDir()) / ("lbdc_test_" + std::to_string(getpid()));
 }
+
+std::string TestFile(const std::string& name) {
+  std::filesystem::create_directories(TestDir());
+  return (TestDir() / name).string();
+}
+
+// Each test process left its folder behind in the temporary directory.
+class RemoveTestDir : public ::testing::Environment {
+ public:
+  void TearDown() override { std::filesystem::remove_all(TestDir()); }
+};
+::testing::Environment* const kRemoveTestDir =
+    ::testing::AddGlobalTestEnvironment(new RemoveTestDir);
 
 std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = TestFile(name);
