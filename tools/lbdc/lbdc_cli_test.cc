@@ -25,13 +25,23 @@ Result Lbdc(const std::string& args) {
   return titan::testing::RunShell(std::string("timeout 60 ") + TITAN_LBDC + " --quiet " + args);
 }
 
-// A file of this test process's own, since ctest runs the tests of one binary side by side.
-std::string TestFile(const std::string& name) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / ("lbdc_test_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+// This test process's own folder, since ctest runs the tests of one binary side by side.
+std::filesystem::path TestDir() {
+  return std::filesystem::path(::testing::TempDir()) / ("lbdc_test_" + std::to_string(getpid()));
 }
+
+std::string TestFile(const std::string& name) {
+  std::filesystem::create_directories(TestDir());
+  return (TestDir() / name).string();
+}
+
+// Each test process left its folder behind in the temporary directory.
+class RemoveTestDir : public ::testing::Environment {
+ public:
+  void TearDown() override { std::filesystem::remove_all(TestDir()); }
+};
+::testing::Environment* const kRemoveTestDir =
+    ::testing::AddGlobalTestEnvironment(new RemoveTestDir);
 
 std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = TestFile(name);
@@ -77,6 +87,13 @@ TEST(LbdcCli, BadInputsAreErrorsNamingThem) {
       {"--rebalance-slack=0.5", 2, "--rebalance-slack=0.5: expected a finite number >= 1"},
       {"--max-moves=-1", 2, "--max-moves=-1: expected an integer"},
       {"--loads=uniform:1,1e308 --changes=3 --drift=0.5", 1, "sum beyond the largest double"},
+      {"--hotspot=0.07,5", 2, "--hotspot heats a region from the first load change on"},
+      {"--hotspot=0.07 --changes=1", 2, "--hotspot=0.07: expected FRACTION,FACTOR"},
+      {"--hotspot=1,5 --changes=1", 2, "0 < FRACTION < 1"},
+      {"--hotspot=0.07,1 --changes=1", 2, "a finite FACTOR > 1"},
+      {"--hotspot=0.07,inf --changes=1", 2, "a finite FACTOR > 1"},
+      {"--hotspot=0.5,1e300 --loads=uniform:1e300,1e300 --changes=1", 1,
+       "in the hot region sum beyond the largest double"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -22,6 +22,7 @@
 #include "core/topology/switch_graph.h"
 #include "titan/balance.h"
 #include "tools/lbdc/check.h"
+#include "tools/lbdc/hotspot.h"
 #include "tools/lbdc/loads.h"
 #include "tools/lbdc/report.h"
 
@@ -39,6 +40,8 @@ constexpr const char* kUsage = R"(usage: titan-lbdc [flags]
   --loads=SPEC           uniform[:LO,HI] | zipf[:S] | trace:FILE.csv    (default uniform:1,100)
   --changes=K            time-varying mode: K load changes after the first assignment
   --drift=D              each change scales every load by U[1-D, 1+D]  (default 0.3)
+  --hotspot=FRAC,FACTOR  from the first change, the FRAC of switches nearest a random one
+                         carry FACTOR x their load, the total kept      (default none)
   --rebalance-slack=S    re-balance only above S x the best lower bound (default 1.02)
   --max-moves=N          at most N migrations per change               (default no limit)
   --policies=A,B         balance plugins to run         (default regions,greedy,distributed,
@@ -58,6 +61,7 @@ struct Options {
   std::vector<std::string> sets, plugin_dirs;  // sets: POLICY.KEY=VALUE
   int controllers = 8, hops = 2, max_potential = 0, changes = 0;
   double drift = 0.3, rebalance_slack = 1.02;
+  std::optional<Hotspot> hotspot;
   int64_t max_moves = std::numeric_limits<int64_t>::max();
   uint64_t seed = 1;
   std::string csv, json, svg;
@@ -84,6 +88,10 @@ absl::Status CheckFlagsAgree(const Options& o) {
         "--controllers-at places controllers only with --placement=given, not --placement=",
         o.placement));
   }
+  if (o.hotspot && o.changes == 0) {
+    return absl::InvalidArgumentError(
+        "--hotspot heats a region from the first load change on: give --changes=K (K >= 1)");
+  }
   if (o.changes > 0 && absl::StartsWith(o.loads, "trace:")) {
     return absl::InvalidArgumentError(
         absl::StrCat("--changes=", o.changes, " draws load changes, but --loads=", o.loads,
@@ -103,26 +111,13 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     }
     return value;
   };
-  const std::vector<std::string> flags = {"topology",
-                                          "controllers",
-                                          "placement",
-                                          "controllers-at",
-                                          "hops",
-                                          "max-potential",
-                                          "loads",
-                                          "changes",
-                                          "drift",
-                                          "policies",
-                                          "set",
-                                          "seed",
-                                          "csv",
-                                          "json",
-                                          "svg",
-                                          "plugin-dir",
-                                          "quiet",
-                                          "help",
-                                          "rebalance-slack",
-                                          "max-moves"};
+  const std::vector<std::string> flags = {
+      "topology",   "controllers",   "placement", "controllers-at",
+      "hops",       "max-potential", "loads",     "changes",
+      "drift",      "hotspot",       "policies",  "set",
+      "seed",       "csv",           "json",      "svg",
+      "plugin-dir", "quiet",         "help",      "rebalance-slack",
+      "max-moves"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -179,6 +174,9 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     if (name == "drift" &&
         (!absl::SimpleAtod(value, &o.drift) || !(o.drift >= 0 && o.drift <= 1))) {
       return absl::InvalidArgumentError(absl::StrCat("--drift=", value, ": expected 0..1"));
+    }
+    if (name == "hotspot") {
+      TITAN_ASSIGN_OR_RETURN(o.hotspot, ParseHotspot(value));
     }
     if (name == "rebalance-slack" &&
         (!absl::SimpleAtod(value, &o.rebalance_slack) || !std::isfinite(o.rebalance_slack) ||
@@ -347,6 +345,12 @@ absl::Status Run(const Options& o) {
                          topology::PotentialControllers(topology, sites, o.hops, o.max_potential));
   TITAN_ASSIGN_OR_RETURN(std::vector<std::vector<double>> snapshots,
                          MakeLoads(o.loads, topology.size(), o.changes, o.drift, random));
+  if (o.hotspot) {
+    const std::vector<int32_t> region = HotRegion(topology, o.hotspot->fraction, random);
+    TITAN_RETURN_IF_ERROR(HeatRegion(region, o.hotspot->factor, snapshots));
+    std::cerr << "hotspot: " << region.size() << " switches around '" << topology.name[region[0]]
+              << "' carry " << o.hotspot->factor << " x their load from change 1 on\n";
+  }
   size_t f = 0;
   for (const auto& p : problem.potential) f = std::max(f, p.size());
   std::cerr << "instance: " << topology.size() << " switches, " << sites.size()

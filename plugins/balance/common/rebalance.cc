@@ -5,6 +5,9 @@
 #include <queue>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/balance/common/chain_moves.h"
+#include "plugins/balance/common/flow_bound.h"
+#include "plugins/balance/common/hot_region.h"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
 
@@ -70,8 +73,10 @@ std::pair<int32_t, int32_t> BestMoveOff(const Rebalancing& state, int32_t c,
       }
       if (fit_s < 0 || w > problem.switch_load[fit_s]) fit_s = s, fit_to = lightest;
     }
+    // Only to a controller within the target: between two above it a move lowers no excess,
+    // and such moves passed switches back and forth (10% of them in one change of drift 1).
     const double pair_max = std::max(after, loads[c] - w);
-    if (after < loads[c] - tolerance && pair_max < lower_max) {
+    if (loads[lightest] <= target && after < loads[c] - tolerance && pair_max < lower_max) {
       lower_max = pair_max, lower_s = s, lower_to = lightest;
     }
   }
@@ -138,16 +143,41 @@ void ApplyImproving(Rebalancing& state, const std::vector<Migration>& proposed, 
   }
 }
 
+absl::StatusOr<RebalanceResult> RebalanceTarget(const BalanceProblem& problem,
+                                                const std::vector<int32_t>& current,
+                                                const RebalanceGoal& goal) {
+  RebalanceResult result;
+  TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, TrivialLowerBound(problem)));
+  result.target = goal.slack * result.lower_bound;
+  if (MaxLoad(problem, current) <= result.target + LoadTolerance(problem)) return result;
+  TITAN_ASSIGN_OR_RETURN(result.lower_bound,
+                         GoalBound(goal, DensestSetBound(problem, current).bound));
+  result.target = goal.slack * result.lower_bound;
+  return result;
+}
+
+void ReachTarget(Rebalancing& state, double target, int64_t max_moves) {
+  const double tolerance = LoadTolerance(state.problem);
+  auto left = [&] { return max_moves - static_cast<int64_t>(state.moves.size()); };
+  MoveTowardTarget(state, target, left());
+  // Chains that clear a controller's excess first: one chain there saves several partial ones.
+  for (bool clearing : {true, false}) {
+    while (state.MaxLoad() > target + tolerance && left() > 0) {
+      const int64_t chains = MoveChainsTowardTarget(state, target, left(), clearing);
+      if (chains == 0) break;
+      MoveTowardTarget(state, target, left());
+    }
+  }
+}
+
 absl::StatusOr<RebalanceResult> RebalanceByMoves(const BalanceProblem& problem,
                                                  const std::vector<int32_t>& current,
-                                                 const RebalanceGoal& goal, double own_bound) {
+                                                 const RebalanceGoal& goal) {
   TITAN_RETURN_IF_ERROR(ValidateProblem(problem));
   TITAN_RETURN_IF_ERROR(ValidateAssignment(problem, current));
-  RebalanceResult result;
-  TITAN_ASSIGN_OR_RETURN(result.lower_bound, GoalBound(goal, own_bound));
-  result.target = goal.slack * result.lower_bound;
+  TITAN_ASSIGN_OR_RETURN(RebalanceResult result, RebalanceTarget(problem, current, goal));
   Rebalancing state(problem, current);
-  MoveTowardTarget(state, result.target, goal.max_moves);
+  TITAN_RETURN_IF_ERROR(ReachTargetOrResolve(state, result.target, goal.max_moves));
   result.moves = std::move(state.moves);
   return result;
 }

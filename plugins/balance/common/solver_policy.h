@@ -1,10 +1,11 @@
 // What the LP policies (lp-round, lst) share, and ilp its log key: the solver's log level as a
 // recipe key, and re-balancing with the current assignment in the model. Rebalance moves
-// nothing when the current maximum is within slack x the trivial bound; else it solves the
-// LP relaxation for the bound (LP*), and when the current maximum is above slack x that bound
-// re-solves only the switches on the controllers above it, with the fewest-migrations LP
-// (common/lp_model.h), rounds that as the policy rounds, and makes the rounded moves that still
-// help; single moves (common/rebalance.h) then close what rounding left above the target.
+// nothing when the current maximum is within slack x the densest-set bound (common/flow_bound.h,
+// LP* by max flow; the LP relaxation is solved for the bound only when controllers have
+// capacities, which the flow does not see); else it re-solves the hot region
+// (common/hot_region.h), rounds that as the policy rounds, and makes the rounded moves that
+// still help; single moves and chains (common/rebalance.h) then close what rounding left above
+// the target.
 #ifndef TITAN_PLUGINS_BALANCE_COMMON_SOLVER_POLICY_H_
 #define TITAN_PLUGINS_BALANCE_COMMON_SOLVER_POLICY_H_
 
