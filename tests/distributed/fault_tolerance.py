@@ -386,6 +386,8 @@ def main():
      "soak": lambda: soak(args),
      "local_sgd": lambda: local_sgd(args),
      "min_replica_size": lambda: min_replica_size(args)}[args.case]()
+    # Passed (a failure exits above): the groups' folders (checkpoints, up to 1 GB) go.
+    shutil.rmtree(args.out)
 
 
 if __name__ == "__main__":
