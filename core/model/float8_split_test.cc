@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cpu/cpu_compute.h"
 #include "core/model/float8_linear.h"
+#include "core/model/float8_test_matrix.h"
 #include "core/model/float8_test_plugin.h"
 
 namespace titan {
@@ -58,33 +59,6 @@ class ReplayedMaxGroup : public Communicator {
   int rank_, size_;
   size_t calls_ = 0;
 };
-
-// A row-major [rows, columns] matrix.
-struct Matrix {
-  int64_t rows, columns;
-  std::vector<float> values;
-  TensorView view() { return {values.data(), DType::kF32, Device{}, {rows, columns}, {}}; }
-  // Rows [r0, r0 + nr) x columns [c0, c0 + nc).
-  Matrix Block(int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
-    Matrix b{nr, nc, {}};
-    for (int64_t r = 0; r < nr; ++r) {
-      for (int64_t c = 0; c < nc; ++c) b.values.push_back(values[(r0 + r) * columns + c0 + c]);
-    }
-    return b;
-  }
-};
-
-// Magnitudes spread over a few binades, so that every piece's own amax differs from the whole's.
-Matrix Random(int64_t rows, int64_t columns, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  std::uniform_real_distribution<float> spread(-3.0f, 3.0f);
-  Matrix m{rows, columns, {}};
-  for (int64_t i = 0; i < rows * columns; ++i) {
-    m.values.push_back(normal(gen) * std::exp2(spread(gen)));
-  }
-  return m;
-}
 
 // An operand of one GEMM as Float8Gemm took it: codes [rows, k] and scales, copied out.
 struct Quantized {

@@ -13,6 +13,7 @@
 
 #include "core/cpu/cpu_compute.h"
 #include "core/model/float8_linear.h"
+#include "core/model/float8_test_matrix.h"
 #include "core/model/float8_test_plugin.h"
 #include "plugins/parallel/common/thread_comm.h"
 
@@ -20,35 +21,6 @@ namespace titan::tp {
 namespace {
 
 using ChunkedGemm = Float8Linears::ChunkedGemm;
-
-// A row-major [rows, columns] matrix, magnitudes spread over a few binades so that each chunk's
-// or rank's own amax differs from the whole's.
-struct Matrix {
-  int64_t rows = 0, columns = 0;
-  std::vector<float> values;
-  TensorView view() { return {values.data(), DType::kF32, Device{}, {rows, columns}, {}}; }
-  TensorView Rows(int64_t first, int64_t count) {
-    return {values.data() + first * columns, DType::kF32, Device{}, {count, columns}, {}};
-  }
-  Matrix Block(int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
-    Matrix b{nr, nc, {}};
-    for (int64_t r = 0; r < nr; ++r) {
-      for (int64_t c = 0; c < nc; ++c) b.values.push_back(values[(r0 + r) * columns + c0 + c]);
-    }
-    return b;
-  }
-};
-
-Matrix Random(int64_t rows, int64_t columns, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  std::uniform_real_distribution<float> spread(-3.0f, 3.0f);
-  Matrix m{rows, columns, {}};
-  for (int64_t i = 0; i < rows * columns; ++i) {
-    m.values.push_back(normal(gen) * std::exp2(spread(gen)));
-  }
-  return m;
-}
 
 constexpr int kRanks = 2;
 constexpr int64_t kRowsPerRank = 4, kIn = 32, kOut = 48;
