@@ -233,8 +233,9 @@ std::vector<SectionSchema> MakeSchema() {
       "metrics", "what is logged",
       {Int("log_freq", 10, 1, kNoLimit, "log every this many steps"),
        Float("peak_tflops", 0.0, 0.0, kNoLimit,
-             "peak TFLOP/s of one rank's device, for MFU; 0: the CPU's "
-             "theoretical peak, else a matmul probe at start"),
+             "peak TFLOP/s of one rank's device, for MFU; 0: on a GPU its GEMM "
+             "ceiling measured at start, on the CPU its theoretical peak (else a "
+             "matmul probe)"),
        Bool("enable_tensorboard", false, "write TensorBoard event files of the logged metrics"),
        String("save_tb_folder", "tb",
               "TensorBoard folder under job.dump_folder; each run writes "

@@ -13,8 +13,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/tensor/splitmix64.h"
+#include "titan/compute.h"
+#include "titan/float16.h"
 
 namespace titan {
 namespace {
@@ -112,6 +116,83 @@ PeakFlops ThisMachinePeak(double configured) {
                          ReadFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
                          omp_get_max_threads()),
       [] { return MeasurePeakTflops(); });
+}
+
+absl::StatusOr<double> MeasureDevicePeakTflops(DevicePlugin& device, DType dtype, int n) {
+  Compute* compute = device.compute();
+  if (compute == nullptr) return absl::FailedPreconditionError("the device has no compute");
+  if (dtype != DType::kF32 && dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MeasureDevicePeakTflops: ", DTypeName(dtype), " operands"));
+  }
+  const int64_t count = int64_t{n} * n;
+  const size_t operand_bytes = count * DTypeSize(dtype);
+  // Values in [-1, 1): the same on every device, and not the zeros a GPU multiplies faster.
+  std::vector<char> host(operand_bytes);
+  for (int64_t i = 0; i < count; ++i) {
+    const float value = static_cast<float>(SplitMix64(i) >> 40) * 0x1.0p-23f - 1.0f;
+    if (dtype == DType::kF32) {
+      reinterpret_cast<float*>(host.data())[i] = value;
+    } else {
+      reinterpret_cast<uint16_t*>(host.data())[i] = F32ToBf16(value);
+    }
+  }
+  std::vector<void*> buffers;
+  auto release = [&] {
+    for (void* buffer : buffers) device.Free(buffer).IgnoreError();
+  };
+  const Device where{device.type(), 0};
+  std::vector<TensorView> views;
+  for (auto [bytes, type] : {std::pair{operand_bytes, dtype}, std::pair{operand_bytes, dtype},
+                             std::pair{count * sizeof(float), DType::kF32}}) {
+    absl::StatusOr<void*> buffer = device.Allocate(bytes);
+    if (!buffer.ok()) {
+      release();
+      return buffer.status();
+    }
+    buffers.push_back(*buffer);
+    views.push_back(TensorView{*buffer, type, where, {n, n}, {}});
+  }
+  absl::Status status;
+  for (int i = 0; i < 2 && status.ok(); ++i) {
+    status = device.CopyToDevice(buffers[i], host.data(), operand_bytes);
+  }
+  auto product = [&] {
+    return compute->Gemm(views[0], false, views[1], false, 1.0f, 0.0f, views[2]);
+  };
+  // Not timed: the first products pick the GEMM's algorithm and raise the clocks.
+  for (int i = 0; i < 2 && status.ok(); ++i) status = product();
+  if (status.ok()) status = compute->Synchronize();
+  double best = 0;
+  for (int rep = 0; rep < kPeakProbes && status.ok(); ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    status = product();
+    if (status.ok()) status = compute->Synchronize();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * count * n / std::max(s, 1e-9) / 1e12);
+  }
+  release();
+  if (!status.ok()) return status;
+  return best;
+}
+
+absl::StatusOr<PeakFlops> RankPeak(double configured, DevicePlugin* device, DType matmul_dtype,
+                                   int n) {
+  if (configured > 0 || device == nullptr || device->type() == DeviceType::kCpu) {
+    return ThisMachinePeak(configured);
+  }
+  absl::StatusOr<double> measured = MeasureDevicePeakTflops(*device, matmul_dtype, n);
+  if (!measured.ok()) {
+    return absl::Status(
+        measured.status().code(),
+        absl::StrCat("measuring the device's peak for MFU: ", measured.status().message(),
+                     " (metrics.peak_tflops sets the peak instead)"));
+  }
+  return PeakFlops{*measured, absl::StrFormat("measured: the best of %d %s %d^3 GEMMs on the "
+                                              "device after two untimed (metrics.peak_tflops "
+                                              "sets another, such as the datasheet's)",
+                                              kPeakProbes, DTypeName(matmul_dtype), n)};
 }
 
 }  // namespace titan

@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "titan/device.h"
 
 namespace titan {
 
@@ -34,6 +36,15 @@ PeakFlops ChoosePeak(double configured, const std::optional<PeakFlops>& theoreti
                      const std::function<double()>& probe);
 // ChoosePeak on this machine, with /proc/cpuinfo and MeasurePeakTflops.
 PeakFlops ThisMachinePeak(double configured);
+// A device's reachable matmul TFLOP/s: the best of kPeakProbes n x n x n GEMMs with `dtype`
+// operands (f32 or bf16, products in f32) on its compute, after two untimed ones. The operands
+// hold varied values: a GPU multiplies zeros faster.
+absl::StatusOr<double> MeasureDevicePeakTflops(DevicePlugin& device, DType dtype, int n = 4096);
+// The peak for MFU of a rank that computes on `device` (null: the CPU built into the core):
+// `configured` when above 0; on the CPU, ThisMachinePeak; on another device, the GEMM ceiling
+// that MeasureDevicePeakTflops finds with the matmuls' dtype at size n.
+absl::StatusOr<PeakFlops> RankPeak(double configured, DevicePlugin* device, DType matmul_dtype,
+                                   int n = 4096);
 
 }  // namespace titan
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/scrambled_device.h"
 
 namespace titan {
 namespace {
@@ -67,6 +68,25 @@ TEST(ChoosePeak, TheSettingThenTheTheoreticalPeakThenTheProbe) {
   EXPECT_EQ(measured.source, absl::StrCat("measured: the best of ", kPeakProbes,
                                           " f32 1024^3 matmuls after a warm-up (low on a busy "
                                           "machine; metrics.peak_tflops sets it)"));
+}
+
+// A rank on another device (a stand-in accelerator computing on the host) takes the GEMM
+// ceiling measured on that device, in the matmuls' dtype; the setting still comes first.
+TEST(RankPeak, OnAnotherDeviceIsTheMeasuredGemmCeilingUnlessSet) {
+  testing_support::ScrambledDevice device;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    absl::StatusOr<PeakFlops> peak = RankPeak(0, &device, dtype, 64);
+    ASSERT_TRUE(peak.ok()) << peak.status();
+    EXPECT_GT(peak->tflops, 0);
+    EXPECT_THAT(peak->source, HasSubstr(absl::StrCat("the best of 8 ", DTypeName(dtype),
+                                                     " 64^3 GEMMs on the device")));
+  }
+  absl::StatusOr<PeakFlops> set = RankPeak(2.5, &device, DType::kBF16, 64);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->tflops, 2.5);
+  EXPECT_EQ(set->source, "metrics.peak_tflops");
+  EXPECT_EQ(MeasureDevicePeakTflops(device, DType::kI32, 64).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ absl::StatusOr<std::optional<MetricsLog>> OpenMetrics(const TrainingJob& job) {
   TITAN_ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
                          OpenTensorBoard(metrics.tensorboard, job.mesh.world().rank()));
   if (!job.lead() && tensorboard == nullptr) return std::nullopt;
-  PeakFlops peak = ThisMachinePeak(metrics.peak_tflops);
+  TITAN_ASSIGN_OR_RETURN(PeakFlops peak,
+                         RankPeak(metrics.peak_tflops, job.where.device, job.where.matmul_dtype));
   spdlog::info("[metrics] peak {:.3f} TFLOP/s per rank, for MFU: {}", peak.tflops, peak.source);
   TITAN_ASSIGN_OR_RETURN(
       MetricsLog log, MetricsLog::Open(job.plan.job.dump_folder, std::move(peak), job.resume.step,

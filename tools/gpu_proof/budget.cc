@@ -6,8 +6,8 @@ namespace titan::gpu_proof {
 
 std::vector<PartBudget> PartBudgets(double deadline_s) {
   std::vector<PartBudget> parts = {
-      {"bundle", 60}, {"kernels", 90}, {"nccl", 45},       {"losses_cpu_vs_cuda", 45},
-      {"resume", 60}, {"layouts", 90}, {"throughput", 60}, {"async_tp", 30}};
+      {"bundle", 30}, {"kernels", 60}, {"nccl", 30},        {"losses_cpu_vs_cuda", 30},
+      {"resume", 45}, {"layouts", 60}, {"throughput", 195}, {"async_tp", 30}};
   for (PartBudget& part : parts) part.budget_s *= deadline_s / kDefaultDeadlineS;
   return parts;
 }

@@ -23,7 +23,7 @@ RunResult Context::Run(std::vector<std::string> argv, double limit_s,
 
 TitanRun RunDebugRecipe(const Context& context, const std::string& what, const std::string& name,
                         const std::vector<std::string>& overrides, int ranks, double limit_s,
-                        bool fresh) {
+                        bool fresh, std::vector<std::pair<std::string, std::string>> extra_env) {
   TitanRun result;
   result.what = what;
   result.folder = context.work + "/" + name;
@@ -31,8 +31,8 @@ TitanRun RunDebugRecipe(const Context& context, const std::string& what, const s
     std::error_code ignored;
     std::filesystem::remove_all(result.folder, ignored);
   }
-  result.run =
-      context.Run(DebugRecipeCommand(context.bundle, result.folder, overrides, ranks), limit_s);
+  result.run = context.Run(DebugRecipeCommand(context.bundle, result.folder, overrides, ranks),
+                           limit_s, std::move(extra_env));
   if (result.run.ok()) result.metrics = ReadMetrics(result.folder + "/metrics.jsonl");
   return result;
 }

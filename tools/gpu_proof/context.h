@@ -49,10 +49,11 @@ struct TitanRun {
 };
 
 // The debug recipe with `overrides` in the dump folder <work>/<name> (emptied first when
-// `fresh`), its metrics read back.
+// `fresh`), its metrics read back; `extra_env` is set for it beside the children's environment.
 TitanRun RunDebugRecipe(const Context& context, const std::string& what, const std::string& name,
                         const std::vector<std::string>& overrides, int ranks = 1,
-                        double limit_s = -1, bool fresh = true);
+                        double limit_s = -1, bool fresh = true,
+                        std::vector<std::pair<std::string, std::string>> extra_env = {});
 
 // What a part found: its problems (none: it passed), whether its time ran out, its details.
 struct Findings {

@@ -143,7 +143,15 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::string>& base,
   for (const std::string& entry : base) {
     if (!changed(entry)) environment.push_back(entry);
   }
-  for (const auto& [name, value] : command.set_env) environment.push_back(name + "=" + value);
+  // A name set twice takes its last value (a part's own setting after the proof's).
+  for (size_t i = 0; i < command.set_env.size(); ++i) {
+    const auto& [name, value] = command.set_env[i];
+    bool set_later = false;
+    for (size_t j = i + 1; j < command.set_env.size(); ++j) {
+      set_later = set_later || command.set_env[j].first == name;
+    }
+    if (!set_later) environment.push_back(name + "=" + value);
+  }
   return environment;
 }
 

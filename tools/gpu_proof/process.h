@@ -36,7 +36,8 @@ struct RunResult {
 RunResult RunCommand(const Command& command, const std::string& log_path, double limit_s,
                      double grace_s = 5.0);
 
-// The environment a child gets: `base` ("NAME=value" entries) with `command`'s changes.
+// The environment a child gets: `base` ("NAME=value" entries) with `command`'s changes; a name
+// set twice in `set_env` gets the later value.
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& base,
                                           const Command& command);
 

@@ -155,6 +155,14 @@ TEST(ChildEnvironment, ReplacesSetsAndRemoves) {
               ElementsAre("A=1", "BB=5", "B=new", "D=4"));
 }
 
+// A child reads the first of two entries of one name: a name set twice appears once, with the
+// value set last.
+TEST(ChildEnvironment, TheLastSettingOfANameWins) {
+  Command command{{}, {{"OMP_NUM_THREADS", "4"}, {"X", "1"}, {"OMP_NUM_THREADS", "16"}}, {}};
+  EXPECT_THAT(ChildEnvironment({"OMP_NUM_THREADS=2"}, command),
+              ElementsAre("X=1", "OMP_NUM_THREADS=16"));
+}
+
 TEST(CommandLine, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(CommandLine({"/bin/titan-run", "--training.steps=10",
                          "--float8.filter_fqns=[\"output\"]", "it's"}),

@@ -1,6 +1,7 @@
 // The throughput table: the debug model and the 1B flavor in bf16, each also with its linears
-// in Float8 (tensorwise), with tokens/s, TFLOP/s, MFU against the GPU's dense bf16 peak, and
-// memory, from the last logged window of each run (after the first steps' warm-up).
+// in Float8 (tensorwise), with tokens/s, TFLOP/s, MFU against the GPU's dense bf16 peak (the
+// datasheet's) and against the bf16 GEMM ceiling titan-run measured on it, and memory, from the
+// last logged window of each run (after the first steps' warm-up).
 #ifndef TITAN_TOOLS_GPU_PROOF_THROUGHPUT_H_
 #define TITAN_TOOLS_GPU_PROOF_THROUGHPUT_H_
 
@@ -17,6 +18,10 @@ namespace titan::gpu_proof {
 // The dense bf16 peak (TFLOP/s, no sparsity) of a device by its name; none for names not known.
 std::optional<double> PeakTflops(const std::string& device_name);
 
+// The GEMM ceiling titan-run measured on the device for MFU (its "[metrics] peak X TFLOP/s per
+// rank, for MFU: measured" line), from the run's output; none when it logged another peak.
+std::optional<double> MeasuredCeiling(const std::string& output);
+
 struct ThroughputRun {
   std::string flavor;     // "debugmodel", "1B"
   std::string precision;  // "bf16", "bf16 + float8"
@@ -25,13 +30,16 @@ struct ThroughputRun {
   std::vector<std::string> overrides;
 };
 
-// The four runs, on cuda, with --metrics.peak_tflops when the peak is known.
-std::vector<ThroughputRun> ThroughputRuns(const Bundle& bundle, std::optional<double> peak);
+// The four runs, on cuda. No --metrics.peak_tflops: each run measures the device's bf16 GEMM
+// ceiling, and the datasheet's MFU is computed here.
+std::vector<ThroughputRun> ThroughputRuns(const Bundle& bundle);
 
-// A table row: {flavor, precision, status, tokens_per_s, tflops, mfu_percent, mem_gib, step};
-// figures from the last training row, null when the run logged none. MFU only with a peak.
+// A table row: {flavor, precision, status, tokens_per_s, tflops, mfu_percent (against the
+// datasheet's `peak`), ceiling_tflops, mfu_ceiling_percent (against the measured `ceiling`),
+// mem_gib, step}; figures from the last training row, null when the run logged none or the
+// denominator is unknown.
 Json ThroughputRow(const ThroughputRun& run, const std::string& status, const Metrics& metrics,
-                   bool peak_known);
+                   std::optional<double> peak, std::optional<double> ceiling);
 
 // The rows as an aligned text table; "n/a" for missing figures.
 std::string FormatThroughputTable(const Json& rows);

@@ -23,9 +23,20 @@ TEST(PeakTflops, ByTheDevicesName) {
   EXPECT_FALSE(PeakTflops("Tesla T4").has_value());
 }
 
+TEST(MeasuredCeiling, FromTitanRunsPeakLineWhenItMeasured) {
+  EXPECT_EQ(MeasuredCeiling("[2026-12-04 11:52:34.461] [info] [rank 0 step -] [metrics] peak "
+                            "712.250 TFLOP/s per rank, for MFU: measured: the best of 8 bf16 "
+                            "4096^3 GEMMs on the device after two untimed\n"),
+            712.25);
+  EXPECT_FALSE(MeasuredCeiling("[metrics] peak 989.000 TFLOP/s per rank, for MFU: "
+                               "metrics.peak_tflops\n")
+                   .has_value());
+  EXPECT_FALSE(MeasuredCeiling("").has_value());
+}
+
 TEST(ThroughputRuns, TwoFlavorsEachInBf16AndWithFloat8) {
   Bundle bundle{"/b"};
-  std::vector<ThroughputRun> runs = ThroughputRuns(bundle, 989.0);
+  std::vector<ThroughputRun> runs = ThroughputRuns(bundle);
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(runs[0].flavor, "debugmodel");
   EXPECT_EQ(runs[0].precision, "bf16");
@@ -37,13 +48,12 @@ TEST(ThroughputRuns, TwoFlavorsEachInBf16AndWithFloat8) {
   EXPECT_TRUE(Has(runs[3].overrides, "--model.tokenizer_path=/b/data/tokenizer128k.model"));
   for (const ThroughputRun& run : runs) {
     EXPECT_THAT(run.overrides, Contains("--job.device=cuda"));
-    EXPECT_THAT(run.overrides, Contains("--metrics.peak_tflops=989"));
+    // titan-run measures the GEMM ceiling; the datasheet's MFU is computed from its TFLOP/s.
+    EXPECT_THAT(run.overrides, Not(Contains(HasSubstr("peak_tflops"))));
   }
-  EXPECT_THAT(ThroughputRuns(bundle, std::nullopt)[0].overrides,
-              Not(Contains(HasSubstr("peak_tflops"))));
 }
 
-TEST(ThroughputRow, TheLastLoggedWindowsFigures) {
+TEST(ThroughputRow, TheLastLoggedWindowsFiguresAgainstBothPeaks) {
   absl::StatusOr<Metrics> metrics = ParseMetrics(
       "{\"step\": 10, \"loss\": 5, \"tps\": 100.0, \"tflops\": 1.0, \"mfu\": 0.1, \"mem_gib\": 1}\n"
       "{\"step\": 20, \"loss\": 4, \"tps\": 900.0, \"tflops\": 9.0, \"mfu\": 0.9, \"mem_gib\": "
@@ -51,14 +61,19 @@ TEST(ThroughputRow, TheLastLoggedWindowsFigures) {
       "m");
   ASSERT_TRUE(metrics.ok());
   ThroughputRun run{"debugmodel", "bf16", "throughput_debugmodel", 1, {}};
-  Json row = ThroughputRow(run, "pass", *metrics, true);
+  Json row = ThroughputRow(run, "pass", *metrics, 900.0, 600.0);
   EXPECT_EQ(row["tokens_per_s"].get<double>(), 900.0);
-  EXPECT_EQ(row["mfu_percent"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(row["mfu_percent"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(row["ceiling_tflops"].get<double>(), 600.0);
+  EXPECT_DOUBLE_EQ(row["mfu_ceiling_percent"].get<double>(), 1.5);
   EXPECT_EQ(row["step"].get<int>(), 20);
-  EXPECT_TRUE(ThroughputRow(run, "pass", *metrics, false)["mfu_percent"].is_null());
-  Json failed = ThroughputRow(run, "timed out", Metrics(), true);
+  Json unknown = ThroughputRow(run, "pass", *metrics, std::nullopt, std::nullopt);
+  EXPECT_TRUE(unknown["mfu_percent"].is_null());
+  EXPECT_TRUE(unknown["mfu_ceiling_percent"].is_null());
+  Json failed = ThroughputRow(run, "timed out", Metrics(), 900.0, std::nullopt);
   EXPECT_EQ(failed["status"], "timed out");
   EXPECT_TRUE(failed["tokens_per_s"].is_null());
+  EXPECT_TRUE(failed["mfu_percent"].is_null());
 }
 
 TEST(FormatThroughputTable, FiguresOrNotAvailable) {
@@ -68,14 +83,14 @@ TEST(FormatThroughputTable, FiguresOrNotAvailable) {
                 {"tokens_per_s", 41234.4},
                 {"tflops", 380.24},
                 {"mfu_percent", nullptr},
+                {"mfu_ceiling_percent", 52.31},
                 {"mem_gib", 61.04}},
                {{"flavor", "1B"}, {"precision", "bf16 + float8"}, {"status", "fail"}}};
   const std::string table = FormatThroughputTable(rows);
-  EXPECT_THAT(
-      table,
-      HasSubstr("1B           bf16           pass              41234     380.2     n/a      61.0"));
-  EXPECT_THAT(table,
-              HasSubstr("bf16 + float8  fail                n/a       n/a     n/a       n/a"));
+  EXPECT_THAT(table, HasSubstr("1B           bf16           pass              41234     380.2     "
+                               "n/a        52.3      61.0"));
+  EXPECT_THAT(table, HasSubstr("bf16 + float8  fail                n/a       n/a     n/a         "
+                               "n/a       n/a"));
 }
 
 }  // namespace

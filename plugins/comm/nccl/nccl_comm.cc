@@ -505,8 +505,9 @@ class NcclCommunicator : public Communicator {
       }
       job_->recorder.Finish(handle, "failed");
       std::string message = absl::StrCat(what, ": ", launched.message());
-      state_->Abort(message);
+      state_->MarkBroken(message);  // the record before the abort, which may wait on the device
       absl::StatusOr<std::string> dumped = job_->recorder.Dump(message);
+      state_->Abort(message);
       if (dumped.ok()) absl::StrAppend(&message, "; flight record in ", *dumped);
       return absl::Status(launched.code(), message);
     }

@@ -34,6 +34,11 @@ CommState::~CommState() {
   cudaStreamDestroy(stream_);
 }
 
+void CommState::MarkBroken(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_.empty()) broken_ = why;
+}
+
 void CommState::Abort(const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (broken_.empty()) broken_ = why;
@@ -118,8 +123,11 @@ bool Watchdog::Settle(Entry& entry) {
   }
   recorder_.Finish(entry.handle, state);
   if (state != "aborted") {
-    entry.comm->Abort(std::string(failure.message()));
+    // The record first: ncclCommAbort frees device memory, which waits for the device to go idle,
+    // and so for the very work that stalled.
+    entry.comm->MarkBroken(std::string(failure.message()));
     absl::StatusOr<std::string> dumped = recorder_.Dump(failure.message());
+    entry.comm->Abort(std::string(failure.message()));
     std::fprintf(stderr, "%s; flight record %s\n", std::string(failure.message()).c_str(),
                  dumped.ok() ? dumped->c_str() : std::string(dumped.status().message()).c_str());
     if (dumped.ok()) {

@@ -1,8 +1,8 @@
 // The nccl plugin's watchdog: NCCL work is queued on a stream and returns at once, so nothing
 // waits on it to notice a peer that died or stalled. One thread per process polls every
 // operation's completion event; one that has not completed within its deadline (or whose
-// communicator reports an asynchronous error) aborts its communicator (ncclCommAbort), which
-// makes NCCL's kernels return, marks the communicator unusable and dumps the flight record.
+// communicator reports an asynchronous error) marks its communicator unusable, dumps the flight
+// record and aborts the communicator (ncclCommAbort), which makes NCCL's kernels return.
 #ifndef TITAN_PLUGINS_COMM_NCCL_WATCHDOG_H_
 #define TITAN_PLUGINS_COMM_NCCL_WATCHDOG_H_
 
@@ -47,7 +47,9 @@ class CommState {
     f(comm_);
     return true;
   }
-  // Aborts the communicator once; `why` says what broke it.
+  // Refuses later launches (broken() names `why`) without aborting yet.
+  void MarkBroken(const std::string& why);
+  // Aborts the communicator once; `why` says what broke it, unless it was marked broken before.
   void Abort(const std::string& why);
   // Empty while the communicator works.
   std::string broken() const;

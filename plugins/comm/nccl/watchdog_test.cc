@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,8 @@ struct FakeComm {
   std::atomic<bool> in_launch{false};
   std::atomic<bool> abort_attempted{false};  // set by the aborting thread before it calls Abort
   std::atomic<bool> aborted_during_launch{false};
+  std::string record_path;  // a flight record to look for when aborted
+  std::atomic<bool> record_before_abort{false};
 };
 
 FakeComm& Fake(ncclComm_t comm) { return *reinterpret_cast<FakeComm*>(comm); }
@@ -60,6 +63,9 @@ ncclResult_t FakeCommAbort(ncclComm_t comm) {
   Use(comm);
   FakeComm& fake = Fake(comm);
   if (fake.in_launch.load()) fake.aborted_during_launch.store(true);
+  if (!fake.record_path.empty() && fake.aborts.load() == 0) {
+    fake.record_before_abort.store(std::filesystem::exists(fake.record_path));
+  }
   ++fake.aborts;
   fake.freed.store(true);
   return ncclSuccess;
@@ -118,11 +124,15 @@ ncclResult_t Launch(ncclComm_t comm) {
 }
 
 // Three operations of one communicator: the first fails and aborts it; the watchdog must then
-// settle the other two without asking the freed communicator for its asynchronous error.
+// settle the other two without asking the freed communicator for its asynchronous error. The
+// flight record is written before the abort, which on a GPU waits for the device to go idle.
 TEST(WatchdogTest, SettlesTheOtherOperationsWithoutTouchingTheAbortedCommunicator) {
   FakeComm fake;
   auto state = std::make_shared<CommState>(Handle(fake), nullptr);
-  comm::FlightRecorder recorder(16, ::testing::TempDir() + "titan_nccl_watchdog_trace", 0);
+  const std::string folder = ::testing::TempDir() + "titan_nccl_watchdog_trace";
+  fake.record_path = folder + "/flight_recorder_rank0.json";
+  std::filesystem::remove(fake.record_path);
+  comm::FlightRecorder recorder(16, folder, 0);
   std::vector<absl::Status> results;
   {
     Watchdog watchdog(recorder, 0);
@@ -150,6 +160,7 @@ TEST(WatchdogTest, SettlesTheOtherOperationsWithoutTouchingTheAbortedCommunicato
         << results[i];
   }
   EXPECT_EQ(fake.aborts.load(), 1);
+  EXPECT_TRUE(fake.record_before_abort.load()) << "the abort came before the flight record";
   EXPECT_EQ(fake.used_after_free.load(), 0);
   state.reset();  // the last owner goes: an aborted communicator is not finalized
   EXPECT_EQ(fake.used_after_free.load(), 0);
