@@ -19,7 +19,7 @@ mkdir -p "$work"
   { tail -30 "$work/bundle.log"; fail "tools/gpu-bundle"; }
 cat "$work/bundle.log"
 archive=$work/out/titan-gpu-bundle.tar.gz
-[ "$(stat -c %s "$archive")" -le $((40 * 1048576)) ] || fail "the archive is over 40 MiB"
+[ "$(stat -c %s "$archive")" -le $((48 * 1048576)) ] || fail "the archive is over 48 MiB"
 
 base=$(cached_debian_root "$work.root.log")
 root=$work/root

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/cpu/cpu_compute.h"
 #include "core/model/modules/latent_attention.h"
+#include "core/runtime/profiled_compute.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/arena_file.h"
 #include "core/tensor/cross_entropy.h"
@@ -62,8 +63,15 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(const LlamaCo
                        "(titan/compute.h), so nothing can train on it yet"));
     }
   }
+  // Another device's kernels are timed on it in profiled steps; the CPU's trace themselves.
+  std::unique_ptr<Compute> profiled;
+  if (compute->device().type != DeviceType::kCpu) {
+    profiled = std::make_unique<ProfiledCompute>(*compute);
+    compute = profiled.get();
+  }
   std::unique_ptr<DecoderModel> model(
       new DecoderModel(config, ac, *compute, where.device, where.matmul_dtype, family));
+  model->profiled_compute_ = std::move(profiled);
   model->stages_ = plan.local;
   model->num_stages_ = plan.num_stages;
   const bool first = model->holds_first_stage(), last = model->holds_last_stage();

@@ -233,6 +233,7 @@ class DecoderModel : public TensorParallelTarget,
   // The weight gradients the zero-bubble split deferred, for `set`'s stage `local_stage`.
   absl::Status RunDeferredGrads(MicrobatchActs& set, int local_stage);
 
+  std::unique_ptr<Compute> profiled_compute_;  // wraps a device's compute; outlives the rest
   LlamaConfig config_;
   ActivationCheckpoint ac_;
   const ModelFamily& family_;

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/gpu_proof/kernel_profile.h"
 #include "tools/gpu_proof/throughput.h"
 
 namespace titan::gpu_proof {
@@ -31,6 +32,7 @@ std::string FormatSummary(const Json& report) {
                                          "budget", "reason"));
   const Json parts = report.value("parts", Json::object());
   Json throughput_rows = Json::array();
+  Json kernel_profile;
   for (const auto& [name, part] : parts.items()) {
     std::string reason = Text(part, "reason");
     if (reason.size() > kReasonWidth) reason = reason.substr(0, kReasonWidth - 3) + "...";
@@ -38,12 +40,16 @@ std::string FormatSummary(const Json& report) {
         absl::StrFormat("  %-20s %-10s %8.1f %8.1f  %s", name, Text(part, "status", "?"),
                         Number(part, "seconds"), Number(part, "budget_s"), reason);
     absl::StrAppend(&text, absl::StripTrailingAsciiWhitespace(line), "\n");
-    if (name == "throughput" && part.contains("details") && part["details"].contains("rows")) {
-      throughput_rows = part["details"]["rows"];
+    if (name == "throughput" && part.contains("details")) {
+      throughput_rows = part["details"].value("rows", Json::array());
+      kernel_profile = part["details"].value("kernel_profile", Json());
     }
   }
   if (!throughput_rows.empty()) {
     absl::StrAppend(&text, "throughput (one GPU):\n", FormatThroughputTable(throughput_rows));
+  }
+  if (kernel_profile.is_object()) {
+    absl::StrAppend(&text, "the 1B bf16 ", FormatKernelProfile(kernel_profile));
   }
   absl::StrAppend(&text, "verdict: ", Text(report, "verdict", "?"), " (exit ",
                   report.value("exit_code", -1), ")\n");

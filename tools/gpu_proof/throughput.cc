@@ -1,15 +1,19 @@
 #include "tools/gpu_proof/throughput.h"
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <thread>
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/gpu_proof/budget.h"
+#include "tools/gpu_proof/kernel_profile.h"
 #include "tools/gpu_proof/parts.h"
 
 namespace titan::gpu_proof {
@@ -24,6 +28,9 @@ std::string Figure(const Json& row, const char* key, int decimals) {
   if (!row.is_object() || !row.contains(key) || !row[key].is_number()) return "n/a";
   return absl::StrFormat("%.*f", decimals, row[key].get<double>());
 }
+
+// Every core, for the single-rank runs: the host draws the initial weights (1.2B for 1B).
+std::string AllCores() { return std::to_string(std::max(1u, std::thread::hardware_concurrency())); }
 
 }  // namespace
 
@@ -111,6 +118,41 @@ std::string FormatThroughputTable(const Json& rows) {
   return table;
 }
 
+ThroughputRun ProfiledRun(const ThroughputRun& run) {
+  ThroughputRun profiled = run;
+  profiled.folder += "_profiled";
+  for (std::string& override : profiled.overrides) {
+    if (absl::StartsWith(override, "--training.steps=")) override = "--training.steps=3";
+  }
+  profiled.overrides.push_back("--profiling.enable_profiling=true");
+  profiled.overrides.push_back("--profiling.profile_freq=3");
+  return profiled;
+}
+
+void ProfileKernels(const Context& context, const std::vector<ThroughputRun>& runs,
+                    Findings& findings) {
+  const auto one_b = std::find_if(runs.begin(), runs.end(), [](const ThroughputRun& run) {
+    return run.flavor == "1B" && run.precision == "bf16";
+  });
+  if (one_b == runs.end()) return;
+  const ThroughputRun run = ProfiledRun(*one_b);
+  TitanRun done =
+      RunDebugRecipe(context, "the profiled 1B bf16 run", run.folder, run.overrides, 1,
+                     context.LeftS(), /*fresh=*/true, {{"OMP_NUM_THREADS", AllCores()}});
+  if (!done.ok()) {
+    findings.RunWentWrong(run.folder, done);
+    return;
+  }
+  const std::string trace = done.folder + "/profile_trace/iteration_3/rank0_trace.json";
+  std::ifstream in(trace);
+  absl::StatusOr<Json> profile = KernelProfile(std::string(std::istreambuf_iterator<char>(in), {}));
+  if (!profile.ok()) {
+    findings.Problem(absl::StrCat(trace, ": ", profile.status().message()));
+    return;
+  }
+  findings.details["kernel_profile"] = *profile;
+}
+
 PartOutcome ThroughputPart(const Context& context) {
   const std::optional<double> peak = PeakTflops(context.device_name);
   Findings findings;
@@ -119,8 +161,7 @@ PartOutcome ThroughputPart(const Context& context) {
       peak ? absl::StrCat("dense bf16 peak of ", context.device_name)
            : absl::StrCat("unknown for ", context.device_name, ": MFU not reported");
   const std::vector<ThroughputRun> runs = ThroughputRuns(context.bundle);
-  // Every core for these single-rank runs: the host draws the initial weights (1.2B for 1B).
-  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string threads = AllCores();
   findings.details["omp_num_threads"] = threads;
   double weights_left = 0;
   for (const ThroughputRun& run : runs) weights_left += run.weight;
@@ -143,6 +184,7 @@ PartOutcome ThroughputPart(const Context& context) {
                                  MeasuredCeiling(done.run.output)));
   }
   findings.details["rows"] = rows;
+  ProfileKernels(context, runs, findings);
   return findings.Outcome();
 }
 

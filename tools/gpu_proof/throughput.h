@@ -1,7 +1,8 @@
 // The throughput table: the debug model and the 1B flavor in bf16, each also with its linears
 // in Float8 (tensorwise), with tokens/s, TFLOP/s, MFU against the GPU's dense bf16 peak (the
 // datasheet's) and against the bf16 GEMM ceiling titan-run measured on it, and memory, from the
-// last logged window of each run (after the first steps' warm-up).
+// last logged window of each run (after the first steps' warm-up); then where a 1B bf16 step goes
+// by kernel class (kernel_profile.h), from a profiled run of 3 steps.
 #ifndef TITAN_TOOLS_GPU_PROOF_THROUGHPUT_H_
 #define TITAN_TOOLS_GPU_PROOF_THROUGHPUT_H_
 
@@ -40,6 +41,9 @@ std::vector<ThroughputRun> ThroughputRuns(const Bundle& bundle);
 // denominator is unknown.
 Json ThroughputRow(const ThroughputRun& run, const std::string& status, const Metrics& metrics,
                    std::optional<double> peak, std::optional<double> ceiling);
+
+// The 1B bf16 run for the kernel profile: 3 steps, the third profiled.
+ThroughputRun ProfiledRun(const ThroughputRun& run);
 
 // The rows as an aligned text table; "n/a" for missing figures.
 std::string FormatThroughputTable(const Json& rows);

@@ -93,5 +93,16 @@ TEST(FormatThroughputTable, FiguresOrNotAvailable) {
                                "n/a       n/a"));
 }
 
+TEST(ProfiledRun, ThreeStepsTheThirdProfiled) {
+  Bundle bundle{"/b"};
+  const ThroughputRun profiled = ProfiledRun(ThroughputRuns(bundle)[2]);
+  EXPECT_EQ(profiled.folder, "throughput_1B_profiled");
+  EXPECT_THAT(profiled.overrides, Contains("--training.steps=3"));
+  EXPECT_THAT(profiled.overrides, Not(Contains("--training.steps=8")));
+  EXPECT_THAT(profiled.overrides, Contains("--profiling.enable_profiling=true"));
+  EXPECT_THAT(profiled.overrides, Contains("--profiling.profile_freq=3"));
+  EXPECT_THAT(profiled.overrides, Contains("--model.flavor=1B"));
+}
+
 }  // namespace
 }  // namespace titan::gpu_proof

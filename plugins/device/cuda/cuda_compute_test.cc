@@ -920,6 +920,33 @@ TEST_F(CudaComputeTest, AbsMaxGivenAmaxQuantizeAndTransposeMatchTheCpu) {
   EXPECT_EQ(wide.Gpu(), wide.Cpu());
 }
 
+// The encoding itself at its edges (on sm_89+ the GPU's own conversion): NaN, infinities, signed
+// zeros, values past the largest finite, ties between two codes, e4m3's and e5m2's subnormals and
+// below, quantized by a given amax of each format's largest finite (a scale of 1): the CPU's
+// bytes, both ways round.
+TEST_F(CudaComputeTest, Float8EncodingAtItsEdgesWritesTheCpusBytes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> values = {
+      std::nanf(""), -std::nanf(""), inf,        -inf,    0.0f,    -0.0f,     448.0f,
+      449.0f,        464.0f,         465.0f,     1e9f,    -1e9f,   57344.0f,  61440.0f,
+      1.0625f,       1.1875f,        -1.0625f,   0x1p-7f, 0x1p-9f, 0x1.8p-9f, 0x1p-10f,
+      0x1.1p-10f,    0x1p-16f,       0x1.8p-17f, 1e-40f,  -1e-40f, 3.0e-3f};
+  for (int i = 0; i < 37; ++i) values.push_back(std::ldexp(1.0f + i / 37.0f, i % 24 - 12));
+  for (DType format : {DType::kF8E4M3, DType::kF8E5M2}) {
+    for (bool transpose : {false, true}) {
+      Twin x = F32(values, {8, 8});
+      Twin given = F32({format == DType::kF8E4M3 ? 448.0f : 57344.0f}, {1});
+      Twin codes = Zeros(format, {8, 8}), scale = Zeros(DType::kF32, {1});
+      const Float8Scaling cpu_scaling{Float8Granularity::kTensor, false, transpose, given.cpu()};
+      const Float8Scaling gpu_scaling{Float8Granularity::kTensor, false, transpose, given.gpu()};
+      BOTH(cpu_.Float8Quantize(x.cpu(), cpu_scaling, codes.cpu(), scale.cpu()),
+           gpu_->Float8Quantize(x.gpu(), gpu_scaling, codes.gpu(), scale.gpu()));
+      EXPECT_EQ(codes.GpuBytes(), codes.CpuBytes())
+          << DTypeName(format) << (transpose ? " transposed" : "");
+    }
+  }
+}
+
 // Tensor parallelism's pieces of a Float8 operand: Float8Amax of the tensor and of each row of
 // out (transposed or not), and a rowwise quantization by given amaxes, each the CPU's bytes.
 TEST_F(CudaComputeTest, Float8AmaxAndRowwiseGivenAmaxMatchTheCpu) {

@@ -3,11 +3,15 @@
 // emulation test runs the same code. A transposed quantization reads x in tiles of 32 x 32
 // through shared memory and writes the codes transposed, both coalesced; its amax, which every
 // code needs before the first is written, is a pass of its own that reads x in its own order
-// and combines blocks by atomicMax on the bits of |x| (exact whatever the order).
+// and combines blocks by atomicMax on the bits of |x| (exact whatever the order). On GPUs with
+// FP8 (sm_89+) the encoding is the hardware's conversion, on others the emulation's code.
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_FLOAT8_KERNELS_CUH_
 #define TITAN_PLUGINS_DEVICE_CUDA_FLOAT8_KERNELS_CUH_
 
 #include <cuda_runtime.h>
+#ifdef __CUDACC__
+#include <cuda_fp8.h>
+#endif
 
 #include <cstdint>
 
@@ -20,6 +24,14 @@ namespace titan::cuda::float8 {
 constexpr int kTileSide = 32;                    // a transposed tile is 32 x 32 values
 constexpr int kTileRowsPerPass = kThreads / 32;  // rows a block's threads cover at once
 constexpr int64_t kAmaxChunkRows = 256;          // rows of x per block of the column amax
+// Blocks of a whole tensor's amax at most: each ends with an atomicMax on the one result, and
+// 65535 of them on one address took longer than reading the tensor.
+constexpr int64_t kAmaxBlocks = 1024;
+
+inline int64_t AmaxBlocksFor(int64_t n) {
+  const int64_t blocks = BlocksFor(n);
+  return blocks < kAmaxBlocks ? blocks : kAmaxBlocks;
+}
 
 // Tiles of `side` covering n things, at least one.
 inline int64_t TilesCovering(int64_t n, int64_t side) {
@@ -51,6 +63,11 @@ __device__ float Decode(uint8_t code, const Format& f) {
 }
 
 __device__ uint8_t Encode(float x, const Format& f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  // The GPU's own conversion (cvt.rn.satfinite): round to nearest even, saturated to the largest
+  // finite, NaN as 0x7f: the bytes of the code below, which older GPUs and the emulation run.
+  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, f.mantissa_bits == 3 ? __NV_E4M3 : __NV_E5M2);
+#else
   if (isnan(x)) return 0x7f;
   const int m = f.mantissa_bits, min_exponent = 1 - f.exponent_bias;
   const uint8_t sign = signbit(x) ? 0x80 : 0x00;
@@ -68,6 +85,7 @@ __device__ uint8_t Encode(float x, const Format& f) {
   }
   const int mantissa = static_cast<int>(ldexpf(rounded, m - exponent)) - (1 << m);
   return sign | static_cast<uint8_t>(((exponent + f.exponent_bias) << m) | mantissa);
+#endif
 }
 
 // Element (r, c) of out, read from x.
@@ -251,7 +269,7 @@ cudaError_t RunAmax(Launch&& launch, const Float8QuantizeArgs& a) {
       launch(ZeroKernel, int64_t{BlocksFor(count)}, kThreads, size_t{0}, a.amax, count);
   if (error != cudaSuccess || a.rows * a.columns == 0) return error;
   if (!a.per_row) {  // order does not matter: x as it lies
-    return launch(AbsMaxKernel, int64_t{BlocksFor(a.rows * a.columns)}, kThreads, size_t{0},
+    return launch(AbsMaxKernel, AmaxBlocksFor(a.rows * a.columns), kThreads, size_t{0},
                   static_cast<const void*>(a.x), a.x_is_bf16, a.rows * a.columns, a.amax);
   }
   const int64_t strips = TilesCovering(a.columns, kTileSide);
@@ -286,7 +304,7 @@ template <typename Launch>
 cudaError_t RunAbsMax(Launch&& launch, const void* x, bool x_is_bf16, int64_t n, float* out) {
   cudaError_t error = launch(ZeroKernel, int64_t{1}, kThreads, size_t{0}, out, int64_t{1});
   if (error != cudaSuccess || n == 0) return error;
-  return launch(AbsMaxKernel, int64_t{BlocksFor(n)}, kThreads, size_t{0}, x, x_is_bf16, n, out);
+  return launch(AbsMaxKernel, AmaxBlocksFor(n), kThreads, size_t{0}, x, x_is_bf16, n, out);
 }
 
 }  // namespace titan::cuda::float8
