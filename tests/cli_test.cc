@@ -418,6 +418,28 @@ TEST(TitanRun, DescriptionAndDatasetAreLogged) {
   EXPECT_THAT(r.output, HasSubstr("[job] \"my first run\" on dataset \"quotes\""));
 }
 
+// OpenMP threads sleep when idle unless the user chose otherwise: titan-run sets
+// OMP_WAIT_POLICY=passive and starts again when it is unset (libgomp reads it before main).
+TEST(TitanRun, IdleOpenMpThreadsWaitPassivelyUnlessTheUserSaysOtherwise) {
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / absl::StrCat("titan_cli_wait_policy_", getpid());
+  const std::string args = absl::StrCat(
+      "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.steps=1 "
+      "--training.seq_len=16 --training.local_batch_size=2 --validation.freq=0 "
+      "--generate.max_new_tokens=0 --job.dump_folder=",
+      dump.string());
+  Result defaulted = Titan(args, "-u OMP_WAIT_POLICY -u TITAN_OMP_WAIT_POLICY_DEFAULTED");
+  ASSERT_EQ(defaulted.exit_code, 0) << defaulted.output;
+  EXPECT_THAT(defaulted.output,
+              HasSubstr("idle ones wait by OMP_WAIT_POLICY=passive (titan's default)"));
+  std::filesystem::remove_all(dump);
+  Result chosen = Titan(args, "OMP_WAIT_POLICY=active");
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.output;
+  EXPECT_THAT(chosen.output,
+              HasSubstr("idle ones wait by OMP_WAIT_POLICY=active (set by the user)"));
+  std::filesystem::remove_all(dump);
+}
+
 TEST(TitanRun, SizesAndFoldersAreBoundedOrWarned) {
   const std::string debug =
       "--recipe recipes/llama3_debug.toml --model.tokenizer_path=byte --training.seq_len=16 "

@@ -1,4 +1,5 @@
 // titan-run: parses flags, loads the recipe and its plugins, builds the job and runs it.
+#include <omp.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "core/cli/launcher.h"
 #include "core/cli/options.h"
+#include "core/cli/wait_policy.h"
 #include "core/runtime/control_plane/timed_communicator.h"
 #include "core/runtime/device_mesh.h"
 #include "core/runtime/dump_folder_lock.h"
@@ -312,6 +314,8 @@ int Run(const std::vector<std::string>& args) {
                options->recipe, mesh->degree(MeshDim::kPp), mesh->degree(MeshDim::kDpReplicate),
                mesh->degree(MeshDim::kDpShard), mesh->degree(MeshDim::kCp),
                mesh->degree(MeshDim::kTp));
+  spdlog::info("[threads] {} OpenMP thread(s); idle ones wait by {}", omp_get_max_threads(),
+               WaitPolicyDescription());
   // From here a signal stops the run after a clean save instead of losing its steps.
   InstallStopSignalHandlers();
   std::unique_ptr<DeviceMesh> device_mesh;
@@ -383,6 +387,8 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace titan
 
 int main(int argc, char** argv) {
+  // Before anything: libgomp has read the policy already, so setting it means starting again.
+  if (titan::WaitPolicyNeedsDefault()) titan::RunAgainWithDefaultWaitPolicy(argv);
   titan::InstallFlightRecordSignalHandler();  // before anything: SIGUSR1 must never end the run
   try {
     return titan::Run(std::vector<std::string>(argv + 1, argv + argc));
