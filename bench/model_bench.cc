@@ -117,7 +117,10 @@ void Model(const char* name, const LlamaConfig& config, int64_t b, int64_t t) {
     std::fprintf(stderr, "%s: %s\n", name, model.status().ToString().c_str());
     return;
   }
-  (*model)->Initialize(0);
+  if (absl::Status init = (*model)->Initialize(0); !init.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name, init.ToString().c_str());
+    return;
+  }
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (int64_t i = 0; i < b * t; ++i) {
     tokens[i] = static_cast<int32_t>((i * 37) % config.vocab_size);

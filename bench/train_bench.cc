@@ -54,7 +54,7 @@ int Train(const std::map<std::string, int64_t>& args) {
   auto model = DecoderModel::Create(config, {}, ModelCompute{nullptr, matmul}, PipelinePlan{},
                                     qwen3 ? Qwen3Family() : LlamaFamily());
   if (!model.ok()) return Fail(model.status().ToString());
-  (*model)->Initialize(0);
+  if (absl::Status init = (*model)->Initialize(0); !init.ok()) return Fail(init.ToString());
   auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR});
   if (!registry.ok()) return Fail(registry.status().ToString());
   auto raw = ParseRecipeText("[optimizer]\nname = \"adamw\"\nlr = 1e-4\n", "bench.toml");

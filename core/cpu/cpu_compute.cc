@@ -18,6 +18,7 @@
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
 #include "core/tensor/vector_kernels.h"
+#include "titan/truncated_normal.h"
 
 namespace titan {
 namespace {
@@ -309,6 +310,16 @@ absl::Status CpuCompute::RunAbsMax(std::span<const TensorView> tensors, TensorVi
 absl::Status CpuCompute::RunCast(const TensorView& src, TensorView dst) {
   ScopedSpan span("kernel", "Cast");
   return ConvertTensor(src, dst);
+}
+
+absl::Status CpuCompute::RunFillTruncatedNormal(TensorView x, uint64_t key, double std, double low,
+                                                double high) {
+  ScopedSpan span("kernel", "FillTruncatedNormal");
+  float* data = F(x);
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) data[i] = truncated_normal::At(key, i, std, low, high);
+  return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunFill(TensorView x, float value) {

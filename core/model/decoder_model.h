@@ -89,7 +89,7 @@ class DecoderModel : public TensorParallelTarget,
 
   // Each parameter as its family declares (ParameterInit), a pure function of the seed and the
   // parameter's name.
-  void Initialize(uint64_t seed);
+  absl::Status Initialize(uint64_t seed);
 
   // The mixture of experts' loads (expert_load.cc): per block with one on this rank, the tokens
   // each expert received in the microbatches trained since the last call (a forward without a

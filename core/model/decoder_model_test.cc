@@ -127,7 +127,7 @@ TEST_P(LlamaActivationCheckpointTest, GivesIdenticalGradients) {
     ASSERT_TRUE(ac.ok());
     auto model = DecoderModel::Create(TinyConfig(), *ac, ModelCompute{nullptr, GetParam()});
     ASSERT_TRUE(model.ok());
-    (*model)->Initialize(3);
+    EXPECT_TRUE((*model)->Initialize(3).ok());
     for (int step = 0; step < 2; ++step) {  // the second step reuses the planned memory
       (*model)->ZeroGrad();
       auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), batch, seq_len);
@@ -199,7 +199,7 @@ TEST(LlamaTest, Bf16StoresTheMatmulInputsInHalfTheBytes) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       auto model = DecoderModel::Create(config, *ac, ModelCompute{nullptr, dtype});
       ASSERT_TRUE(model.ok()) << model.status();
-      (*model)->Initialize(3);
+      EXPECT_TRUE((*model)->Initialize(3).ok());
       auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), batch, seq_len);
       ASSERT_TRUE(loss.ok()) << loss.status();
       ASSERT_TRUE((*model)->Backward().ok());
@@ -218,7 +218,7 @@ TEST(LlamaTest, ATiedModelStartsNearTheUniformLoss) {
     const LlamaConfig config = *LlamaFlavor(flavor);
     auto model = DecoderModel::Create(config);
     ASSERT_TRUE(model.ok()) << model.status();
-    (*model)->Initialize(7);
+    EXPECT_TRUE((*model)->Initialize(7).ok());
     const Batch data = MakeBatch(2 * 32, config.vocab_size);
     auto loss = (*model)->Forward(data.tokens.data(), data.targets.data(), 2, 32);
     ASSERT_TRUE(loss.ok()) << loss.status();

@@ -62,7 +62,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
   if (float8) {
     ASSERT_TRUE((*whole)->ConvertToFloat8(tensorwise).ok());
   }
-  (*whole)->Initialize(7);
+  EXPECT_TRUE((*whole)->Initialize(7).ok());
   (*whole)->ZeroGrad();
   std::vector<std::vector<int32_t>> tokens, targets;
   std::vector<float> losses;
@@ -83,7 +83,7 @@ TEST_P(PipelineStagesTest, TwoStagesReproduceTheWholeModel) {
     if (float8) {
       ASSERT_TRUE((*stage)->ConvertToFloat8(tensorwise).ok());
     }
-    (*stage)->Initialize(7);
+    EXPECT_TRUE((*stage)->Initialize(7).ok());
     (*stage)->ZeroGrad();
     ASSERT_TRUE((*stage)->SetMicrobatches(tokens, targets, batch, seq_len).ok());
   }
@@ -142,7 +142,7 @@ TEST(PipelineStagesTest, SplitBackwardKeepsItsWeightPassInPlannedMemory) {
     // Both stages on one rank (as a V places them), handing over in memory.
     auto model = DecoderModel::Create(config, *ac, {}, PipelinePlan{2, {{0, 0, 2}, {1, 2, 4}}});
     ASSERT_TRUE(model.ok()) << model.status();
-    (*model)->Initialize(7);
+    EXPECT_TRUE((*model)->Initialize(7).ok());
     (*model)->ZeroGrad();
     auto step = [&] {
       ASSERT_TRUE((*model)->SetMicrobatches(tokens, targets, batch, seq_len).ok());

@@ -155,7 +155,7 @@ std::pair<float, std::vector<float>> Step(const Float8Plugin* plugin,
     auto made = model->ConvertToFloat8(*plugin).value();
     if (choices != nullptr) *choices = made;
   }
-  model->Initialize(7);
+  EXPECT_TRUE(model->Initialize(7).ok());
   std::vector<int32_t> tokens, targets;
   for (int i = 0; i < 2 * 16; ++i) {
     tokens.push_back((i * 7 + 3) % 50);
@@ -210,7 +210,7 @@ TEST(Float8Linears, TheRoutedExpertsRunInFloat8OnlyUnderARowwiseRecipe) {
     if (plugin != nullptr) {
       EXPECT_TRUE(model->ConvertToFloat8(*plugin).ok());
     }
-    model->Initialize(3);
+    EXPECT_TRUE(model->Initialize(3).ok());
     std::vector<int32_t> tokens, targets;
     for (int i = 0; i < 2 * 16; ++i) tokens.push_back((i * 7 + 3) % 64), targets.push_back(i % 64);
     const float loss = model->Forward(tokens.data(), targets.data(), 2, 16).value();

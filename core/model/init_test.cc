@@ -1,8 +1,13 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "core/cpu/cpu_compute.h"
 #include "core/model/decoder_model.h"
+#include "titan/truncated_normal.h"
 
 namespace titan {
 namespace {
@@ -28,7 +33,7 @@ TEST(InitTest, FollowsTorchTitanAndIsDeterministic) {
   LlamaConfig config;  // debugmodel
   auto model = DecoderModel::Create(config);
   ASSERT_TRUE(model.ok());
-  (*model)->Initialize(7);
+  EXPECT_TRUE((*model)->Initialize(7).ok());
   const Arena& p = (*model)->params();
   const Moments emb = Measure(*p.Find("tok_embeddings.weight"));
   EXPECT_NEAR(emb.mean, 0, 0.01);
@@ -47,11 +52,30 @@ TEST(InitTest, FollowsTorchTitanAndIsDeterministic) {
   EXPECT_EQ(norm.std, 0.0);
 
   auto again = DecoderModel::Create(config);
-  (*again)->Initialize(7);
+  EXPECT_TRUE((*again)->Initialize(7).ok());
   const Arena& q = (*again)->params();
   EXPECT_EQ(0, std::memcmp(p.flat_data(), q.flat_data(), p.flat_size() * sizeof(float)));
-  (*again)->Initialize(8);
+  EXPECT_TRUE((*again)->Initialize(8).ok());
   EXPECT_NE(0, std::memcmp(p.flat_data(), q.flat_data(), p.flat_size() * sizeof(float)));
+}
+
+// The kernel draws the same values whatever the thread count (each a pure function of the key
+// and its index), and a piece drawn alone equals that piece of the whole.
+TEST(InitTest, TheDrawDependsOnTheKeyAndIndexAlone) {
+  const int64_t n = 10000;
+  std::vector<float> one(n), many(n);
+  Compute& compute = CpuCompute::Get();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  ASSERT_TRUE(compute.FillTruncatedNormal(FlatF32(one.data(), n), 99, 0.02, -0.04, 0.04).ok());
+  omp_set_num_threads(std::max(2, threads));
+  ASSERT_TRUE(compute.FillTruncatedNormal(FlatF32(many.data(), n), 99, 0.02, -0.04, 0.04).ok());
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, many);
+  for (int64_t i : {int64_t{0}, n / 3, n - 1}) {
+    EXPECT_EQ(one[i], truncated_normal::At(99, i, 0.02, -0.04, 0.04)) << i;
+    EXPECT_LE(std::fabs(one[i]), 0.04f);
+  }
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ std::unique_ptr<DecoderModel> Make(const LlamaConfig& config, const char* ac_mod
   auto ac = ParseActivationCheckpoint(ac_mode, "");
   auto model = DecoderModel::Create(config, *ac, ModelCompute{}, PipelinePlan{}, Qwen3Family());
   EXPECT_TRUE(model.ok()) << model.status();
-  (*model)->Initialize(7);
+  EXPECT_TRUE((*model)->Initialize(7).ok());
   return std::move(*model);
 }
 

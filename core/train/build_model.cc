@@ -132,7 +132,7 @@ absl::Status BuildModel(TrainingJob& job) {
                    ? "bf16 with f32 accumulation (training.mixed_precision_param = \"bfloat16\")"
                    : "f32");
   TITAN_RETURN_IF_ERROR(ConvertToFloat8(job));
-  job.model->Initialize(static_cast<uint64_t>(job.plan.training.seed));
+  TITAN_RETURN_IF_ERROR(job.model->Initialize(static_cast<uint64_t>(job.plan.training.seed)));
   spdlog::info("[model] {} {} with vocabulary {}: {:.2f}M parameters", model.family->name(),
                model.flavor, model.config.vocab_size, model.config.ParameterCount() / 1e6);
   if (model.config.moe.enabled()) {

@@ -46,7 +46,7 @@ std::unique_ptr<DecoderModel> TinyModel() {
   config.vocab_size = kVocab, config.multiple_of = 16;
   auto model = DecoderModel::Create(config, *ParseActivationCheckpoint("none", ""));
   EXPECT_TRUE(model.ok()) << model.status();
-  (*model)->Initialize(5);
+  EXPECT_TRUE((*model)->Initialize(5).ok());
   return std::move(*model);
 }
 

@@ -3,6 +3,8 @@
 #ifndef TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
 #define TITAN_TESTS_CHECKPOINT_MODEL_CHECKPOINT_H_
 
+#include <gtest/gtest.h>
+
 #include <charconv>
 #include <cmath>
 #include <memory>
@@ -55,7 +57,7 @@ inline std::unique_ptr<DecoderModel> SmallModel(const LlamaConfig& config, uint6
                                                 const ModelFamily& family = LlamaFamily()) {
   std::unique_ptr<DecoderModel> model =
       std::move(DecoderModel::Create(config, {}, {}, {}, family)).value();
-  model->Initialize(seed);
+  EXPECT_TRUE(model->Initialize(seed).ok());
   const Arena& params = model->params();
   for (int i = 0; i < params.size(); ++i) {
     const std::string& name = params.name(i);

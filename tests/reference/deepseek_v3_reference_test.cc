@@ -77,7 +77,7 @@ Prepared Prepare(const Case& c, const fs::path& dir) {
       DecoderModel::Create(ConfigOf(c), *ac, ModelCompute{}, PipelinePlan{}, DeepSeekV3Family());
   EXPECT_TRUE(model.ok()) << model.status();
   p.model = std::move(*model);
-  p.model->Initialize(42);
+  EXPECT_TRUE(p.model->Initialize(42).ok());
   // Norm weights off 1 and a bias off 0, so that their effects are tested too; the bias large
   // enough to change some tokens' choice.
   const Arena& params = p.model->params();

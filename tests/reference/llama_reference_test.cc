@@ -50,7 +50,7 @@ Prepared Prepare(const Case& c, const fs::path& dir, DType matmul_dtype = DType:
   auto model = DecoderModel::Create(ConfigOf(c), *ac, ModelCompute{nullptr, matmul_dtype});
   EXPECT_TRUE(model.ok()) << model.status();
   p.model = std::move(*model);
-  p.model->Initialize(42);
+  EXPECT_TRUE(p.model->Initialize(42).ok());
   // Norm weights start at 1; move them off it so their gradients and scaling get tested too.
   const Arena& params = p.model->params();
   for (int i = 0; i < params.size(); ++i) {

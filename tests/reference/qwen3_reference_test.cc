@@ -122,7 +122,7 @@ Prepared Prepare(const Case& c, const fs::path& dir, Precision precision) {
     }
     EXPECT_EQ(experts, 3 * (config.n_layers - config.moe.dense_layers));
   }
-  p.model->Initialize(42);
+  EXPECT_TRUE(p.model->Initialize(42).ok());
   // Norm weights off 1 and a bias off 0, so that their effects are tested too; the bias large
   // enough to change some tokens' choice.
   const Arena& params = p.model->params();

@@ -11,7 +11,7 @@ TEST(PartBudgets, ThePartsInOrderFillTheDefaultDeadline) {
   EXPECT_EQ(parts[0].name, "bundle");
   EXPECT_EQ(parts[0].budget_s, 30);
   EXPECT_EQ(parts[6].name, "throughput");
-  EXPECT_EQ(parts[6].budget_s, 195);  // the 1B runs draw 1.2B parameters on the host
+  EXPECT_EQ(parts[6].budget_s, 195);  // five runs, three of them of the 1B flavor
   EXPECT_EQ(parts[7].name, "async_tp");
   double total = 0;
   for (const PartBudget& part : parts) total += part.budget_s;

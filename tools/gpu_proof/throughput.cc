@@ -29,7 +29,7 @@ std::string Figure(const Json& row, const char* key, int decimals) {
   return absl::StrFormat("%.*f", decimals, row[key].get<double>());
 }
 
-// Every core, for the single-rank runs: the host draws the initial weights (1.2B for 1B).
+// Every core, for the single-rank runs: their start-up (data, tokenizer) runs on the host.
 std::string AllCores() { return std::to_string(std::max(1u, std::thread::hardware_concurrency())); }
 
 }  // namespace

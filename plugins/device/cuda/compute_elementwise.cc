@@ -62,6 +62,14 @@ absl::Status CudaCompute::RunFill(TensorView x, float value) {
                "Fill kernel launch");
 }
 
+absl::Status CudaCompute::RunFillTruncatedNormal(TensorView x, uint64_t key, double std, double low,
+                                                 double high) {
+  TITAN_RETURN_IF_ERROR(Ready());
+  return Check(
+      LaunchFillTruncatedNormal(F(x), static_cast<size_t>(x.numel()), key, std, low, high, stream_),
+      "FillTruncatedNormal kernel launch");
+}
+
 absl::Status CudaCompute::RunScale(TensorView x, float scale) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(LaunchScale(F(x), x.numel(), scale, stream_), "Scale kernel launch");

@@ -794,6 +794,29 @@ TEST_F(CudaComputeTest, CastsRoundExactlyAsTheCpu) {
   }
 }
 
+// The initial weights drawn on the GPU are the CPU's: the same formula (titan/truncated_normal.h)
+// in the device's double math, which may round an element's last f32 bit the other way. A
+// narrow cut makes many elements redraw.
+TEST_F(CudaComputeTest, FillTruncatedNormalDrawsTheCpusValues) {
+  const int64_t n = 1 << 20;
+  struct Cut {
+    double std, low, high;
+  };
+  for (const Cut& cut : {Cut{0.02, -2.0, 2.0}, Cut{1.0, -0.3, 0.3}, Cut{0.0625, -0.1875, 0.1875}}) {
+    Twin x = Zeros(DType::kF32, {n});
+    BOTH(cpu_.FillTruncatedNormal(x.cpu(), 0x1234abcdULL, cut.std, cut.low, cut.high),
+         gpu_->FillTruncatedNormal(x.gpu(), 0x1234abcdULL, cut.std, cut.low, cut.high));
+    const std::vector<float> cpu = x.Cpu(), gpu = x.Gpu();
+    int64_t differing = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (cpu[i] == gpu[i]) continue;
+      ++differing;
+      ASSERT_EQ(std::nextafter(cpu[i], gpu[i]), gpu[i]) << "element " << i << " of std " << cut.std;
+    }
+    EXPECT_LE(differing, 64) << "of " << n << " elements, std " << cut.std;
+  }
+}
+
 TEST_F(CudaComputeTest, FillScaleAccumulateAndCopyMatchTheCpu) {
   const int64_t n = 1000;
   Twin x = F32(Random(n, 160), {n}), y = F32(Random(n, 161), {n}), z = Zeros(DType::kF32, {n});

@@ -4,11 +4,16 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace titan::cuda {
 
 // Sets `count` floats at `dst` to `value` on `stream`.
 cudaError_t LaunchFillF32(float* dst, size_t count, float value, cudaStream_t stream);
+
+// dst[i] = titan/truncated_normal.h's At(key, i, std, low, high) for i < count, on `stream`.
+cudaError_t LaunchFillTruncatedNormal(float* dst, size_t count, uint64_t key, double std,
+                                      double low, double high, cudaStream_t stream);
 
 }  // namespace titan::cuda
 

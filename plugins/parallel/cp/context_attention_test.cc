@@ -41,7 +41,7 @@ TrainedRun Train(Rotate rotate, ThreadComm* comm) {
   auto ac = ParseActivationCheckpoint("selective", "2");
   auto model = DecoderModel::Create(SmallConfig(), *ac);
   EXPECT_TRUE(model.ok()) << model.status();
-  (*model)->Initialize(5);
+  EXPECT_TRUE((*model)->Initialize(5).ok());
   std::unique_ptr<ContextAttention> attention;
   if (rotate == Rotate::kAllGather) {
     attention = std::make_unique<AllGatherAttention>(*comm, CpuDevice::Host());

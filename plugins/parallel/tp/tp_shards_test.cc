@@ -206,7 +206,7 @@ TrainedRun Train(ThreadComm* comm, const LlamaConfig& config = SmallConfig(), bo
   if (float8 != nullptr) {
     EXPECT_TRUE((*model)->ConvertToFloat8(*float8).ok());
   }
-  (*model)->Initialize(11);
+  EXPECT_TRUE((*model)->Initialize(11).ok());
   TpShards shards(CpuDevice::Host());
   std::vector<Parameter*> parameters;
   for (const Parameter& p : (*model)->Parameters())

@@ -4,11 +4,11 @@
 #ifndef TITAN_ABI_H_
 #define TITAN_ABI_H_
 
-#define TITAN_ABI_VERSION 19
+#define TITAN_ABI_VERSION 20
 
 // The fingerprint of the kernel table this ABI version fixes (titan/kernel_table.h computes it
 // and stops the build when the table no longer matches it).
-#define TITAN_KERNEL_TABLE_FINGERPRINT 8636604542181099860ULL
+#define TITAN_KERNEL_TABLE_FINGERPRINT 2868498335668935647ULL
 
 // The descriptor symbol carries the ABI number in its name so the loader can read it from the
 // ELF symbol table before any plugin code runs.
