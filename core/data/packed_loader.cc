@@ -5,7 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "core/tensor/splitmix64.h"
+#include "titan/splitmix64.h"
 
 namespace titan {
 namespace {

@@ -3,7 +3,7 @@
 // value is a pure function of (seed, parameter name, element index), so it does not depend on the
 // thread count or the device, and a shard can draw its own piece.
 #include "core/model/decoder_model.h"
-#include "core/tensor/splitmix64.h"
+#include "titan/splitmix64.h"
 
 namespace titan {
 namespace {

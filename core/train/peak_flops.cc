@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/tensor/splitmix64.h"
 #include "titan/compute.h"
 #include "titan/float16.h"
+#include "titan/splitmix64.h"
 
 namespace titan {
 namespace {

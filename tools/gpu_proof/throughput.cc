@@ -130,15 +130,14 @@ ThroughputRun ProfiledRun(const ThroughputRun& run) {
 }
 
 void ProfileKernels(const Context& context, const std::vector<ThroughputRun>& runs,
-                    Findings& findings) {
+                    const std::string& threads, Findings& findings) {
   const auto one_b = std::find_if(runs.begin(), runs.end(), [](const ThroughputRun& run) {
     return run.flavor == "1B" && run.precision == "bf16";
   });
   if (one_b == runs.end()) return;
   const ThroughputRun run = ProfiledRun(*one_b);
-  TitanRun done =
-      RunDebugRecipe(context, "the profiled 1B bf16 run", run.folder, run.overrides, 1,
-                     context.LeftS(), /*fresh=*/true, {{"OMP_NUM_THREADS", AllCores()}});
+  TitanRun done = RunDebugRecipe(context, "the profiled 1B bf16 run", run.folder, run.overrides, 1,
+                                 context.LeftS(), /*fresh=*/true, {{"OMP_NUM_THREADS", threads}});
   if (!done.ok()) {
     findings.RunWentWrong(run.folder, done);
     return;
@@ -184,7 +183,7 @@ PartOutcome ThroughputPart(const Context& context) {
                                  MeasuredCeiling(done.run.output)));
   }
   findings.details["rows"] = rows;
-  ProfileKernels(context, runs, findings);
+  ProfileKernels(context, runs, threads, findings);
   return findings.Outcome();
 }
 

@@ -10,30 +10,18 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TITAN_HOST_DEVICE __host__ __device__
-#else
-#define TITAN_HOST_DEVICE
-#endif
+#include "titan/splitmix64.h"
 
 namespace titan::truncated_normal {
 
-// SplitMix64's finalizer (core/tensor/splitmix64.h's): nearby keys give unrelated values.
-TITAN_HOST_DEVICE inline uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // A uniform double in [0, 1) of 53 random bits.
 TITAN_HOST_DEVICE inline double Uniform(uint64_t key) {
-  return static_cast<double>(Mix(key) >> 11) * 0x1.0p-53;
+  return static_cast<double>(SplitMix64(key) >> 11) * 0x1.0p-53;
 }
 
 // A standard normal for (key, index, attempt), by Box-Muller.
 TITAN_HOST_DEVICE inline double Normal(uint64_t key, int64_t index, int attempt) {
-  const uint64_t mixed = key ^ Mix(static_cast<uint64_t>(index) * 64 + attempt);
+  const uint64_t mixed = key ^ SplitMix64(static_cast<uint64_t>(index) * 64 + attempt);
   const double u1 = Uniform(mixed), u2 = Uniform(mixed ^ 0x5851f42d4c957f2dull);
   return sqrt(-2.0 * log1p(-u1)) * cos(2 * 0x1.921fb54442d18p+1 * u2);  // 2 pi u2
 }
