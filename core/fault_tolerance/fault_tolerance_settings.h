@@ -18,10 +18,16 @@ struct FaultToleranceSettings {
   std::chrono::milliseconds process_group_timeout{10000};  // Gloo's connect and collectives
   std::chrono::milliseconds heartbeat_timeout{10000};      // a group silent this long is dead
   std::chrono::milliseconds join_timeout{60000};  // a group never heard from is awaited so long
-  // semi_sync_method = "local_sgd": each group steps on its own gradients and the groups
-  // average their parameters after every `sync_steps`-th step; 0: every step averages the
-  // gradients.
-  int64_t local_sgd_sync_steps = 0;
+  // semi_sync_method = "local_sgd" or "diloco": each group steps on its own gradients and the
+  // groups sync after every `sync_steps`-th step; 0: every step averages the gradients.
+  int64_t sync_steps = 0;
+  // "local_sgd" syncs by averaging the parameters. "diloco" averages the pseudo-gradients (the
+  // synced parameters less the local ones), and an outer SGD with Nesterov momentum steps the
+  // synced parameters by them; each group then takes fragment_update_alpha x its local
+  // parameters + (1 - fragment_update_alpha) x the synced ones.
+  bool diloco = false;
+  double outer_lr = 0.7, outer_momentum = 0.9;
+  double fragment_update_alpha = 0;
 };
 
 }  // namespace titan

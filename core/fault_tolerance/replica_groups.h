@@ -29,13 +29,12 @@ class ReplicaGroups {
   static absl::StatusOr<std::unique_ptr<ReplicaGroups>> Start(
       const FaultToleranceSettings& settings, Communicator& group);
 
-  // Averages `values` (this rank's gradients, or its parameters under LocalSGD, on `compute`'s
-  // device) and `loss` (the group's) over the quorum of `step`, redoing the round until one
-  // commits.
+  // Averages `values` (this rank's gradients, its parameters under LocalSGD or its
+  // pseudo-gradients under DiLoCo, on `compute`'s device) and `loss` (the group's) over the quorum
+  // of `step`, redoing the round until one commits.
   absl::Status Average(int64_t step, Compute& compute, const TensorView& values, double& loss);
-  // semi_sync_method = "local_sgd": the steps between parameter averages; 0: none (every step
-  // averages the gradients).
-  int64_t local_sgd() const { return settings_.local_sgd_sync_steps; }
+  // The keys, semi_sync_method's among them.
+  const FaultToleranceSettings& settings() const { return settings_; }
 
   // Sends (root 0) or receives bytes among the groups a state transfer joins.
   using Broadcast = std::function<absl::Status(void* data, size_t bytes)>;

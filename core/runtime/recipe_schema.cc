@@ -325,10 +325,23 @@ std::vector<SectionSchema> MakeSchema() {
        String("semi_sync_method", "",
               "\"\": every step averages the gradients over the groups; \"local_sgd\": each "
               "group steps on its own, and they average their parameters every sync_steps "
-              "steps; \"diloco\" is refused (not implemented yet)",
+              "steps; \"diloco\": each group steps on its own, and every sync_steps steps an "
+              "outer optimizer steps the synced parameters by the groups' mean change",
               {"", "local_sgd", "diloco"}),
        Int("sync_steps", 5, 1, kNoLimit,
-           "local_sgd: steps between the groups' parameter averages")}));
+           "local_sgd, diloco: inner steps between the groups' syncs"),
+       Float("outer_lr", 0.7, 0, kNoLimit, "diloco: the outer SGD's learning rate"),
+       Float("outer_momentum", 0.9, 0, 1,
+             "diloco: the outer SGD's Nesterov momentum (0: plain SGD)"),
+       Float("fragment_update_alpha", 0.0, 0, 1,
+             "diloco: after a sync each group keeps this share of its local parameters and "
+             "takes the rest from the synced ones (0: the synced parameters)"),
+       Int("num_fragments", 1, 1, kNoLimit,
+           "diloco: fragments synced in turn; only 1 (the whole model) is implemented"),
+       Int("fragment_sync_delay", 0, 0, kNoLimit,
+           "diloco: inner steps a sync may overlap; only 0 is implemented"),
+       Bool("should_quantize", false,
+            "diloco: quantize the pseudo-gradients for the sync; only false is implemented")}));
   schema.push_back(
       Section("debug", "reproducibility",
               {Int("seed", 0, 0, kNoLimit, "seed for initialisation and data order"),

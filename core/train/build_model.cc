@@ -232,6 +232,7 @@ absl::Status LoadOrInit(TrainingJob& job) {
   } else if (job.checkpointer != nullptr) {
     TITAN_ASSIGN_OR_RETURN(job.resume, job.checkpointer->Load(TrainStateOf(job)));
   }
+  if (!job.resume.optimizer_restored) TITAN_RETURN_IF_ERROR(job.train_step->StartOuterState());
   // The scales of the weights as initialized or loaded; each optimizer step computes them anew.
   TITAN_ASSIGN_OR_RETURN(Float8GatherRole * float8_scales, Float8ScalesToPrecompute(job.plan));
   if (float8_scales != nullptr) {

@@ -69,14 +69,18 @@ void Collect(const TrainState& state, bool model_only, const std::vector<std::st
   if (model_only) return;  // the step is in the metadata (train.step)
   out.pieces.push_back(Int64Piece("train/step", out.step));
   const TrainStep& step = *state.train_step;
-  const Arena& slots = step.optimizer_state();
-  for (int k = 0; k < slots.size() && !Excluded(exclude, "optimizer"); ++k) {
-    for (const Parameter& p : state.model->Parameters()) {
-      for (CheckpointPiece& piece :
-           ParameterPieces(p, absl::StrCat("optimizer/", slots.name(k), "/"), step.flat_params(),
-                           slots.at(k).data<float>())) {
-        piece.data.device = device;
-        out.pieces.push_back(piece);
+  // The optimizer's state, and DiLoCo's outer optimizer's, each slot laid out as the parameters.
+  const std::pair<const char*, const Arena*> optimizers[] = {
+      {"optimizer/", &step.optimizer_state()}, {"outer_optimizer/", &step.outer_state()}};
+  for (const auto& [prefix, slots] : optimizers) {
+    for (int k = 0; k < slots->size() && !Excluded(exclude, "optimizer"); ++k) {
+      for (const Parameter& p : state.model->Parameters()) {
+        for (CheckpointPiece& piece :
+             ParameterPieces(p, absl::StrCat(prefix, slots->name(k), "/"), step.flat_params(),
+                             slots->at(k).data<float>())) {
+          piece.data.device = device;
+          out.pieces.push_back(piece);
+        }
       }
     }
   }
@@ -333,6 +337,7 @@ absl::StatusOr<ResumePoint> Checkpointer::Load(const TrainState& state) {
       CallPluginOf(*plugin, "Load", [&] { return plugin->Load(folder, pieces.pieces, *comm_); }));
   TITAN_RETURN_IF_ERROR(staging.Finish());
   ResumePoint resume{pieces.step[0], 0, ""};
+  resume.optimizer_restored = !Excluded(exclude, "optimizer");
   auto row = contents.metadata.find(kMetricsRow);
   if (!source.import && row != contents.metadata.end()) resume.metrics_row = row->second;
   resume.lr_offset =
@@ -378,7 +383,8 @@ absl::StatusOr<ResumePoint> ShareTrainState(const TrainState& state, bool sender
   if (state.eval_loader != nullptr) {
     TITAN_RETURN_IF_ERROR(state.eval_loader->Restore(LoaderFrom(pieces.eval_loader)));
   }
-  return ResumePoint{pieces.step[0], pieces.step[0] - pieces.lr_steps[0], ""};
+  return ResumePoint{pieces.step[0], pieces.step[0] - pieces.lr_steps[0], "",
+                     /*optimizer_restored=*/true};
 }
 
 absl::Status Checkpointer::MaybeSave(int64_t step, int64_t steps, const ResumePoint& resume,

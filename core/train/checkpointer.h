@@ -59,6 +59,7 @@ struct ResumePoint {
   int64_t step = 0;         // the last step done; 0 for a fresh run
   int64_t lr_offset = 0;    // steps the LR schedule skips (the resumed step when not restored)
   std::string metrics_row;  // the checkpoint's copy of step's metrics.jsonl row; empty: none
+  bool optimizer_restored = false;  // the optimizers' state (inner and outer) was loaded
 };
 
 // A checkpoint's whole state, sent through `broadcast` (a byte broadcast from one peer to others,

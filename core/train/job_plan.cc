@@ -181,6 +181,45 @@ absl::Status ReadControlPlane(const Recipe& recipe, const JobPlan& plan,
   return absl::OkStatus();
 }
 
+// [fault_tolerance]'s DiLoCo keys (TorchTitan's names, and the outer optimizer's, which
+// TorchTitan fixes at lr 0.7 and Nesterov momentum 0.9). Streaming DiLoCo (fragments synced in
+// turn, overlapped with the inner steps) and quantized syncs are refused by name.
+absl::Status ReadDiloco(const ConfigView& section, FaultToleranceSettings& ft) {
+  const char* const kDilocoKeys[] = {
+      "outer_lr",      "outer_momentum",      "fragment_update_alpha",
+      "num_fragments", "fragment_sync_delay", "should_quantize"};
+  if (!ft.diloco) {
+    for (const char* key : kDilocoKeys) {
+      if (section.Where(key) != "default") {
+        return section.Error(key, "applies to semi_sync_method = \"diloco\" only");
+      }
+    }
+    return absl::OkStatus();
+  }
+  TITAN_ASSIGN_OR_RETURN(ft.outer_lr, section.GetFloat("outer_lr"));
+  TITAN_ASSIGN_OR_RETURN(ft.outer_momentum, section.GetFloat("outer_momentum"));
+  TITAN_ASSIGN_OR_RETURN(ft.fragment_update_alpha, section.GetFloat("fragment_update_alpha"));
+  TITAN_ASSIGN_OR_RETURN(int64_t fragments, section.GetInt("num_fragments"));
+  TITAN_ASSIGN_OR_RETURN(int64_t delay, section.GetInt("fragment_sync_delay"));
+  TITAN_ASSIGN_OR_RETURN(bool quantize, section.GetBool("should_quantize"));
+  if (fragments != 1) {
+    return section.Error("num_fragments",
+                         "streaming DiLoCo (fragments of the model synced in turn) is not "
+                         "implemented yet: every sync takes the whole model (1)");
+  }
+  if (delay != 0) {
+    return section.Error("fragment_sync_delay",
+                         "a sync overlapped with the next inner steps is not implemented yet: "
+                         "each sync completes at its step (0)");
+  }
+  if (quantize) {
+    return section.Error("should_quantize",
+                         "the pseudo-gradients are averaged in f32; quantizing them is not "
+                         "implemented yet (false)");
+  }
+  return absl::OkStatus();
+}
+
 // [fault_tolerance]. What is not implemented yet is refused by name, never taken and ignored.
 absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft) {
   const ConfigView& section = recipe.section("fault_tolerance");
@@ -219,19 +258,15 @@ absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft
                          "and the rendezvous of the groups' communicator)");
   }
   TITAN_ASSIGN_OR_RETURN(std::string semi_sync, section.GetString("semi_sync_method"));
-  if (semi_sync == "diloco") {
-    return section.Error("semi_sync_method",
-                         "\"diloco\" is not implemented yet (issue #37): use \"local_sgd\", or "
-                         "\"\" to average the gradients every step");
-  }
-  if (semi_sync == "local_sgd") {
-    TITAN_ASSIGN_OR_RETURN(ft.local_sgd_sync_steps, section.GetInt("sync_steps"));
+  if (!semi_sync.empty()) {
+    TITAN_ASSIGN_OR_RETURN(ft.sync_steps, section.GetInt("sync_steps"));
   } else if (section.Where("sync_steps") != "default") {
     return section.Error("sync_steps",
-                         "applies to semi_sync_method = \"local_sgd\" only; without it every "
-                         "step averages the gradients");
+                         "applies to semi_sync_method = \"local_sgd\" or \"diloco\" only; "
+                         "without one every step averages the gradients");
   }
-  return absl::OkStatus();
+  ft.diloco = semi_sync == "diloco";
+  return ReadDiloco(section, ft);
 }
 
 absl::Status ReadGenerate(const Recipe& recipe, GenerateSettings& generate) {

@@ -480,17 +480,37 @@ TEST_F(JobPlanTest, FaultToleranceIsReadAndWhatIsNotImplementedIsRefusedByName) 
   EXPECT_EQ(plan->fault_tolerance.replica_id, 1);
   EXPECT_EQ(plan->fault_tolerance.group_size, 3);
   EXPECT_EQ(plan->fault_tolerance.heartbeat_timeout.count(), 2500);
-  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.semi_sync_method=diloco"}), Mesh(1, 1)),
-              AllOf(HasSubstr("fault_tolerance.semi_sync_method"), HasSubstr("\"diloco\""),
-                    HasSubstr("not implemented")));
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.sync_steps=10"}), Mesh(1, 1)),
               AllOf(HasSubstr("fault_tolerance.sync_steps"), HasSubstr("local_sgd")));
   auto local_sgd = BuildJobPlan(
       Make(ft, {"fault_tolerance.semi_sync_method=local_sgd", "fault_tolerance.sync_steps=10"}),
       *registry_, Mesh(1, 1));
   ASSERT_TRUE(local_sgd.ok()) << local_sgd.status();
-  EXPECT_EQ(local_sgd->fault_tolerance.local_sgd_sync_steps, 10);
-  EXPECT_EQ(plan->fault_tolerance.local_sgd_sync_steps, 0);
+  EXPECT_EQ(local_sgd->fault_tolerance.sync_steps, 10);
+  EXPECT_FALSE(local_sgd->fault_tolerance.diloco);
+  EXPECT_EQ(plan->fault_tolerance.sync_steps, 0);
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.semi_sync_method=local_sgd",
+                                "fault_tolerance.outer_lr=1"}),
+                      Mesh(1, 1)),
+              AllOf(HasSubstr("fault_tolerance.outer_lr"), HasSubstr("\"diloco\" only")));
+
+  const std::string diloco = "fault_tolerance.semi_sync_method=diloco";
+  auto outer =
+      BuildJobPlan(Make(ft, {diloco, "fault_tolerance.sync_steps=4", "fault_tolerance.outer_lr=0.5",
+                             "fault_tolerance.fragment_update_alpha=0.25"}),
+                   *registry_, Mesh(1, 1));
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  EXPECT_TRUE(outer->fault_tolerance.diloco);
+  EXPECT_EQ(outer->fault_tolerance.sync_steps, 4);
+  EXPECT_EQ(outer->fault_tolerance.outer_lr, 0.5);
+  EXPECT_EQ(outer->fault_tolerance.outer_momentum, 0.9);  // TorchTitan's
+  EXPECT_EQ(outer->fault_tolerance.fragment_update_alpha, 0.25);
+  for (const char* refused : {"num_fragments=2", "fragment_sync_delay=1", "should_quantize=true"}) {
+    const std::string key = absl::StrCat("fault_tolerance.", refused);
+    EXPECT_THAT(ErrorOf(Make(ft, {diloco, key}), Mesh(1, 1)),
+                AllOf(HasSubstr(key.substr(0, key.find('='))), HasSubstr("not implemented")))
+        << refused;
+  }
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.replica_id=3"}), Mesh(1, 1)),
               HasSubstr("fault_tolerance.replica_id: 3 is not a group of group_size = 3"));
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.min_replica_size=4"}), Mesh(1, 1)),

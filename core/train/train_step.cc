@@ -90,6 +90,14 @@ absl::StatusOr<TrainStep> TrainStep::Create(DecoderModel& model, OptimizerPlugin
     TITAN_RETURN_IF_ERROR(plan.Add(name, {count}).status());
   }
   TITAN_ASSIGN_OR_RETURN(step.state_, Arena::Allocate(plan, model.device(), "optimizer_state"));
+  if (dp.replica_groups != nullptr && dp.replica_groups->settings().diloco) {
+    ArenaPlan outer;
+    for (const char* name : {"synced_params", "momentum_buffer"}) {
+      TITAN_RETURN_IF_ERROR(outer.Add(name, {count}).status());
+    }
+    TITAN_ASSIGN_OR_RETURN(step.outer_state_,
+                           Arena::Allocate(outer, model.device(), "outer_optimizer_state"));
+  }
   ArenaPlan norm_plan;
   TITAN_RETURN_IF_ERROR(norm_plan.Add("grad_norm_parts", {2}).status());
   TITAN_ASSIGN_OR_RETURN(step.norm_parts_,
@@ -106,7 +114,7 @@ TensorView TrainStep::Flat(float* data, int64_t count) const {
 }
 
 int64_t TrainStep::state_bytes() const {
-  return (2 * count_ + static_cast<int64_t>(state_.flat_size())) *
+  return (2 * count_ + static_cast<int64_t>(state_.flat_size() + outer_state_.flat_size())) *
          static_cast<int64_t>(sizeof(float));
 }
 
@@ -284,8 +292,9 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     // of the mean loss over the global batch.
     TITAN_RETURN_IF_ERROR(compute_->Scale(grads, 1.0f / static_cast<float>(microbatches)));
   }
-  const int64_t local_sgd = dp_.replica_groups != nullptr ? dp_.replica_groups->local_sgd() : 0;
-  if (dp_.replica_groups != nullptr && local_sgd == 0) {
+  const int64_t sync_steps =
+      dp_.replica_groups != nullptr ? dp_.replica_groups->settings().sync_steps : 0;
+  if (dp_.replica_groups != nullptr && sync_steps == 0) {
     TITAN_RETURN_IF_ERROR(Traced("sync", "average_across_replica_groups", [&] {
       return dp_.replica_groups->Average(step, *compute_, grads, result.loss);
     }));
@@ -309,11 +318,8 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
   TITAN_RETURN_IF_ERROR(Traced("optimizer", "optimizer.step", [&] {
     return CallPluginOf(*optimizer_, "Step", [&] { return optimizer_->Step(update); });
   }));
-  if (local_sgd > 0 && step % local_sgd == 0) {
-    // LocalSGD: the groups stepped on their own gradients; their parameters are averaged.
-    TITAN_RETURN_IF_ERROR(Traced("sync", "average_parameters_across_replica_groups", [&] {
-      return dp_.replica_groups->Average(step, *compute_, Flat(params_, count_), result.loss);
-    }));
+  if (sync_steps > 0 && step % sync_steps == 0) {
+    TITAN_RETURN_IF_ERROR(SyncReplicaGroups(step, result.loss));
   }
   if (dp_.float8_scales != nullptr) {
     TITAN_RETURN_IF_ERROR(Traced("optimizer", "precompute_float8_scales", [&] {
@@ -322,6 +328,49 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, double lr, const NextMic
     }));
   }
   return result;
+}
+
+absl::Status TrainStep::SyncReplicaGroups(int64_t step, double& loss) {
+  if (dp_.replica_groups->settings().diloco) {
+    return Traced("sync", "diloco_outer_step", [&] { return DilocoSync(step, loss); });
+  }
+  // LocalSGD: the groups stepped on their own gradients; their parameters are averaged.
+  return Traced("sync", "average_parameters_across_replica_groups", [&] {
+    return dp_.replica_groups->Average(step, *compute_, Flat(params_, count_), loss);
+  });
+}
+
+absl::Status TrainStep::StartOuterState() {
+  if (outer_state_.size() == 0) return absl::OkStatus();
+  TITAN_RETURN_IF_ERROR(compute_->Copy(Flat(params_, count_), outer_state_.at(0).view()));
+  return compute_->Fill(outer_state_.at(1).view(), 0.0f);
+}
+
+// DiLoCo (Douillard et al. 2023), as torchft runs it: the pseudo-gradient synced - local is
+// averaged over the groups, an outer SGD with Nesterov momentum steps the synced parameters by
+// it, and the local parameters become the new synced ones (mixed with the local ones by
+// fragment_update_alpha). The gradient buffer, free after the inner update, holds the
+// pseudo-gradient. With outer_lr 1 and no momentum this is LocalSGD's parameter average.
+absl::Status TrainStep::DilocoSync(int64_t step, double& loss) {
+  const FaultToleranceSettings& ft = dp_.replica_groups->settings();
+  const TensorView params = Flat(params_, count_), delta = Flat(grads_, count_);
+  const TensorView synced = outer_state_.at(0).view(), momentum = outer_state_.at(1).view();
+  TITAN_RETURN_IF_ERROR(compute_->Copy(params, delta));
+  TITAN_RETURN_IF_ERROR(compute_->Scale(delta, -1.0f));
+  TITAN_RETURN_IF_ERROR(compute_->Accumulate(synced, delta));
+  TITAN_RETURN_IF_ERROR(dp_.replica_groups->Average(step, *compute_, delta, loss));
+  SgdUpdate outer;
+  outer.lr = ft.outer_lr;
+  outer.momentum = ft.outer_momentum;
+  outer.nesterov = ft.outer_momentum > 0;
+  outer.step = step / ft.sync_steps;  // the first sync starts the momentum buffer
+  TITAN_RETURN_IF_ERROR(compute_->SgdStep(outer, synced, delta, momentum));
+  const float alpha = static_cast<float>(ft.fragment_update_alpha);
+  if (alpha == 0.0f) return compute_->Copy(synced, params);
+  TITAN_RETURN_IF_ERROR(compute_->Scale(params, alpha));
+  TITAN_RETURN_IF_ERROR(compute_->Copy(synced, delta));
+  TITAN_RETURN_IF_ERROR(compute_->Scale(delta, 1.0f - alpha));
+  return compute_->Accumulate(delta, params);
 }
 
 }  // namespace titan

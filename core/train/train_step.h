@@ -85,6 +85,13 @@ class TrainStep {
   const Arena& optimizer_state() const { return state_; }
   // The flat parameters the optimizer updates; each state slot is laid out alike.
   const float* flat_params() const { return params_; }
+  // DiLoCo's outer state (fault_tolerance.semi_sync_method = "diloco"; no slots otherwise): the
+  // parameters of the last sync and the outer SGD's momentum buffer, each laid out as the flat
+  // parameters, so that checkpoints and rejoins carry them as they carry the optimizer's.
+  const Arena& outer_state() const { return outer_state_; }
+  // Starts the outer state from the parameters as they are, where none was restored (a fresh
+  // run, an import, a checkpoint without optimizer state).
+  absl::Status StartOuterState();
   // Bytes of parameters, gradients and optimizer state this rank keeps between steps.
   int64_t state_bytes() const;
 
@@ -101,6 +108,10 @@ class TrainStep {
   absl::Status BalanceExperts(StepResult& result);
   // A flat f32 view on the compute's device.
   TensorView Flat(float* data, int64_t count) const;
+  // After the optimizer's update of a step that syncs under semi_sync_method: LocalSGD's
+  // parameter average or DiLoCo's outer step, over the replica groups; `loss` becomes theirs.
+  absl::Status SyncReplicaGroups(int64_t step, double& loss);
+  absl::Status DilocoSync(int64_t step, double& loss);
 
   DecoderModel* model_ = nullptr;
   OptimizerPlugin* optimizer_ = nullptr;
@@ -113,7 +124,8 @@ class TrainStep {
   double max_norm_ = 0;
   std::vector<ParamSegment> segments_;
   Arena state_;
-  Arena norm_parts_;  // the squared gradient norm as two f32s, on the device
+  Arena outer_state_;  // DiLoCo's: synced parameters, momentum buffer
+  Arena norm_parts_;   // the squared gradient norm as two f32s, on the device
   std::vector<int32_t> tokens_, targets_;
 };
 

@@ -22,6 +22,14 @@ soak (its own label, ft_soak): --kills kills and rejoins (the suite runs 6, ever
 local_sgd: semi_sync_method = "local_sgd" with sync_steps = 1 and plain SGD trains as averaging
   the gradients every step does; with sync_steps = 3 the groups differ between syncs and agree
   at them, and a group killed at a sync step leaves the others to finish, agreeing.
+diloco: semi_sync_method = "diloco". One group syncing every step with inner SGD of lr 0.5 trains
+  as plain SGD of lr 0.7 x 0.5 with Nesterov momentum 0.9 (the outer step is that SGD step), and
+  with fragment_update_alpha = 1 as the inner SGD alone; an outer lr of 1 without momentum
+  trains as LocalSGD; groups resumed from checkpoints taken
+  between syncs (the synced parameters and the momentum saved beside the live ones) train as the
+  uninterrupted groups, to the bit.
+diloco_rejoin: under DiLoCo, a group killed in a sync and started again is admitted at a later
+  sync with the live outer state, and after the last sync every group holds the same weights.
 min_replica_size: fewer groups alive than fault_tolerance.min_replica_size stops the survivor
   with an error naming the key, never a hang.
 Nothing here depends on speed: the timeouts are generous and only results are asserted.
@@ -319,15 +327,12 @@ def soak(args):
 
 def local_sgd(args):
     # Plain SGD, no clipping: averaging parameters after one step is averaging the gradients.
-    sgd = os.path.join(args.out, "sgd.toml")
-    with open(args.recipe) as f, open(sgd, "w") as out:
-        out.writelines(line for line in f if not line.startswith("eps ="))
+    sgd = sgd_recipe(args)
     plain = ["--optimizer.name=sgd", "--optimizer.lr=0.5", "--training.max_norm=0"]
     runs = {}
     for name, extra in (("every_step", []), ("local_sgd_1", [
             "--fault_tolerance.semi_sync_method=local_sgd", "--fault_tolerance.sync_steps=1"])):
-        job = Job(argparse.Namespace(titan_run=args.titan_run, recipe=sgd),
-                  os.path.join(args.out, name), steps=4, extra=plain + extra)
+        job = Job(sgd, os.path.join(args.out, name), steps=4, extra=plain + extra)
         results = finish(job.groups(2))
         expect(all(code == 0 for code, _ in results), f"{name} failed", [o for _, o in results])
         runs[name] = [losses(job.group_folder(g)) for g in range(2)]
@@ -347,12 +352,125 @@ def local_sgd(args):
            f"the groups' losses differ at the syncs (steps 3, 6): {logged}", outputs)
     expect(logged[0][0] != logged[1][0] and logged[0][3] != logged[1][3],
            f"the groups' losses agree between syncs: {logged}", outputs)
-    arenas = set()
-    for g in range(2):
-        with open(os.path.join(job.group_folder(g), "model.arena"), "rb") as f:
-            arenas.add(f.read())
-    expect(len(arenas) == 1, "the survivors' weights differ after the last sync", outputs)
+    expect(len(final_weights([job.group_folder(g) for g in range(2)])) == 1,
+           "the survivors' weights differ after the last sync", outputs)
     print(f"LocalSGD every step trains as every-step averaging: {want}; every 3 steps: {logged}")
+
+
+def sgd_recipe(args):
+    """The recipe without AdamW's eps (which SGD refuses)."""
+    sgd = os.path.join(args.out, "sgd.toml")
+    with open(args.recipe) as f, open(sgd, "w") as out:
+        out.writelines(line for line in f if not line.startswith("eps ="))
+    return argparse.Namespace(titan_run=args.titan_run, recipe=sgd)
+
+
+def diloco_flags(sync_steps, *extra):
+    return ["--fault_tolerance.semi_sync_method=diloco",
+            f"--fault_tolerance.sync_steps={sync_steps}"] + [f"--fault_tolerance.{e}" for e in extra]
+
+
+def final_weights(folders):
+    arenas = set()
+    for folder in folders:
+        with open(os.path.join(folder, "model.arena"), "rb") as f:
+            arenas.add(f.read())
+    return arenas
+
+
+def close(got, want, tolerance):
+    return len(got) == len(want) and all(abs(a - b) <= tolerance for a, b in zip(got, want))
+
+
+def diloco(args):
+    sgd = sgd_recipe(args)
+    # A constant lr: the outer lr multiplies the inner one only while neither changes.
+    constant = ["--optimizer.name=sgd", "--training.max_norm=0", "--lr_scheduler.warmup_steps=0",
+                "--lr_scheduler.decay_type=constant"]
+    job = Job(sgd, os.path.join(args.out, "diloco_every_step"), steps=5,
+              extra=constant + ["--optimizer.lr=0.5"] + diloco_flags(1))
+    results = finish(job.groups(1))
+    expect(results[0][0] == 0, "DiLoCo with one group failed", [results[0][1]])
+    nesterov = os.path.join(job.out, "nesterov_sgd")
+    reference = finish([job.launch(Job(sgd, nesterov, steps=5).command(nesterov) + constant + [
+        "--optimizer.lr=0.35", "--optimizer.momentum=0.9", "--optimizer.nesterov=true"], 1)])
+    expect(reference[0][0] == 0, "plain Nesterov SGD failed", [reference[0][1]])
+    got, want = losses(job.group_folder(0)), losses(nesterov)
+    expect(close(got, want, 1e-5) and want[-1] < want[0] - 0.1,
+           f"DiLoCo every step: {got}; SGD of lr 0.35 with Nesterov momentum 0.9: {want}")
+    # fragment_update_alpha = 1 keeps the local parameters: the inner SGD alone.
+    local = Job(sgd, os.path.join(args.out, "diloco_alpha_1"), steps=5, extra=constant + [
+        "--optimizer.lr=0.5"] + diloco_flags(1, "fragment_update_alpha=1"))
+    inner = os.path.join(local.out, "inner_sgd")
+    results = finish(local.groups(1) + [local.launch(Job(sgd, inner, steps=5).command(inner) +
+                                                     constant + ["--optimizer.lr=0.5"], 1)])
+    expect(all(code == 0 for code, _ in results), "a run of fragment_update_alpha = 1 failed",
+           [o for _, o in results])
+    kept, alone = losses(local.group_folder(0)), losses(inner)
+    expect(kept == alone and kept != got,
+           f"fragment_update_alpha = 1: {kept}; the inner SGD alone: {alone}")
+
+    runs = {}
+    for name, extra in (("local_sgd", ["--fault_tolerance.semi_sync_method=local_sgd",
+                                       "--fault_tolerance.sync_steps=3"]),
+                        ("diloco_lr1", diloco_flags(3, "outer_lr=1", "outer_momentum=0"))):
+        run = Job(args, os.path.join(args.out, name), steps=6, extra=extra)
+        results = finish(run.groups(2))
+        expect(all(code == 0 for code, _ in results), f"{name} failed", [o for _, o in results])
+        runs[name] = [losses(run.group_folder(g)) for g in range(2)]
+    for g in range(2):
+        expect(close(runs["diloco_lr1"][g], runs["local_sgd"][g], 1e-5),
+               f"group {g}: DiLoCo of outer lr 1 without momentum {runs['diloco_lr1'][g]}, "
+               f"LocalSGD {runs['local_sgd'][g]}")
+
+    # Checkpoints after step 3, between the syncs of steps 2 and 4: the parameters differ from
+    # the synced ones, and the momentum holds step 2's pseudo-gradient.
+    checkpoints = ["--checkpoint.enable=true", "--checkpoint.interval=3"] + diloco_flags(2)
+    whole = Job(args, os.path.join(args.out, "diloco_whole"), steps=6, extra=checkpoints)
+    results = finish(whole.groups(2))
+    expect(all(code == 0 for code, _ in results), "DiLoCo with checkpoints failed",
+           [o for _, o in results])
+    resumed = Job(args, os.path.join(args.out, "diloco_resumed"), steps=6, extra=checkpoints)
+    for g in range(2):
+        shutil.copytree(os.path.join(whole.group_folder(g), "checkpoint", "step-3"),
+                        os.path.join(resumed.group_folder(g), "checkpoint", "step-3"))
+    results = finish(resumed.groups(2))
+    outputs = [o for _, o in results]
+    expect(all(code == 0 for code, _ in results), "DiLoCo resumed from step 3 failed", outputs)
+    for g in range(2):
+        live, again = (losses(whole.group_folder(g), after=3),
+                       losses(resumed.group_folder(g), after=3))
+        expect(len(live) == 3 and again == live,
+               f"group {g} resumed at step 3: {again}; uninterrupted: {live}", outputs)
+    expect(len(final_weights([whole.group_folder(0), whole.group_folder(1),
+                              resumed.group_folder(0), resumed.group_folder(1)])) == 1,
+           "the resumed groups' final weights differ from the uninterrupted ones'", outputs)
+    print(f"DiLoCo every step is Nesterov SGD: {got}; outer lr 1 is LocalSGD; resumed between "
+          f"syncs exactly")
+
+
+def diloco_rejoin(args):
+    sync = diloco_flags(2)
+    job = Job(args, os.path.join(args.out, "diloco_rejoin"), steps=8, extra=sync)
+    hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": "6"}
+    survivors = job.groups(3, env=hold, only=[0, 1])
+    killed = finish(job.groups(3, env=dict(hold, TITAN_TEST_FT_KILL="2:4:after_join"),
+                               only=[2]))
+    expect(killed[0][0] == -signal.SIGKILL, "group 2 did not die in step 4's sync",
+           [killed[0][1]])
+    back = os.path.join(job.out, "g2_back")
+    results = finish(survivors + job.groups(3, env=hold, only=[2], folder=back))
+    outputs = [o for _, o in results]
+    expect(all(code == 0 for code, _ in results), "a group failed", outputs)
+    expect("receiving the state after step 6 from group 0" in outputs[2],
+           "group 2 did not rejoin after step 6 from group 0", outputs)
+    live = [losses(job.group_folder(0)), losses(job.group_folder(1)), losses(back)]
+    expect(len(live[0]) == 8 and len(live[2]) == 2 and live[0][7] == live[1][7] == live[2][1],
+           f"the groups disagree at the last sync (step 8): {live}", outputs)
+    expect(len(final_weights([job.group_folder(0), job.group_folder(1), back])) == 1,
+           "after the last sync the groups' weights differ: the rejoined group's outer state "
+           "is not the live one", outputs)
+    print(f"rejoined after step 6 under DiLoCo; every group agrees after step 8's sync: {live}")
 
 
 def min_replica_size(args):
@@ -373,7 +491,7 @@ def main():
     parser.add_argument("--case", required=True,
                         choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
                                  "kill_group_of_two", "rejoin", "soak", "local_sgd",
-                                 "min_replica_size"])
+                                 "diloco", "diloco_rejoin", "min_replica_size"])
     parser.add_argument("--kills", type=int, default=30, help="soak: kills and rejoins")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -385,6 +503,8 @@ def main():
      "rejoin": lambda: rejoin(args),
      "soak": lambda: soak(args),
      "local_sgd": lambda: local_sgd(args),
+     "diloco": lambda: diloco(args),
+     "diloco_rejoin": lambda: diloco_rejoin(args),
      "min_replica_size": lambda: min_replica_size(args)}[args.case]()
     # Passed (a failure exits above): the groups' folders (checkpoints, up to 1 GB) go.
     shutil.rmtree(args.out)
