@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace titan {
 
@@ -15,6 +16,10 @@ struct FaultToleranceSettings {
   int min_replica_size = 1;  // fewer groups alive is an error
   // Shared by every group's ranks: the quorum's files and the Gloo rendezvous.
   std::string store_folder;
+  // Or an etcd cluster's client URLs (one member per node or group: Raft keeps the quorum while
+  // most members live), the run's keys under etcd_prefix.
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_prefix;
   std::chrono::milliseconds process_group_timeout{10000};  // Gloo's connect and collectives
   std::chrono::milliseconds heartbeat_timeout{10000};      // a group silent this long is dead
   std::chrono::milliseconds join_timeout{60000};  // a group never heard from is awaited so long

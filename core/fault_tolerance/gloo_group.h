@@ -1,6 +1,6 @@
 // The communicator across replica groups: a Gloo context (Debian's libgloo, its TCP transport)
 // over the ranks of one quorum that hold the same piece of the model, one from each group. Its
-// rendezvous is a Gloo FileStore in fault_tolerance.store_folder; a new quorum gets a new
+// rendezvous is in the quorum's store (a folder or etcd), under "gloo/"; a new quorum gets a new
 // context under a prefix of its own. Gloo's errors (a peer gone, a timeout) are returned as
 // statuses, so that the caller can redo the step with the survivors.
 #ifndef TITAN_CORE_FAULT_TOLERANCE_GLOO_GROUP_H_
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/fault_tolerance/quorum_store.h"
 
 namespace gloo {
 class Context;
@@ -21,10 +22,9 @@ namespace titan {
 
 class GlooGroup {
  public:
-  // Connects rank `rank` of `size` through the store in `store_folder` under `prefix` (the
-  // same on every member, new for every context); `timeout` bounds the connection and each
-  // collective.
-  static absl::StatusOr<std::unique_ptr<GlooGroup>> Connect(const std::string& store_folder,
+  // Connects rank `rank` of `size` through `store` under `prefix` (the same on every member,
+  // new for every context); `timeout` bounds the connection and each collective.
+  static absl::StatusOr<std::unique_ptr<GlooGroup>> Connect(QuorumStore& store,
                                                             const std::string& prefix, int rank,
                                                             int size,
                                                             std::chrono::milliseconds timeout);

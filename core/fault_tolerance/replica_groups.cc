@@ -64,16 +64,17 @@ absl::StatusOr<std::unique_ptr<ReplicaGroups>> ReplicaGroups::Start(
     const FaultToleranceSettings& settings, Communicator& group) {
   std::unique_ptr<ReplicaGroups> groups(new ReplicaGroups(settings, group));
   for (int g = 0; g < settings.group_size; ++g) groups->members_.push_back(g);
+  TITAN_ASSIGN_OR_RETURN(groups->store_, OpenQuorumStore(settings));
   std::vector<float> joining = {0.0f};
   if (group.rank() == 0) {
-    TITAN_ASSIGN_OR_RETURN(groups->quorum_, ReplicaQuorum::Start(settings));
+    TITAN_ASSIGN_OR_RETURN(groups->quorum_, ReplicaQuorum::Start(settings, *groups->store_));
     joining[0] = groups->quorum_->joining() ? 1.0f : 0.0f;
   }
   TITAN_RETURN_IF_ERROR(groups->TellGroup(joining));
   groups->joining_ = joining[0] > 0.5f;
-  spdlog::info("[ft] replica group {} of {} ({} rank(s)){}, quorum and Gloo store in {}",
+  spdlog::info("[ft] replica group {} of {} ({} rank(s)){}, quorum and Gloo rendezvous in the {}",
                settings.replica_id, settings.group_size, group.size(),
-               groups->joining_ ? ", rejoining a run under way" : "", settings.store_folder);
+               groups->joining_ ? ", rejoining a run under way" : "", groups->store_->Describe());
   return groups;
 }
 
@@ -118,9 +119,9 @@ absl::Status ReplicaGroups::SumAcrossGroups(const std::vector<int>& members) {
         std::find(members.begin(), members.end(), settings_.replica_id) - members.begin());
     // Ranks of each group that hold the same piece of the model share a context.
     TITAN_ASSIGN_OR_RETURN(
-        gloo_, GlooGroup::Connect(
-                   settings_.store_folder, absl::StrCat("round", round_, "/rank", group_.rank()),
-                   rank, static_cast<int>(members.size()), settings_.process_group_timeout));
+        gloo_,
+        GlooGroup::Connect(*store_, absl::StrCat("round", round_, "/rank", group_.rank()), rank,
+                           static_cast<int>(members.size()), settings_.process_group_timeout));
     gloo_members_ = members;
   }
   return gloo_->AllReduceSum(sums_);
@@ -143,10 +144,9 @@ namespace {
 // The transfer's context: the lowest member's rank (0) and the joiners' ranks holding the same
 // piece of the model, under the admitting round's name.
 absl::StatusOr<std::unique_ptr<GlooGroup>> ConnectTransfer(const FaultToleranceSettings& settings,
-                                                           int64_t round, int local_rank, int rank,
-                                                           int size) {
-  return GlooGroup::Connect(settings.store_folder,
-                            absl::StrCat("transfer", round, "/rank", local_rank), rank, size,
+                                                           QuorumStore& store, int64_t round,
+                                                           int local_rank, int rank, int size) {
+  return GlooGroup::Connect(store, absl::StrCat("transfer", round, "/rank", local_rank), rank, size,
                             settings.process_group_timeout);
 }
 
@@ -181,9 +181,9 @@ absl::StatusOr<int64_t> ReplicaGroups::Rejoin(const StateTransfer& receive) {
                            joiners.begin());
   spdlog::info("[ft] admitted in round {}: receiving the state after step {} from group {}", round,
                step, members.front());
-  TITAN_ASSIGN_OR_RETURN(
-      std::unique_ptr<GlooGroup> transfer,
-      ConnectTransfer(settings_, round, group_.rank(), rank, 1 + static_cast<int>(joiners.size())));
+  TITAN_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> transfer,
+                         ConnectTransfer(settings_, *store_, round, group_.rank(), rank,
+                                         1 + static_cast<int>(joiners.size())));
   TITAN_RETURN_IF_ERROR(receive(
       [&](void* data, size_t bytes) { return transfer->Broadcast(data, bytes, /*root=*/0); }));
   round_ = round + 1;
@@ -201,7 +201,7 @@ absl::Status ReplicaGroups::ServeJoiners(const StateTransfer& send) {
   const std::vector<int> joiners = std::move(owed_joiners_);
   owed_joiners_.clear();
   absl::StatusOr<std::unique_ptr<GlooGroup>> transfer = ConnectTransfer(
-      settings_, owed_round_, group_.rank(), 0, 1 + static_cast<int>(joiners.size()));
+      settings_, *store_, owed_round_, group_.rank(), 0, 1 + static_cast<int>(joiners.size()));
   absl::Status sent = transfer.status();
   if (sent.ok()) {
     sent = send(

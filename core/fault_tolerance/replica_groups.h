@@ -68,6 +68,7 @@ class ReplicaGroups {
 
   FaultToleranceSettings settings_;
   Communicator& group_;
+  std::unique_ptr<QuorumStore> store_;     // the quorum's and Gloo's rendezvous, on every rank
   std::unique_ptr<ReplicaQuorum> quorum_;  // on the lead rank only
   int64_t round_ = 0;
   bool joining_ = false;

@@ -1,15 +1,9 @@
 #include "core/fault_tolerance/replica_quorum.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,22 +14,12 @@
 namespace titan {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kPoll = std::chrono::milliseconds(20);
 constexpr auto kBeatEvery = std::chrono::milliseconds(200);
 
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string HeartbeatPath(const std::string& store, int group) {
-  return (fs::path(store) / "heartbeats" / std::to_string(group)).string();
-}
+std::string HeartbeatKey(int group) { return absl::StrCat("heartbeats/", group); }
 
 absl::StatusOr<std::vector<int>> ParseGroups(const std::string& text, const std::string& path) {
   std::vector<int> groups;
@@ -61,53 +45,28 @@ absl::StatusOr<Quorum> ParseQuorum(const std::string& text, const std::string& p
   return quorum;
 }
 
-// TITAN_TEST_FT_ADMIT_AT_STEP=<step>[,<step>...]: those steps' quorums wait until every group
-// missing asks to join, so that a test knows where a restarted group is back by.
-bool AdmitAtStepForTest(int64_t step) {
+// TITAN_TEST_FT_ADMIT_AT_STEP=<step>[,<step>...]: joiners are admitted at those steps only, and
+// those steps' quorums wait until every group missing asks to join, so that a test knows where a
+// restarted group is back by, however fast it restarts.
+enum class TestAdmission { kAny, kHere, kNotHere };
+TestAdmission AdmissionForTest(int64_t step) {
   const char* value = std::getenv("TITAN_TEST_FT_ADMIT_AT_STEP");
-  if (value == nullptr) return false;
+  if (value == nullptr) return TestAdmission::kAny;
   for (absl::string_view item : absl::StrSplit(value, ',')) {
     int64_t at = -1;
-    if (absl::SimpleAtoi(item, &at) && at == step) return true;
+    if (absl::SimpleAtoi(item, &at) && at == step) return TestAdmission::kHere;
   }
-  return false;
+  return TestAdmission::kNotHere;
 }
 
 }  // namespace
 
-absl::Status PublishFile(const std::string& path, const std::string& content, bool exclusive) {
-  // Unique to this process and call: groups (and tests' threads) may publish the same name.
-  static std::atomic<int64_t> calls{0};
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid(), ".", calls++);
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << content;
-    out.close();
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
-  }
-  const int result =
-      exclusive ? link(temporary.c_str(), path.c_str()) : rename(temporary.c_str(), path.c_str());
-  const int error = errno;
-  if (exclusive) unlink(temporary.c_str());
-  if (result == 0) return absl::OkStatus();
-  if (error == EEXIST) return absl::AlreadyExistsError(path);
-  return absl::UnavailableError(absl::StrCat("cannot publish ", path, ": ", std::strerror(error)));
-}
-
 absl::StatusOr<std::unique_ptr<ReplicaQuorum>> ReplicaQuorum::Start(
-    const FaultToleranceSettings& settings) {
-  std::error_code error;
-  for (const char* folder : {"heartbeats", "rounds", "requests", "admitted"}) {
-    fs::create_directories(fs::path(settings.store_folder) / folder, error);
-    if (error) {
-      return absl::InvalidArgumentError(absl::StrCat("fault_tolerance.store_folder: cannot create ",
-                                                     settings.store_folder, "/", folder, ": ",
-                                                     error.message()));
-    }
-  }
-  std::unique_ptr<ReplicaQuorum> quorum(new ReplicaQuorum(settings));
+    const FaultToleranceSettings& settings, QuorumStore& store) {
+  std::unique_ptr<ReplicaQuorum> quorum(new ReplicaQuorum(settings, store));
   // The first quorum was formed: this group comes back, or comes late.
-  quorum->joining_ = fs::exists(quorum->StorePath("started"));
+  TITAN_ASSIGN_OR_RETURN(std::optional<std::string> started, store.Get("started"));
+  quorum->joining_ = started.has_value();
   quorum->Beat();  // the first beat before Start returns, so a fast peer sees this group at once
   quorum->heartbeat_ = std::thread([q = quorum.get()] {
     while (q->beating_) {
@@ -118,10 +77,11 @@ absl::StatusOr<std::unique_ptr<ReplicaQuorum>> ReplicaQuorum::Start(
   return quorum;
 }
 
-ReplicaQuorum::ReplicaQuorum(const FaultToleranceSettings& settings)
+ReplicaQuorum::ReplicaQuorum(const FaultToleranceSettings& settings, QuorumStore& store)
     : incarnation_(absl::StrCat(settings.replica_id, "-", getpid(), "-",
                                 std::chrono::system_clock::now().time_since_epoch().count())),
-      settings_(settings) {}
+      settings_(settings),
+      store_(store) {}
 
 ReplicaQuorum::~ReplicaQuorum() { StopHeartbeatForTest(); }
 
@@ -132,12 +92,13 @@ void ReplicaQuorum::StopHeartbeatForTest() {
 
 void ReplicaQuorum::Beat() {
   // A failed write is a missed beat: the peers judge this group by the beats they see.
-  (void)PublishFile(HeartbeatPath(settings_.store_folder, settings_.replica_id),
-                    absl::StrCat(incarnation_, ":", beats_++), /*exclusive=*/false);
+  (void)store_.Put(HeartbeatKey(settings_.replica_id), absl::StrCat(incarnation_, ":", beats_++));
 }
 
 bool ReplicaQuorum::Silent(int group, bool member) {
-  const std::string beat = ReadWhole(HeartbeatPath(settings_.store_folder, group));
+  absl::StatusOr<std::optional<std::string>> read = store_.Get(HeartbeatKey(group));
+  if (!read.ok()) return false;  // the store's own error stops the round, not this group's
+  const std::string beat = read->value_or("");
   const std::string incarnation = beat.substr(0, beat.find(':'));
   const auto now = Clock::now();
   auto [it, first_look] = seen_.try_emplace(group);
@@ -156,16 +117,17 @@ bool ReplicaQuorum::Silent(int group, bool member) {
   return now - seen.since > (seen.ever ? settings_.heartbeat_timeout : settings_.join_timeout);
 }
 
-std::string ReplicaQuorum::StorePath(const std::string& name) const {
-  return (fs::path(settings_.store_folder) / name).string();
+std::string ReplicaQuorum::Read(const std::string& key) {
+  absl::StatusOr<std::optional<std::string>> value = store_.Get(key);
+  return value.ok() ? value->value_or("") : "";
 }
 
 std::vector<int> ReplicaQuorum::Requesters(const std::vector<int>& members) {
   std::vector<int> requesters;
-  std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(StorePath("requests"), error)) {
+  absl::StatusOr<std::vector<std::string>> names = store_.List("requests");
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>{}) {
     int group = -1;
-    if (!absl::SimpleAtoi(entry.path().filename().string(), &group)) continue;  // a temporary
+    if (!absl::SimpleAtoi(name, &group)) continue;
     if (std::find(members.begin(), members.end(), group) != members.end()) continue;
     if (group >= 0 && group < settings_.group_size && !Silent(group, /*member=*/false)) {
       requesters.push_back(group);
@@ -178,43 +140,43 @@ std::vector<int> ReplicaQuorum::Requesters(const std::vector<int>& members) {
 absl::StatusOr<Admission> ReplicaQuorum::AwaitAdmission() {
   const int self = settings_.replica_id;
   const std::string& token = incarnation_;
-  const std::string request = absl::StrCat(StorePath("requests"), "/", self);
-  const std::string admitted = absl::StrCat(StorePath("admitted"), "/", self);
-  TITAN_RETURN_IF_ERROR(PublishFile(request, token, /*exclusive=*/false));
+  const std::string request = absl::StrCat("requests/", self);
+  const std::string admitted = absl::StrCat("admitted/", self);
+  TITAN_RETURN_IF_ERROR(store_.Put(request, token));
   const auto deadline = Clock::now() + settings_.join_timeout;
   while (true) {
     // An admission of an earlier request of this group's (another process) names another token.
-    std::vector<std::string> parts = absl::StrSplit(ReadWhole(admitted), ' ');
+    std::vector<std::string> parts = absl::StrSplit(Read(admitted), ' ');
     Admission admission;
     if (parts.size() == 2 && parts[1] == token && absl::SimpleAtoi(parts[0], &admission.round)) {
       const std::string folder = RoundFolder(admission.round);
       TITAN_ASSIGN_OR_RETURN(admission.quorum,
-                             ParseQuorum(ReadWhole(folder + "/quorum"), folder + "/quorum"));
+                             ParseQuorum(Read(folder + "/quorum"), folder + "/quorum"));
       const std::string donor_join =
           absl::StrCat(folder, "/join-", admission.quorum.members.front());
-      const std::string donor_at = ReadWhole(donor_join);
+      const std::string donor_at = Read(donor_join);
       if (!absl::SimpleAtoi(donor_at.substr(0, donor_at.find(' ')), &admission.step)) {
         return absl::DataLossError(absl::StrCat("fault tolerance: ", donor_join, " holds no step"));
       }
-      fs::remove(request);
+      (void)store_.Delete(request);
       return admission;
     }
     if (Clock::now() > deadline) {
-      fs::remove(request);
+      (void)store_.Delete(request);
       return absl::UnavailableError(
           absl::StrCat("fault tolerance: no live replica group admitted group ", self,
                        " within "
                        "fault_tolerance.join_timeout_ms = ",
-                       settings_.join_timeout.count(), " (", settings_.store_folder,
-                       " shows a run under way: its groups are gone, or the folder is "
-                       "another run's; give each run a new store_folder)"));
+                       settings_.join_timeout.count(), " (the ", store_.Describe(),
+                       " shows a run under way: its groups are gone, or it is another run's; "
+                       "give each run a new store_folder or etcd_prefix)"));
     }
     std::this_thread::sleep_for(kPoll);
   }
 }
 
 std::string ReplicaQuorum::RoundFolder(int64_t round) const {
-  return (fs::path(settings_.store_folder) / "rounds" / std::to_string(round)).string();
+  return absl::StrCat("rounds/", round);
 }
 
 absl::StatusOr<std::map<int, std::string>> ReplicaQuorum::AwaitFiles(
@@ -227,9 +189,10 @@ absl::StatusOr<std::map<int, std::string>> ReplicaQuorum::AwaitFiles(
     std::vector<int> still;
     const bool late = Clock::now() > deadline;
     for (int group : pending) {
-      const std::string path = absl::StrCat(RoundFolder(round), "/", prefix, group);
-      if (fs::exists(path)) {
-        written[group] = ReadWhole(path);
+      absl::StatusOr<std::optional<std::string>> value =
+          store_.Get(absl::StrCat(RoundFolder(round), "/", prefix, group));
+      if (value.ok() && value->has_value()) {
+        written[group] = **value;
       } else if (!Silent(group, /*member=*/true) && !late) {
         still.push_back(group);
       }
@@ -242,30 +205,29 @@ absl::StatusOr<std::map<int, std::string>> ReplicaQuorum::AwaitFiles(
 
 absl::StatusOr<std::string> ReplicaQuorum::Decide(int64_t round, const std::string& name,
                                                   const std::string& content) {
-  const std::string path = absl::StrCat(RoundFolder(round), "/", name);
-  absl::Status published = PublishFile(path, content, /*exclusive=*/true);
+  const std::string key = absl::StrCat(RoundFolder(round), "/", name);
+  absl::Status published = store_.PutIfAbsent(key, content);
   if (published.ok()) return content;
   if (!absl::IsAlreadyExists(published)) return published;
-  return ReadWhole(path);
+  TITAN_ASSIGN_OR_RETURN(std::optional<std::string> decided, store_.Get(key));
+  if (!decided.has_value()) {
+    return absl::DataLossError(absl::StrCat("fault tolerance: ", key, " in the ", store_.Describe(),
+                                            " was published and is gone"));
+  }
+  return *decided;
 }
 
 absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
                                            const std::vector<int>& expected) {
   const std::string folder = RoundFolder(round);
-  std::error_code error;
-  fs::create_directories(folder, error);
-  if (error) {
-    return absl::UnavailableError(
-        absl::StrCat("fault tolerance: cannot create ", folder, ": ", error.message()));
-  }
   const int self = settings_.replica_id;
-  TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(folder, "/join-", self),
-                                    absl::StrCat(step, " ", incarnation_),
-                                    /*exclusive=*/false));
+  TITAN_RETURN_IF_ERROR(
+      store_.Put(absl::StrCat(folder, "/join-", self), absl::StrCat(step, " ", incarnation_)));
   TITAN_ASSIGN_OR_RETURN(auto joined, AwaitFiles(round, "join-", expected));
   Quorum proposal;
   for (const auto& [group, unused] : joined) proposal.members.push_back(group);
-  if (AdmitAtStepForTest(step)) {
+  const TestAdmission admission = AdmissionForTest(step);
+  if (admission == TestAdmission::kHere) {
     const auto deadline = Clock::now() + settings_.join_timeout;
     while (proposal.members.size() + Requesters(proposal.members).size() <
                static_cast<size_t>(settings_.group_size) &&
@@ -273,7 +235,7 @@ absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
       std::this_thread::sleep_for(kPoll);
     }
   }
-  proposal.joiners = Requesters(proposal.members);
+  if (admission != TestAdmission::kNotHere) proposal.joiners = Requesters(proposal.members);
   const std::string path = absl::StrCat(folder, "/quorum");
   TITAN_ASSIGN_OR_RETURN(std::string decided,
                          Decide(round, "quorum",
@@ -295,7 +257,7 @@ absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
   }
   for (int member : members) {
     const std::string join = absl::StrCat(folder, "/join-", member);
-    const std::pair<std::string, std::string> at = absl::StrSplit(ReadWhole(join), ' ');
+    const std::pair<std::string, std::string> at = absl::StrSplit(Read(join), ' ');
     incarnations_[member] = at.second;  // the process that is the member from now on
     if (at.first != std::to_string(step)) {
       return absl::InternalError(absl::StrCat("fault tolerance: group ", member, " joined round ",
@@ -305,28 +267,28 @@ absl::StatusOr<Quorum> ReplicaQuorum::Join(int64_t round, int64_t step,
   }
   // The lowest member clears the rounds no group reads any more (a joiner reads the round that
   // admitted it while the next one runs).
-  if (members.front() == self && round >= 3) fs::remove_all(RoundFolder(round - 3), error);
+  if (members.front() == self && round >= 3) (void)store_.DeleteFolder(RoundFolder(round - 3));
   return quorum;
 }
 
 absl::StatusOr<bool> ReplicaQuorum::Vote(int64_t round, const Quorum& quorum, bool succeeded) {
   const std::string folder = RoundFolder(round);
-  TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(folder, "/vote-", settings_.replica_id),
-                                    succeeded ? "yes" : "no", /*exclusive=*/false));
+  TITAN_RETURN_IF_ERROR(
+      store_.Put(absl::StrCat(folder, "/vote-", settings_.replica_id), succeeded ? "yes" : "no"));
   TITAN_ASSIGN_OR_RETURN(auto votes, AwaitFiles(round, "vote-", quorum.members));
   bool commit = votes.size() == quorum.members.size();
   for (const auto& [group, vote] : votes) commit = commit && vote == "yes";
   TITAN_ASSIGN_OR_RETURN(std::string outcome, Decide(round, "outcome", commit ? "commit" : "redo"));
   if (outcome != "commit") return false;
   // From the first commit on, a group starting afresh would not hold the run's state.
-  TITAN_RETURN_IF_ERROR(PublishFile(StorePath("started"), "", /*exclusive=*/false));
+  TITAN_RETURN_IF_ERROR(store_.Put("started", ""));
   for (int joiner : quorum.joiners) {
     incarnations_.erase(joiner);  // whichever process of it joins the next round is the member
     // Each member tells them, so that one dying after the vote does not leave them waiting.
-    const std::string request = ReadWhole(absl::StrCat(StorePath("requests"), "/", joiner));
+    const std::string request = Read(absl::StrCat("requests/", joiner));
     if (request.empty()) continue;  // already admitted, or gone
-    TITAN_RETURN_IF_ERROR(PublishFile(absl::StrCat(StorePath("admitted"), "/", joiner),
-                                      absl::StrCat(round, " ", request), /*exclusive=*/false));
+    TITAN_RETURN_IF_ERROR(
+        store_.Put(absl::StrCat("admitted/", joiner), absl::StrCat(round, " ", request)));
   }
   return true;
 }

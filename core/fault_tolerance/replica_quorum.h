@@ -1,5 +1,5 @@
-// The quorum of replica groups, kept in files of fault_tolerance.store_folder that every group's
-// lead rank reads and writes (one folder on a filesystem all groups share): a simple lighthouse.
+// The quorum of replica groups, kept in a store every group's lead rank reads and writes (the
+// files of fault_tolerance.store_folder, or an etcd cluster: QuorumStore): the lighthouse.
 //
 // Each group beats a heartbeat file from a thread of its own, so a group busy with a long step
 // is alive and only a dead or hung process goes silent. Training runs in rounds: every step has
@@ -7,8 +7,8 @@
 // once every group of the last quorum has joined or gone silent, the first to see it publishes
 // the round's quorum, and then each member votes whether its gradients crossed the groups; the
 // first to hear every member (or see one go silent) publishes the round's outcome. A decision
-// is a file published with link(2), which fails when the file exists, so the first decision is
-// the one every group reads: all groups agree on every quorum and every commit.
+// is published with the store's put-if-absent, so the first decision is the one every group
+// reads: all groups agree on every quorum and every commit.
 //
 // A group started after the run began (a restarted one) asks to join; the next quorum names
 // it among its joiners, and once that round commits, its lowest member sends the joiners its
@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/fault_tolerance/fault_tolerance_settings.h"
+#include "core/fault_tolerance/quorum_store.h"
 
 namespace titan {
 
@@ -47,9 +48,9 @@ struct Admission {
 
 class ReplicaQuorum {
  public:
-  // Creates the store folder's layout if needed and starts this group's heartbeat.
+  // Starts this group's heartbeat in `store`, which must outlive the quorum.
   static absl::StatusOr<std::unique_ptr<ReplicaQuorum>> Start(
-      const FaultToleranceSettings& settings);
+      const FaultToleranceSettings& settings, QuorumStore& store);
   ~ReplicaQuorum();  // stops the heartbeat: the others see this group leave
 
   // True when a round had committed when this group started (it cannot start afresh): it
@@ -72,9 +73,10 @@ class ReplicaQuorum {
   void StopHeartbeatForTest();
 
  private:
-  explicit ReplicaQuorum(const FaultToleranceSettings& settings);
+  ReplicaQuorum(const FaultToleranceSettings& settings, QuorumStore& store);
   std::string RoundFolder(int64_t round) const;
-  std::string StorePath(const std::string& name) const;
+  // `key`'s value; "" when it has none or the store fails.
+  std::string Read(const std::string& key);
   // The groups asking to join (their request files), less `members` and the silent.
   std::vector<int> Requesters(const std::vector<int>& members);
   // Waits until each group of `groups` has written `<prefix><group>` in the round's folder, is
@@ -101,16 +103,13 @@ class ReplicaQuorum {
   std::map<int, std::string> incarnations_;
   const std::string incarnation_;  // this process's, unique among every group's processes
   FaultToleranceSettings settings_;
+  QuorumStore& store_;
   std::map<int, Seen> seen_;
   int64_t beats_ = 0;
   bool joining_ = false;  // written by the heartbeat thread only, once it runs
   std::atomic<bool> beating_{true};
   std::thread heartbeat_;
 };
-
-// Writes `content` to `path` through a temporary file, so that a reader sees all or nothing;
-// with `exclusive`, fails with AlreadyExists when `path` exists.
-absl::Status PublishFile(const std::string& path, const std::string& content, bool exclusive);
 
 }  // namespace titan
 

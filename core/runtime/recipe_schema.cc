@@ -316,7 +316,14 @@ std::vector<SectionSchema> MakeSchema() {
        String("store_folder", "",
               "a folder every group reaches (a shared filesystem), new for each run: the "
               "quorum's files and the communicator's rendezvous; a group started on a folder "
-              "whose run is under way rejoins it"),
+              "whose run is under way rejoins it (or etcd_endpoints)"),
+       StringList("etcd_endpoints", {},
+                  "instead of store_folder: the client URLs of an etcd cluster (one member per "
+                  "node or group) that keeps the quorum and the rendezvous, so that losing a "
+                  "minority of its members loses neither (e.g. "
+                  "[\"http://node0:2379\", \"http://node1:2379\", \"http://node2:2379\"])"),
+       String("etcd_prefix", "/titan",
+              "etcd_endpoints: the keys' prefix, new for each run (as a store folder is)"),
        Int("heartbeat_timeout_ms", 10000, 1, kNoLimit,
            "a group whose heartbeat is silent this long is dead"),
        Int("join_timeout_ms", 60000, 1, kNoLimit,

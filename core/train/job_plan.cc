@@ -252,10 +252,24 @@ absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft
                                                           "of group_size = ",
                                                           group_size));
   }
-  if (ft.store_folder.empty()) {
-    return section.Error("store_folder",
-                         "give a folder every group reaches, new for each run (the quorum's files "
-                         "and the rendezvous of the groups' communicator)");
+  TITAN_ASSIGN_OR_RETURN(ft.etcd_endpoints, section.GetStringList("etcd_endpoints"));
+  TITAN_ASSIGN_OR_RETURN(ft.etcd_prefix, section.GetString("etcd_prefix"));
+  if (ft.store_folder.empty() == ft.etcd_endpoints.empty()) {
+    return section.Error(ft.store_folder.empty() ? "store_folder" : "etcd_endpoints",
+                         "give either a folder every group reaches, new for each run, or the "
+                         "endpoints of an etcd cluster (store_folder or etcd_endpoints: where the "
+                         "quorum and the rendezvous of the groups' communicator live)");
+  }
+  for (const std::string& endpoint : ft.etcd_endpoints) {
+    if (endpoint.rfind("http://", 0) != 0 && endpoint.rfind("https://", 0) != 0) {
+      return section.Error("etcd_endpoints", absl::StrCat("\"", endpoint,
+                                                          "\": expected a URL such as "
+                                                          "http://node0:2379"));
+    }
+  }
+  if (!ft.etcd_endpoints.empty() && (ft.etcd_prefix.empty() || ft.etcd_prefix[0] != '/')) {
+    return section.Error("etcd_prefix",
+                         "expected a key prefix starting with '/', e.g. /titan/run-1");
   }
   TITAN_ASSIGN_OR_RETURN(std::string semi_sync, section.GetString("semi_sync_method"));
   if (!semi_sync.empty()) {

@@ -517,6 +517,23 @@ TEST_F(JobPlanTest, FaultToleranceIsReadAndWhatIsNotImplementedIsRefusedByName) 
               HasSubstr("fault_tolerance.min_replica_size"));
   EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.store_folder="}), Mesh(1, 1)),
               HasSubstr("fault_tolerance.store_folder"));
+  const std::string etcd = "fault_tolerance.etcd_endpoints=http://n0:2379,http://n1:2379";
+  auto in_etcd =
+      BuildJobPlan(Make(ft, {"fault_tolerance.store_folder=", etcd}), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(in_etcd.ok()) << in_etcd.status();
+  EXPECT_EQ(in_etcd->fault_tolerance.etcd_endpoints,
+            (std::vector<std::string>{"http://n0:2379", "http://n1:2379"}));
+  EXPECT_EQ(in_etcd->fault_tolerance.etcd_prefix, "/titan");
+  EXPECT_THAT(ErrorOf(Make(ft, {etcd}), Mesh(1, 1)),
+              AllOf(HasSubstr("fault_tolerance.etcd_endpoints"), HasSubstr("either")));
+  EXPECT_THAT(
+      ErrorOf(Make(ft, {"fault_tolerance.store_folder=", "fault_tolerance.etcd_endpoints=n0:2379"}),
+              Mesh(1, 1)),
+      HasSubstr("\"n0:2379\": expected a URL"));
+  EXPECT_THAT(ErrorOf(Make(ft, {"fault_tolerance.store_folder=", etcd,
+                                "fault_tolerance.etcd_prefix=run-1"}),
+                      Mesh(1, 1)),
+              HasSubstr("fault_tolerance.etcd_prefix"));
   EXPECT_THAT(ErrorOf(Make("[fault_tolerance]\nenable = true\n"), Mesh(1, 1)),
               HasSubstr("fault_tolerance.group_size"));
 }

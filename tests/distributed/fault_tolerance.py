@@ -30,6 +30,9 @@ diloco: semi_sync_method = "diloco". One group syncing every step with inner SGD
   uninterrupted groups, to the bit.
 diloco_rejoin: under DiLoCo, a group killed in a sync and started again is admitted at a later
   sync with the live outer state, and after the last sync every group holds the same weights.
+etcd_lighthouse: the quorum in a three-member etcd cluster; a node lost (a group and the etcd
+  member beside it) leaves the others to go on, and the group started again rejoins through the
+  members left, as with a store folder.
 min_replica_size: fewer groups alive than fault_tolerance.min_replica_size stops the survivor
   with an error naming the key, never a hang.
 Nothing here depends on speed: the timeouts are generous and only results are asserted.
@@ -44,6 +47,7 @@ import subprocess
 import sys
 import time
 
+from etcd_cluster import EtcdCluster
 from rank_processes import logged_steps
 
 GUARD_S = 900  # only a guard against a hang of this script itself
@@ -60,10 +64,20 @@ def losses(folder, after=0):
 
 
 class Job:
-    def __init__(self, args, out, steps, extra=()):
+    def __init__(self, args, out, steps, extra=(), etcd=None):
+        """With `etcd` (an EtcdCluster) the quorum lives there instead of a store folder."""
         self.args, self.out, self.steps, self.extra = args, out, steps, list(extra)
+        self.etcd = etcd
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
+
+    def lighthouse(self, group):
+        if self.etcd is None:
+            return [f"--fault_tolerance.store_folder={os.path.join(self.out, 'store')}"]
+        # Each group asks the member beside it first (as on its own node), then the others.
+        endpoints = self.etcd.endpoints[group:] + self.etcd.endpoints[:group]
+        return ["--fault_tolerance.etcd_endpoints=" + ",".join(endpoints),
+                f"--fault_tolerance.etcd_prefix=/titan/{os.path.basename(self.out)}"]
 
     def command(self, folder):
         return [self.args.titan_run, "--recipe", self.args.recipe, f"--job.dump_folder={folder}",
@@ -84,11 +98,11 @@ class Job:
                log=None):
         """Launches `count` replica groups of `ranks` ranks each (those in `only`, if given);
         returns their processes."""
-        store = os.path.join(self.out, "store")
         return [self.launch(self.command(folder or self.group_folder(g)) + TIMEOUTS + [
             "--fault_tolerance.enable=true", f"--fault_tolerance.replica_id={g}",
-            f"--fault_tolerance.group_size={count}", f"--fault_tolerance.store_folder={store}",
-            f"--fault_tolerance.min_replica_size={min_replica_size}"], ranks, env, log)
+            f"--fault_tolerance.group_size={count}",
+            f"--fault_tolerance.min_replica_size={min_replica_size}"] + self.lighthouse(g),
+            ranks, env, log)
             for g in (only if only is not None else range(count))]
 
     def group_folder(self, group):
@@ -473,6 +487,50 @@ def diloco_rejoin(args):
     print(f"rejoined after step 6 under DiLoCo; every group agrees after step 8's sync: {live}")
 
 
+def etcd_lighthouse(args):
+    """The quorum in a three-member etcd cluster, a member beside each group: a node lost (group
+    1 and its member killed at step 3) leaves the others to go on, and group 1 started again (its
+    node's member still gone) rejoins after step 6 through the members left; the losses and
+    final weights are those of the same run kept in a store folder."""
+    runs = {}
+    for lighthouse in ("etcd", "folder"):
+        etcd = EtcdCluster(3, os.path.join(args.out, "etcd")) if lighthouse == "etcd" else None
+        try:
+            job = Job(args, os.path.join(args.out, f"lighthouse_{lighthouse}"), steps=10,
+                      etcd=etcd)
+            hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": "6"}
+            survivors = job.groups(3, env=hold, only=[0, 2])
+            killed = finish(job.groups(3, env=dict(hold, TITAN_TEST_FT_KILL="1:3:before_join"),
+                                       only=[1]))
+            expect(killed[0][0] == -signal.SIGKILL, "group 1 did not die at step 3",
+                   [killed[0][1]])
+            if etcd is not None:
+                etcd.kill(1)
+            back = os.path.join(job.out, "g1_back")
+            results = finish(survivors + job.groups(3, env=hold, only=[1], folder=back))
+        finally:
+            if etcd is not None:
+                etcd.stop()
+        outputs = [o for _, o in results]
+        expect(all(code == 0 for code, _ in results), f"a group failed ({lighthouse})", outputs)
+        expect("receiving the state after step 6 from group 0" in outputs[2],
+               f"group 1 did not rejoin after step 6 ({lighthouse})", outputs)
+        expect(lighthouse == "folder" or "etcd at " in outputs[0],
+               "the groups did not keep their quorum in etcd", outputs)
+        live = [losses(job.group_folder(0)), losses(job.group_folder(2)), losses(back)]
+        expect(len(live[0]) == 10 and live[0] == live[1] and live[2] == live[0][6:],
+               f"the groups disagree ({lighthouse}): {live}", outputs)
+        expect(len(final_weights([job.group_folder(0), job.group_folder(2), back])) == 1,
+               f"the groups' final weights differ ({lighthouse})", outputs)
+        runs[lighthouse] = live[0]
+        with open(os.path.join(job.group_folder(0), "model.arena"), "rb") as f:
+            runs[lighthouse + "_weights"] = f.read()
+    expect(runs["etcd"] == runs["folder"] and runs["etcd_weights"] == runs["folder_weights"],
+           f"etcd's run {runs['etcd']} differs from the store folder's {runs['folder']}")
+    print(f"a node lost (group 1 and its etcd member): the others went on, group 1 rejoined "
+          f"after step 6; the same as with a store folder: {runs['etcd']}")
+
+
 def min_replica_size(args):
     job = Job(args, os.path.join(args.out, "min_replica_size"), steps=6)
     results = finish(job.groups(2, env={"TITAN_TEST_FT_KILL": "1:3:before_join"},
@@ -491,7 +549,8 @@ def main():
     parser.add_argument("--case", required=True,
                         choices=["ddp", "hsdp", "kill_mid_round", "kill_external",
                                  "kill_group_of_two", "rejoin", "soak", "local_sgd",
-                                 "diloco", "diloco_rejoin", "min_replica_size"])
+                                 "diloco", "diloco_rejoin", "etcd_lighthouse",
+                                 "min_replica_size"])
     parser.add_argument("--kills", type=int, default=30, help="soak: kills and rejoins")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -505,6 +564,7 @@ def main():
      "local_sgd": lambda: local_sgd(args),
      "diloco": lambda: diloco(args),
      "diloco_rejoin": lambda: diloco_rejoin(args),
+     "etcd_lighthouse": lambda: etcd_lighthouse(args),
      "min_replica_size": lambda: min_replica_size(args)}[args.case]()
     # Passed (a failure exits above): the groups' folders (checkpoints, up to 1 GB) go.
     shutil.rmtree(args.out)
