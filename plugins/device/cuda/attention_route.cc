@@ -49,6 +49,12 @@ AttentionRoute ChooseAttention(const AttentionCase& c) {
                               kCudnnMaxHeadDim, ")"));
   }
   if (c.seq_len == 0) return tiled("no queries");
+  if (c.backward && c.seq_len % kCudnnBackwardSeqMultiple != 0) {
+    return tiled(absl::StrCat("the backward of seq_len ", c.seq_len,
+                              " (cuDNN's takes multiples of ", kCudnnBackwardSeqMultiple,
+                              " here; before 9.15.1 others need a padding mask titan does not "
+                              "build)"));
+  }
   if (!c.cudnn_loaded) return tiled("cuDNN did not load");
   return AttentionRoute{true, ""};
 }

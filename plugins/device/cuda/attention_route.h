@@ -27,6 +27,7 @@ struct AttentionCase {
   bool bf16_run = false;  // kAuto: the compute has been handed bf16 GEMM operands
   int capability = 0;     // the GPU's major * 10 + minor
   bool cudnn_loaded = false;
+  bool backward = false;
   // The call (AttentionSpec's fields).
   int64_t seq_len = 0, kv_len = 0, head_dim = 0, q_offset = 0, kv_offset = 0;
 };
@@ -39,6 +40,10 @@ struct AttentionRoute {
 // The largest head dimension titan hands cuDNN: its flash attention takes up to 128 on every
 // GPU from sm_80 (256 only on some, and not for every backward).
 constexpr int64_t kCudnnMaxHeadDim = 128;
+
+// The backward takes sequences of a multiple of this: cuDNN up to 9.15.0 computes others wrong
+// without a padding mask (cuDNN frontend's workaround adds one), which titan does not build.
+constexpr int64_t kCudnnBackwardSeqMultiple = 128;
 
 AttentionRoute ChooseAttention(const AttentionCase& c);
 

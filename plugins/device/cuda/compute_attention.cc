@@ -34,25 +34,23 @@ std::string ShapeText(const AttentionSpec& s) {
                       s.q_offset, ", kv_offset ", s.kv_offset);
 }
 
-// Offsets of the cuDNN call's buffers in one scratch allocation, each 256-byte aligned.
-struct SdpaScratch {
-  size_t q, k, v, out, stats, workspace, bytes;
-};
-SdpaScratch LayOut(const AttentionSpec& s, int64_t workspace_bytes) {
-  const auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const size_t q_bytes = static_cast<size_t>(s.batch * s.seq_len * s.heads * s.head_dim) * 2;
-  const size_t kv_bytes = static_cast<size_t>(s.batch * s.kv_len * s.kv_heads * s.head_dim) * 2;
-  const size_t stats_bytes = static_cast<size_t>(s.batch * s.heads * s.seq_len) * sizeof(float);
-  SdpaScratch at{};
-  at.q = 0;
-  at.k = at.q + aligned(q_bytes);
-  at.v = at.k + aligned(kv_bytes);
-  at.out = at.v + aligned(kv_bytes);
-  at.stats = at.out + aligned(q_bytes);
-  at.workspace = at.stats + aligned(stats_bytes);
-  at.bytes = at.workspace + aligned(static_cast<size_t>(workspace_bytes));
-  return at;
+const char* DirectionName(SdpaDirection direction) {
+  return direction == SdpaDirection::kForward ? "forward" : "backward";
 }
+
+// Carves one scratch allocation into the cuDNN call's buffers, each 256-byte aligned.
+class ScratchLayout {
+ public:
+  size_t Add(size_t bytes) {
+    const size_t at = bytes_;
+    bytes_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_ = 0;
+};
 
 }  // namespace
 
@@ -60,13 +58,14 @@ void CudaCompute::LogAttentionOnce(const std::string& key, const std::string& li
   if (cudnn_attention_->logged.insert(key).second) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-AttentionRoute CudaCompute::RouteAttention(const AttentionSpec& spec) {
+AttentionRoute CudaCompute::RouteAttention(const AttentionSpec& spec, bool backward) {
   // kAuto's decision is taken once, at the first attention, so a run's attention is one kind.
   if (attention_mode_ == AttentionMode::kAuto && bf16_run_ < 0) bf16_run_ = bf16_gemms_ ? 1 : 0;
   AttentionCase c{.mode = attention_mode_,
                   .bf16_run = bf16_run_ == 1,
                   .capability = capability_,
                   .cudnn_loaded = true,
+                  .backward = backward,
                   .seq_len = spec.seq_len,
                   .kv_len = spec.kv_len,
                   .head_dim = spec.head_dim,
@@ -101,82 +100,152 @@ AttentionRoute CudaCompute::RouteAttention(const AttentionSpec& spec) {
   c.cudnn_loaded = false;
   route = ChooseAttention(c);
   absl::StrAppend(&route.reason, " (", ready.message(), ")");
-  LogAttentionOnce(route.reason, absl::StrCat("cuda: attention by titan's tiled f32 kernels "
-                                              "from now on: ",
-                                              route.reason));
+  LogAttentionOnce(
+      route.reason,
+      absl::StrCat("cuda: attention by titan's tiled f32 kernels from now on: ", route.reason));
   return route;
+}
+
+absl::StatusOr<const SdpaPlan*> CudaCompute::CudnnAttentionPlan(SdpaDirection direction,
+                                                                const AttentionSpec& spec) {
+  const char* name = DirectionName(direction);
+  const AttentionRoute route = RouteAttention(spec, direction == SdpaDirection::kBackward);
+  if (!route.cudnn) {
+    LogAttentionOnce(absl::StrCat(name, route.reason),
+                     absl::StrCat("cuda: attention ", name, " by titan's tiled f32 kernels: ",
+                                  route.reason, " (first for ", ShapeText(spec), ")"));
+    return nullptr;
+  }
+  CudnnAttention& state = *cudnn_attention_;
+  const Cudnn& cudnn = *state.cudnn;
+  const SdpaShape shape{spec.batch, spec.seq_len, spec.heads, spec.kv_heads, spec.head_dim};
+  CudnnAttention::Plans& plans =
+      direction == SdpaDirection::kForward ? *state.forward_plans : *state.backward_plans;
+  std::lock_guard<std::mutex> held(plans.lock());
+  absl::StatusOr<SdpaPlan*> plan = plans.FindOrBuild(shape, [&] {
+    absl::StatusOr<SdpaPlan> built = BuildSdpaPlan(cudnn, state.handle, direction, shape);
+    const std::string key = absl::StrCat(name, ShapeText(spec));
+    if (built.ok()) {
+      LogAttentionOnce(
+          key,
+          absl::StrCat("cuda: attention ", name, " by cuDNN ", CudnnVersionText(cudnn.version),
+                       "'s fused flash attention in bf16 (operands cast from f32, results "
+                       "cast back, f32 log-sum-exps; job.attention = \"",
+                       AttentionModeName(attention_mode_), "\"",
+                       attention_mode_ == AttentionMode::kAuto ? ": the run's GEMMs are bf16" : "",
+                       ") for ", ShapeText(spec), ": engine configuration ", built->engine, ", ",
+                       built->workspace_bytes, " bytes of workspace"));
+      return built;
+    }
+    // Any refusal at build time is remembered as one (Unimplemented), so the shape falls back
+    // once and for all, and says so once.
+    LogAttentionOnce(key, absl::StrCat("cuda: attention ", name,
+                                       " by titan's tiled f32 kernels for ", ShapeText(spec),
+                                       ": cuDNN refused the shape: ", built.status().message()));
+    return absl::StatusOr<SdpaPlan>(absl::UnimplementedError(built.status().message()));
+  });
+  if (!plan.ok()) return nullptr;
+  return *plan;  // plans are dropped only past 64 shapes, never during the call that uses one
+}
+
+absl::Status CudaCompute::CastToBf16(const TensorView& from, void* to, int64_t count,
+                                     const char* what) {
+  return Check(LaunchCast(from.data, FloatFormat::kF32, to, FloatFormat::kBF16, count, stream_),
+               what);
 }
 
 absl::StatusOr<bool> CudaCompute::TryCudnnAttentionForward(const AttentionSpec& spec,
                                                            const TensorView& q, const TensorView& k,
                                                            const TensorView& v, TensorView out,
                                                            TensorView lse) {
-  const AttentionRoute route = RouteAttention(spec);
-  if (!route.cudnn) {
-    LogAttentionOnce(route.reason,
-                     absl::StrCat("cuda: attention forward by titan's tiled f32 kernels: ",
-                                  route.reason, " (first for ", ShapeText(spec), ")"));
-    return false;
-  }
-  CudnnAttention& state = *cudnn_attention_;
-  const Cudnn& cudnn = *state.cudnn;
-  const SdpaShape shape{spec.batch, spec.seq_len, spec.heads, spec.kv_heads, spec.head_dim};
-  std::lock_guard<std::mutex> held(state.forward_plans->lock());
-  absl::StatusOr<SdpaForwardPlan*> plan = state.forward_plans->FindOrBuild(shape, [&] {
-    absl::StatusOr<SdpaForwardPlan> built = BuildSdpaForwardPlan(cudnn, state.handle, shape);
-    if (built.ok()) {
-      LogAttentionOnce(
-          ShapeText(spec),
-          absl::StrCat(
-              "cuda: attention forward by cuDNN ", CudnnVersionText(cudnn.version),
-              "'s fused flash attention in bf16 (q, k, v cast from f32, out cast back, f32 "
-              "log-sum-exps; job.attention = \"",
-              AttentionModeName(attention_mode_), "\"",
-              attention_mode_ == AttentionMode::kAuto ? ": the run's GEMMs are bf16" : "", ") for ",
-              ShapeText(spec), ": engine configuration ", built->engine, ", ",
-              built->workspace_bytes,
-              " bytes of workspace; the backward runs in titan's tiled f32 "
-              "kernels"));
-      return built;
-    }
-    // Any refusal at build time is remembered as one (Unimplemented), so the shape falls back
-    // once and for all, and said once.
-    LogAttentionOnce(
-        ShapeText(spec),
-        absl::StrCat("cuda: attention forward by titan's tiled f32 kernels for ", ShapeText(spec),
-                     ": cuDNN refused the shape: ", built.status().message()));
-    return absl::StatusOr<SdpaForwardPlan>(absl::UnimplementedError(built.status().message()));
-  });
-  if (!plan.ok()) return false;
-
-  const SdpaScratch at = LayOut(spec, (*plan)->workspace_bytes);
-  TITAN_ASSIGN_OR_RETURN(StreamScratch scratch, Scratch(at.bytes, "cuDNN attention's operands"));
-  char* base = scratch.as<char>();
+  TITAN_ASSIGN_OR_RETURN(const SdpaPlan* plan, CudnnAttentionPlan(SdpaDirection::kForward, spec));
+  if (plan == nullptr) return false;
   const int64_t q_count = spec.batch * spec.seq_len * spec.heads * spec.head_dim;
   const int64_t kv_count = spec.batch * spec.kv_len * spec.kv_heads * spec.head_dim;
   const size_t lse_bytes = static_cast<size_t>(spec.batch * spec.heads * spec.seq_len) * 4;
-  const auto cast = [&](const TensorView& from, size_t to, int64_t count) {
-    return Check(
-        LaunchCast(from.data, FloatFormat::kF32, base + to, FloatFormat::kBF16, count, stream_),
-        "AttentionForward cast to bf16 (cuDNN)");
-  };
-  TITAN_RETURN_IF_ERROR(cast(q, at.q, q_count));
-  TITAN_RETURN_IF_ERROR(cast(k, at.k, kv_count));
-  TITAN_RETURN_IF_ERROR(cast(v, at.v, kv_count));
-  TITAN_RETURN_IF_ERROR(ExecuteSdpaForward(
-      cudnn, state.handle, **plan,
-      {.q = base + at.q,
-       .k = base + at.k,
-       .v = base + at.v,
-       .out = base + at.out,
-       .stats = reinterpret_cast<float*>(base + at.stats),
-       .workspace = (*plan)->workspace_bytes > 0 ? base + at.workspace : nullptr}));
+  ScratchLayout layout;
+  const size_t q16 = layout.Add(2 * q_count), k16 = layout.Add(2 * kv_count),
+               v16 = layout.Add(2 * kv_count), out16 = layout.Add(2 * q_count),
+               stats = layout.Add(lse_bytes), workspace = layout.Add(plan->workspace_bytes);
+  TITAN_ASSIGN_OR_RETURN(StreamScratch scratch,
+                         Scratch(layout.bytes(), "cuDNN attention forward's operands"));
+  char* at = scratch.as<char>();
+  const char* cast = "AttentionForward cast to bf16 (cuDNN)";
+  TITAN_RETURN_IF_ERROR(CastToBf16(q, at + q16, q_count, cast));
+  TITAN_RETURN_IF_ERROR(CastToBf16(k, at + k16, kv_count, cast));
+  TITAN_RETURN_IF_ERROR(CastToBf16(v, at + v16, kv_count, cast));
+  const CudnnAttention& state = *cudnn_attention_;
+  TITAN_RETURN_IF_ERROR(
+      ExecuteSdpaForward(*state.cudnn, state.handle, *plan,
+                         {.q = at + q16,
+                          .k = at + k16,
+                          .v = at + v16,
+                          .out = at + out16,
+                          .stats = reinterpret_cast<float*>(at + stats),
+                          .workspace = plan->workspace_bytes > 0 ? at + workspace : nullptr}));
   TITAN_RETURN_IF_ERROR(Check(
-      LaunchCast(base + at.out, FloatFormat::kBF16, out.data, FloatFormat::kF32, q_count, stream_),
+      LaunchCast(at + out16, FloatFormat::kBF16, out.data, FloatFormat::kF32, q_count, stream_),
       "AttentionForward cast of cuDNN's out to f32"));
-  TITAN_RETURN_IF_ERROR(Check(
-      cudaMemcpyAsync(lse.data, base + at.stats, lse_bytes, cudaMemcpyDeviceToDevice, stream_),
-      "cudaMemcpyAsync (AttentionForward, cuDNN's log-sum-exps)"));
+  TITAN_RETURN_IF_ERROR(
+      Check(cudaMemcpyAsync(lse.data, at + stats, lse_bytes, cudaMemcpyDeviceToDevice, stream_),
+            "cudaMemcpyAsync (AttentionForward, cuDNN's log-sum-exps)"));
+  return true;
+}
+
+// dq, dk and dv accumulate (the kernel table's contract): cuDNN writes bf16 gradients into
+// scratch, which are added to them in f32.
+absl::StatusOr<bool> CudaCompute::TryCudnnAttentionBackward(
+    const AttentionSpec& spec, const TensorView& dout, const TensorView& q, const TensorView& k,
+    const TensorView& v, const TensorView& out, const TensorView& lse, TensorView dq, TensorView dk,
+    TensorView dv) {
+  TITAN_ASSIGN_OR_RETURN(const SdpaPlan* plan, CudnnAttentionPlan(SdpaDirection::kBackward, spec));
+  if (plan == nullptr) return false;
+  const int64_t q_count = spec.batch * spec.seq_len * spec.heads * spec.head_dim;
+  const int64_t kv_count = spec.batch * spec.kv_len * spec.kv_heads * spec.head_dim;
+  const size_t rows_bytes = static_cast<size_t>(spec.batch * spec.heads * spec.seq_len) * 4;
+  ScratchLayout layout;
+  const size_t q16 = layout.Add(2 * q_count), k16 = layout.Add(2 * kv_count),
+               v16 = layout.Add(2 * kv_count), out16 = layout.Add(2 * q_count),
+               dout16 = layout.Add(2 * q_count), stats = layout.Add(rows_bytes),
+               dq16 = layout.Add(2 * q_count), dk16 = layout.Add(2 * kv_count),
+               dv16 = layout.Add(2 * kv_count), softmax_sum = layout.Add(rows_bytes),
+               dq_accumulator = layout.Add(4 * q_count),
+               workspace = layout.Add(plan->workspace_bytes);
+  TITAN_ASSIGN_OR_RETURN(StreamScratch scratch,
+                         Scratch(layout.bytes(), "cuDNN attention backward's operands"));
+  char* at = scratch.as<char>();
+  const char* cast = "AttentionBackward cast to bf16 (cuDNN)";
+  TITAN_RETURN_IF_ERROR(CastToBf16(q, at + q16, q_count, cast));
+  TITAN_RETURN_IF_ERROR(CastToBf16(k, at + k16, kv_count, cast));
+  TITAN_RETURN_IF_ERROR(CastToBf16(v, at + v16, kv_count, cast));
+  TITAN_RETURN_IF_ERROR(CastToBf16(out, at + out16, q_count, cast));
+  TITAN_RETURN_IF_ERROR(CastToBf16(dout, at + dout16, q_count, cast));
+  TITAN_RETURN_IF_ERROR(
+      Check(cudaMemcpyAsync(at + stats, lse.data, rows_bytes, cudaMemcpyDeviceToDevice, stream_),
+            "cudaMemcpyAsync (AttentionBackward, the log-sum-exps for cuDNN)"));
+  // cuDNN before 9.6 adds into the accumulator without clearing it (the frontend clears it then).
+  TITAN_RETURN_IF_ERROR(
+      Check(cudaMemsetAsync(at + dq_accumulator, 0, 4 * static_cast<size_t>(q_count), stream_),
+            "cudaMemsetAsync (AttentionBackward, cuDNN's dq accumulator)"));
+  const CudnnAttention& state = *cudnn_attention_;
+  TITAN_RETURN_IF_ERROR(
+      ExecuteSdpaBackward(*state.cudnn, state.handle, *plan,
+                          {.q = at + q16,
+                           .k = at + k16,
+                           .v = at + v16,
+                           .out = at + out16,
+                           .stats = reinterpret_cast<const float*>(at + stats),
+                           .dout = at + dout16,
+                           .dq = at + dq16,
+                           .dk = at + dk16,
+                           .dv = at + dv16,
+                           .softmax_sum = reinterpret_cast<float*>(at + softmax_sum),
+                           .dq_accumulator = reinterpret_cast<float*>(at + dq_accumulator),
+                           .workspace = plan->workspace_bytes > 0 ? at + workspace : nullptr}));
+  const char* add = "AttentionBackward accumulation of cuDNN's gradients";
+  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulateBf16(at + dq16, F(dq), q_count, stream_), add));
+  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulateBf16(at + dk16, F(dk), kv_count, stream_), add));
+  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulateBf16(at + dv16, F(dv), kv_count, stream_), add));
   return true;
 }
 
@@ -199,6 +268,9 @@ absl::Status CudaCompute::RunAttentionBackward(const AttentionSpec& spec, const 
   TITAN_RETURN_IF_ERROR(CheckHeadDim("AttentionBackward", spec));
   const int64_t rows = spec.batch * spec.heads * spec.seq_len;
   TITAN_RETURN_IF_ERROR(Ready());
+  TITAN_ASSIGN_OR_RETURN(bool by_cudnn,
+                         TryCudnnAttentionBackward(spec, dout, q, k, v, out, lse, dq, dk, dv));
+  if (by_cudnn) return absl::OkStatus();
   TITAN_ASSIGN_OR_RETURN(StreamScratch row_dots, Scratch(static_cast<size_t>(rows) * sizeof(float),
                                                          "AttentionBackward rowsum(dout * out)"));
   return Check(LaunchAttentionBackward(DimsOf(spec), F(dout), F(q), F(k), F(v), F(out), F(lse),

@@ -105,12 +105,13 @@ std::string CudaCompute::Describe() const {
       grouped_bf16_ ? "" : " (bf16 ones group by group through cuBLASLt)", "; attention ",
       attention_mode_ == AttentionMode::kTiled
           ? "by titan's tiled flash-attention kernels (f32; job.attention = \"tiled\")"
-          : absl::StrCat(
-                "forward by cuDNN's fused flash attention in bf16 where it applies",
-                attention_mode_ == AttentionMode::kAuto ? " in a bf16 run" : "",
-                " (sm_80+, causal self-attention, head_dim a multiple of 8 up to ",
-                kCudnnMaxHeadDim, "; job.attention = \"", AttentionModeName(attention_mode_),
-                "\"), else and for the backward by titan's tiled flash-attention kernels (f32)"),
+          : absl::StrCat("by cuDNN's fused flash attention in bf16 where it applies",
+                         attention_mode_ == AttentionMode::kAuto ? " in a bf16 run" : "",
+                         " (sm_80+, causal self-attention, head_dim a multiple of 8 up to ",
+                         kCudnnMaxHeadDim, ", the backward's seq_len a multiple of ",
+                         kCudnnBackwardSeqMultiple, "; job.attention = \"",
+                         AttentionModeName(attention_mode_),
+                         "\"), else by titan's tiled flash-attention kernels (f32)"),
       "; Float8 GEMM by cuBLASLt FP8 where the GPU has it "
       "(sm_89+), else titan's kernel");
 }

@@ -63,6 +63,8 @@ struct LtMatmul {
 
 struct GemmPlans;       // gemm_plan.h
 struct CudnnAttention;  // cudnn_attention.h
+struct SdpaPlan;        // cudnn_sdpa.h
+enum class SdpaDirection;
 
 class CudaCompute : public Compute {
  public:
@@ -99,13 +101,22 @@ class CudaCompute : public Compute {
   // Runs `call` through cuBLASLt (the heuristic's first algorithm); `kernel` names the caller.
   absl::Status RunLtMatmul(const char* kernel, const LtMatmul& call);
   bool HasFloat8TensorCores() const { return capability_ >= 89; }
-  // Runs the forward through cuDNN when ChooseAttention picks it and cuDNN builds a plan for the
+  // Run the call through cuDNN when ChooseAttention picks it and cuDNN builds a plan for the
   // shape; false (nothing run) where the tiled kernels are to run instead. Ready() has run.
   absl::StatusOr<bool> TryCudnnAttentionForward(const AttentionSpec& spec, const TensorView& q,
                                                 const TensorView& k, const TensorView& v,
                                                 TensorView out, TensorView lse);
+  absl::StatusOr<bool> TryCudnnAttentionBackward(const AttentionSpec& spec, const TensorView& dout,
+                                                 const TensorView& q, const TensorView& k,
+                                                 const TensorView& v, const TensorView& out,
+                                                 const TensorView& lse, TensorView dq,
+                                                 TensorView dk, TensorView dv);
+  // The cached plan of the call, or null where the tiled kernels run (said once on stderr).
+  absl::StatusOr<const SdpaPlan*> CudnnAttentionPlan(SdpaDirection direction,
+                                                     const AttentionSpec& spec);
   // The route of a call, loading cuDNN and creating its handle the first time it is picked.
-  AttentionRoute RouteAttention(const AttentionSpec& spec);
+  AttentionRoute RouteAttention(const AttentionSpec& spec, bool backward);
+  absl::Status CastToBf16(const TensorView& from, void* to, int64_t count, const char* what);
   // Writes `line` to stderr the first time it is asked to for `key`.
   void LogAttentionOnce(const std::string& key, const std::string& line);
 

@@ -659,59 +659,88 @@ void ExpectLseClose(const std::vector<float>& got, const std::vector<float>& wan
   ExpectNear(got, want, 0.0, 5e-2, what);
 }
 
-// Runs the forward of `s` with job.attention = "cudnn" and requires cuDNN to have run it: its
-// log line for the shape (the first call of a shape builds the plan and says which engine).
-void CudnnForward(Compute& gpu, const AttentionSpec& s, Twin& q, Twin& k, Twin& v, Twin& out,
-                  Twin& lse) {
+// Runs `call` and the device's work, returning its status and what the plugin wrote to stderr
+// (also shown, so the device's log of the proof holds what cuDNN said).
+absl::Status RunLogged(Compute& gpu, const std::function<absl::Status()>& call, std::string& log) {
   ::testing::internal::CaptureStderr();
-  absl::Status forward = gpu.AttentionForward(s, q.gpu(), k.gpu(), v.gpu(), out.gpu(), lse.gpu());
-  absl::Status synced = gpu.Synchronize();
-  const std::string log = ::testing::internal::GetCapturedStderr();
-  std::cout << log;  // the device's log of the proof shows what cuDNN said
-  ASSERT_TRUE(forward.ok()) << forward;
-  ASSERT_TRUE(synced.ok()) << synced;
-  EXPECT_NE(log.find("cuda: attention forward by cuDNN "), std::string::npos)
-      << "cuDNN did not run the forward; the plugin said:\n"
-      << log;
+  absl::Status status = call();
+  if (status.ok()) status = gpu.Synchronize();
+  log = ::testing::internal::GetCapturedStderr();
+  std::cout << log;
+  return status;
 }
 
-// cuDNN's forward against the CPU's and the tiled kernels' (f32), then the backward (titan's
-// tiled kernels) from cuDNN's out and log-sum-exps against the CPU's from its own: the chain a
-// bf16 training step runs.
-void CompareCudnnAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32_t seed) {
+// Expects the log to say which attention ran a direction: the first call of a shape says.
+void ExpectRanBy(const std::string& log, const std::string& line) {
+  EXPECT_NE(log.find(line), std::string::npos) << "expected \"" << line << "\"; the plugin said:\n"
+                                               << log;
+}
+
+// Forward and backward of `s` three ways: the CPU (f32), titan's tiled kernels (f32) and
+// job.attention = "cudnn" (bf16 where cuDNN takes the direction), each backward from its own
+// forward's out and log-sum-exps, as a training step runs them. cuDNN's results against both
+// f32 ones at bf16's accuracy; the log must say that cuDNN ran the forward, and the backward
+// where `backward_by_cudnn`. A second backward into the same gradients doubles them (they
+// accumulate, as the kernel table says).
+void CompareCudnnAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32_t seed,
+                           bool backward_by_cudnn = true) {
   SCOPED_TRACE(absl::StrCat("batch ", s.batch, " seq ", s.seq_len, " heads ", s.heads, "/",
                             s.kv_heads, " head_dim ", s.head_dim));
   const int64_t q_size = s.batch * s.seq_len * s.heads * s.head_dim;
   const int64_t kv_size = s.batch * s.kv_len * s.kv_heads * s.head_dim;
   const int64_t rows = s.batch * s.heads * s.seq_len;
   Twin q = F32(Random(q_size, seed), {q_size}), k = F32(Random(kv_size, seed + 1), {kv_size});
-  Twin v = F32(Random(kv_size, seed + 2), {kv_size});
-  Twin out = Zeros(DType::kF32, {q_size}), lse = Zeros(DType::kF32, {rows});
-  ASSERT_TRUE(cpu.AttentionForward(s, q.cpu(), k.cpu(), v.cpu(), out.cpu(), lse.cpu()).ok());
-  SetAttention("tiled");
-  Twin tiled_out = Zeros(DType::kF32, {q_size}), tiled_lse = Zeros(DType::kF32, {rows});
+  Twin v = F32(Random(kv_size, seed + 2), {kv_size}),
+       dout = F32(Random(q_size, seed + 3), {q_size});
+  struct Results {
+    Twin out, lse, dq, dk, dv;
+  };
+  const auto zeros = [&] {
+    return Results{Zeros(DType::kF32, {q_size}), Zeros(DType::kF32, {rows}),
+                   Zeros(DType::kF32, {q_size}), Zeros(DType::kF32, {kv_size}),
+                   Zeros(DType::kF32, {kv_size})};
+  };
+  Results ref = zeros(), tiled = zeros(), cudnn = zeros();
   ASSERT_TRUE(
-      gpu.AttentionForward(s, q.gpu(), k.gpu(), v.gpu(), tiled_out.gpu(), tiled_lse.gpu()).ok());
-  SetAttention("cudnn");
-  CudnnForward(gpu, s, q, k, v, out, lse);
-  if (::testing::Test::HasFatalFailure()) return;
-  ExpectBf16Close(out.Gpu(), out.Cpu(), "out against the cpu");
-  ExpectLseClose(lse.Gpu(), lse.Cpu(), "lse against the cpu");
-  ExpectBf16Close(out.Gpu(), tiled_out.Gpu(), "out against the tiled kernel");
-  ExpectLseClose(lse.Gpu(), tiled_lse.Gpu(), "lse against the tiled kernel");
-
-  Twin dout = F32(Random(q_size, seed + 3), {q_size});
-  Twin dq = Zeros(DType::kF32, {q_size}), dk = Zeros(DType::kF32, {kv_size});
-  Twin dv = Zeros(DType::kF32, {kv_size});
-  ASSERT_TRUE(cpu.AttentionBackward(s, dout.cpu(), q.cpu(), k.cpu(), v.cpu(), out.cpu(), lse.cpu(),
-                                    dq.cpu(), dk.cpu(), dv.cpu())
+      cpu.AttentionForward(s, q.cpu(), k.cpu(), v.cpu(), ref.out.cpu(), ref.lse.cpu()).ok());
+  ASSERT_TRUE(cpu.AttentionBackward(s, dout.cpu(), q.cpu(), k.cpu(), v.cpu(), ref.out.cpu(),
+                                    ref.lse.cpu(), ref.dq.cpu(), ref.dk.cpu(), ref.dv.cpu())
                   .ok());
-  absl::Status backward = gpu.AttentionBackward(s, dout.gpu(), q.gpu(), k.gpu(), v.gpu(), out.gpu(),
-                                                lse.gpu(), dq.gpu(), dk.gpu(), dv.gpu());
-  ASSERT_TRUE(backward.ok()) << backward;
-  ExpectBf16Close(dq.Gpu(), dq.Cpu(), "dq against the cpu", 5e-2, 5e-3);
-  ExpectBf16Close(dk.Gpu(), dk.Cpu(), "dk against the cpu", 5e-2, 5e-3);
-  ExpectBf16Close(dv.Gpu(), dv.Cpu(), "dv against the cpu", 5e-2, 5e-3);
+  const auto forward = [&](Results& r) {
+    return gpu.AttentionForward(s, q.gpu(), k.gpu(), v.gpu(), r.out.gpu(), r.lse.gpu());
+  };
+  const auto backward = [&](Results& r) {
+    return gpu.AttentionBackward(s, dout.gpu(), q.gpu(), k.gpu(), v.gpu(), r.out.gpu(), r.lse.gpu(),
+                                 r.dq.gpu(), r.dk.gpu(), r.dv.gpu());
+  };
+  SetAttention("tiled");
+  ASSERT_TRUE(forward(tiled).ok());
+  ASSERT_TRUE(backward(tiled).ok());
+  SetAttention("cudnn");
+  std::string log;
+  absl::Status status = RunLogged(
+      gpu, [&] { return forward(cudnn); }, log);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectRanBy(log, "cuda: attention forward by cuDNN ");
+  status = RunLogged(
+      gpu, [&] { return backward(cudnn); }, log);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectRanBy(log, backward_by_cudnn ? "cuda: attention backward by cuDNN "
+                                     : "cuda: attention backward by titan's tiled f32 kernels");
+  for (Results* want : {&ref, &tiled}) {
+    const std::string against = want == &ref ? " against the cpu" : " against the tiled kernel";
+    const auto reference = [&](const Twin& x) { return want == &ref ? x.Cpu() : x.Gpu(); };
+    ExpectBf16Close(cudnn.out.Gpu(), reference(want->out), "out" + against);
+    ExpectLseClose(cudnn.lse.Gpu(), reference(want->lse), "lse" + against);
+    ExpectBf16Close(cudnn.dq.Gpu(), reference(want->dq), "dq" + against, 5e-2, 5e-3);
+    ExpectBf16Close(cudnn.dk.Gpu(), reference(want->dk), "dk" + against, 5e-2, 5e-3);
+    ExpectBf16Close(cudnn.dv.Gpu(), reference(want->dv), "dv" + against, 5e-2, 5e-3);
+  }
+  const std::vector<float> once = cudnn.dk.Gpu();
+  ASSERT_TRUE(backward(cudnn).ok());
+  std::vector<float> twice = once;
+  for (float& x : twice) x *= 2;
+  ExpectBf16Close(cudnn.dk.Gpu(), twice, "dk after a second backward", 1e-2, 1e-3);
 }
 
 // GQA (4 heads on 2) and plain multi-head, head_dim 64 and 128, seq 128 and 512, batch 2.
@@ -729,21 +758,33 @@ TEST_F(CudaComputeTest, CudnnAttentionMatchesTheCpuAndTheTiledKernelInBf16) {
   }
 }
 
-// A shape cuDNN is not given (head_dim 20, not a multiple of 8) runs in the tiled kernels, which
-// hold their f32 accuracy, and the log says so once, with the reason.
+// Shapes cuDNN is not given run in the tiled kernels, and the log says so once, with the reason:
+// head_dim 20 (not a multiple of 8) both ways, at the tiled kernels' f32 accuracy; seq_len 64 the
+// backward only (cuDNN's forward, the tiled backward from its out and log-sum-exps); a
+// context-parallel chunk (queries at an offset against other keys).
 TEST_F(CudaComputeTest, CudnnAttentionFallsBackToTheTiledKernelAndSaysWhy) {
   SetAttention("cudnn");
-  const AttentionSpec s{
-      .batch = 2, .seq_len = 48, .kv_len = 48, .heads = 4, .kv_heads = 2, .head_dim = 20};
-  ::testing::internal::CaptureStderr();
-  CompareAttention(cpu_, *gpu_, s, 760);
-  const std::string log = ::testing::internal::GetCapturedStderr();
-  std::cout << log;
-  EXPECT_NE(log.find("cuda: attention forward by titan's tiled f32 kernels: head_dim 20 (cuDNN's "
-                     "takes multiples of 8 up to 128)"),
-            std::string::npos)
-      << log;
-  // A context-parallel chunk (queries at an offset against other keys) too.
+  std::string log;
+  absl::Status status = RunLogged(
+      *gpu_,
+      [&] {
+        CompareAttention(
+            cpu_, *gpu_,
+            {.batch = 2, .seq_len = 48, .kv_len = 48, .heads = 4, .kv_heads = 2, .head_dim = 20},
+            760);
+        return absl::OkStatus();
+      },
+      log);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectRanBy(log,
+              "cuda: attention forward by titan's tiled f32 kernels: head_dim 20 (cuDNN's "
+              "takes multiples of 8 up to 128)");
+  ExpectRanBy(log, "cuda: attention backward by titan's tiled f32 kernels: head_dim 20");
+  CompareCudnnAttention(
+      cpu_, *gpu_,
+      {.batch = 2, .seq_len = 64, .kv_len = 64, .heads = 4, .kv_heads = 2, .head_dim = 64}, 765,
+      /*backward_by_cudnn=*/false);
+  SetAttention("cudnn");
   CompareAttention(cpu_, *gpu_,
                    {.batch = 1,
                     .seq_len = 64,

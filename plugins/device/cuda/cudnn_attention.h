@@ -4,6 +4,7 @@
 #ifndef TITAN_PLUGINS_DEVICE_CUDA_CUDNN_ATTENTION_H_
 #define TITAN_PLUGINS_DEVICE_CUDA_CUDNN_ATTENTION_H_
 
+#include <memory>
 #include <set>
 #include <string>
 
@@ -19,6 +20,7 @@ struct CudnnAttention {
   CudnnAttention& operator=(const CudnnAttention&) = delete;
   ~CudnnAttention() {
     forward_plans.reset();  // the plans before the handle they were built with
+    backward_plans.reset();
     if (handle != nullptr) cudnn->Destroy(handle);
   }
 
@@ -26,8 +28,9 @@ struct CudnnAttention {
   cudnnHandle_t handle = nullptr;
   // Plans by shape; a shape cuDNN refused is remembered, so it is asked once. A few shapes a run
   // (generation adds one per length).
-  using ForwardPlans = PlanCache<SdpaForwardPlan, SdpaShape, SdpaShapeHash>;
-  std::unique_ptr<ForwardPlans> forward_plans = std::make_unique<ForwardPlans>(64);
+  using Plans = PlanCache<SdpaPlan, SdpaShape, SdpaShapeHash>;
+  std::unique_ptr<Plans> forward_plans = std::make_unique<Plans>(64);
+  std::unique_ptr<Plans> backward_plans = std::make_unique<Plans>(64);
   std::set<std::string> logged;
 };
 

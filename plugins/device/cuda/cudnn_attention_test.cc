@@ -31,18 +31,21 @@ TEST(CudnnLibrary, VersionsReadAsMajorMinorPatch) {
   EXPECT_EQ(CudnnVersionText(90100), "9.1.0");
 }
 
-// Every tensor and operation of the forward graph finalizes (cuDNN checks their attributes,
-// types and shapes against each other without a device), for the shapes the GPU tests run.
-TEST(CudnnSdpaGraph, EveryForwardOperationFinalizesWithoutADevice) {
+// Every tensor and operation of both graphs finalizes (cuDNN checks their attributes, types and
+// shapes against each other without a device), for the shapes the GPU tests run and the 1B
+// flavor's, grouped-query and not.
+TEST(CudnnSdpaGraph, EveryOperationFinalizesWithoutADevice) {
   absl::StatusOr<const Cudnn*> cudnn = LoadCudnn();
   ASSERT_TRUE(cudnn.ok()) << cudnn.status();
-  for (const SdpaShape& shape :
-       {SdpaShape{2, 128, 4, 2, 64}, SdpaShape{2, 512, 4, 4, 128}, SdpaShape{4, 2048, 32, 8, 64}}) {
-    absl::Status built = BuildSdpaForwardOperations(**cudnn, shape);
-    EXPECT_TRUE(built.ok()) << built;
+  for (SdpaDirection direction : {SdpaDirection::kForward, SdpaDirection::kBackward}) {
+    for (const SdpaShape& shape : {SdpaShape{2, 128, 4, 2, 64}, SdpaShape{2, 512, 4, 4, 128},
+                                   SdpaShape{4, 2048, 32, 8, 64}}) {
+      absl::Status built = BuildSdpaOperations(**cudnn, direction, shape);
+      EXPECT_TRUE(built.ok()) << built;
+    }
+    absl::Status wrong = BuildSdpaOperations(**cudnn, direction, SdpaShape{2, 128, 3, 2, 64});
+    EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument) << wrong;
   }
-  absl::Status wrong = BuildSdpaForwardOperations(**cudnn, SdpaShape{2, 128, 3, 2, 64});
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument) << wrong;
 }
 
 TEST(AttentionMode, ParsesTheKeysValuesAndNamesAWrongOne) {

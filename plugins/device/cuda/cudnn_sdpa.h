@@ -50,39 +50,62 @@ class CudnnDescriptor {
   cudnnBackendDescriptor_t descriptor_;
 };
 
-// A finalized execution plan of the forward graph and the workspace it asks for. The plan is
-// kept with every descriptor it was built from.
-struct SdpaForwardPlan {
+enum class SdpaDirection { kForward, kBackward };
+
+// A finalized execution plan of one graph and the workspace it asks for. The plan is kept with
+// every descriptor it was built from.
+struct SdpaPlan {
+  SdpaDirection direction = SdpaDirection::kForward;
   SdpaShape shape;
-  std::vector<CudnnDescriptor> descriptors;  // the graph's, the plan last
+  std::vector<CudnnDescriptor> descriptors;  // the graph's, the plan's among them
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t workspace_bytes = 0;
   int64_t engine = -1;  // the engine configuration's index in the heuristic's list
 };
 
-// Builds and finalizes the forward plan: out = softmax(scale q k^T, causal) v with stats saved,
-// on the first engine configuration of cuDNN's heuristic (mode A) that finalizes. The error
-// names the step, the descriptor and the attribute that failed, with cuDNN's status and message;
-// an Unimplemented error means cuDNN has no engine for the shape (the caller falls back).
-absl::StatusOr<SdpaForwardPlan> BuildSdpaForwardPlan(const Cudnn& cudnn, cudnnHandle_t handle,
-                                                     const SdpaShape& shape);
+// Builds and finalizes the plan of a direction's graph on the first engine configuration of
+// cuDNN's heuristic (mode A) that finalizes:
+//   forward:  out = softmax(scale q k^T, causal) v, stats = each row's log-sum-exp;
+//   backward: dq, dk, dv of that from dout, out and stats (P recomputed, no dropout).
+// The error names the step, the descriptor and the attribute that failed, with cuDNN's status
+// and message; Unimplemented means no engine takes the graph.
+absl::StatusOr<SdpaPlan> BuildSdpaPlan(const Cudnn& cudnn, cudnnHandle_t handle,
+                                       SdpaDirection direction, const SdpaShape& shape);
 
-// Builds and finalizes every tensor and operation descriptor of the forward graph, which needs
-// no device (the operation graph and the plan do): the host test's check of the graph.
-absl::Status BuildSdpaForwardOperations(const Cudnn& cudnn, const SdpaShape& shape);
+// Builds and finalizes every tensor and operation descriptor of the graph, which needs no device
+// (the operation graph and the plan do): the host test's check of the graph.
+absl::Status BuildSdpaOperations(const Cudnn& cudnn, SdpaDirection direction,
+                                 const SdpaShape& shape);
 
+// Device pointers, 16-byte aligned; q, k, v, out and their gradients bf16, the rest f32.
 struct SdpaForwardOperands {
-  const void* q;  // bf16
-  const void* k;  // bf16
-  const void* v;  // bf16
-  void* out;      // bf16
-  float* stats;   // f32, 16-byte aligned
-  void* workspace;
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* stats;
+  void* workspace;  // plan.workspace_bytes
+};
+struct SdpaBackwardOperands {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* out;
+  const float* stats;
+  const void* dout;
+  void* dq;  // written, not accumulated (so are dk and dv)
+  void* dk;
+  void* dv;
+  float* softmax_sum;     // [batch, heads, seq]: scratch of the graph's
+  float* dq_accumulator;  // [batch, heads, seq, head_dim]: scratch, zeroed before the call
+  void* workspace;        // plan.workspace_bytes
 };
 
-// Enqueues the plan on the handle's stream; the error names cuDNN's status and message.
-absl::Status ExecuteSdpaForward(const Cudnn& cudnn, cudnnHandle_t handle,
-                                const SdpaForwardPlan& plan, const SdpaForwardOperands& operands);
+// Enqueue the plan on the handle's stream; the error names cuDNN's status and message.
+absl::Status ExecuteSdpaForward(const Cudnn& cudnn, cudnnHandle_t handle, const SdpaPlan& plan,
+                                const SdpaForwardOperands& operands);
+absl::Status ExecuteSdpaBackward(const Cudnn& cudnn, cudnnHandle_t handle, const SdpaPlan& plan,
+                                 const SdpaBackwardOperands& operands);
 
 }  // namespace titan::cuda
 
