@@ -535,6 +535,10 @@ absl::Status Execute(const Cudnn& cudnn, cudnnHandle_t handle, const SdpaPlan& p
   GraphBuilder g(cudnn, plan.direction == SdpaDirection::kForward ? "SDPA forward execution"
                                                                   : "SDPA backward execution");
   const std::string name = "the variant pack";
+  if (uids.size() != pointers.size()) {
+    return absl::InternalError(absl::StrCat("cuDNN SDPA: ", uids.size(), " tensor ids but ",
+                                            pointers.size(), " pointers for the variant pack"));
+  }
   const auto count = static_cast<int64_t>(uids.size());
   TITAN_ASSIGN_OR_RETURN(Desc pack, g.Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, name));
   TITAN_RETURN_IF_ERROR(g.TITAN_CUDNN_SET(pack, name, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
