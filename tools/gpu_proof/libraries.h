@@ -10,9 +10,10 @@
 
 namespace titan::gpu_proof {
 
-// The libraries searched for, by soname.
-inline const std::vector<std::string> kCudaLibraries = {"libcublasLt.so.13", "libnccl.so.2",
-                                                        "libcudnn.so.9"};
+// The libraries searched for, by soname. cuDNN's runtime-compiled engines (among its fused
+// attention's) dlopen NVRTC of the CUDA major cuDNN was built for, 13 or 12.
+inline const std::vector<std::string> kCudaLibraries = {
+    "libcublasLt.so.13", "libnccl.so.2", "libcudnn.so.9", "libnvrtc.so.13", "libnvrtc.so.12"};
 
 // Where to look, in order. Patterns may hold glob wildcards.
 struct SearchRoots {

@@ -64,12 +64,15 @@ TEST_F(LibrariesTest, CandidateFoldersInSearchOrderThatExist) {
 
 TEST_F(LibrariesTest, FindsEachLibraryByItsRealPathAndTheFoldersToPrepend) {
   LibrarySearch search = FindLibraries(kCudaLibraries, CandidateFolders(Roots()));
-  ASSERT_EQ(search.libraries.size(), 3u);
+  ASSERT_EQ(search.libraries.size(), 5u);
   EXPECT_EQ(search.libraries[0].name, "libcublasLt.so.13");
   EXPECT_EQ(search.libraries[0].path,
             fs::canonical(Path("py/lib/python3.12/site-packages/nvidia/cublas/lib/"
                                "libcublasLt.so.13.1.0.3"))
                 .string());
+  // NVRTC is in none of these places: reported as not found, no folder added for it.
+  EXPECT_EQ(search.libraries[3].name, "libnvrtc.so.13");
+  EXPECT_TRUE(search.libraries[3].path.empty());
   // The toolkit's NCCL comes before the dist-packages one.
   EXPECT_EQ(search.libraries[1].path, fs::canonical(Path("cuda/lib64/libnccl.so.2")).string());
   EXPECT_THAT(

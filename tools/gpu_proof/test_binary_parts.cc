@@ -60,7 +60,7 @@ PartOutcome RunTestBinaries(const Context& context, const std::vector<std::strin
 
 PartOutcome KernelsPart(const Context& context) {
   return RunTestBinaries(context, {"titan_cuda_device_test", "titan_cuda_compute_test",
-                                   "titan_cublaslt_library_test"});
+                                   "titan_cublaslt_library_test", "titan_cudnn_attention_test"});
 }
 
 PartOutcome NcclPart(const Context& context) {

@@ -1,54 +1,23 @@
 #include "cublaslt_library.h"
 
-#include <dlfcn.h>
-#include <link.h>
-
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
+#include "cuda_library_loader.h"
 
 namespace titan::cuda {
 namespace {
 
-template <typename Function>
-absl::Status Bind(void* library, const char* what, const char* name, Function* function) {
-  void* symbol = dlsym(library, name);
-  if (symbol == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cuda: ", what, " lacks ", name, " (", dlerror(), ")"));
-  }
-  *function = reinterpret_cast<Function>(symbol);
-  return absl::OkStatus();
-}
+constexpr char kCublasHint[] =
+    "install the CUDA toolkit's cuBLAS or put its folder on LD_LIBRARY_PATH";
 
-// dlopens lib<stem>.so.<cuBLAS major> from the loader's path or /usr/local/cuda/lib64 and says on
-// stderr which file it loaded; `file` receives its path.
-absl::StatusOr<void*> Open(const char* stem, const char* what, const char* needed_by,
-                           std::string& file) {
-  const std::string name = absl::StrCat("lib", stem, ".so.", CUBLAS_VER_MAJOR);
-  std::string errors;
-  void* library = nullptr;
-  for (const std::string& path : {name, absl::StrCat("/usr/local/cuda/lib64/", name)}) {
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) break;
-    absl::StrAppend(&errors, errors.empty() ? "" : "; ", dlerror());
-  }
-  if (library == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cuda: cannot load ", what, ", which ", needed_by, " need (", errors,
-                     "); install the CUDA toolkit's cuBLAS or put its folder on LD_LIBRARY_PATH"));
-  }
-  struct link_map* map = nullptr;
-  file = dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr ? map->l_name : name;
-  std::fprintf(stderr, "cuda: %s from %s\n", what, file.c_str());
-  return library;  // stays loaded until the process exits, as the plugin does
-}
+// lib<stem>.so.<the cuBLAS major of the headers built against>.
+std::string Soname(const char* stem) { return absl::StrCat("lib", stem, ".so.", CUBLAS_VER_MAJOR); }
 
 absl::StatusOr<CublasLt> LoadLt() {
   CublasLt lt;
-  TITAN_ASSIGN_OR_RETURN(void* library, Open("cublasLt", "cuBLASLt", "the GEMMs", lt.file));
+  TITAN_ASSIGN_OR_RETURN(void* library, OpenCudaLibrary(Soname("cublasLt"), "cuBLASLt", "the GEMMs",
+                                                        kCublasHint, lt.file));
 #define TITAN_CUBLASLT_BIND(name) \
-  TITAN_RETURN_IF_ERROR(Bind(library, "cuBLASLt", "cublasLt" #name, &lt.name));
+  TITAN_RETURN_IF_ERROR(BindCudaFunction(library, "cuBLASLt", "cublasLt" #name, &lt.name));
   TITAN_CUBLASLT_FUNCTIONS(TITAN_CUBLASLT_BIND)
 #undef TITAN_CUBLASLT_BIND
   return lt;
@@ -56,9 +25,11 @@ absl::StatusOr<CublasLt> LoadLt() {
 
 absl::StatusOr<Cublas> LoadBlas() {
   Cublas blas;
-  TITAN_ASSIGN_OR_RETURN(void* library, Open("cublas", "cuBLAS", "the grouped GEMMs", blas.file));
+  TITAN_ASSIGN_OR_RETURN(
+      void* library,
+      OpenCudaLibrary(Soname("cublas"), "cuBLAS", "the grouped GEMMs", kCublasHint, blas.file));
 #define TITAN_CUBLAS_BIND(name) \
-  TITAN_RETURN_IF_ERROR(Bind(library, "cuBLAS", "cublas" #name, &blas.name));
+  TITAN_RETURN_IF_ERROR(BindCudaFunction(library, "cuBLAS", "cublas" #name, &blas.name));
   TITAN_CUBLAS_FUNCTIONS(TITAN_CUBLAS_BIND)
 #undef TITAN_CUBLAS_BIND
   return blas;

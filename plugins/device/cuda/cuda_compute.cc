@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cuda_status.h"
+#include "cudnn_attention.h"
 #include "gemm_plan.h"
 #include "operands.h"
 
@@ -46,6 +47,7 @@ CudaCompute::CudaCompute() = default;
 CudaCompute::~CudaCompute() {
   // At process exit the runtime may be gone already; its errors then are of no consequence.
   gemm_plans_.reset();
+  cudnn_attention_.reset();
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (lt_ != nullptr) cublas_->Destroy(lt_);
   if (blas_handle_ != nullptr) blas_->Destroy_v2(blas_handle_);
@@ -85,6 +87,7 @@ absl::Status CudaCompute::Ready() {
   TITAN_ASSIGN_OR_RETURN(cublas_, LoadCublasLt());
   TITAN_RETURN_IF_ERROR(CheckCublas(cublas_->Create(&lt_), "cublasLtCreate"));
   gemm_plans_ = std::make_unique<GemmPlans>();
+  cudnn_attention_ = std::make_unique<CudnnAttention>();
   TITAN_RETURN_IF_ERROR(CheckAllocation(cudaMalloc(&workspace_, kWorkspaceBytes),
                                         "the cuBLASLt workspace", kWorkspaceBytes));
   ordinal_ = ordinal;
@@ -99,9 +102,17 @@ std::string CudaCompute::Describe() const {
       "cuda: ", ready_ ? name_ : DeviceName(), "; f32 GEMM by cuBLASLt with TF32 ",
       allow_tf32_ ? "allowed" : "off",
       "; bf16 GEMM by cuBLASLt with f32 accumulation; grouped GEMMs by cuBLAS",
-      grouped_bf16_ ? "" : " (bf16 ones group by group through cuBLASLt)",
-      "; attention by titan's "
-      "tiled flash-attention kernels (f32); Float8 GEMM by cuBLASLt FP8 where the GPU has it "
+      grouped_bf16_ ? "" : " (bf16 ones group by group through cuBLASLt)", "; attention ",
+      attention_mode_ == AttentionMode::kTiled
+          ? "by titan's tiled flash-attention kernels (f32; job.attention = \"tiled\")"
+          : absl::StrCat("by cuDNN's fused flash attention in bf16 where it applies",
+                         attention_mode_ == AttentionMode::kAuto ? " in a bf16 run" : "",
+                         " (sm_80+, causal self-attention, head_dim a multiple of 8 up to ",
+                         kCudnnMaxHeadDim, ", the backward's seq_len a multiple of ",
+                         kCudnnBackwardSeqMultiple, "; job.attention = \"",
+                         AttentionModeName(attention_mode_),
+                         "\"), else by titan's tiled flash-attention kernels (f32)"),
+      "; Float8 GEMM by cuBLASLt FP8 where the GPU has it "
       "(sm_89+), else titan's kernel");
 }
 

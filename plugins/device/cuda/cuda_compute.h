@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "attention_route.h"
 #include "cublaslt_library.h"
 #include "titan/compute.h"
 
@@ -60,7 +61,10 @@ struct LtMatmul {
   bool outer_vector_scales = false;
 };
 
-struct GemmPlans;  // gemm_plan.h
+struct GemmPlans;       // gemm_plan.h
+struct CudnnAttention;  // cudnn_attention.h
+struct SdpaPlan;        // cudnn_sdpa.h
+enum class SdpaDirection;
 
 class CudaCompute : public Compute {
  public:
@@ -71,6 +75,8 @@ class CudaCompute : public Compute {
 
   // The recipe's `tf32` key: f32 GEMMs may use TF32 tensor cores.
   void set_allow_tf32(bool allow) { allow_tf32_ = allow; }
+  // The recipe's `attention` key (attention_route.h).
+  void set_attention_mode(AttentionMode mode) { attention_mode_ = mode; }
 
   Device device() const override { return Device{DeviceType::kCuda, 0}; }
   std::string Describe() const override;
@@ -95,10 +101,31 @@ class CudaCompute : public Compute {
   // Runs `call` through cuBLASLt (the heuristic's first algorithm); `kernel` names the caller.
   absl::Status RunLtMatmul(const char* kernel, const LtMatmul& call);
   bool HasFloat8TensorCores() const { return capability_ >= 89; }
+  // Run the call through cuDNN when ChooseAttention picks it and cuDNN builds a plan for the
+  // shape; false (nothing run) where the tiled kernels are to run instead. Ready() has run.
+  absl::StatusOr<bool> TryCudnnAttentionForward(const AttentionSpec& spec, const TensorView& q,
+                                                const TensorView& k, const TensorView& v,
+                                                TensorView out, TensorView lse);
+  absl::StatusOr<bool> TryCudnnAttentionBackward(const AttentionSpec& spec, const TensorView& dout,
+                                                 const TensorView& q, const TensorView& k,
+                                                 const TensorView& v, const TensorView& out,
+                                                 const TensorView& lse, TensorView dq,
+                                                 TensorView dk, TensorView dv);
+  // The cached plan of the call, or null where the tiled kernels run (said once on stderr).
+  absl::StatusOr<const SdpaPlan*> CudnnAttentionPlan(SdpaDirection direction,
+                                                     const AttentionSpec& spec);
+  // The route of a call, loading cuDNN and creating its handle the first time it is picked.
+  AttentionRoute RouteAttention(const AttentionSpec& spec, bool backward);
+  absl::Status CastToBf16(const TensorView& from, void* to, int64_t count, const char* what);
+  // Writes `line` to stderr the first time it is asked to for `key`.
+  void LogAttentionOnce(const std::string& key, const std::string& line);
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's, as PyTorch's on Hopper
 
   bool allow_tf32_ = false;
+  AttentionMode attention_mode_ = AttentionMode::kAuto;
+  bool bf16_gemms_ = false;  // a bf16 GEMM has run: a bf16 run, for AttentionMode::kAuto
+  int bf16_run_ = -1;        // kAuto's decision, taken at the first attention: -1 not yet, 0, 1
   bool ready_ = false;
   cudaStream_t stream_ = nullptr;
   const CublasLt* cublas_ = nullptr;  // loaded by Ready()
@@ -107,6 +134,7 @@ class CudaCompute : public Compute {
   cublasHandle_t blas_handle_ = nullptr;
   bool grouped_bf16_ = true;               // until cuBLAS refuses bf16 operands into f32 c
   std::unique_ptr<GemmPlans> gemm_plans_;  // cuBLASLt plans by problem, kept across calls
+  std::unique_ptr<CudnnAttention> cudnn_attention_;  // made by Ready(); cuDNN loaded on first use
   void* workspace_ = nullptr;
   int ordinal_ = 0;     // the device the first call found selected
   int capability_ = 0;  // major * 10 + minor

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <random>
@@ -132,6 +133,12 @@ Twin Zeros(DType dtype, std::vector<int64_t> shape) {
   return Twin(dtype, std::move(shape), zeros.data());
 }
 
+// The cuda device's job.attention ("auto", "cudnn" or "tiled").
+void SetAttention(const std::string& mode) {
+  ASSERT_TRUE(
+      CudaDevicePlugin().Configure(ConfigView("job", {{"attention", {mode, "test"}}})).ok());
+}
+
 class CudaComputeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,6 +149,9 @@ class CudaComputeTest : public ::testing::Test {
     ASSERT_TRUE(CudaDevicePlugin().Select(0).ok());
     gpu_ = CudaDevicePlugin().compute();
     ASSERT_NE(gpu_, nullptr);
+    // Titan's own attention kernels unless a test asks for cuDNN's (the f32 comparisons below
+    // hold for them); job.attention's default, "auto", would pick by the GEMMs run before.
+    SetAttention("tiled");
   }
   Compute& cpu_ = CpuCompute::Get();
   Compute* gpu_ = nullptr;
@@ -181,7 +191,7 @@ TEST(CudaComputeWithoutGpu, TheFirstCallExplainsThatThereIsNoDevice) {
 TEST(CudaComputeWithoutGpu, TheTf32KeyAllowsTf32GemmsAndDefaultsToOff) {
   DevicePlugin& device = CudaDevicePlugin();
   const std::vector<ConfigKey> keys = device.ConfigKeys();
-  ASSERT_EQ(keys.size(), 1u);
+  ASSERT_EQ(keys.size(), 2u);
   EXPECT_EQ(keys[0].name, "tf32");
   EXPECT_EQ(std::get<bool>(*keys[0].default_value), false);
   EXPECT_NE(device.compute()->Describe().find("TF32 off"), std::string::npos);
@@ -189,6 +199,33 @@ TEST(CudaComputeWithoutGpu, TheTf32KeyAllowsTf32GemmsAndDefaultsToOff) {
   EXPECT_NE(device.compute()->Describe().find("TF32 allowed"), std::string::npos);
   ASSERT_TRUE(device.Configure(ConfigView("job", {{"tf32", {false, "default"}}})).ok());
   EXPECT_NE(device.compute()->Describe().find("TF32 off"), std::string::npos);
+}
+
+// job.attention: auto by default; the Describe line names the choice; a wrong value is refused
+// naming where it was set.
+TEST(CudaComputeWithoutGpu, TheAttentionKeyChoosesCudnnOrTheTiledKernels) {
+  DevicePlugin& device = CudaDevicePlugin();
+  const std::vector<ConfigKey> keys = device.ConfigKeys();
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[1].name, "attention");
+  EXPECT_EQ(std::get<std::string>(*keys[1].default_value), "auto");
+  EXPECT_EQ(keys[1].choices, (std::vector<std::string>{"auto", "cudnn", "tiled"}));
+  const auto set = [&](const std::string& value) {
+    return device.Configure(ConfigView("job", {{"attention", {value, "recipe.toml:4:1"}}}));
+  };
+  ASSERT_TRUE(set("auto").ok());
+  EXPECT_NE(device.compute()->Describe().find("cuDNN's fused flash attention in bf16 where it "
+                                              "applies in a bf16 run"),
+            std::string::npos)
+      << device.compute()->Describe();
+  ASSERT_TRUE(set("tiled").ok());
+  EXPECT_NE(device.compute()->Describe().find("job.attention = \"tiled\""), std::string::npos)
+      << device.compute()->Describe();
+  absl::Status wrong = set("flash");
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("recipe.toml:4:1: job.attention: \"flash\""), std::string::npos)
+      << wrong;
+  ASSERT_TRUE(set("auto").ok());
 }
 
 // Both computes check their operands through titan/compute_operands.h before they need a device,
@@ -588,6 +625,176 @@ TEST_F(CudaComputeTest, AttentionBackwardRepeatsBitForBit) {
     runs.push_back(std::move(all));
   }
   EXPECT_EQ(runs[0], runs[1]);
+}
+
+// cuDNN's fused attention in bf16 against f32 references. Its operands are q, k and v rounded to
+// bf16 (a relative 2^-9) and its probabilities are bf16 before P v, so each result is held to
+// bf16's accuracy: out's largest error at most 2e-2 of the largest |reference| (about five bf16
+// steps of it) and its mean error at most 2e-3 of it; the gradients, which the tiled backward
+// computes from cuDNN's out and log-sum-exps, 5e-2 and 5e-3. A wrong layout, mask or scale is off
+// by the order of the values themselves. The log-sum-exps (f32 on both sides, from bf16 scores):
+// within 5e-2 absolutely.
+void ExpectBf16Close(const std::vector<float>& got, const std::vector<float>& want,
+                     const std::string& what, double largest_error = 2e-2,
+                     double mean_error = 2e-3) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double largest = 0, worst = 0, total = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    largest = std::max(largest, std::fabs(static_cast<double>(want[i])));
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(error <= worst)) worst = error, worst_at = i;  // NaN counts as the worst
+    total += error;
+  }
+  const double mean = total / std::max<size_t>(want.size(), 1);
+  EXPECT_LE(worst, largest_error * largest)
+      << what << ": largest error " << worst << " at " << worst_at << " (got " << got[worst_at]
+      << ", want " << want[worst_at] << "), largest |reference| " << largest;
+  EXPECT_LE(mean, mean_error * largest)
+      << what << ": mean error " << mean << ", largest |reference| " << largest;
+}
+
+void ExpectLseClose(const std::vector<float>& got, const std::vector<float>& want,
+                    const std::string& what) {
+  ExpectNear(got, want, 0.0, 5e-2, what);
+}
+
+// Runs `call` and the device's work, returning its status and what the plugin wrote to stderr
+// (also shown, so the device's log of the proof holds what cuDNN said).
+absl::Status RunLogged(Compute& gpu, const std::function<absl::Status()>& call, std::string& log) {
+  ::testing::internal::CaptureStderr();
+  absl::Status status = call();
+  if (status.ok()) status = gpu.Synchronize();
+  log = ::testing::internal::GetCapturedStderr();
+  std::cout << log;
+  return status;
+}
+
+// Expects the log to say which attention ran a direction: the first call of a shape says.
+void ExpectRanBy(const std::string& log, const std::string& line) {
+  EXPECT_NE(log.find(line), std::string::npos) << "expected \"" << line << "\"; the plugin said:\n"
+                                               << log;
+}
+
+// Forward and backward of `s` three ways: the CPU (f32), titan's tiled kernels (f32) and
+// job.attention = "cudnn" (bf16 where cuDNN takes the direction), each backward from its own
+// forward's out and log-sum-exps, as a training step runs them. cuDNN's results against both
+// f32 ones at bf16's accuracy; the log must say that cuDNN ran the forward, and the backward
+// where `backward_by_cudnn`. A second backward into the same gradients doubles them (they
+// accumulate, as the kernel table says).
+void CompareCudnnAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32_t seed,
+                           bool backward_by_cudnn = true) {
+  SCOPED_TRACE(absl::StrCat("batch ", s.batch, " seq ", s.seq_len, " heads ", s.heads, "/",
+                            s.kv_heads, " head_dim ", s.head_dim));
+  const int64_t q_size = s.batch * s.seq_len * s.heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+  const int64_t rows = s.batch * s.heads * s.seq_len;
+  Twin q = F32(Random(q_size, seed), {q_size}), k = F32(Random(kv_size, seed + 1), {kv_size});
+  Twin v = F32(Random(kv_size, seed + 2), {kv_size}),
+       dout = F32(Random(q_size, seed + 3), {q_size});
+  struct Results {
+    Twin out, lse, dq, dk, dv;
+  };
+  const auto zeros = [&] {
+    return Results{Zeros(DType::kF32, {q_size}), Zeros(DType::kF32, {rows}),
+                   Zeros(DType::kF32, {q_size}), Zeros(DType::kF32, {kv_size}),
+                   Zeros(DType::kF32, {kv_size})};
+  };
+  Results ref = zeros(), tiled = zeros(), cudnn = zeros();
+  ASSERT_TRUE(
+      cpu.AttentionForward(s, q.cpu(), k.cpu(), v.cpu(), ref.out.cpu(), ref.lse.cpu()).ok());
+  ASSERT_TRUE(cpu.AttentionBackward(s, dout.cpu(), q.cpu(), k.cpu(), v.cpu(), ref.out.cpu(),
+                                    ref.lse.cpu(), ref.dq.cpu(), ref.dk.cpu(), ref.dv.cpu())
+                  .ok());
+  const auto forward = [&](Results& r) {
+    return gpu.AttentionForward(s, q.gpu(), k.gpu(), v.gpu(), r.out.gpu(), r.lse.gpu());
+  };
+  const auto backward = [&](Results& r) {
+    return gpu.AttentionBackward(s, dout.gpu(), q.gpu(), k.gpu(), v.gpu(), r.out.gpu(), r.lse.gpu(),
+                                 r.dq.gpu(), r.dk.gpu(), r.dv.gpu());
+  };
+  SetAttention("tiled");
+  ASSERT_TRUE(forward(tiled).ok());
+  ASSERT_TRUE(backward(tiled).ok());
+  SetAttention("cudnn");
+  std::string log;
+  absl::Status status = RunLogged(
+      gpu, [&] { return forward(cudnn); }, log);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectRanBy(log, "cuda: attention forward by cuDNN ");
+  status = RunLogged(
+      gpu, [&] { return backward(cudnn); }, log);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectRanBy(log, backward_by_cudnn ? "cuda: attention backward by cuDNN "
+                                     : "cuda: attention backward by titan's tiled f32 kernels");
+  for (Results* want : {&ref, &tiled}) {
+    const std::string against = want == &ref ? " against the cpu" : " against the tiled kernel";
+    const auto reference = [&](const Twin& x) { return want == &ref ? x.Cpu() : x.Gpu(); };
+    ExpectBf16Close(cudnn.out.Gpu(), reference(want->out), "out" + against);
+    ExpectLseClose(cudnn.lse.Gpu(), reference(want->lse), "lse" + against);
+    ExpectBf16Close(cudnn.dq.Gpu(), reference(want->dq), "dq" + against, 5e-2, 5e-3);
+    ExpectBf16Close(cudnn.dk.Gpu(), reference(want->dk), "dk" + against, 5e-2, 5e-3);
+    ExpectBf16Close(cudnn.dv.Gpu(), reference(want->dv), "dv" + against, 5e-2, 5e-3);
+  }
+  const std::vector<float> once = cudnn.dk.Gpu();
+  ASSERT_TRUE(backward(cudnn).ok());
+  std::vector<float> twice = once;
+  for (float& x : twice) x *= 2;
+  ExpectBf16Close(cudnn.dk.Gpu(), twice, "dk after a second backward", 1e-2, 1e-3);
+}
+
+// GQA (4 heads on 2) and plain multi-head, head_dim 64 and 128, seq 128 and 512, batch 2.
+TEST_F(CudaComputeTest, CudnnAttentionMatchesTheCpuAndTheTiledKernelInBf16) {
+  const AttentionSpec specs[] = {
+      {.batch = 2, .seq_len = 128, .kv_len = 128, .heads = 4, .kv_heads = 2, .head_dim = 64},
+      {.batch = 2, .seq_len = 128, .kv_len = 128, .heads = 4, .kv_heads = 2, .head_dim = 128},
+      {.batch = 2, .seq_len = 512, .kv_len = 512, .heads = 4, .kv_heads = 2, .head_dim = 64},
+      {.batch = 2, .seq_len = 512, .kv_len = 512, .heads = 4, .kv_heads = 4, .head_dim = 128},
+  };
+  uint32_t seed = 700;
+  for (const AttentionSpec& spec : specs) {
+    CompareCudnnAttention(cpu_, *gpu_, spec, seed);
+    seed += 10;
+  }
+}
+
+// Shapes cuDNN is not given run in the tiled kernels, and the log says so once, with the reason:
+// head_dim 20 (not a multiple of 8) both ways, at the tiled kernels' f32 accuracy; seq_len 64 the
+// backward only (cuDNN's forward, the tiled backward from its out and log-sum-exps); a
+// context-parallel chunk (queries at an offset against other keys).
+TEST_F(CudaComputeTest, CudnnAttentionFallsBackToTheTiledKernelAndSaysWhy) {
+  SetAttention("cudnn");
+  std::string log;
+  absl::Status status = RunLogged(
+      *gpu_,
+      [&] {
+        CompareAttention(
+            cpu_, *gpu_,
+            {.batch = 2, .seq_len = 48, .kv_len = 48, .heads = 4, .kv_heads = 2, .head_dim = 20},
+            760);
+        return absl::OkStatus();
+      },
+      log);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectRanBy(log,
+              "cuda: attention forward by titan's tiled f32 kernels: head_dim 20 (cuDNN's "
+              "takes multiples of 8 up to 128)");
+  ExpectRanBy(log, "cuda: attention backward by titan's tiled f32 kernels: head_dim 20");
+  CompareCudnnAttention(
+      cpu_, *gpu_,
+      {.batch = 2, .seq_len = 64, .kv_len = 64, .heads = 4, .kv_heads = 2, .head_dim = 64}, 765,
+      /*backward_by_cudnn=*/false);
+  SetAttention("cudnn");
+  CompareAttention(cpu_, *gpu_,
+                   {.batch = 1,
+                    .seq_len = 64,
+                    .kv_len = 128,
+                    .heads = 4,
+                    .kv_heads = 2,
+                    .head_dim = 64,
+                    .q_offset = 64,
+                    .kv_offset = 0},
+                   770);
 }
 
 TEST_F(CudaComputeTest, AttentionMergeMatchesTheCpu) {

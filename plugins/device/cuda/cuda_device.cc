@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "attention_route.h"
 #include "cuda_compute.h"
 #include "cuda_status.h"
 #include "fill_kernel.h"
@@ -27,12 +28,30 @@ class CudaDevice : public DevicePlugin {
                       "instead of f32's 1e-6)",
                       {},
                       {},
-                      {}}};
+                      {}},
+            ConfigKey{"attention",
+                      ConfigType::kString,
+                      ConfigValue(std::string("auto")),
+                      "attention's forward: auto (cuDNN's fused flash attention in bf16 where it "
+                      "applies in a bf16 run, else titan's tiled f32 kernels), cudnn (where it "
+                      "applies, in any run) or tiled (always titan's f32 kernels)",
+                      {},
+                      {},
+                      {"auto", "cudnn", "tiled"}}};
   }
 
+  // A key the view lacks keeps its value (the recipe passes every key; tests pass some).
   absl::Status Configure(const ConfigView& config) override {
-    TITAN_ASSIGN_OR_RETURN(bool tf32, config.GetBool("tf32"));
-    compute_.set_allow_tf32(tf32);
+    if (config.Has("tf32")) {
+      TITAN_ASSIGN_OR_RETURN(bool tf32, config.GetBool("tf32"));
+      compute_.set_allow_tf32(tf32);
+    }
+    if (config.Has("attention")) {
+      TITAN_ASSIGN_OR_RETURN(std::string value, config.GetString("attention"));
+      absl::StatusOr<AttentionMode> mode = ParseAttentionMode(value);
+      if (!mode.ok()) return config.Error("attention", mode.status().message());
+      compute_.set_attention_mode(*mode);
+    }
     return absl::OkStatus();
   }
 

@@ -13,6 +13,10 @@ __global__ void AccumulateKernel(const float* x, float* out, int64_t n) {
   TITAN_GRID_STRIDE(i, n) out[i] += x[i];
 }
 
+__global__ void AccumulateBf16Kernel(const uint16_t* x, float* out, int64_t n) {
+  TITAN_GRID_STRIDE(i, n) out[i] += Bf16ToF32(x[i]);
+}
+
 __device__ float Load(const void* data, FloatFormat format, int64_t i) {
   switch (format) {
     case FloatFormat::kBF16:
@@ -86,6 +90,13 @@ cudaError_t LaunchScale(float* x, int64_t n, float scale, cudaStream_t stream) {
 cudaError_t LaunchAccumulate(const float* x, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   AccumulateKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAccumulateBf16(const void* x, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AccumulateBf16Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), out,
+                                                              n);
   return cudaGetLastError();
 }
 

@@ -74,12 +74,13 @@ struct GemmPlanKeyHash {
   }
 };
 
-// Plans by key, at most `capacity`, least recently used dropped first. A plan that cannot be
-// built because cuBLASLt has no algorithm for it (an Unimplemented status from `build`) is
-// remembered as such, so a refused problem asks the heuristic once; other failures (out of
-// memory, say) are returned and not kept. Thread-safe; the plan returned stays valid until the
-// next FindOrBuild, which may drop it, so the caller holds `lock()` while it uses the plan.
-template <typename Plan>
+// Plans by key (a GemmPlanKey unless told otherwise), at most `capacity`, least recently used
+// dropped first. A plan that cannot be built because cuBLASLt has no algorithm for it (an
+// Unimplemented status from `build`) is remembered as such, so a refused problem asks the heuristic
+// once; other failures (out of memory, say) are returned and not kept. Thread-safe; the plan
+// returned stays valid until the next FindOrBuild, which may drop it, so the caller holds `lock()`
+// while it uses the plan.
+template <typename Plan, typename Key = GemmPlanKey, typename KeyHash = GemmPlanKeyHash>
 class PlanCache {
  public:
   explicit PlanCache(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
@@ -91,7 +92,7 @@ class PlanCache {
   // The plan for `key`, built by `build()` (absl::StatusOr<Plan>) the first time. Call with
   // lock() held.
   template <typename Build>
-  absl::StatusOr<Plan*> FindOrBuild(const GemmPlanKey& key, Build&& build) {
+  absl::StatusOr<Plan*> FindOrBuild(const Key& key, Build&& build) {
     auto found = index_.find(key);
     if (found != index_.end()) {
       entries_.splice(entries_.begin(), entries_, found->second);  // now the most recent
@@ -118,11 +119,11 @@ class PlanCache {
   int64_t builds() const { return builds_; }
 
  private:
-  using Entry = std::pair<GemmPlanKey, absl::StatusOr<Plan>>;
+  using Entry = std::pair<Key, absl::StatusOr<Plan>>;
   size_t capacity_;
   std::mutex mutex_;
   std::list<Entry> entries_;  // most recently used first
-  std::unordered_map<GemmPlanKey, typename std::list<Entry>::iterator, GemmPlanKeyHash> index_;
+  std::unordered_map<Key, typename std::list<Entry>::iterator, KeyHash> index_;
   int64_t builds_ = 0;
 };
 
