@@ -32,7 +32,8 @@ class CudaDevice : public DevicePlugin {
             ConfigKey{"attention",
                       ConfigType::kString,
                       ConfigValue(std::string("auto")),
-                      "attention's forward: auto (cuDNN's fused flash attention in bf16 where it "
+                      "attention, forward and backward: auto (cuDNN's fused flash attention in "
+                      "bf16 where it "
                       "applies in a bf16 run, else titan's tiled f32 kernels), cudnn (where it "
                       "applies, in any run) or tiled (always titan's f32 kernels)",
                       {},
