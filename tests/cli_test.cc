@@ -270,7 +270,7 @@ TEST(TitanRun, AMixtureOfExpertsLogsItsLoadsAndSamples) {
       "--generate.max_new_tokens=0 --job.dump_folder=" +
       dump.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("[model] qwen3 debugmodel_moe with vocabulary"));
+  EXPECT_THAT(r.output, HasSubstr("[model] qwen3 debugmodel_moe with 6 layers and vocabulary"));
   EXPECT_THAT(r.output, testing::ContainsRegex("experts max/mean [0-9.]+"));
   std::ifstream metrics(dump / "metrics.jsonl");
   std::string line;

@@ -133,8 +133,9 @@ absl::Status BuildModel(TrainingJob& job) {
                    : "f32");
   TITAN_RETURN_IF_ERROR(ConvertToFloat8(job));
   TITAN_RETURN_IF_ERROR(job.model->Initialize(static_cast<uint64_t>(job.plan.training.seed)));
-  spdlog::info("[model] {} {} with vocabulary {}: {:.2f}M parameters", model.family->name(),
-               model.flavor, model.config.vocab_size, model.config.ParameterCount() / 1e6);
+  spdlog::info("[model] {} {} with {} layers and vocabulary {}: {:.2f}M parameters",
+               model.family->name(), model.flavor, model.config.n_layers, model.config.vocab_size,
+               model.config.ParameterCount() / 1e6);
   if (model.config.moe.enabled()) {
     const MoeConfig& moe = model.config.moe;
     spdlog::info(

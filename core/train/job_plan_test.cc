@@ -470,6 +470,22 @@ TEST_F(JobPlanTest, AccumulationAndTheDataBound) {
             "repeat sequences; lower global_batch_size or seq_len, or give more data");
 }
 
+TEST_F(JobPlanTest, NLayersGivesTheFlavorAnotherDepth) {
+  auto plan =
+      BuildJobPlan(Make("", {"model.flavor=8B", "model.n_layers=2"}), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  LlamaConfig want = *LlamaFlavor("8B");
+  EXPECT_EQ(plan->model.config.n_layers, 2);
+  EXPECT_EQ(plan->model.config.dim, want.dim);
+  EXPECT_EQ(plan->model.config.hidden_dim(), want.hidden_dim());
+  EXPECT_EQ(plan->model.config.n_kv_heads, want.n_kv_heads);
+  EXPECT_THAT(
+      ErrorOf(Make("", {"model.name=deepseek_v3", "model.flavor=debugmodel", "model.n_layers=1"}),
+              Mesh(1, 1)),
+      AllOf(HasSubstr("model.n_layers = 1 leaves no layer with experts"),
+            HasSubstr("keeps its first 1 layer(s) dense")));
+}
+
 TEST_F(JobPlanTest, FaultToleranceIsReadAndWhatIsNotImplementedIsRefusedByName) {
   const std::string ft = absl::StrCat(
       "[fault_tolerance]\nenable = true\nreplica_id = 1\ngroup_size = 3\nstore_folder = \"",

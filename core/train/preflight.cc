@@ -199,6 +199,22 @@ absl::Status CheckExpertsSchedule(const Recipe& recipe, const JobPlan& plan) {
 
 // TorchTitan's debug.moe_force_load_balance (MoeConfig::force_balance) and the sequence-wise
 // auxiliary loss (MoeConfig::aux_loss_alpha), for a model with routed experts.
+// model.n_layers: the flavor's shape with another depth (a model of a large flavor's width that
+// fits fewer devices, for measurements).
+absl::Status ApplyLayerCount(const Recipe& recipe, JobPlan& plan) {
+  TITAN_ASSIGN_OR_RETURN(const int64_t layers, recipe.section("model").GetInt("n_layers"));
+  if (layers == 0) return absl::OkStatus();
+  LlamaConfig& config = plan.model.config;
+  if (config.moe.enabled() && layers <= config.moe.dense_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(WhereSet(recipe, "model", "n_layers"), ": model.n_layers = ", layers,
+                     " leaves no layer with experts: model.flavor = \"", plan.model.flavor,
+                     "\" keeps its first ", config.moe.dense_layers, " layer(s) dense"));
+  }
+  config.n_layers = layers;
+  return absl::OkStatus();
+}
+
 absl::Status ApplyMoeOptions(const Recipe& recipe, JobPlan& plan) {
   TITAN_ASSIGN_OR_RETURN(const bool force,
                          recipe.section("debug").GetBool("moe_force_load_balance"));
@@ -345,6 +361,7 @@ absl::Status PlanAndCheck(const Recipe& recipe, const PluginRegistry& registry,
       shape.degree(MeshDim::kDpReplicate) * shape.degree(MeshDim::kDpShard);
   check(CheckFolders(recipe, plan));
   TITAN_ASSIGN_OR_RETURN(plan.model.config, plan.model.family->Flavor(plan.model.flavor));
+  check(ApplyLayerCount(recipe, plan));
   check(ApplyMoeOptions(recipe, plan));
 
   absl::StatusOr<int64_t> accumulation = GradientAccumulation(recipe, plan);

@@ -1,4 +1,4 @@
-// The proof's time: each part has a budget in seconds, set for an overall deadline of 480 s
+// The proof's time: each part has a budget in seconds, set for an overall deadline of 600 s
 // and scaled with --deadline-s; a part gets its budget or what is left before the deadline,
 // whichever is less.
 #ifndef TITAN_TOOLS_GPU_PROOF_BUDGET_H_
@@ -9,7 +9,7 @@
 
 namespace titan::gpu_proof {
 
-constexpr double kDefaultDeadlineS = 480;
+constexpr double kDefaultDeadlineS = 600;
 // A part with less time than this left is not started: nothing useful runs in it.
 constexpr double kShortestPartS = 1;
 

@@ -11,15 +11,15 @@ TEST(PartBudgets, ThePartsInOrderFillTheDefaultDeadline) {
   EXPECT_EQ(parts[0].name, "bundle");
   EXPECT_EQ(parts[0].budget_s, 30);
   EXPECT_EQ(parts[6].name, "throughput");
-  EXPECT_EQ(parts[6].budget_s, 195);  // five runs, three of them of the 1B flavor
+  EXPECT_EQ(parts[6].budget_s, 315);  // eight runs and a profiled one, six of them 1B or 8B-wide
   EXPECT_EQ(parts[7].name, "async_tp");
   double total = 0;
   for (const PartBudget& part : parts) total += part.budget_s;
-  EXPECT_DOUBLE_EQ(total, 480);
+  EXPECT_DOUBLE_EQ(total, 600);
 }
 
 TEST(PartBudgets, ScaleWithTheDeadline) {
-  std::vector<PartBudget> half = PartBudgets(240);
+  std::vector<PartBudget> half = PartBudgets(300);
   EXPECT_DOUBLE_EQ(half[0].budget_s, 15);
   EXPECT_DOUBLE_EQ(half[1].budget_s, 30);
 }

@@ -11,14 +11,14 @@
 namespace titan::gpu_proof {
 
 inline constexpr char kUsage[] =
-    R"(usage: titan-gpu-proof --bundle DIR [--report FILE] [--deadline-s 480] [--work DIR]
+    R"(usage: titan-gpu-proof --bundle DIR [--report FILE] [--deadline-s 600] [--work DIR]
        titan-gpu-proof --bundle DIR --make-reference
 The GPU proof of a titan bundle (tools/gpu-bundle makes one): the bundle's own CPU check, then
 on the CUDA device the kernel and NCCL tests, the f32 losses against the CPU reference, an exact
 resume, fsdp 2 and tp 2 against one rank (with bin/mpirun), and a throughput table.
   --bundle DIR       the unpacked bundle
   --report FILE      the JSON report (default gpu-check-report.json); the log is FILE.log
-  --deadline-s N     the whole proof's time; each part's budget scales with it (default 480)
+  --deadline-s N     the whole proof's time; each part's budget scales with it (default 600)
   --work DIR         where the runs write (default: a new folder under $TMPDIR or /tmp)
   --make-reference   only the CPU f32 run, written into DIR/reference/ (the bundle script's)
 Exit status: 0 pass, 1 fail, 2 usage, 3 no CUDA device (the bundle's CPU check passed).

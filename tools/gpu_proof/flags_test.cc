@@ -28,7 +28,7 @@ TEST(ParseFlags, Defaults) {
   absl::StatusOr<Flags> flags = ParseFlags({"--bundle=/b", "--make-reference"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->report, "gpu-check-report.json");
-  EXPECT_EQ(flags->deadline_s, 480);
+  EXPECT_EQ(flags->deadline_s, 600);
   EXPECT_TRUE(flags->work.empty());
   EXPECT_TRUE(flags->make_reference);
 }

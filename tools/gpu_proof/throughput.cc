@@ -54,29 +54,50 @@ std::optional<double> MeasuredCeiling(const std::string& output) {
 
 std::vector<ThroughputRun> ThroughputRuns(const Bundle& bundle) {
   const std::vector<std::string> debugmodel = {"--training.steps=20", "--metrics.log_freq=10"};
-  const std::vector<std::string> one_b = {
-      "--model.flavor=1B",
-      absl::StrCat("--model.tokenizer_path=", bundle.Tokenizer128k()),
-      "--training.seq_len=2048",
-      "--training.local_batch_size=4",
-      "--activation_checkpoint.mode=none",
-      "--training.steps=8",
-      "--metrics.log_freq=4",
-      "--lr_scheduler.warmup_steps=2"};
-  const std::vector<std::string> float8 = {"--model.converters=float8",
-                                           "--float8.recipe_name=tensorwise",
-                                           "--float8.filter_fqns=[\"output\"]"};
+  // A flavor of Llama 3's 128k vocabulary at seq_len 2048, a few steps, no recomputation.
+  auto large = [&bundle](const char* flavor, int64_t batch, int64_t steps) {
+    return std::vector<std::string>{absl::StrCat("--model.flavor=", flavor),
+                                    absl::StrCat("--model.tokenizer_path=", bundle.Tokenizer128k()),
+                                    "--training.seq_len=2048",
+                                    absl::StrCat("--training.local_batch_size=", batch),
+                                    "--activation_checkpoint.mode=none",
+                                    absl::StrCat("--training.steps=", steps),
+                                    absl::StrCat("--metrics.log_freq=", steps / 2),
+                                    "--lr_scheduler.warmup_steps=2"};
+  };
+  std::vector<std::string> eight_b = large("8B", 2, 6);
+  // 8B's width at 8 of its 32 layers: 2.8B parameters, with AdamW's state in f32 45 GB.
+  eight_b.push_back("--model.n_layers=8");
+  struct Shape {
+    const char* flavor;
+    const char* folder;
+    std::vector<std::string> overrides;
+    double weight;
+    std::vector<const char*> float8_recipes;
+  };
+  const std::vector<Shape> shapes = {
+      {"debugmodel", "debugmodel", debugmodel, 1.0, {"tensorwise"}},
+      {"1B", "1B", large("1B", 4, 8), 2.0, {"tensorwise", "rowwise"}},
+      {"8B, 8 layers", "8B_8_layers", eight_b, 3.0, {"tensorwise", "rowwise"}}};
   std::vector<ThroughputRun> runs;
-  for (const auto& [flavor, extra, weight] :
-       {std::tuple("debugmodel", debugmodel, 1.0), std::tuple("1B", one_b, 2.0)}) {
-    for (bool with_float8 : {false, true}) {
-      ThroughputRun run{flavor,
-                        with_float8 ? "bf16 + float8" : "bf16",
-                        absl::StrCat("throughput_", flavor, with_float8 ? "_float8" : ""),
-                        weight,
+  for (const Shape& shape : shapes) {
+    std::vector<const char*> recipes = {""};  // bf16 alone first
+    recipes.insert(recipes.end(), shape.float8_recipes.begin(), shape.float8_recipes.end());
+    for (const char* recipe : recipes) {
+      const bool float8 = *recipe != '\0';
+      ThroughputRun run{shape.flavor,
+                        float8 ? absl::StrCat("float8 ", recipe) : "bf16",
+                        absl::StrCat("throughput_", shape.folder, float8 ? "_float8_" : "", recipe),
+                        shape.weight,
                         {"--job.device=cuda", "--training.mixed_precision_param=bfloat16"}};
-      run.overrides.insert(run.overrides.end(), extra.begin(), extra.end());
-      if (with_float8) run.overrides.insert(run.overrides.end(), float8.begin(), float8.end());
+      run.overrides.insert(run.overrides.end(), shape.overrides.begin(), shape.overrides.end());
+      if (float8) {
+        for (std::string flag : {std::string("--model.converters=float8"),
+                                 absl::StrCat("--float8.recipe_name=", recipe),
+                                 std::string("--float8.filter_fqns=[\"output\"]")}) {
+          run.overrides.push_back(flag);
+        }
+      }
       runs.push_back(run);
     }
   }
@@ -106,10 +127,10 @@ Json ThroughputRow(const ThroughputRun& run, const std::string& status, const Me
 
 std::string FormatThroughputTable(const Json& rows) {
   std::string table =
-      absl::StrFormat("%-12s %-14s %-10s %12s %9s %7s %11s %9s\n", "flavor", "precision", "status",
+      absl::StrFormat("%-12s %-17s %-10s %12s %9s %7s %11s %9s\n", "flavor", "precision", "status",
                       "tokens/s", "TFLOP/s", "MFU %", "ceiling %", "mem GiB");
   for (const Json& row : rows) {
-    table += absl::StrFormat("%-12s %-14s %-10s %12s %9s %7s %11s %9s\n", row.value("flavor", "?"),
+    table += absl::StrFormat("%-12s %-17s %-10s %12s %9s %7s %11s %9s\n", row.value("flavor", "?"),
                              row.value("precision", "?"), row.value("status", "?"),
                              Figure(row, "tokens_per_s", 0), Figure(row, "tflops", 1),
                              Figure(row, "mfu_percent", 1), Figure(row, "mfu_ceiling_percent", 1),

@@ -24,15 +24,16 @@ std::optional<double> PeakTflops(const std::string& device_name);
 std::optional<double> MeasuredCeiling(const std::string& output);
 
 struct ThroughputRun {
-  std::string flavor;     // "debugmodel", "1B"
-  std::string precision;  // "bf16", "bf16 + float8"
+  std::string flavor;     // "debugmodel", "1B", "8B, 8 layers" (model.n_layers = 8)
+  std::string precision;  // "bf16", "float8 tensorwise", "float8 rowwise" (bf16 and Float8)
   std::string folder;     // the dump folder's name
   double weight = 1;      // its share of the part's time, against the others'
   std::vector<std::string> overrides;
 };
 
-// The four runs, on cuda. No --metrics.peak_tflops: each run measures the device's bf16 GEMM
-// ceiling, and the datasheet's MFU is computed here.
+// The runs, on cuda: the debug model in bf16 and Float8 tensorwise, the 1B flavor and 8B's width
+// at 8 layers each in bf16 and Float8 tensorwise and rowwise. No --metrics.peak_tflops: each run
+// measures the device's bf16 GEMM ceiling, and the datasheet's MFU is computed here.
 std::vector<ThroughputRun> ThroughputRuns(const Bundle& bundle);
 
 // A table row: {flavor, precision, status, tokens_per_s, tflops, mfu_percent (against the

@@ -34,20 +34,29 @@ TEST(MeasuredCeiling, FromTitanRunsPeakLineWhenItMeasured) {
   EXPECT_FALSE(MeasuredCeiling("").has_value());
 }
 
-TEST(ThroughputRuns, TwoFlavorsEachInBf16AndWithFloat8) {
+TEST(ThroughputRuns, ThreeShapesInBf16AndFloat8) {
   Bundle bundle{"/b"};
   std::vector<ThroughputRun> runs = ThroughputRuns(bundle);
-  ASSERT_EQ(runs.size(), 4u);
+  ASSERT_EQ(runs.size(), 8u);
   EXPECT_EQ(runs[0].flavor, "debugmodel");
   EXPECT_EQ(runs[0].precision, "bf16");
   EXPECT_FALSE(Has(runs[0].overrides, "--model.converters=float8"));
-  EXPECT_EQ(runs[1].precision, "bf16 + float8");
+  EXPECT_EQ(runs[1].precision, "float8 tensorwise");
   EXPECT_TRUE(Has(runs[1].overrides, "--model.converters=float8"));
-  EXPECT_EQ(runs[3].flavor, "1B");
-  EXPECT_EQ(runs[3].folder, "throughput_1B_float8");
-  EXPECT_TRUE(Has(runs[3].overrides, "--model.tokenizer_path=/b/data/tokenizer128k.model"));
+  EXPECT_TRUE(Has(runs[1].overrides, "--float8.recipe_name=tensorwise"));
+  EXPECT_EQ(runs[2].flavor, "1B");
+  EXPECT_EQ(runs[2].precision, "bf16");
+  EXPECT_EQ(runs[4].folder, "throughput_1B_float8_rowwise");
+  EXPECT_TRUE(Has(runs[4].overrides, "--float8.recipe_name=rowwise"));
+  EXPECT_TRUE(Has(runs[4].overrides, "--model.tokenizer_path=/b/data/tokenizer128k.model"));
+  EXPECT_EQ(runs[5].flavor, "8B, 8 layers");
+  EXPECT_EQ(runs[5].folder, "throughput_8B_8_layers");
+  EXPECT_TRUE(Has(runs[5].overrides, "--model.flavor=8B"));
+  EXPECT_TRUE(Has(runs[5].overrides, "--model.n_layers=8"));
+  EXPECT_EQ(runs[7].precision, "float8 rowwise");
   for (const ThroughputRun& run : runs) {
     EXPECT_THAT(run.overrides, Contains("--job.device=cuda"));
+    EXPECT_THAT(run.overrides, Contains("--training.mixed_precision_param=bfloat16"));
     // titan-run measures the GEMM ceiling; the datasheet's MFU is computed from its TFLOP/s.
     EXPECT_THAT(run.overrides, Not(Contains(HasSubstr("peak_tflops"))));
   }
@@ -85,12 +94,12 @@ TEST(FormatThroughputTable, FiguresOrNotAvailable) {
                 {"mfu_percent", nullptr},
                 {"mfu_ceiling_percent", 52.31},
                 {"mem_gib", 61.04}},
-               {{"flavor", "1B"}, {"precision", "bf16 + float8"}, {"status", "fail"}}};
+               {{"flavor", "1B"}, {"precision", "float8 rowwise"}, {"status", "fail"}}};
   const std::string table = FormatThroughputTable(rows);
-  EXPECT_THAT(table, HasSubstr("1B           bf16           pass              41234     380.2     "
-                               "n/a        52.3      61.0"));
-  EXPECT_THAT(table, HasSubstr("bf16 + float8  fail                n/a       n/a     n/a         "
-                               "n/a       n/a"));
+  EXPECT_THAT(table, HasSubstr("1B           bf16              pass              41234     380.2  "
+                               "   n/a        52.3      61.0"));
+  EXPECT_THAT(table, HasSubstr("float8 rowwise    fail                n/a       n/a     n/a      "
+                               "   n/a       n/a"));
 }
 
 TEST(ProfiledRun, ThreeStepsTheThirdProfiled) {
