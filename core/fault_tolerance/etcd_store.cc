@@ -1,15 +1,13 @@
 #include "core/fault_tolerance/etcd_store.h"
 
-#include <curl/curl.h>
-
 #include <atomic>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/fault_tolerance/curl_library.h"
 #include "titan/status.h"
 
 namespace titan {
@@ -28,10 +26,8 @@ size_t AppendBody(char* data, size_t size, size_t count, void* body) {
 }
 
 // One connection cache per thread: the heartbeat thread and the training thread each keep theirs.
-CURL* ThreadHandle() {
-  static std::once_flag init;
-  std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  thread_local std::unique_ptr<CURL, void (*)(CURL*)> handle(curl_easy_init(), curl_easy_cleanup);
+CURL* ThreadHandle(const CurlLibrary& curl) {
+  thread_local std::unique_ptr<CURL, void (*)(CURL*)> handle(curl.easy_init(), curl.easy_cleanup);
   return handle.get();
 }
 
@@ -120,6 +116,7 @@ class EtcdStore : public QuorumStore {
     while (true) {
       const std::string& endpoint = endpoints_[at % endpoints_.size()];
       absl::StatusOr<Json> reply = Post(endpoint, method, body);
+      if (absl::IsFailedPrecondition(reply.status())) return reply.status();  // no libcurl
       if (reply.ok()) {
         current_ = at % endpoints_.size();
         return reply;
@@ -137,27 +134,29 @@ class EtcdStore : public QuorumStore {
 
   static absl::StatusOr<Json> Post(const std::string& endpoint, const std::string& method,
                                    const std::string& body) {
-    CURL* curl = ThreadHandle();
+    TITAN_ASSIGN_OR_RETURN(const CurlLibrary* library, Curl());
+    const CurlLibrary& lib = *library;
+    CURL* curl = ThreadHandle(lib);
     if (curl == nullptr) return absl::InternalError("libcurl could not make a handle");
-    curl_easy_reset(curl);
+    lib.easy_reset(curl);
     const std::string url = absl::StrCat(endpoint, "/v3/kv/", method);
     std::string response;
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendBody);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, kConnectTimeoutMs);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, kRequestTimeoutMs);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    const CURLcode code = curl_easy_perform(curl);
-    curl_slist_free_all(headers);
+    curl_slist* headers = lib.slist_append(nullptr, "Content-Type: application/json");
+    lib.easy_setopt(curl, CURLOPT_URL, url.c_str());
+    lib.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    lib.easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    lib.easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    lib.easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendBody);
+    lib.easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    lib.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, kConnectTimeoutMs);
+    lib.easy_setopt(curl, CURLOPT_TIMEOUT_MS, kRequestTimeoutMs);
+    lib.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    const CURLcode code = lib.easy_perform(curl);
+    lib.slist_free_all(headers);
     long status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    lib.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     if (code != CURLE_OK) {
-      return absl::UnavailableError(absl::StrCat(url, ": ", curl_easy_strerror(code)));
+      return absl::UnavailableError(absl::StrCat(url, ": ", lib.easy_strerror(code)));
     }
     Json reply = Json::parse(response, nullptr, /*allow_exceptions=*/false);
     if (status != 200 || reply.is_discarded() || reply.contains("error")) {
