@@ -6,8 +6,9 @@ namespace titan::gpu_proof {
 
 std::vector<PartBudget> PartBudgets(double deadline_s) {
   std::vector<PartBudget> parts = {
-      {"bundle", 30}, {"kernels", 60}, {"nccl", 30},        {"losses_cpu_vs_cuda", 30},
-      {"resume", 45}, {"layouts", 60}, {"throughput", 315}, {"async_tp", 30}};
+      {"bundle", 30},  {"kernels", 60}, {"nccl", 30},           {"losses_cpu_vs_cuda", 30},
+      {"resume", 45},  {"layouts", 60}, {"replica_groups", 30}, {"throughput", 285},
+      {"async_tp", 30}};
   for (PartBudget& part : parts) part.budget_s *= deadline_s / kDefaultDeadlineS;
   return parts;
 }

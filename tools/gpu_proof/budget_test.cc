@@ -7,12 +7,13 @@ namespace {
 
 TEST(PartBudgets, ThePartsInOrderFillTheDefaultDeadline) {
   std::vector<PartBudget> parts = PartBudgets(kDefaultDeadlineS);
-  ASSERT_EQ(parts.size(), 8u);
+  ASSERT_EQ(parts.size(), 9u);
   EXPECT_EQ(parts[0].name, "bundle");
   EXPECT_EQ(parts[0].budget_s, 30);
-  EXPECT_EQ(parts[6].name, "throughput");
-  EXPECT_EQ(parts[6].budget_s, 315);  // eight runs and a profiled one, six of them 1B or 8B-wide
-  EXPECT_EQ(parts[7].name, "async_tp");
+  EXPECT_EQ(parts[6].name, "replica_groups");
+  EXPECT_EQ(parts[7].name, "throughput");
+  EXPECT_EQ(parts[7].budget_s, 285);  // eight runs and a profiled one, six of them 1B or 8B-wide
+  EXPECT_EQ(parts[8].name, "async_tp");
   double total = 0;
   for (const PartBudget& part : parts) total += part.budget_s;
   EXPECT_DOUBLE_EQ(total, 600);

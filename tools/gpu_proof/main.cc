@@ -21,6 +21,7 @@
 #include "tools/gpu_proof/flags.h"
 #include "tools/gpu_proof/libraries.h"
 #include "tools/gpu_proof/parts.h"
+#include "tools/gpu_proof/replica_groups.h"
 #include "tools/gpu_proof/summary.h"
 
 namespace titan::gpu_proof {
@@ -132,8 +133,8 @@ bool ProbeDevice(Json& report) {
 int RunProof(const Flags& flags, Context& context, Json& report, Clock::time_point start) {
   const std::vector<PartBudget> budgets = PartBudgets(flags.deadline_s);
   const std::vector<std::function<PartOutcome(const Context&)>> parts = {
-      BundlePart, KernelsPart, NcclPart,       LossesPart,
-      ResumePart, LayoutsPart, ThroughputPart, AsyncTpPart};
+      BundlePart,  KernelsPart,       NcclPart,       LossesPart, ResumePart,
+      LayoutsPart, ReplicaGroupsPart, ThroughputPart, AsyncTpPart};
   std::vector<PartResult> results;
   for (const PartBudget& budget : budgets) {
     results.push_back({budget.name, PartStatus::kNotRun, kPending, 0, budget.budget_s});
