@@ -159,14 +159,14 @@ absl::Status CpuCompute::RunRopeTable(const RopeSpec& spec, int64_t position_off
 absl::Status CpuCompute::RunRopeForward(const TensorView& cos, const TensorView& sin,
                                         TensorView x) {
   ScopedSpan span("kernel", "RopeForward");
-  titan::RopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+  VectorRopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunRopeBackward(const TensorView& cos, const TensorView& sin,
                                          TensorView dx) {
   ScopedSpan span("kernel", "RopeBackward");
-  titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
+  VectorRopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
   return absl::OkStatus();
 }
 

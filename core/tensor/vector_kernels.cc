@@ -19,6 +19,7 @@
 #include "core/tensor/internal/columns.h"
 #include "core/tensor/internal/vector_math.h"
 #include "core/tensor/rmsnorm.h"
+#include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
 #include "core/tensor/vector_kernels.h"
 #include "titan/float16.h"
@@ -84,6 +85,11 @@ float SumExpRowSpan(const float* row, float shift, int64_t v) {
 
 void SoftmaxRowSpan(float* grad, const float* row, float lse, float scale, int64_t v) {
   CrossEntropySoftmaxRow(grad, row, lse, scale, v);
+}
+
+void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim,
+                   float direction) {
+  RopeRotateHeads(x, cos, sin, heads, head_dim, direction);
 }
 #else
 
@@ -232,12 +238,12 @@ void SwiGluBackwardSpan(float* da, float* db, const float* dout, const float* a,
 // multiplied and added to two accumulators, reduced across lanes at the end (Total); the tail
 // follows in order, as in the reference.
 template <class DF>
-hn::Vec<hn::Repartition<double, DF>> PromoteLow(DF, hn::Vec<DF> v) {
+hn::Vec<hn::Repartition<double, DF> > PromoteLow(DF, hn::Vec<DF> v) {
   return hn::PromoteTo(hn::Repartition<double, DF>(), hn::LowerHalf(hn::Half<DF>(), v));
 }
 
 template <class DF>
-hn::Vec<hn::Repartition<double, DF>> PromoteHigh(DF, hn::Vec<DF> v) {
+hn::Vec<hn::Repartition<double, DF> > PromoteHigh(DF, hn::Vec<DF> v) {
   return hn::PromoteTo(hn::Repartition<double, DF>(), hn::UpperHalf(hn::Half<DF>(), v));
 }
 
@@ -354,6 +360,40 @@ void SoftmaxRowSpan(float* grad, const float* row, float lse, float scale, int64
     hn::StoreU(hn::Mul(ExpOf(d, hn::Sub(hn::LoadU(d, x[0]), vlse)), vscale), d, y[0]);
   });
 }
+// [c0, c0, c1, c1, ...] from lanes / 2 values at p: each widened to 64 bits and copied up.
+template <class D>
+hn::Vec<D> LoadPairwise(D d, const float* p) {
+  const hn::Repartition<uint64_t, D> d64;
+  const hn::Rebind<float, decltype(d64)> dhalf;
+  const hn::Rebind<uint32_t, decltype(d64)> dhalf_bits;
+  const auto wide = hn::PromoteTo(d64, hn::BitCast(dhalf_bits, hn::LoadU(dhalf, p)));
+  return hn::BitCast(d, hn::Or(wide, hn::ShiftLeft<32>(wide)));
+}
+
+// rope.h's RopeRotateHeads: with x = [re, im, ...] and its pairs swapped [im, re, ...], out =
+// x * [c, c] + swapped * [-si, si]: re * c + im * -si is re * c - im * si, im * c + re * si
+// is re * si + im * c, bit for bit.
+void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim,
+                   float direction) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const hn::Repartition<uint64_t, decltype(d)> d64;
+  // The sign bit of each pair's first lane.
+  const auto even_sign = hn::BitCast(d, hn::Set(d64, uint64_t{0x80000000u}));
+  const auto vdirection = hn::Set(d, direction);
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* pair = x + h * head_dim;
+    int64_t i = 0;
+    for (; 2 * i + lanes <= 2 * half; i += lanes / 2) {
+      const auto c = LoadPairwise(d, cos + i);
+      const auto s = hn::Xor(hn::Mul(LoadPairwise(d, sin + i), vdirection), even_sign);
+      const auto v = hn::LoadU(d, pair + 2 * i);
+      hn::StoreU(hn::Add(hn::Mul(v, c), hn::Mul(hn::Shuffle2301(v), s)), d, pair + 2 * i);
+    }
+    if (i < half) RopeRotateHeads(pair + 2 * i, cos + i, sin + i, 1, 2 * (half - i), direction);
+  }
+}
 #endif  // HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 
 }  // namespace HWY_NAMESPACE
@@ -376,6 +416,21 @@ HWY_EXPORT(RmsNormBackwardRowSpan);
 HWY_EXPORT(RmsNormWeightGradSpan);
 HWY_EXPORT(SumExpRowSpan);
 HWY_EXPORT(SoftmaxRowSpan);
+HWY_EXPORT(RopeHeadsSpan);
+
+// Each position's heads, positions shared among the threads.
+void RopeRotate(float* x, const float* cos, const float* sin, int64_t b, int64_t t, int64_t heads,
+                int64_t head_dim, float direction) {
+  const int64_t half = head_dim / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t ti = 0; ti < t; ++ti) {
+      HWY_DYNAMIC_DISPATCH(RopeHeadsSpan)
+      (x + (bi * t + ti) * heads * head_dim, cos + ti * half, sin + ti * half, heads, head_dim,
+       direction);
+    }
+  }
+}
 
 // Runs span(begin, count) over [0, n) in blocks shared among the OpenMP threads; a block is small
 // enough to stay in L2 and large enough that the parallel loop costs nothing beside it.
@@ -469,6 +524,16 @@ void VectorCrossEntropyBackward(float* dlogits, const float* logits, const float
     HWY_DYNAMIC_DISPATCH(SoftmaxRowSpan)(grad, logits + i * v, lse[i], row_scale, v);
     CrossEntropySubtractTarget(grad, targets[i], v, first_column, row_scale);
   }
+}
+
+void VectorRopeForward(float* x, const float* cos, const float* sin, int64_t b, int64_t t,
+                       int64_t heads, int64_t head_dim) {
+  RopeRotate(x, cos, sin, b, t, heads, head_dim, 1.0f);
+}
+
+void VectorRopeBackward(float* dx, const float* cos, const float* sin, int64_t b, int64_t t,
+                        int64_t heads, int64_t head_dim) {
+  RopeRotate(dx, cos, sin, b, t, heads, head_dim, -1.0f);
 }
 
 }  // namespace titan

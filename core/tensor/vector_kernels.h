@@ -61,6 +61,13 @@ void VectorCrossEntropyBackward(float* dlogits, const float* logits, const float
                                 const int32_t* targets, int64_t n, int64_t v, float dloss,
                                 int64_t first_column);
 
+// RopeForward and RopeBackward (rope.h), the same bits: each pair's two products and their sum
+// lane by lane, the other pair member's product negated in place of a subtraction.
+void VectorRopeForward(float* x, const float* cos, const float* sin, int64_t b, int64_t t,
+                       int64_t heads, int64_t head_dim);
+void VectorRopeBackward(float* dx, const float* cos, const float* sin, int64_t b, int64_t t,
+                        int64_t heads, int64_t head_dim);
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_TENSOR_VECTOR_KERNELS_H_

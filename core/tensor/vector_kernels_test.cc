@@ -19,6 +19,7 @@
 #include "core/tensor/adam.h"
 #include "core/tensor/cross_entropy.h"
 #include "core/tensor/rmsnorm.h"
+#include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
 #include "hwy/targets.h"
 #include "titan/float16.h"
@@ -489,6 +490,46 @@ TEST_P(VectorKernelsTest, CrossEntropyIsTheReferenceWithinItsBound) {
       }
     }
   }
+}
+
+// Head sizes around the vector widths (and 2, 6: pairs left over); positions' cos and sin from the
+// table, with edge values in x.
+TEST_P(VectorKernelsTest, RopeIsTheReferenceBitForBit) {
+  const int64_t b = 2, t = 5, heads = 3;
+  for (int64_t head_dim : {2, 6, 8, 14, 16, 30, 32, 34, 64, 66, 128}) {
+    std::vector<float> cos(t * head_dim / 2), sin(t * head_dim / 2);
+    RopeTable(cos.data(), sin.data(), t, head_dim, RopeConfig{}, 1000);
+    const std::vector<float> x = MixedValues(b * t * heads * head_dim, 30);
+    std::vector<float> forward = x, expected_forward = x;
+    VectorRopeForward(forward.data(), cos.data(), sin.data(), b, t, heads, head_dim);
+    RopeForward(expected_forward.data(), cos.data(), sin.data(), b, t, heads, head_dim);
+    std::vector<float> backward = x, expected_backward = x;
+    VectorRopeBackward(backward.data(), cos.data(), sin.data(), b, t, heads, head_dim);
+    RopeBackward(expected_backward.data(), cos.data(), sin.data(), b, t, heads, head_dim);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_TRUE(SameValue(forward[i], expected_forward[i]))
+          << "forward " << i << " of head_dim " << head_dim << ": " << forward[i] << " vs "
+          << expected_forward[i];
+      ASSERT_TRUE(SameValue(backward[i], expected_backward[i]))
+          << "backward " << i << " of head_dim " << head_dim;
+    }
+  }
+}
+
+// The rotation itself, so that a reference and vector code wrong in the same way cannot pass: a
+// quarter turn takes (1, 0) to (0, 1), and the backward turns it back.
+TEST_P(VectorKernelsTest, RopeTurnsEachPairByItsAngle) {
+  const int64_t head_dim = 36, half = head_dim / 2;
+  std::vector<float> cos(half, 0.0f), sin(half, 1.0f), x(head_dim);
+  for (int64_t i = 0; i < half; ++i) x[2 * i] = static_cast<float>(i + 1), x[2 * i + 1] = 0.0f;
+  std::vector<float> turned = x;
+  VectorRopeForward(turned.data(), cos.data(), sin.data(), 1, 1, 1, head_dim);
+  for (int64_t i = 0; i < half; ++i) {
+    EXPECT_EQ(turned[2 * i], 0.0f) << i;
+    EXPECT_EQ(turned[2 * i + 1], static_cast<float>(i + 1)) << i;
+  }
+  VectorRopeBackward(turned.data(), cos.data(), sin.data(), 1, 1, 1, head_dim);
+  for (int64_t i = 0; i < head_dim; ++i) EXPECT_EQ(turned[i], x[i]) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(EachTarget, VectorKernelsTest,
