@@ -49,22 +49,6 @@ void AdamUpdateSpan(const AdamConstants& c, float* param, const float* grad, flo
   ScalarAdamUpdate(c, param, grad, m, v, n);
 }
 
-void ExpSpan(const float* in, float* out, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = internal::VectorExp(in[i]);
-}
-
-void SwiGluForwardSpan(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = SwiGluElement(a[i], b[i]);
-}
-
-void SwiGluBackwardSpan(float* da, float* db, const float* dout, const float* a, const float* b,
-                        int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) SwiGluBackwardElement(da[i], db[i], dout[i], a[i], b[i]);
-}
-
 float RmsNormForwardRowSpan(float* y, const float* x, const float* weight, int64_t c, double eps) {
   return RmsNormForwardRow(y, x, weight, c, eps);
 }
@@ -77,14 +61,6 @@ void RmsNormBackwardRowSpan(float* dx, const float* dy, const float* x, const fl
 void RmsNormWeightGradSpan(float* dweight, const float* dout, const float* inp, const float* rstd,
                            int64_t n, int64_t c, int64_t begin, int64_t end) {
   RmsNormWeightGradColumns(dweight, dout, inp, rstd, n, c, begin, end);
-}
-
-float SumExpRowSpan(const float* row, float shift, int64_t v) {
-  return CrossEntropySumExpRow(row, shift, v);
-}
-
-void SoftmaxRowSpan(float* grad, const float* row, float lse, float scale, int64_t v) {
-  CrossEntropySoftmaxRow(grad, row, lse, scale, v);
 }
 
 void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim,
@@ -160,78 +136,6 @@ void AdamUpdateSpan(const AdamConstants& c, float* param, const float* grad, flo
     hn::StoreU(p, df, param + i);
   }
   ScalarAdamUpdate(c, param + i, grad + i, m + i, v + i, n - i);
-}
-
-// Highway's Exp (1 ulp on [-104, 88.7] as documented) with expf's answers outside that range: NaN
-// stays NaN, +inf from where expf overflows, and below -104 Highway's 0 is already expf's.
-template <class D, class V = hn::Vec<D> >
-V ExpOf(D d, V x) {
-  const V y = hn::Exp(d, x);
-  // The smallest f32 whose exp exceeds FLT_MAX, 0x42b17218.
-  const auto overflow = hn::Ge(x, hn::Set(d, 88.72283935546875f));
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenElse(overflow, inf, y));
-}
-
-constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
-
-// body(in, out) on each whole vector of n elements (in and out pointing at it), then once on the
-// last n % lanes through copies padded with zeros: each element's result is then the same
-// wherever it sits, in the body or the tail of a thread's block or of a tensor-parallel shard.
-template <size_t kIn, size_t kOut, class D, class Body>
-void ForEachVector(D d, int64_t n, const std::array<const float*, kIn>& in,
-                   const std::array<float*, kOut>& out, const Body& body) {
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  std::array<const float*, kIn> in_at;
-  std::array<float*, kOut> out_at;
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    for (size_t k = 0; k < kIn; ++k) in_at[k] = in[k] + i;
-    for (size_t k = 0; k < kOut; ++k) out_at[k] = out[k] + i;
-    body(in_at, out_at);
-  }
-  const int64_t rest = n - i;
-  if (rest == 0) return;
-  HWY_ALIGN float in_copy[kIn][kMaxLanes] = {};
-  HWY_ALIGN float out_copy[kOut][kMaxLanes] = {};
-  for (size_t k = 0; k < kIn; ++k) in_at[k] = std::copy_n(in[k] + i, rest, in_copy[k]) - rest;
-  for (size_t k = 0; k < kOut; ++k) out_at[k] = std::copy_n(out[k] + i, rest, out_copy[k]) - rest;
-  body(in_at, out_at);
-  for (size_t k = 0; k < kOut; ++k) std::copy_n(out_copy[k], rest, out[k] + i);
-}
-
-void ExpSpan(const float* in, float* out, int64_t n) {
-  const hn::ScalableTag<float> d;
-  ForEachVector<1, 1>(d, n, {in}, {out}, [&](const auto& x, const auto& y) {
-    hn::StoreU(ExpOf(d, hn::LoadU(d, x[0])), d, y[0]);
-  });
-}
-
-// swiglu.h's SwiGluElement, lane by lane, operation for operation, with ExpOf for expf.
-void SwiGluForwardSpan(float* out, const float* a, const float* b, int64_t n) {
-  const hn::ScalableTag<float> d;
-  const auto one = hn::Set(d, 1.0f);
-  ForEachVector<2, 1>(d, n, {a, b}, {out}, [&](const auto& x, const auto& y) {
-    const auto va = hn::LoadU(d, x[0]);
-    const auto gate = hn::Div(va, hn::Add(one, ExpOf(d, hn::Neg(va))));
-    hn::StoreU(hn::Mul(gate, hn::LoadU(d, x[1])), d, y[0]);
-  });
-}
-
-// swiglu.h's SwiGluBackwardElement, likewise.
-void SwiGluBackwardSpan(float* da, float* db, const float* dout, const float* a, const float* b,
-                        int64_t n) {
-  const hn::ScalableTag<float> d;
-  const auto one = hn::Set(d, 1.0f);
-  ForEachVector<3, 2>(d, n, {dout, a, b}, {da, db}, [&](const auto& x, const auto& y) {
-    const auto vdout = hn::LoadU(d, x[0]), va = hn::LoadU(d, x[1]), vb = hn::LoadU(d, x[2]);
-    const auto sigmoid = hn::Div(one, hn::Add(one, ExpOf(d, hn::Neg(va))));
-    const auto silu = hn::Mul(va, sigmoid);
-    const auto slope = hn::Add(one, hn::Mul(va, hn::Sub(one, sigmoid)));
-    const auto grad_a = hn::Mul(hn::Mul(hn::Mul(vdout, vb), sigmoid), slope);
-    hn::StoreU(hn::Add(hn::LoadU(d, y[0]), grad_a), d, y[0]);
-    hn::StoreU(hn::Add(hn::LoadU(d, y[1]), hn::Mul(vdout, silu)), d, y[1]);
-  });
 }
 
 // Sums of products in double: each f32 vector's halves widened (PromoteLow, PromoteHigh),
@@ -329,37 +233,6 @@ void RmsNormWeightGradSpan(float* dweight, const float* dout, const float* inp, 
   RmsNormWeightGradColumns(dweight, dout, inp, rstd, n, c, begin + vectors * lanes, end);
 }
 
-// cross_entropy.h's CrossEntropySumExpRow with ExpOf, the sum in another order; the tail's padding
-// lanes are left out of the sum (exp(0 - shift) need not be 0).
-float SumExpRowSpan(const float* row, float shift, int64_t v) {
-  const hn::ScalableTag<float> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const auto vshift = hn::Set(d, shift);
-  const hn::Repartition<double, decltype(d)> dd;
-  auto sum_low = hn::Zero(dd), sum_high = hn::Zero(dd);
-  auto add = [&](hn::Vec<decltype(d)> e) {
-    sum_low = hn::Add(sum_low, PromoteLow(d, e));
-    sum_high = hn::Add(sum_high, PromoteHigh(d, e));
-  };
-  int64_t j = 0;
-  for (; j + lanes <= v; j += lanes) add(ExpOf(d, hn::Sub(hn::LoadU(d, row + j), vshift)));
-  if (j < v) {
-    HWY_ALIGN float copy[kMaxLanes] = {};
-    std::copy(row + j, row + v, copy);
-    const auto e = ExpOf(d, hn::Sub(hn::Load(d, copy), vshift));
-    add(hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(v - j)), e));
-  }
-  return static_cast<float>(Total(dd, sum_low, sum_high));
-}
-
-// cross_entropy.h's CrossEntropySoftmaxRow with ExpOf; grad may be row itself.
-void SoftmaxRowSpan(float* grad, const float* row, float lse, float scale, int64_t v) {
-  const hn::ScalableTag<float> d;
-  const auto vlse = hn::Set(d, lse), vscale = hn::Set(d, scale);
-  ForEachVector<1, 1>(d, v, {row}, {grad}, [&](const auto& x, const auto& y) {
-    hn::StoreU(hn::Mul(ExpOf(d, hn::Sub(hn::LoadU(d, x[0]), vlse)), vscale), d, y[0]);
-  });
-}
 // [c0, c0, c1, c1, ...] from lanes / 2 values at p: each widened to 64 bits and copied up.
 template <class D>
 hn::Vec<D> LoadPairwise(D d, const float* p) {
@@ -395,6 +268,142 @@ void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, 
   }
 }
 #endif  // HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSSE3 || \
+    HWY_TARGET == HWY_SSE4
+// Highway's Exp on the 128-bit targets (no FMA there: each multiply-add is two operations) is
+// 1.7-2x slower than glibc's SSE4 vector expf that the references' `omp simd` loops call
+// (titan_cpu_kernels_bench), so on CPUs without AVX2 the kernels that take an exp run those.
+void ExpSpan(const float* in, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = internal::VectorExp(in[i]);
+}
+
+void SwiGluForwardSpan(float* out, const float* a, const float* b, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = SwiGluElement(a[i], b[i]);
+}
+
+void SwiGluBackwardSpan(float* da, float* db, const float* dout, const float* a, const float* b,
+                        int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) SwiGluBackwardElement(da[i], db[i], dout[i], a[i], b[i]);
+}
+
+float SumExpRowSpan(const float* row, float shift, int64_t v) {
+  return CrossEntropySumExpRow(row, shift, v);
+}
+
+void SoftmaxRowSpan(float* grad, const float* row, float lse, float scale, int64_t v) {
+  CrossEntropySoftmaxRow(grad, row, lse, scale, v);
+}
+
+#else
+
+// Highway's Exp (1 ulp on [-104, 88.7] as documented) with expf's answers outside that range: NaN
+// stays NaN, +inf from where expf overflows, and below -104 Highway's 0 is already expf's.
+template <class D, class V = hn::Vec<D> >
+V ExpOf(D d, V x) {
+  const V y = hn::Exp(d, x);
+  // The smallest f32 whose exp exceeds FLT_MAX, 0x42b17218.
+  const auto overflow = hn::Ge(x, hn::Set(d, 88.72283935546875f));
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenElse(overflow, inf, y));
+}
+
+constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+
+// body(in, out) on each whole vector of n elements (in and out pointing at it), then once on the
+// last n % lanes through copies padded with zeros: each element's result is then the same
+// wherever it sits, in the body or the tail of a thread's block or of a tensor-parallel shard.
+template <size_t kIn, size_t kOut, class D, class Body>
+void ForEachVector(D d, int64_t n, const std::array<const float*, kIn>& in,
+                   const std::array<float*, kOut>& out, const Body& body) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  std::array<const float*, kIn> in_at;
+  std::array<float*, kOut> out_at;
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    for (size_t k = 0; k < kIn; ++k) in_at[k] = in[k] + i;
+    for (size_t k = 0; k < kOut; ++k) out_at[k] = out[k] + i;
+    body(in_at, out_at);
+  }
+  const int64_t rest = n - i;
+  if (rest == 0) return;
+  HWY_ALIGN float in_copy[kIn][kMaxLanes] = {};
+  HWY_ALIGN float out_copy[kOut][kMaxLanes] = {};
+  for (size_t k = 0; k < kIn; ++k) in_at[k] = std::copy_n(in[k] + i, rest, in_copy[k]) - rest;
+  for (size_t k = 0; k < kOut; ++k) out_at[k] = std::copy_n(out[k] + i, rest, out_copy[k]) - rest;
+  body(in_at, out_at);
+  for (size_t k = 0; k < kOut; ++k) std::copy_n(out_copy[k], rest, out[k] + i);
+}
+
+void ExpSpan(const float* in, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  ForEachVector<1, 1>(d, n, {in}, {out}, [&](const auto& x, const auto& y) {
+    hn::StoreU(ExpOf(d, hn::LoadU(d, x[0])), d, y[0]);
+  });
+}
+
+// swiglu.h's SwiGluElement, lane by lane, operation for operation, with ExpOf for expf.
+void SwiGluForwardSpan(float* out, const float* a, const float* b, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto one = hn::Set(d, 1.0f);
+  ForEachVector<2, 1>(d, n, {a, b}, {out}, [&](const auto& x, const auto& y) {
+    const auto va = hn::LoadU(d, x[0]);
+    const auto gate = hn::Div(va, hn::Add(one, ExpOf(d, hn::Neg(va))));
+    hn::StoreU(hn::Mul(gate, hn::LoadU(d, x[1])), d, y[0]);
+  });
+}
+
+// swiglu.h's SwiGluBackwardElement, likewise.
+void SwiGluBackwardSpan(float* da, float* db, const float* dout, const float* a, const float* b,
+                        int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto one = hn::Set(d, 1.0f);
+  ForEachVector<3, 2>(d, n, {dout, a, b}, {da, db}, [&](const auto& x, const auto& y) {
+    const auto vdout = hn::LoadU(d, x[0]), va = hn::LoadU(d, x[1]), vb = hn::LoadU(d, x[2]);
+    const auto sigmoid = hn::Div(one, hn::Add(one, ExpOf(d, hn::Neg(va))));
+    const auto silu = hn::Mul(va, sigmoid);
+    const auto slope = hn::Add(one, hn::Mul(va, hn::Sub(one, sigmoid)));
+    const auto grad_a = hn::Mul(hn::Mul(hn::Mul(vdout, vb), sigmoid), slope);
+    hn::StoreU(hn::Add(hn::LoadU(d, y[0]), grad_a), d, y[0]);
+    hn::StoreU(hn::Add(hn::LoadU(d, y[1]), hn::Mul(vdout, silu)), d, y[1]);
+  });
+}
+
+// cross_entropy.h's CrossEntropySumExpRow with ExpOf, the sum in another order; the tail's padding
+// lanes are left out of the sum (exp(0 - shift) need not be 0).
+float SumExpRowSpan(const float* row, float shift, int64_t v) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto vshift = hn::Set(d, shift);
+  const hn::Repartition<double, decltype(d)> dd;
+  auto sum_low = hn::Zero(dd), sum_high = hn::Zero(dd);
+  auto add = [&](hn::Vec<decltype(d)> e) {
+    sum_low = hn::Add(sum_low, PromoteLow(d, e));
+    sum_high = hn::Add(sum_high, PromoteHigh(d, e));
+  };
+  int64_t j = 0;
+  for (; j + lanes <= v; j += lanes) add(ExpOf(d, hn::Sub(hn::LoadU(d, row + j), vshift)));
+  if (j < v) {
+    HWY_ALIGN float copy[kMaxLanes] = {};
+    std::copy(row + j, row + v, copy);
+    const auto e = ExpOf(d, hn::Sub(hn::Load(d, copy), vshift));
+    add(hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(v - j)), e));
+  }
+  return static_cast<float>(Total(dd, sum_low, sum_high));
+}
+
+// cross_entropy.h's CrossEntropySoftmaxRow with ExpOf; grad may be row itself.
+void SoftmaxRowSpan(float* grad, const float* row, float lse, float scale, int64_t v) {
+  const hn::ScalableTag<float> d;
+  const auto vlse = hn::Set(d, lse), vscale = hn::Set(d, scale);
+  ForEachVector<1, 1>(d, v, {row}, {grad}, [&](const auto& x, const auto& y) {
+    hn::StoreU(hn::Mul(ExpOf(d, hn::Sub(hn::LoadU(d, x[0]), vlse)), vscale), d, y[0]);
+  });
+}
+#endif  // the kernels that take an exp
 
 }  // namespace HWY_NAMESPACE
 }  // namespace titan

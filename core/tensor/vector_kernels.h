@@ -29,7 +29,9 @@ void VectorAdamUpdate(const AdamConstants& c, float* param, const float* grad, f
 // Against exp in double rounded to f32, on every f32 of [-104, 89]: at most kVectorExpUlps apart;
 // the exp of the scalar references' `omp simd` loops, glibc's vector expf (libmvec, its SSE4
 // variant on x86-64), at most kReferenceExpUlps. So an exp of the vector kernels is at most
-// kExpUlpsApart from the reference's. Every kernel below that takes an exp takes this one.
+// kExpUlpsApart from the reference's. Every kernel below that takes an exp takes this one. On CPUs
+// without AVX2, where Highway's Exp is slower than glibc's, the kernels that take an exp are the
+// references themselves.
 inline constexpr int kVectorExpUlps = 1;
 inline constexpr int kReferenceExpUlps = 3;
 inline constexpr int kExpUlpsApart = kVectorExpUlps + kReferenceExpUlps;
