@@ -1,8 +1,10 @@
 // titan's vector CPU kernels (core/tensor/vector_kernels.h) against the scalar loops they replace,
 // on each instruction set this CPU has: `reference` is the scalar code as the core ran it before,
 // compiled like the rest of titan (x86-64 baseline, SSE2); the others force Highway's dispatch to
-// one target. Relative timings in one process, which a shared machine's load disturbs less than
-// a training run. See docs/benchmarks.md for the command and figures.
+// one target. The model kernels run on the 34M shapes of docs/benchmarks.md (batch 4 x seq_len 512
+// = 2048 rows, dim 512, hidden 1536, 8 heads of 64, vocabulary 8192). Relative timings in one
+// process, which a shared machine's load disturbs less than a training run. See docs/benchmarks.md
+// for the command and figures.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -11,6 +13,10 @@
 #include <vector>
 
 #include "core/tensor/adam.h"
+#include "core/tensor/cross_entropy.h"
+#include "core/tensor/rmsnorm.h"
+#include "core/tensor/rope.h"
+#include "core/tensor/swiglu.h"
 #include "core/tensor/vector_kernels.h"
 #include "hwy/targets.h"
 #include "titan/float16.h"
@@ -93,6 +99,137 @@ void AdamW(benchmark::State& state, int64_t target) {
   state.SetBytesProcessed(state.iterations() * n * 7 * sizeof(float));
 }
 
+// The 34M model's shapes.
+constexpr int64_t kRows = 2048, kDim = 512, kHidden = 1536, kVocab = 8192, kHeads = 8,
+                  kHeadDim = 64;
+
+void SwiGluForwardBench(benchmark::State& state, int64_t target) {
+  const int64_t n = kRows * kHidden;
+  const std::vector<float> a = RandomFloats(n, 5), b = RandomFloats(n, 6);
+  std::vector<float> out(n);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      SwiGluForward(out.data(), a.data(), b.data(), n);
+    } else {
+      VectorSwiGluForward(out.data(), a.data(), b.data(), n);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 3 * sizeof(float));
+}
+
+void SwiGluBackwardBench(benchmark::State& state, int64_t target) {
+  const int64_t n = kRows * kHidden;
+  const std::vector<float> a = RandomFloats(n, 5), b = RandomFloats(n, 6),
+                           dout = RandomFloats(n, 7);
+  std::vector<float> da(n, 0.0f), db(n, 0.0f);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      SwiGluBackward(da.data(), db.data(), dout.data(), a.data(), b.data(), n);
+    } else {
+      VectorSwiGluBackward(da.data(), db.data(), dout.data(), a.data(), b.data(), n);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 7 * sizeof(float));
+}
+
+void RmsNormForwardBench(benchmark::State& state, int64_t target) {
+  const std::vector<float> x = RandomFloats(kRows * kDim, 8), w = RandomFloats(kDim, 9);
+  std::vector<float> out(kRows * kDim), rstd(kRows);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      RmsNormForward(out.data(), rstd.data(), x.data(), w.data(), kRows, kDim);
+    } else {
+      VectorRmsNormForward(out.data(), rstd.data(), x.data(), w.data(), kRows, kDim, kRmsNormEps);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kRows * kDim * 2 * sizeof(float));
+}
+
+void RmsNormBackwardBench(benchmark::State& state, int64_t target) {
+  const std::vector<float> x = RandomFloats(kRows * kDim, 8), w = RandomFloats(kDim, 9);
+  const std::vector<float> dout = RandomFloats(kRows * kDim, 10), rstd(kRows, 0.9f);
+  std::vector<float> dx(kRows * kDim, 0.0f), dw(kDim, 0.0f);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      RmsNormBackward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), kRows,
+                      kDim);
+    } else {
+      VectorRmsNormBackward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(),
+                            kRows, kDim);
+    }
+    benchmark::ClobberMemory();
+  }
+  // Reads x and dout twice (the rows, then the weight's columns), reads and writes dx.
+  state.SetBytesProcessed(state.iterations() * kRows * kDim * 6 * sizeof(float));
+}
+
+// The forward's exp pass (CrossEntropySumExp) and the backward, on logits of a spread like a
+// trained model's.
+void CrossEntropySumExpBench(benchmark::State& state, int64_t target) {
+  std::vector<float> logits = RandomFloats(kRows * kVocab, 11);
+  for (float& x : logits) x *= 3.0f;
+  std::vector<float> max(kRows), sum(kRows);
+  CrossEntropyRowMax(max.data(), logits.data(), kRows, kVocab);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      CrossEntropySumExp(sum.data(), logits.data(), max.data(), kRows, kVocab);
+    } else {
+      VectorCrossEntropySumExp(sum.data(), logits.data(), max.data(), kRows, kVocab);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kRows * kVocab * sizeof(float));
+}
+
+void CrossEntropyBackwardBench(benchmark::State& state, int64_t target) {
+  std::vector<float> logits = RandomFloats(kRows * kVocab, 11);
+  for (float& x : logits) x *= 3.0f;
+  std::vector<float> lse(kRows), grad(kRows * kVocab);
+  CrossEntropyForward(lse.data(), logits.data(), std::vector<int32_t>(kRows, 7).data(), kRows,
+                      kVocab);
+  const std::vector<int32_t> targets(kRows, 7);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      CrossEntropyBackward(grad.data(), logits.data(), lse.data(), targets.data(), kRows, kVocab,
+                           1.0f);
+    } else {
+      VectorCrossEntropyBackward(grad.data(), logits.data(), lse.data(), targets.data(), kRows,
+                                 kVocab, 1.0f, 0);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kRows * kVocab * 2 * sizeof(float));
+}
+
+// Queries' RoPE forward and backward in one iteration.
+void RopeBench(benchmark::State& state, int64_t target) {
+  const int64_t n = kRows * kHeads * kHeadDim;
+  std::vector<float> x = RandomFloats(n, 12);
+  std::vector<float> cos(512 * kHeadDim / 2), sin(512 * kHeadDim / 2);
+  RopeTable(cos.data(), sin.data(), 512, kHeadDim, RopeConfig{});
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      RopeForward(x.data(), cos.data(), sin.data(), 4, 512, kHeads, kHeadDim);
+      RopeBackward(x.data(), cos.data(), sin.data(), 4, 512, kHeads, kHeadDim);
+    } else {
+      VectorRopeForward(x.data(), cos.data(), sin.data(), 4, 512, kHeads, kHeadDim);
+      VectorRopeBackward(x.data(), cos.data(), sin.data(), 4, 512, kHeads, kHeadDim);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 4 * sizeof(float));
+}
+
 void RegisterAll() {
   std::vector<std::pair<std::string, int64_t>> targets = {{"reference", 0}};
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
@@ -108,6 +245,18 @@ void RegisterAll() {
                                    [run, t](benchmark::State& state) { run(state, t); })
           ->Arg(1 << 16)
           ->Arg(1 << 24)
+          ->UseRealTime();
+    }
+    for (const auto& [kernel, fn] : {std::pair{"SwiGluForward", &SwiGluForwardBench},
+                                     std::pair{"SwiGluBackward", &SwiGluBackwardBench},
+                                     std::pair{"RmsNormForward", &RmsNormForwardBench},
+                                     std::pair{"RmsNormBackward", &RmsNormBackwardBench},
+                                     std::pair{"CrossEntropySumExp", &CrossEntropySumExpBench},
+                                     std::pair{"CrossEntropyBackward", &CrossEntropyBackwardBench},
+                                     std::pair{"RopeForwardBackward", &RopeBench}}) {
+      auto run = fn;
+      benchmark::RegisterBenchmark((std::string(kernel) + "/" + name).c_str(),
+                                   [run, t](benchmark::State& state) { run(state, t); })
           ->UseRealTime();
     }
   }

@@ -134,7 +134,7 @@ absl::Status CpuCompute::RunRmsNormForward(const TensorView& inp, const TensorVi
                                            double eps, TensorView out, TensorView rstd) {
   ScopedSpan span("kernel", "RmsNormForward");
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  titan::RmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps);
+  VectorRmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps);
   return absl::OkStatus();
 }
 
@@ -143,7 +143,7 @@ absl::Status CpuCompute::RunRmsNormBackward(const TensorView& dout, const Tensor
                                             TensorView dinp, TensorView dweight) {
   ScopedSpan span("kernel", "RmsNormBackward");
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  titan::RmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c);
+  VectorRmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c);
   return absl::OkStatus();
 }
 
@@ -159,28 +159,28 @@ absl::Status CpuCompute::RunRopeTable(const RopeSpec& spec, int64_t position_off
 absl::Status CpuCompute::RunRopeForward(const TensorView& cos, const TensorView& sin,
                                         TensorView x) {
   ScopedSpan span("kernel", "RopeForward");
-  titan::RopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+  VectorRopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunRopeBackward(const TensorView& cos, const TensorView& sin,
                                          TensorView dx) {
   ScopedSpan span("kernel", "RopeBackward");
-  titan::RopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
+  VectorRopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunSwiGluForward(const TensorView& a, const TensorView& b,
                                           TensorView out) {
   ScopedSpan span("kernel", "SwiGluForward");
-  titan::SwiGluForward(F(out), F(a), F(b), a.numel());
+  VectorSwiGluForward(F(out), F(a), F(b), a.numel());
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunSwiGluBackward(const TensorView& dout, const TensorView& a,
                                            const TensorView& b, TensorView da, TensorView db) {
   ScopedSpan span("kernel", "SwiGluBackward");
-  titan::SwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel());
+  VectorSwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel());
   return absl::OkStatus();
 }
 
@@ -209,7 +209,7 @@ absl::Status CpuCompute::RunCrossEntropyRowMax(const TensorView& logits, TensorV
 absl::Status CpuCompute::RunCrossEntropySumExp(const TensorView& logits, const TensorView& max,
                                                TensorView sum) {
   ScopedSpan span("kernel", "CrossEntropySumExp");
-  titan::CrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1]);
+  VectorCrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
@@ -235,8 +235,8 @@ absl::Status CpuCompute::RunCrossEntropyBackward(const TensorView& logits, const
                                                  const TensorView& targets, int64_t first_column,
                                                  float dloss, TensorView dlogits) {
   ScopedSpan span("kernel", "CrossEntropyBackward");
-  titan::CrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), logits.shape[0],
-                              logits.shape[1], dloss, first_column);
+  VectorCrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), logits.shape[0],
+                             logits.shape[1], dloss, first_column);
   return absl::OkStatus();
 }
 

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "core/tensor/internal/vector_math.h"
-
 namespace titan {
 namespace {
 
@@ -31,12 +29,7 @@ template <typename T>
 void CrossEntropySumExp(T* sum, const T* logits, const T* max, int64_t n, int64_t v) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const T* row = logits + i * v;
-    const T shift = max[i];
-    double total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < v; ++j) total += internal::VectorExp(row[j] - shift);
-    sum[i] = static_cast<T>(total);
+    sum[i] = CrossEntropySumExpRow(logits + i * v, max[i], v);
   }
 }
 
@@ -73,20 +66,21 @@ T CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int64_t n
 }
 
 template <typename T>
+T CrossEntropyGradScale(const int32_t* targets, int64_t n, T dloss) {
+  const int64_t count = CountTargets(targets, n);
+  return count == 0 ? T{0} : dloss / static_cast<T>(count);
+}
+
+template <typename T>
 void CrossEntropyBackward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                           int64_t n, int64_t v, T dloss, int64_t first_column) {
-  const int64_t count = CountTargets(targets, n);
-  const T scale = count == 0 ? T{0} : dloss / static_cast<T>(count);
+  const T scale = CrossEntropyGradScale(targets, n, dloss);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     T* grad = dlogits + i * v;
-    const T* row = logits + i * v;
     const T row_scale = targets[i] == kIgnoreIndex ? T{0} : scale;
-    const T shift = lse[i];
-#pragma omp simd
-    for (int64_t j = 0; j < v; ++j) grad[j] = internal::VectorExp(row[j] - shift) * row_scale;
-    const int64_t column = targets[i] - first_column;
-    if (targets[i] != kIgnoreIndex && column >= 0 && column < v) grad[column] -= row_scale;
+    CrossEntropySoftmaxRow(grad, logits + i * v, lse[i], row_scale, v);
+    CrossEntropySubtractTarget(grad, targets[i], v, first_column, row_scale);
   }
 }
 
@@ -96,6 +90,8 @@ template void CrossEntropyBackward(float*, const float*, const float*, const int
                                    int64_t, float, int64_t);
 template void CrossEntropyBackward(double*, const double*, const double*, const int32_t*, int64_t,
                                    int64_t, double, int64_t);
+template float CrossEntropyGradScale(const int32_t*, int64_t, float);
+template double CrossEntropyGradScale(const int32_t*, int64_t, double);
 template void CrossEntropyRowMax(float*, const float*, int64_t, int64_t);
 template void CrossEntropySumExp(float*, const float*, const float*, int64_t, int64_t);
 template void CrossEntropyTargetLogit(float*, const float*, const int32_t*, int64_t, int64_t,

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/tensor/internal/vector_math.h"
+
 namespace titan {
 
 // Rows whose target is this are left out of the loss and its mean, as PyTorch's default.
@@ -41,6 +43,36 @@ void CrossEntropyTargetLogit(T* target, const T* logits, const int32_t* targets,
 template <typename T>
 T CrossEntropyFinish(T* sum_to_lse, const T* max, const T* target, const int32_t* targets,
                      int64_t n);
+
+// One row of CrossEntropySumExp and of CrossEntropyBackward before the target's column: the
+// reference loops and the vector kernels' fallback (core/tensor/vector_kernels.h) run these.
+template <typename T>
+inline T CrossEntropySumExpRow(const T* row, T shift, int64_t v) {
+  double total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t j = 0; j < v; ++j) total += internal::VectorExp(row[j] - shift);
+  return static_cast<T>(total);
+}
+
+// The scale of CrossEntropyBackward's rows: dloss / the number of rows that count, 0 when none
+// does (and for an ignored row).
+template <typename T>
+T CrossEntropyGradScale(const int32_t* targets, int64_t n, T dloss);
+
+// grad[j] = exp(row[j] - lse) * scale; grad may be row itself.
+template <typename T>
+inline void CrossEntropySoftmaxRow(T* grad, const T* row, T lse, T scale, int64_t v) {
+#pragma omp simd
+  for (int64_t j = 0; j < v; ++j) grad[j] = internal::VectorExp(row[j] - lse) * scale;
+}
+
+// Then the target's column, when these columns [first_column, first_column + v) hold it.
+template <typename T>
+inline void CrossEntropySubtractTarget(T* grad, int32_t target, int64_t v, int64_t first_column,
+                                       T scale) {
+  const int64_t column = target - first_column;
+  if (target != kIgnoreIndex && column >= 0 && column < v) grad[column] -= scale;
+}
 
 }  // namespace titan
 

@@ -14,16 +14,8 @@ void Rotate(T* x, const T* cos, const T* sin, int64_t b, int64_t t, int64_t head
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t ti = 0; ti < t; ++ti) {
-      const T* c = cos + ti * half;
-      const T* s = sin + ti * half;
-      for (int64_t h = 0; h < heads; ++h) {
-        T* pair = x + ((bi * t + ti) * heads + h) * head_dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const T re = pair[2 * i], im = pair[2 * i + 1], si = direction * s[i];
-          pair[2 * i] = re * c[i] - im * si;
-          pair[2 * i + 1] = re * si + im * c[i];
-        }
-      }
+      RopeRotateHeads(x + (bi * t + ti) * heads * head_dim, cos + ti * half, sin + ti * half, heads,
+                      head_dim, direction);
     }
   }
 }

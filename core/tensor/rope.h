@@ -33,6 +33,22 @@ template <typename T>
 void RopeBackward(T* dx, const T* cos, const T* sin, int64_t b, int64_t t, int64_t heads,
                   int64_t head_dim);
 
+// One position's heads [heads, head_dim], each pair rotated by the angle whose cos and sin are
+// cos[i], direction * sin[i]: the reference loops and the vector kernels' fallback run this.
+template <typename T>
+inline void RopeRotateHeads(T* x, const T* cos, const T* sin, int64_t heads, int64_t head_dim,
+                            T direction) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    T* pair = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const T re = pair[2 * i], im = pair[2 * i + 1], si = direction * sin[i];
+      pair[2 * i] = re * cos[i] - im * si;
+      pair[2 * i + 1] = re * si + im * cos[i];
+    }
+  }
+}
+
 }  // namespace titan
 
 #endif  // TITAN_CORE_TENSOR_ROPE_H_
