@@ -91,7 +91,7 @@ std::vector<SectionSchema> MakeSchema() {
               {"debugmodel", "debugmodel_gqa", "debugmodel_tied", "debugmodel_moe",
                "debugmodel_plain_q", "0.6B", "1B", "1.7B", "3B", "4B", "8B", "14B", "16B", "32B",
                "70B", "405B", "671B", "30B-A3B", "235B-A22B"}),
-       Int("n_layers", 0, 0, kNoLimit,
+       Int("n_layers", 0, 0, 1024,
            "blocks of the model; 0: the flavor's (another count keeps the flavor's width, e.g. "
            "an 8B of 8 layers that fits one GPU, for measurements)"),
        String("tokenizer_path", "", "tokenizer file; empty to learn a BPE vocabulary"),
