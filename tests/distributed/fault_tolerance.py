@@ -108,6 +108,28 @@ class Job:
     def group_folder(self, group):
         return os.path.join(self.out, f"g{group}")
 
+    def kill_and_rejoin(self, victim, kill_at, admit_at, while_down=None):
+        """Three groups; `victim` is killed at `kill_at` ("<step>:<point>"), started again at once
+        into the folder g<victim>_back and admitted after step `admit_at` (that step's quorum
+        waits for it); `while_down`, if given, runs in between (a lost node's other losses).
+        Every group must end well and the victim must take group 0's state after `admit_at`.
+        Returns the back folder and the outputs: the survivors', then the restarted group's."""
+        hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": str(admit_at)}
+        survivors = self.groups(3, env=hold, only=[g for g in range(3) if g != victim])
+        killed = finish(self.groups(3, env=dict(hold, TITAN_TEST_FT_KILL=f"{victim}:{kill_at}"),
+                                    only=[victim]))
+        expect(killed[0][0] == -signal.SIGKILL,
+               f"group {victim} did not die in step {kill_at.split(':')[0]}", [killed[0][1]])
+        if while_down is not None:
+            while_down()
+        back = os.path.join(self.out, f"g{victim}_back")
+        results = finish(survivors + self.groups(3, env=hold, only=[victim], folder=back))
+        outputs = [o for _, o in results]
+        expect(all(code == 0 for code, _ in results), "a group failed", outputs)
+        expect(f"receiving the state after step {admit_at} from group 0" in outputs[2],
+               f"group {victim} did not rejoin after step {admit_at} from group 0", outputs)
+        return back, outputs
+
 
 def finish(processes):
     """Each process's (exit code, output)."""
@@ -214,17 +236,7 @@ def kill_external(args, ranks_per_group):
 def rejoin(args):
     checkpoints = ["--checkpoint.enable=true", "--checkpoint.interval=5"]
     job = Job(args, os.path.join(args.out, "rejoin"), steps=10, extra=checkpoints)
-    hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": "5"}
-    survivors = job.groups(3, env=hold, only=[0, 1])
-    killed = finish(job.groups(3, env=dict(hold, TITAN_TEST_FT_KILL="2:3:before_join"),
-                               only=[2]))
-    expect(killed[0][0] == -signal.SIGKILL, "group 2 did not die at step 3", [killed[0][1]])
-    back = os.path.join(job.out, "g2_back")
-    results = finish(survivors + job.groups(3, env=hold, only=[2], folder=back))
-    outputs = [o for _, o in results]
-    expect(all(code == 0 for code, _ in results), "a group failed", outputs)
-    expect("receiving the state after step 5 from group 0" in outputs[2],
-           "group 2 did not rejoin after step 5 from group 0", outputs)
+    back, outputs = job.kill_and_rejoin(2, "3:before_join", admit_at=5)
     live = [losses(job.group_folder(0)), losses(job.group_folder(1)), losses(back)]
     expect(len(live[0]) == 10 and live[0] == live[1] and live[2] == live[0][5:],
            f"the groups disagree after the rejoin: {live}", outputs)
@@ -466,18 +478,7 @@ def diloco(args):
 def diloco_rejoin(args):
     sync = diloco_flags(2)
     job = Job(args, os.path.join(args.out, "diloco_rejoin"), steps=8, extra=sync)
-    hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": "6"}
-    survivors = job.groups(3, env=hold, only=[0, 1])
-    killed = finish(job.groups(3, env=dict(hold, TITAN_TEST_FT_KILL="2:4:after_join"),
-                               only=[2]))
-    expect(killed[0][0] == -signal.SIGKILL, "group 2 did not die in step 4's sync",
-           [killed[0][1]])
-    back = os.path.join(job.out, "g2_back")
-    results = finish(survivors + job.groups(3, env=hold, only=[2], folder=back))
-    outputs = [o for _, o in results]
-    expect(all(code == 0 for code, _ in results), "a group failed", outputs)
-    expect("receiving the state after step 6 from group 0" in outputs[2],
-           "group 2 did not rejoin after step 6 from group 0", outputs)
+    back, outputs = job.kill_and_rejoin(2, "4:after_join", admit_at=6)  # killed in a sync
     live = [losses(job.group_folder(0)), losses(job.group_folder(1)), losses(back)]
     expect(len(live[0]) == 8 and len(live[2]) == 2 and live[0][7] == live[1][7] == live[2][1],
            f"the groups disagree at the last sync (step 8): {live}", outputs)
@@ -498,23 +499,12 @@ def etcd_lighthouse(args):
         try:
             job = Job(args, os.path.join(args.out, f"lighthouse_{lighthouse}"), steps=10,
                       etcd=etcd)
-            hold = {"TITAN_TEST_FT_ADMIT_AT_STEP": "6"}
-            survivors = job.groups(3, env=hold, only=[0, 2])
-            killed = finish(job.groups(3, env=dict(hold, TITAN_TEST_FT_KILL="1:3:before_join"),
-                                       only=[1]))
-            expect(killed[0][0] == -signal.SIGKILL, "group 1 did not die at step 3",
-                   [killed[0][1]])
-            if etcd is not None:
-                etcd.kill(1)
-            back = os.path.join(job.out, "g1_back")
-            results = finish(survivors + job.groups(3, env=hold, only=[1], folder=back))
+            back, outputs = job.kill_and_rejoin(
+                1, "3:before_join", admit_at=6,
+                while_down=None if etcd is None else lambda: etcd.kill(1))
         finally:
             if etcd is not None:
                 etcd.stop()
-        outputs = [o for _, o in results]
-        expect(all(code == 0 for code, _ in results), f"a group failed ({lighthouse})", outputs)
-        expect("receiving the state after step 6 from group 0" in outputs[2],
-               f"group 1 did not rejoin after step 6 ({lighthouse})", outputs)
         expect(lighthouse == "folder" or "etcd at " in outputs[0],
                "the groups did not keep their quorum in etcd", outputs)
         live = [losses(job.group_folder(0)), losses(job.group_folder(2)), losses(back)]
