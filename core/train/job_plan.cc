@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/recipe_schema.h"
 #include "core/train/plan_plugins.h"
 #include "core/train/preflight.h"
 
@@ -220,11 +221,31 @@ absl::Status ReadDiloco(const ConfigView& section, FaultToleranceSettings& ft) {
   return absl::OkStatus();
 }
 
+// Each key of `section_name` set by the recipe or the command line, other than `enable_key`,
+// while the section is off: a warning naming it (the run takes none of them).
+void WarnKeysOfDisabledSection(const Recipe& recipe, absl::string_view section_name,
+                               absl::string_view enable_key, std::vector<std::string>& warnings) {
+  const ConfigView& section = recipe.section(section_name);
+  for (const SectionSchema& schema : RecipeSchema()) {
+    if (schema.name != section_name) continue;
+    for (const ConfigKey& key : schema.keys) {
+      if (key.name == enable_key || section.Where(key.name) == "default") continue;
+      warnings.push_back(absl::StrCat(section.Where(key.name), ": ", section_name, ".", key.name,
+                                      " has no effect with ", section_name, ".", enable_key,
+                                      " = false"));
+    }
+  }
+}
+
 // [fault_tolerance]. What is not implemented yet is refused by name, never taken and ignored.
-absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft) {
+absl::Status ReadFaultTolerance(const Recipe& recipe, FaultToleranceSettings& ft,
+                                std::vector<std::string>& warnings) {
   const ConfigView& section = recipe.section("fault_tolerance");
   TITAN_ASSIGN_OR_RETURN(ft.enable, section.GetBool("enable"));
-  if (!ft.enable) return absl::OkStatus();
+  if (!ft.enable) {
+    WarnKeysOfDisabledSection(recipe, "fault_tolerance", "enable", warnings);
+    return absl::OkStatus();
+  }
   TITAN_ASSIGN_OR_RETURN(int64_t replica_id, section.GetInt("replica_id"));
   TITAN_ASSIGN_OR_RETURN(int64_t group_size, section.GetInt("group_size"));
   TITAN_ASSIGN_OR_RETURN(int64_t min_size, section.GetInt("min_replica_size"));
@@ -331,7 +352,7 @@ absl::Status ReadRecipe(const Recipe& recipe, const PluginRegistry& registry, Jo
   TITAN_RETURN_IF_ERROR(ReadObservability(recipe, plan.job, plan.metrics, plan.profiling));
   TITAN_RETURN_IF_ERROR(ReadControlPlane(recipe, plan, plan.control_plane));
   TITAN_RETURN_IF_ERROR(ReadGenerate(recipe, plan.generate));
-  TITAN_RETURN_IF_ERROR(ReadFaultTolerance(recipe, plan.fault_tolerance));
+  TITAN_RETURN_IF_ERROR(ReadFaultTolerance(recipe, plan.fault_tolerance, plan.warnings));
   const ConfigView& parallelism = recipe.section("parallelism");
   TITAN_ASSIGN_OR_RETURN(plan.parallelism.shard_degree_setting,
                          parallelism.GetInt("data_parallel_shard_degree"));

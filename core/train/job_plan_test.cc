@@ -554,5 +554,23 @@ TEST_F(JobPlanTest, FaultToleranceIsReadAndWhatIsNotImplementedIsRefusedByName) 
               HasSubstr("fault_tolerance.group_size"));
 }
 
+TEST_F(JobPlanTest, KeysOfADisabledFaultToleranceSectionAreWarnedAbout) {
+  auto plan =
+      BuildJobPlan(Make("[fault_tolerance]\nreplica_id = 1\n", {"fault_tolerance.outer_lr=0.5"}),
+                   *registry_, Mesh(1, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->fault_tolerance.enable);
+  EXPECT_THAT(plan->warnings,
+              testing::UnorderedElementsAre(
+                  "t.toml:6:14: fault_tolerance.replica_id has no effect with "
+                  "fault_tolerance.enable = false",
+                  "command line --fault_tolerance.outer_lr=0.5: fault_tolerance.outer_lr has no "
+                  "effect with "
+                  "fault_tolerance.enable = false"));
+  auto off = BuildJobPlan(Make("[fault_tolerance]\nenable = false\n"), *registry_, Mesh(1, 1));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_THAT(off->warnings, testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace titan
