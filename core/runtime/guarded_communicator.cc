@@ -61,6 +61,10 @@ class GuardedCommunicator : public Communicator {
       std::span<const PeerMessage> messages) override {
     return Transferring("Exchange", [&] { return inner_->Exchange(messages); });
   }
+  absl::StatusOr<std::unique_ptr<Transfer>> StartExchange(std::span<const PeerMessage> messages,
+                                                          const StreamOrder& order) override {
+    return Transferring("StartExchange", [&] { return inner_->StartExchange(messages, order); });
+  }
   absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
                                                            TensorView output,
                                                            const StreamOrder& order) override {

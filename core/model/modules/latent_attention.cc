@@ -135,6 +135,7 @@ AttentionSpec LatentAttention::Spec() const {
   spec.batch = ctx_.batch, spec.seq_len = ctx_.seq_len, spec.kv_len = ctx_.seq_len;
   spec.heads = spec.kv_heads = ctx_.config.n_heads;
   spec.head_dim = ctx_.config.mla.qk_head_dim();
+  spec.matmul_dtype = ctx_.matmul_dtype;
   return spec;
 }
 

@@ -41,6 +41,7 @@ AttentionSpec SelfAttention::Spec() const {
   AttentionSpec spec;
   spec.batch = ctx_.batch, spec.seq_len = ctx_.seq_len, spec.kv_len = ctx_.seq_len;
   spec.heads = local.heads, spec.kv_heads = local.kv_heads, spec.head_dim = ctx_.config.head_dim();
+  spec.matmul_dtype = ctx_.matmul_dtype;
   return spec;
 }
 

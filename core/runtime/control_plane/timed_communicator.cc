@@ -83,6 +83,16 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::Excha
   return std::unique_ptr<Transfer>(new TimedTransfer(std::move(sends), clock_));
 }
 
+absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartExchange(
+    std::span<const PeerMessage> messages, const StreamOrder& order) {
+  std::unique_ptr<Transfer> started;
+  TITAN_RETURN_IF_ERROR(TimeCall(*clock_, [&]() -> absl::Status {
+    TITAN_ASSIGN_OR_RETURN(started, inner_->StartExchange(messages, order));
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<Transfer>(new TimedTransfer(std::move(started), clock_));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TimedCommunicator::StartAllGather(
     const TensorView& input, TensorView output, const StreamOrder& order) {
   std::unique_ptr<Transfer> started;

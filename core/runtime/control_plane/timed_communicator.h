@@ -48,6 +48,8 @@ class TimedCommunicator : public Communicator {
                                                       int tag) override;
   absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
       std::span<const PeerMessage> messages) override;
+  absl::StatusOr<std::unique_ptr<Transfer>> StartExchange(std::span<const PeerMessage> messages,
+                                                          const StreamOrder& order) override;
   absl::StatusOr<std::unique_ptr<Transfer>> StartAllGather(const TensorView& input,
                                                            TensorView output,
                                                            const StreamOrder& order) override;

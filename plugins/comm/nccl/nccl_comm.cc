@@ -208,14 +208,14 @@ class NcclCommunicator : public Communicator {
     return Gather(input, output, {}, nullptr).status();
   }
 
-  // Holds its own event of the all-gather's end: the watchdog releases the operation's once it
-  // completed, maybe before the caller waits.
-  class StartedGather : public Transfer {
+  // A started all-gather or exchange. Holds its own event of the operation's end: the watchdog
+  // releases the operation's once it completed, maybe before the caller waits.
+  class StartedOperation : public Transfer {
    public:
-    StartedGather(std::shared_ptr<Completion> completion, cudaEvent_t done, Compute& compute,
-                  int device)
+    StartedOperation(std::shared_ptr<Completion> completion, cudaEvent_t done, Compute& compute,
+                     int device)
         : completion_(std::move(completion)), done_(done), compute_(compute), device_(device) {}
-    ~StartedGather() override {
+    ~StartedOperation() override {
       Wait().IgnoreError();
       cudaEventDestroy(done_);  // CUDA keeps it for the stream that waits on it
     }
@@ -242,7 +242,7 @@ class NcclCommunicator : public Communicator {
     cudaEvent_t done = nullptr;
     TITAN_ASSIGN_OR_RETURN(auto completion, Gather(input, output, order.after, &done));
     return std::unique_ptr<Transfer>(
-        new StartedGather(std::move(completion), done, compute_, job_->device));
+        new StartedOperation(std::move(completion), done, compute_, job_->device));
   }
 
   absl::Status Broadcast(TensorView buffer, int root) override {
@@ -289,24 +289,18 @@ class NcclCommunicator : public Communicator {
   // returned (its sends) blocks the host until the group completed on the GPU.
   absl::StatusOr<std::unique_ptr<Transfer>> Exchange(
       std::span<const PeerMessage> messages) override {
-    std::vector<NcclMessage> group;
-    std::vector<int> peers;
-    size_t bytes = 0;
-    for (const PeerMessage& m : messages) {
-      const bool send = m.kind == PeerMessage::Kind::kSend;
-      const char* op = send ? "exchange (send)" : "exchange (recv)";
-      TITAN_RETURN_IF_ERROR(Check(op, m.buffer, m.buffer, 1));
-      TITAN_RETURN_IF_ERROR(CheckPeer(op, m.peer, false));
-      group.push_back({send, m.buffer.data, m.buffer.nbytes(), m.peer});
-      peers.push_back((*members_)[static_cast<size_t>(m.peer)]);
-      bytes += m.buffer.nbytes();
-    }
-    if (group.empty()) return std::unique_ptr<Transfer>(new Transfers({}));
-    TITAN_ASSIGN_OR_RETURN(
-        auto completion,
-        Enqueue("exchange", bytes, std::make_shared<const std::vector<int>>(std::move(peers)),
-                [&](ncclComm_t c, cudaStream_t s) { return LaunchGroup(group, c, s); }));
+    if (messages.empty()) return std::unique_ptr<Transfer>(new Transfers({}));
+    TITAN_ASSIGN_OR_RETURN(auto completion, Group(messages, {}, nullptr));
     return std::unique_ptr<Transfer>(new NcclTransfer(std::move(completion)));
+  }
+  // The same group after `order` alone; the compute stream waits for it at the transfer's Wait.
+  absl::StatusOr<std::unique_ptr<Transfer>> StartExchange(std::span<const PeerMessage> messages,
+                                                          const StreamOrder& order) override {
+    if (messages.empty()) return std::unique_ptr<Transfer>(new Transfers({}));
+    cudaEvent_t done = nullptr;
+    TITAN_ASSIGN_OR_RETURN(auto completion, Group(messages, order.after, &done));
+    return std::unique_ptr<Transfer>(
+        new StartedOperation(std::move(completion), done, compute_, job_->device));
   }
   bool ordered_point_to_point() const override { return true; }
 
@@ -406,6 +400,27 @@ class NcclCommunicator : public Communicator {
           return Nccl().AllGather(input.data, output.data, input.nbytes(), ncclUint8, c, s);
         },
         after, handed);
+  }
+
+  // `messages` as one NCCL group (ncclGroupStart/End), queued as Enqueue does.
+  absl::StatusOr<std::shared_ptr<Completion>> Group(std::span<const PeerMessage> messages,
+                                                    std::span<const EventHandle> after,
+                                                    cudaEvent_t* handed) {
+    std::vector<NcclMessage> group;
+    std::vector<int> peers;
+    size_t bytes = 0;
+    for (const PeerMessage& m : messages) {
+      const bool send = m.kind == PeerMessage::Kind::kSend;
+      const char* op = send ? "exchange (send)" : "exchange (recv)";
+      TITAN_RETURN_IF_ERROR(Check(op, m.buffer, m.buffer, 1));
+      TITAN_RETURN_IF_ERROR(CheckPeer(op, m.peer, false));
+      group.push_back({send, m.buffer.data, m.buffer.nbytes(), m.peer});
+      peers.push_back((*members_)[static_cast<size_t>(m.peer)]);
+      bytes += m.buffer.nbytes();
+    }
+    return Enqueue(
+        "exchange", bytes, std::make_shared<const std::vector<int>>(std::move(peers)),
+        [&](ncclComm_t c, cudaStream_t s) { return LaunchGroup(group, c, s); }, after, handed);
   }
 
   absl::StatusOr<std::shared_ptr<Completion>> PointToPoint(absl::string_view op,

@@ -34,7 +34,7 @@ AttentionRoute ChooseAttention(const AttentionCase& c) {
   if (c.mode == AttentionMode::kAuto && !c.bf16_run) {
     return tiled(
         "an f32 run (job.attention = \"auto\" takes cuDNN's bf16 attention only where the "
-        "GEMMs are bf16: training.mixed_precision_param = \"bfloat16\")");
+        "matmuls are bf16: training.mixed_precision_param = \"bfloat16\")");
   }
   if (c.capability < 80) {
     return tiled(absl::StrCat("sm_", c.capability, " has no bf16 flash attention (sm_80+)"));

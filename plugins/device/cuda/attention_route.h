@@ -14,7 +14,7 @@ namespace titan::cuda {
 
 // The cuda device's `job.attention` key.
 enum class AttentionMode {
-  kAuto,   // cuDNN where eligible in a bf16 run (one whose GEMMs take bf16 operands), else tiled
+  kAuto,   // cuDNN where eligible in a bf16 run (AttentionSpec::matmul_dtype bf16), else tiled
   kCudnn,  // cuDNN where eligible, whatever the run's precision
   kTiled,  // titan's tiled f32 kernels always
 };
@@ -24,7 +24,7 @@ const char* AttentionModeName(AttentionMode mode);
 // What the choice depends on.
 struct AttentionCase {
   AttentionMode mode = AttentionMode::kAuto;
-  bool bf16_run = false;  // kAuto: the compute has been handed bf16 GEMM operands
+  bool bf16_run = false;  // AttentionSpec::matmul_dtype is bf16 (mixed_precision_param)
   int capability = 0;     // the GPU's major * 10 + minor
   bool cudnn_loaded = false;
   bool backward = false;

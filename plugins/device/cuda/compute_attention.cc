@@ -59,10 +59,8 @@ void CudaCompute::LogAttentionOnce(const std::string& key, const std::string& li
 }
 
 AttentionRoute CudaCompute::RouteAttention(const AttentionSpec& spec, bool backward) {
-  // kAuto's decision is taken once, at the first attention, so a run's attention is one kind.
-  if (attention_mode_ == AttentionMode::kAuto && bf16_run_ < 0) bf16_run_ = bf16_gemms_ ? 1 : 0;
   AttentionCase c{.mode = attention_mode_,
-                  .bf16_run = bf16_run_ == 1,
+                  .bf16_run = spec.matmul_dtype == DType::kBF16,
                   .capability = capability_,
                   .cudnn_loaded = true,
                   .backward = backward,
@@ -127,14 +125,14 @@ absl::StatusOr<const SdpaPlan*> CudaCompute::CudnnAttentionPlan(SdpaDirection di
     const std::string key = absl::StrCat(name, ShapeText(spec));
     if (built.ok()) {
       LogAttentionOnce(
-          key,
-          absl::StrCat("cuda: attention ", name, " by cuDNN ", CudnnVersionText(cudnn.version),
-                       "'s fused flash attention in bf16 (operands cast from f32, results "
-                       "cast back, f32 log-sum-exps; job.attention = \"",
-                       AttentionModeName(attention_mode_), "\"",
-                       attention_mode_ == AttentionMode::kAuto ? ": the run's GEMMs are bf16" : "",
-                       ") for ", ShapeText(spec), ": engine configuration ", built->engine, ", ",
-                       built->workspace_bytes, " bytes of workspace"));
+          key, absl::StrCat(
+                   "cuda: attention ", name, " by cuDNN ", CudnnVersionText(cudnn.version),
+                   "'s fused flash attention in bf16 (operands cast from f32, results "
+                   "cast back, f32 log-sum-exps; job.attention = \"",
+                   AttentionModeName(attention_mode_), "\"",
+                   attention_mode_ == AttentionMode::kAuto ? ": the run's matmuls are bf16" : "",
+                   ") for ", ShapeText(spec), ": engine configuration ", built->engine, ", ",
+                   built->workspace_bytes, " bytes of workspace"));
       return built;
     }
     // Any refusal at build time is remembered as one (Unimplemented), so the shape falls back

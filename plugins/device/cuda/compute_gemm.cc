@@ -44,7 +44,6 @@ absl::Status CudaCompute::RunGemm(const TensorView& a, bool transpose_a, const T
     return Check(LaunchScale(F(c), m * n, beta, stream_), "Gemm kernel launch");
   }
   const bool bf16 = a.dtype == DType::kBF16;
-  bf16_gemms_ = bf16_gemms_ || bf16;
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   LtMatmul call{
       .a = {b.data, type, b.shape[1], b.shape[0], b.shape[1], transpose_b, nullptr},

@@ -124,8 +124,6 @@ class CudaCompute : public Compute {
 
   bool allow_tf32_ = false;
   AttentionMode attention_mode_ = AttentionMode::kAuto;
-  bool bf16_gemms_ = false;  // a bf16 GEMM has run: a bf16 run, for AttentionMode::kAuto
-  int bf16_run_ = -1;        // kAuto's decision, taken at the first attention: -1 not yet, 0, 1
   bool ready_ = false;
   cudaStream_t stream_ = nullptr;
   const CublasLt* cublas_ = nullptr;  // loaded by Ready()

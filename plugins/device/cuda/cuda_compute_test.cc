@@ -150,7 +150,7 @@ class CudaComputeTest : public ::testing::Test {
     gpu_ = CudaDevicePlugin().compute();
     ASSERT_NE(gpu_, nullptr);
     // Titan's own attention kernels unless a test asks for cuDNN's (the f32 comparisons below
-    // hold for them); job.attention's default, "auto", would pick by the GEMMs run before.
+    // hold for them); job.attention's default, "auto", would pick by each spec's matmul_dtype.
     SetAttention("tiled");
   }
   Compute& cpu_ = CpuCompute::Get();

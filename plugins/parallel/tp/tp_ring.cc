@@ -39,8 +39,10 @@ absl::StatusOr<std::unique_ptr<Communicator::Transfer>> TpRing::Start(const Tens
   if (recv.data != nullptr) messages.push_back({PeerMessage::Kind::kRecv, recv, from, kRingTag});
   if (messages.empty()) return std::unique_ptr<Communicator::Transfer>(new NoTransfer());
   // In issue order every rank's send and receive must be posted together, or the ring waits on
-  // itself; such a backend queues the group and returns.
-  if (group_.ordered_point_to_point()) return group_.Exchange(messages);
+  // itself; such a backend (NCCL) queues the group after the work queued so far and returns, and
+  // the compute stream waits for it only at Finish, after the chunk in hand's kernels: those run
+  // while the group moves the next chunk.
+  if (group_.ordered_point_to_point()) return group_.StartExchange(messages, StreamOrder{});
   std::vector<std::unique_ptr<Communicator::Transfer>> started;
   for (const PeerMessage& m : messages) {
     absl::StatusOr<std::unique_ptr<Communicator::Transfer>> one =

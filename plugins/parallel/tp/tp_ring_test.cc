@@ -138,6 +138,73 @@ TEST(TpRing, AllGatherMatmulByChunksEqualsTheWholeMatmulBitForBit) {
   }
 }
 
+// A communicator whose point-to-point runs in issue order (as NCCL's): Exchange is refused, so
+// the ring must start each step's exchange (StartExchange), and a started exchange's receives
+// land only when it is waited for, as a deferred device wait would make them visible.
+class OrderedComm : public ThreadComm {
+ public:
+  using ThreadComm::ThreadComm;
+  bool ordered_point_to_point() const override { return true; }
+  absl::StatusOr<std::unique_ptr<Transfer>> Exchange(std::span<const PeerMessage>) override {
+    return absl::FailedPreconditionError("the ring must not hold up the compute stream");
+  }
+  absl::StatusOr<std::unique_ptr<Transfer>> StartExchange(std::span<const PeerMessage> messages,
+                                                          const StreamOrder& order) override {
+    EXPECT_TRUE(order.after.empty());  // the whole stream so far: the chunk just sent included
+    ++started;
+    std::vector<std::unique_ptr<Transfer>> all;
+    for (const PeerMessage& m : messages) {
+      const bool send = m.kind == PeerMessage::Kind::kSend;
+      auto one = send ? StartSend(m.buffer, m.peer, m.tag) : StartRecv(m.buffer, m.peer, m.tag);
+      if (!one.ok()) return one.status();
+      all.push_back(std::move(*one));
+    }
+    return std::unique_ptr<Transfer>(new Transfers(std::move(all)));
+  }
+  int started = 0;
+};
+
+TEST(TpRing, WhereSendsAndReceivesRunInIssueOrderEachStepIsOneStartedExchange) {
+  constexpr int64_t kChunk = 4;
+  for (int size : {2, 3}) {
+    ThreadGroup group(size);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < size; ++r) {
+      ranks.emplace_back([&, r] {
+        OrderedComm comm(group, r);
+        TpRing ring(comm, CpuDevice::Host());
+        std::vector<float> local(kChunk), full(kChunk * size, -1.0f), reduced(kChunk, -1.0f);
+        for (int i = 0; i < kChunk; ++i) local[i] = Value(r, 0, i);
+        ASSERT_TRUE(ring.AllGatherMatmul("layers.0.w1", Floats(local), Floats(full),
+                                         [&](int c) {
+                                           for (int i = 0; i < kChunk; ++i) {
+                                             EXPECT_EQ(full[c * kChunk + i], Value(c, 0, i));
+                                           }
+                                           return absl::OkStatus();
+                                         })
+                        .ok());
+        ASSERT_TRUE(ring.MatmulReduceScatter(
+                            "layers.0.w2",
+                            [&](int c, const TensorView& partial) {
+                              for (int i = 0; i < kChunk; ++i) {
+                                partial.data_as<float>()[i] = Value(r, c, i);
+                              }
+                              return absl::OkStatus();
+                            },
+                            Floats(reduced))
+                        .ok());
+        for (int i = 0; i < kChunk; ++i) {
+          float want = 0;
+          for (int from = 0; from < size; ++from) want += Value(from, r, i);
+          EXPECT_NEAR(reduced[i], want, 1e-6 * std::fabs(want));
+        }
+        EXPECT_EQ(comm.started, 2 * (size - 1));  // one per step that moves a chunk
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+  }
+}
+
 TEST(TpRing, AnErrorOfTheChunkWorkComesBackAfterTheTransfers) {
   OnRanks(2, [&](int r, Communicator& comm) {
     TpRing ring(comm, CpuDevice::Host());

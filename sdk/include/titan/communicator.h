@@ -10,10 +10,11 @@
 //   (Compute::RecordEvent) and a buffer may be reused, or its result read, once that event is
 //   complete. Kernels issued after the call on the same stream see its result without waiting.
 // On the CPU both readings agree: the one stream runs everything at once.
-// To overlap communication with compute, a caller starts a collective (StartAllGather) naming
-// the events of its buffers (StreamOrder): a device communicator then waits for those alone,
-// not for every kernel queued before the call, and holds up the compute stream only when the
-// caller waits for the transfer, right before the first kernel that needs it. The rule that
+// To overlap communication with compute, a caller starts a collective (StartAllGather,
+// StartExchange) naming the events of its buffers (StreamOrder): a device communicator then
+// waits for those alone, not for every kernel queued before the call, and holds up the compute
+// stream only when the caller waits for the transfer, right before the first kernel that needs
+// it. The rule that
 // keeps it correct: a collective never starts before every write of the buffers it reads, nor
 // before every earlier read or write of the buffers it writes, is complete; the events named
 // must cover all of those.
@@ -154,6 +155,16 @@ class Communicator {
     return std::unique_ptr<Transfer>(new Transfers({}));
   }
 
+  // An exchange that does not hold up the compute stream, as StartAllGather is to AllGather: a
+  // device communicator queues the group after `order.after` and returns; the compute stream
+  // waits for all of it (receives and sends) when the transfer's Wait is called, which the
+  // caller does before the first work that reads a receive buffer or writes any buffer of the
+  // messages. The default is Exchange, its receives complete on return.
+  virtual absl::StatusOr<std::unique_ptr<Transfer>> StartExchange(
+      std::span<const PeerMessage> messages, const StreamOrder& /*order*/) {
+    return Exchange(messages);
+  }
+
   // Every rank sends `send_counts[j]` elements of `input`, back to back in rank order, to rank j
   // and receives `recv_counts[j]` elements from rank j into `output`, in rank order (expert
   // parallelism's dispatch and combine; the counts must agree pairwise, which the callers
@@ -182,8 +193,7 @@ class Communicator {
 };
 
 inline absl::Status Communicator::AllToAll(const TensorView& input,
-                                           std::span<const int64_t> send_counts,
-                                           TensorView output,
+                                           std::span<const int64_t> send_counts, TensorView output,
                                            std::span<const int64_t> recv_counts) {
   const auto n = static_cast<size_t>(size());
   if (send_counts.size() != n || recv_counts.size() != n || input.dtype != output.dtype ||

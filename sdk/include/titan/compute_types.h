@@ -19,6 +19,10 @@ namespace titan {
 struct AttentionSpec {
   int64_t batch = 0, seq_len = 0, kv_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t q_offset = 0, kv_offset = 0;
+  // The precision of the run's matmuls (training.mixed_precision_param): under kBF16 a backend
+  // may take attention's matmuls in bf16 too, as PyTorch's autocast does (each backend states
+  // its tolerance); kF32 asks for f32 attention.
+  DType matmul_dtype = DType::kF32;
 };
 
 // RoPE angles as Llama 3 computes them (TorchTitan's precompute_freqs_cis).
