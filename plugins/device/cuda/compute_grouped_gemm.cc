@@ -22,7 +22,6 @@ absl::Status CudaCompute::RunGroupedGemm(std::span<const GemmGroup> groups, bool
                                          bool transpose_b, float alpha, float beta) {
   TITAN_RETURN_IF_ERROR(BlasReady());
   const bool bf16 = groups[0].a.dtype == DType::kBF16;
-  bf16_gemms_ = bf16_gemms_ || bf16;
   if (bf16 && !grouped_bf16_) {
     for (const GemmGroup& g : groups) {
       TITAN_RETURN_IF_ERROR(RunGemm(g.a, transpose_a, g.b, transpose_b, alpha, beta, g.c));
