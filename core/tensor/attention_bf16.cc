@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <vector>
 
 #include "core/tensor/bf16_gemm.h"
+#include "core/tensor/vector_kernels.h"
 #include "core/tensor/internal/attention_layout.h"
 #include "titan/float16.h"
 
@@ -21,36 +23,53 @@ using Layout = internal::AttentionLayout;
 constexpr int64_t kQueryTile = 32;
 
 // x [b, len, heads, hd] rounded to bf16 as [b, heads, len, hd], so that each head's rows are one
-// contiguous matrix, which Bf16Gemm takes. Keys and values are rounded once here rather than once
-// per query tile: the same numbers, for a copy half the size of k and v.
+// contiguous matrix, which Bf16Gemm takes: rounded in one vector pass, then moved row by row. Each
+// operand is rounded once here rather than once per tile that reads it: the same numbers.
 std::vector<uint16_t> HeadMajorBf16(const float* x, int64_t batch, int64_t len, int64_t heads,
                                     int64_t hd) {
-  std::vector<uint16_t> packed(batch * len * heads * hd);
+  const int64_t n = batch * len * heads * hd;
+  std::vector<uint16_t> rounded(n), packed(n);
+  VectorCastF32ToBf16(x, rounded.data(), n);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < len; ++i) {
       for (int64_t h = 0; h < heads; ++h) {
-        const float* from = x + ((b * len + i) * heads + h) * hd;
-        uint16_t* to = packed.data() + ((b * heads + h) * len + i) * hd;
-#pragma omp simd
-        for (int64_t d = 0; d < hd; ++d) to[d] = F32ToBf16(from[d]);
+        std::memcpy(packed.data() + ((b * heads + h) * len + i) * hd,
+                    rounded.data() + ((b * len + i) * heads + h) * hd, hd * sizeof(uint16_t));
       }
     }
   }
   return packed;
 }
 
-// `rows` rows of hd values, `stride` apart, rounded into the contiguous [rows, hd] `to`.
-void RoundRows(const float* from, int64_t stride, int64_t rows, int64_t hd, uint16_t* to) {
-  for (int64_t r = 0; r < rows; ++r) {
-#pragma omp simd
-    for (int64_t d = 0; d < hd; ++d) to[r * hd + d] = F32ToBf16(from[r * stride + d]);
-  }
+// One head's rows of a HeadMajorBf16 copy, from row `first` on.
+const uint16_t* HeadRows(const std::vector<uint16_t>& packed, int64_t len, int64_t heads,
+                         int64_t hd, int64_t b, int64_t head, int64_t first) {
+  return packed.data() + ((b * heads + head) * len + first) * hd;
 }
 
-void RoundRow(const float* from, int64_t n, uint16_t* to) {
+// A row's scores less `shift` where the query sees the key, -inf (probability 0) elsewhere; then
+// one VectorExp (Highway's, vector_kernels.h) takes the whole tile, in the forward and the
+// backward alike.
+void Shift(float* row, float shift, int64_t visible, int64_t keys) {
+  if (visible == 0) shift = 0;  // lse is -inf there: every column is masked anyway
 #pragma omp simd
-  for (int64_t j = 0; j < n; ++j) to[j] = F32ToBf16(from[j]);
+  for (int64_t j = 0; j < visible; ++j) row[j] -= shift;
+  std::fill(row + visible, row + keys, -std::numeric_limits<float>::infinity());
+}
+
+float Max(const float* row, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+  for (int64_t j = 0; j < n; ++j) max = std::max(max, row[j]);
+  return max;
+}
+
+float Sum(const float* row, int64_t n) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) sum += row[j];
+  return sum;
 }
 
 // The first error of any thread; the tasks after it are skipped.
@@ -72,12 +91,6 @@ class FirstError {
   std::atomic<bool> failed_{false};
 };
 
-// One kv head's rows of a HeadMajorBf16 copy.
-const uint16_t* KvHead(const std::vector<uint16_t>& packed, const AttentionShape& s, int64_t b,
-                       int64_t kv_head) {
-  return packed.data() + (b * s.kv_heads + kv_head) * s.keys() * s.head_dim;
-}
-
 }  // namespace
 
 // Per query tile, as the f32 kernel: scores = scale q k^T, an exact f32 softmax of each row,
@@ -87,18 +100,20 @@ absl::Status AttentionForwardBf16(float* out, float* lse, const float* q, const 
                                   Bf16GemmFunction gemm) {
   if (gemm == nullptr) gemm = Bf16Gemm;
   const int64_t t = shape.seq_len, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
+  const int64_t all_keys = shape.keys();
   const Layout at{shape};
   const float scale = internal::AttentionScale<float>(shape);
-  const std::vector<uint16_t> k16 = HeadMajorBf16(k, shape.batch, shape.keys(), shape.kv_heads, hd);
-  const std::vector<uint16_t> v16 = HeadMajorBf16(v, shape.batch, shape.keys(), shape.kv_heads, hd);
+  const std::vector<uint16_t> q16 = HeadMajorBf16(q, shape.batch, t, shape.heads, hd);
+  const std::vector<uint16_t> k16 = HeadMajorBf16(k, shape.batch, all_keys, shape.kv_heads, hd);
+  const std::vector<uint16_t> v16 = HeadMajorBf16(v, shape.batch, all_keys, shape.kv_heads, hd);
   const int64_t tiles = (t + kQueryTile - 1) / kQueryTile;
   const int64_t tasks = shape.batch * shape.heads * tiles;
   FirstError error;
 #pragma omp parallel if (tasks >= omp_get_max_threads())
   {
-    std::vector<float> scores(kQueryTile * shape.keys()), tile_out(kQueryTile * hd);
-    std::vector<float> inverse_sum(kQueryTile);
-    std::vector<uint16_t> q16(kQueryTile * hd), p16(kQueryTile * shape.keys());
+    std::vector<float> scores(kQueryTile * all_keys), tile_out(kQueryTile * hd);
+    std::vector<float> row_max(kQueryTile), inverse_sum(kQueryTile);
+    std::vector<uint16_t> p16(kQueryTile * all_keys);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       if (error.failed()) continue;
@@ -115,34 +130,39 @@ absl::Status AttentionForwardBf16(float* out, float* lse, const float* q, const 
         }
         continue;
       }
-      RoundRows(q + at.q(b, i0, h), at.q_stride(), rows, hd, q16.data());
-      if (!error.Record(gemm(false, true, rows, keys, hd, scale, q16.data(),
-                             KvHead(k16, shape, b, h / group), 0.0f, scores.data()))) {
+      const uint16_t* qt = HeadRows(q16, t, shape.heads, hd, b, h, i0);
+      const uint16_t* k0 = HeadRows(k16, all_keys, shape.kv_heads, hd, b, h / group, 0);
+      const uint16_t* v0 = HeadRows(v16, all_keys, shape.kv_heads, hd, b, h / group, 0);
+      if (!error.Record(gemm(false, true, rows, keys, hd, scale, qt, k0, 0.0f, scores.data()))) {
         continue;
       }
       for (int64_t r = 0; r < rows; ++r) {
-        float* row = scores.data() + r * keys;
+        const int64_t visible = shape.visible(i0 + r);
+        row_max[r] = Max(scores.data() + r * keys, visible);
+        Shift(scores.data() + r * keys, row_max[r], visible, keys);
+      }
+      VectorExp(scores.data(), scores.data(), rows * keys);
+      for (int64_t r = 0; r < rows; ++r) {
         const int64_t visible = shape.visible(i0 + r);
         if (visible == 0) {
-          std::fill(row, row + keys, 0.0f);
           inverse_sum[r] = 0;
           lse[at.lse(b, h, i0 + r)] = -std::numeric_limits<float>::infinity();
-        } else {
-          const float max = *std::max_element(row, row + visible);
-          internal::MaskedExp(row, max, visible, keys);
-          float sum = 0;
-          for (int64_t j = 0; j < visible; ++j) sum += row[j];
-          inverse_sum[r] = 1.0f / sum;
-          lse[at.lse(b, h, i0 + r)] = max + std::log(sum);
+          continue;
         }
-        RoundRow(row, keys, p16.data() + r * keys);
+        const float sum = Sum(scores.data() + r * keys, visible);
+        lse[at.lse(b, h, i0 + r)] = row_max[r] + std::log(sum);
+        inverse_sum[r] = 1.0f / sum;
       }
-      if (!error.Record(gemm(false, false, rows, hd, keys, 1.0f, p16.data(),
-                             KvHead(v16, shape, b, h / group), 0.0f, tile_out.data()))) {
+      VectorCastF32ToBf16(scores.data(), p16.data(), rows * keys);
+      if (!error.Record(gemm(false, false, rows, hd, keys, 1.0f, p16.data(), v0, 0.0f,
+                             tile_out.data()))) {
         continue;
       }
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t d = 0; d < hd; ++d) o[r * at.q_stride() + d] = tile_out[r * hd + d] * inverse_sum[r];
+#pragma omp simd
+        for (int64_t d = 0; d < hd; ++d) {
+          o[r * at.q_stride() + d] = tile_out[r * hd + d] * inverse_sum[r];
+        }
       }
     }
   }
@@ -161,6 +181,8 @@ absl::Status AttentionBackwardBf16(float* dq, float* dk, float* dv, const float*
   const int64_t all_keys = shape.keys();
   const Layout at{shape};
   const float scale = internal::AttentionScale<float>(shape);
+  const std::vector<uint16_t> q16 = HeadMajorBf16(q, shape.batch, t, shape.heads, hd);
+  const std::vector<uint16_t> dout16 = HeadMajorBf16(dout, shape.batch, t, shape.heads, hd);
   const std::vector<uint16_t> k16 = HeadMajorBf16(k, shape.batch, all_keys, shape.kv_heads, hd);
   const std::vector<uint16_t> v16 = HeadMajorBf16(v, shape.batch, all_keys, shape.kv_heads, hd);
   const int64_t seen = t > 0 ? shape.visible(t - 1) : 0;  // keys any query sees
@@ -170,14 +192,13 @@ absl::Status AttentionBackwardBf16(float* dq, float* dk, float* dv, const float*
   {
     std::vector<float> p(kQueryTile * all_keys), dp(kQueryTile * all_keys);
     std::vector<float> tile_dq(kQueryTile * hd), task_dk(seen * hd), task_dv(seen * hd);
-    std::vector<uint16_t> q16(kQueryTile * hd), dout16(kQueryTile * hd);
     std::vector<uint16_t> p16(kQueryTile * all_keys), ds16(kQueryTile * all_keys);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       if (error.failed()) continue;
       const int64_t b = task / shape.kv_heads, kvh = task % shape.kv_heads;
-      const uint16_t* k0 = KvHead(k16, shape, b, kvh);
-      const uint16_t* v0 = KvHead(v16, shape, b, kvh);
+      const uint16_t* k0 = HeadRows(k16, all_keys, shape.kv_heads, hd, b, kvh, 0);
+      const uint16_t* v0 = HeadRows(v16, all_keys, shape.kv_heads, hd, b, kvh, 0);
       std::fill(task_dk.begin(), task_dk.end(), 0.0f);
       std::fill(task_dv.begin(), task_dv.end(), 0.0f);
       for (int64_t h = kvh * group; h < (kvh + 1) * group && !error.failed(); ++h) {
@@ -185,37 +206,41 @@ absl::Status AttentionBackwardBf16(float* dq, float* dk, float* dv, const float*
           const int64_t rows = std::min(kQueryTile, t - i0);
           const int64_t keys = shape.visible(i0 + rows - 1);
           if (keys == 0) continue;  // these queries see no key: no gradient flows
-          RoundRows(q + at.q(b, i0, h), at.q_stride(), rows, hd, q16.data());
-          RoundRows(dout + at.q(b, i0, h), at.q_stride(), rows, hd, dout16.data());
-          if (!error.Record(gemm(false, true, rows, keys, hd, scale, q16.data(), k0, 0.0f,
-                                 p.data())) ||
-              !error.Record(gemm(false, true, rows, keys, hd, 1.0f, dout16.data(), v0, 0.0f,
-                                 dp.data()))) {
+          const uint16_t* qt = HeadRows(q16, t, shape.heads, hd, b, h, i0);
+          const uint16_t* dot = HeadRows(dout16, t, shape.heads, hd, b, h, i0);
+          if (!error.Record(gemm(false, true, rows, keys, hd, scale, qt, k0, 0.0f, p.data())) ||
+              !error.Record(gemm(false, true, rows, keys, hd, 1.0f, dot, v0, 0.0f, dp.data()))) {
             break;
           }
           for (int64_t r = 0; r < rows; ++r) {
+            Shift(p.data() + r * keys, lse[at.lse(b, h, i0 + r)], shape.visible(i0 + r), keys);
+          }
+          VectorExp(p.data(), p.data(), rows * keys);
+          for (int64_t r = 0; r < rows; ++r) {
             const float* o = out + at.q(b, i0 + r, h);
             float di = 0;
-            for (int64_t c = 0; c < hd; ++c) di += Bf16ToF32(dout16[r * hd + c]) * o[c];
-            float* pr = p.data() + r * keys;
+#pragma omp simd reduction(+ : di)
+            for (int64_t c = 0; c < hd; ++c) di += Bf16ToF32(dot[r * hd + c]) * o[c];
+            const float* pr = p.data() + r * keys;
             float* dpr = dp.data() + r * keys;
-            internal::MaskedExp(pr, lse[at.lse(b, h, i0 + r)], shape.visible(i0 + r), keys);
 #pragma omp simd
             for (int64_t j = 0; j < keys; ++j) dpr[j] = pr[j] * (dpr[j] - di);  // now ds
-            RoundRow(pr, keys, p16.data() + r * keys);
-            RoundRow(dpr, keys, ds16.data() + r * keys);
           }
+          VectorCastF32ToBf16(p.data(), p16.data(), rows * keys);
+          VectorCastF32ToBf16(dp.data(), ds16.data(), rows * keys);
           if (!error.Record(gemm(false, false, rows, hd, keys, scale, ds16.data(), k0, 0.0f,
                                  tile_dq.data())) ||
-              !error.Record(gemm(true, false, keys, hd, rows, scale, ds16.data(), q16.data(), 1.0f,
+              !error.Record(gemm(true, false, keys, hd, rows, scale, ds16.data(), qt, 1.0f,
                                  task_dk.data())) ||
-              !error.Record(gemm(true, false, keys, hd, rows, 1.0f, p16.data(), dout16.data(),
-                                 1.0f, task_dv.data()))) {
+              !error.Record(
+                  gemm(true, false, keys, hd, rows, 1.0f, p16.data(), dot, 1.0f, task_dv.data()))) {
             break;
           }
           for (int64_t r = 0; r < rows; ++r) {
             float* row = dq + at.q(b, i0 + r, h);
-            for (int64_t d = 0; d < hd; ++d) row[d] += tile_dq[r * hd + d];
+            const float* add = tile_dq.data() + r * hd;
+#pragma omp simd
+            for (int64_t d = 0; d < hd; ++d) row[d] += add[d];
           }
         }
       }
@@ -223,9 +248,12 @@ absl::Status AttentionBackwardBf16(float* dq, float* dk, float* dv, const float*
       for (int64_t j = 0; j < seen; ++j) {
         float* dk_row = dk + at.kv(b, j, kvh);
         float* dv_row = dv + at.kv(b, j, kvh);
+        const float* dk_add = task_dk.data() + j * hd;
+        const float* dv_add = task_dv.data() + j * hd;
+#pragma omp simd
         for (int64_t d = 0; d < hd; ++d) {
-          dk_row[d] += task_dk[j * hd + d];
-          dv_row[d] += task_dv[j * hd + d];
+          dk_row[d] += dk_add[d];
+          dv_row[d] += dv_add[d];
         }
       }
     }
