@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/tensor/internal/gemm.h"
 #include "core/tensor/internal/attention_layout.h"
+#include "core/tensor/internal/gemm.h"
 
 namespace titan {
 namespace {
@@ -50,8 +50,9 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
         }
         continue;
       }
-      Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, internal::AttentionScale<T>(shape), q + at.q(b, i0, h),
-           at.q_stride(), k + at.kv(b, 0, h / group), at.kv_stride(), T{0}, scores.data(), keys);
+      Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, internal::AttentionScale<T>(shape),
+           q + at.q(b, i0, h), at.q_stride(), k + at.kv(b, 0, h / group), at.kv_stride(), T{0},
+           scores.data(), keys);
       for (int64_t r = 0; r < rows; ++r) {
         T* row = scores.data() + r * keys;
         const int64_t visible = shape.visible(i0 + r);

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/tensor/bf16_gemm.h"
-#include "core/tensor/vector_kernels.h"
 #include "core/tensor/internal/attention_layout.h"
+#include "core/tensor/vector_kernels.h"
 #include "titan/float16.h"
 
 namespace titan {
@@ -154,8 +154,8 @@ absl::Status AttentionForwardBf16(float* out, float* lse, const float* q, const 
         inverse_sum[r] = 1.0f / sum;
       }
       VectorCastF32ToBf16(scores.data(), p16.data(), rows * keys);
-      if (!error.Record(gemm(false, false, rows, hd, keys, 1.0f, p16.data(), v0, 0.0f,
-                             tile_out.data()))) {
+      if (!error.Record(
+              gemm(false, false, rows, hd, keys, 1.0f, p16.data(), v0, 0.0f, tile_out.data()))) {
         continue;
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -173,8 +173,8 @@ absl::Status AttentionForwardBf16(float* out, float* lse, const float* q, const 
 // dp = dout v^T; ds = p (dp - D); dq += scale ds k; dk += scale ds^T q; dv += p^T dout. A task's
 // dk and dv sum in its own f32 buffers (Bf16Gemm writes contiguous rows) and are added at its end.
 absl::Status AttentionBackwardBf16(float* dq, float* dk, float* dv, const float* dout,
-                                   const float* q, const float* k, const float* v,
-                                   const float* out, const float* lse, const AttentionShape& shape,
+                                   const float* q, const float* k, const float* v, const float* out,
+                                   const float* lse, const AttentionShape& shape,
                                    Bf16GemmFunction gemm) {
   if (gemm == nullptr) gemm = Bf16Gemm;
   const int64_t t = shape.seq_len, hd = shape.head_dim, group = shape.heads / shape.kv_heads;

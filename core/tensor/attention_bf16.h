@@ -20,8 +20,8 @@
 namespace titan {
 
 // The GEMM both kernels run: Bf16Gemm's signature (core/tensor/bf16_gemm.h).
-using Bf16GemmFunction = absl::Status (*)(bool transpose_a, bool transpose_b, int64_t m,
-                                          int64_t n, int64_t k, float alpha, const uint16_t* a,
+using Bf16GemmFunction = absl::Status (*)(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                                          int64_t k, float alpha, const uint16_t* a,
                                           const uint16_t* b, float beta, float* c);
 
 // As AttentionForward<float>: out [b, t, heads, hd] and lse [b, heads, t] written in f32.
@@ -33,8 +33,8 @@ absl::Status AttentionForwardBf16(float* out, float* lse, const float* q, const 
 // As AttentionBackward<float>: dq, dk and dv accumulate in f32; each task owns one kv head of one
 // batch row, so the result is the same for any thread count.
 absl::Status AttentionBackwardBf16(float* dq, float* dk, float* dv, const float* dout,
-                                   const float* q, const float* k, const float* v,
-                                   const float* out, const float* lse, const AttentionShape& shape,
+                                   const float* q, const float* k, const float* v, const float* out,
+                                   const float* lse, const AttentionShape& shape,
                                    Bf16GemmFunction gemm = nullptr);
 
 }  // namespace titan

@@ -52,9 +52,8 @@ struct Inputs {
     EXPECT_TRUE(
         AttentionForwardBf16(r.out.data(), r.lse.data(), q.data(), k.data(), v.data(), s, gemm)
             .ok());
-    EXPECT_TRUE(AttentionBackwardBf16(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(),
-                                      q.data(), k.data(), v.data(), f32.out.data(),
-                                      f32.lse.data(), s, gemm)
+    EXPECT_TRUE(AttentionBackwardBf16(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(),
+                                      k.data(), v.data(), f32.out.data(), f32.lse.data(), s, gemm)
                     .ok());
     return r;
   }
@@ -123,8 +122,8 @@ TEST_P(AttentionBf16Test, AgreesWithTheF32KernelWithinBf16Rounding) {
       }
     }
   }
-  std::printf("bf16 against f32: out %.2g lse %.2g of its bound, dq %.2g dk %.2g dv %.2g\n", out, lse, dq, dk,
-              dv);
+  std::printf("bf16 against f32: out %.2g lse %.2g of its bound, dq %.2g dk %.2g dv %.2g\n", out,
+              lse, dq, dk, dv);
   EXPECT_LT(out, kOutputBound);
   EXPECT_LE(lse, 1.0);
   EXPECT_LT(dq, kOutputBound);
@@ -170,10 +169,10 @@ TEST(AttentionBf16, OneDnnAndTheEmulationAgree) {
   const Results native = in.Bf16(), emulated = in.Bf16(EmulatedBf16Gemm);
   std::printf("bf16 GEMM %s\n", Bf16GemmPath().c_str());
   constexpr double kBound = 2e-3;
-  const double errors[] = {
-      ScaledError(native.out, emulated.out), ScaledError(native.lse, emulated.lse),
-      ScaledError(native.dq, emulated.dq), ScaledError(native.dk, emulated.dk),
-      ScaledError(native.dv, emulated.dv)};
+  const double errors[] = {ScaledError(native.out, emulated.out),
+                           ScaledError(native.lse, emulated.lse),
+                           ScaledError(native.dq, emulated.dq), ScaledError(native.dk, emulated.dk),
+                           ScaledError(native.dv, emulated.dv)};
   std::printf("against the emulation: out %.2g lse %.2g dq %.2g dk %.2g dv %.2g\n", errors[0],
               errors[1], errors[2], errors[3], errors[4]);
   for (double error : errors) EXPECT_LT(error, kBound);

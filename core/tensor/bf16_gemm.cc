@@ -48,8 +48,9 @@ class OneDnnGemm {
         auto it = primitives_.find(key);
         if (it == primitives_.end()) {
           const dnnl::matmul::primitive_desc described = Describe(ta, tb, m, n, k, alpha, beta);
-          it = primitives_.emplace(key, Primitive{dnnl::matmul(described),
-                                                  described.scratchpad_desc()}).first;
+          it = primitives_
+                   .emplace(key, Primitive{dnnl::matmul(described), described.scratchpad_desc()})
+                   .first;
         }
         primitive = &it->second;
       }
