@@ -1,9 +1,10 @@
 // Causal self-attention with bf16 matmuls, for bf16 runs on the CPU: the f32 kernel's tiles
 // (core/tensor/attention.h, same shapes, layouts and saved lse) with both GEMMs of each tile run by
-// Bf16Gemm. Per tile, q, k and v (and dout in the backward) are rounded to bf16 (nearest even),
-// the scores are f32 sums of exact bf16 products, the softmax is f32, and the probabilities (and
-// ds in the backward) are rounded to bf16 for the second GEMMs, which sum in f32 and write f32:
-// what PyTorch's bf16 attention under autocast computes (bf16 operands, f32 accumulation).
+// Bf16Gemm. q, k and v (and dout in the backward) are rounded to bf16 (nearest even), once per
+// call into head-major copies that the tiles read; the scores are f32 sums of exact bf16
+// products, the softmax is f32, and each tile's probabilities (and ds in the backward) are rounded
+// to bf16 for the second GEMMs, which sum in f32 and write f32: what PyTorch's bf16 attention
+// under autocast computes (bf16 operands, f32 accumulation).
 //
 // Against the f32 kernel each rounding is a relative error of at most u = 2^-9 in an operand;
 // they enter the outputs at first order with random signs. core/tensor/attention_bf16_test.cc
