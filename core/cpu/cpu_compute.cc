@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/attention.h"
+#include "core/tensor/attention_bf16.h"
 #include "core/tensor/bf16_gemm.h"
 #include "core/tensor/blas_kernels.h"
 #include "core/tensor/cross_entropy.h"
@@ -46,8 +47,12 @@ CpuCompute& CpuCompute::Get() {
 }
 
 std::string CpuCompute::Describe() const {
-  return absl::StrCat("cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath(),
-                      "; vector kernels for ", VectorKernelsTarget(), " (Highway)");
+  return absl::StrCat(
+      "cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath(), "; attention ",
+      bf16_attention_ ? "in bf16 (its two GEMMs per tile by the bf16 GEMM, softmax and sums in "
+                        "f32: a bf16 run, training.mixed_precision_param = \"bfloat16\")"
+                      : "in f32 (an f32 run; bf16 runs take bf16 attention)",
+      "; vector kernels for ", VectorKernelsTarget(), " (Highway)");
 }
 
 absl::Status CpuCompute::RunGemm(const TensorView& a, bool transpose_a, const TensorView& b,
@@ -79,6 +84,7 @@ absl::Status CpuCompute::RunAttentionForward(const AttentionSpec& spec, const Te
                                              const TensorView& k, const TensorView& v,
                                              TensorView out, TensorView lse) {
   ScopedSpan span("kernel", "AttentionForward");
+  if (bf16_attention_) return AttentionForwardBf16(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   return absl::OkStatus();
 }
@@ -89,6 +95,10 @@ absl::Status CpuCompute::RunAttentionBackward(const AttentionSpec& spec, const T
                                               const TensorView& lse, TensorView dq, TensorView dk,
                                               TensorView dv) {
   ScopedSpan span("kernel", "AttentionBackward");
+  if (bf16_attention_) {
+    return AttentionBackwardBf16(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
+                                 ShapeOf(spec));
+  }
   titan::AttentionBackward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
                            ShapeOf(spec));
   return absl::OkStatus();

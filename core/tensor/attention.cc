@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/tensor/internal/attention_layout.h"
 #include "core/tensor/internal/gemm.h"
-#include "core/tensor/internal/vector_math.h"
 
 namespace titan {
 namespace {
@@ -18,34 +18,7 @@ using internal::Gemm;
 // Query rows per tile: each tile's scores are [kQueryTile, keys up to the tile's last row].
 constexpr int64_t kQueryTile = 32;
 
-// Offsets into the [b, t, heads, hd] and [b, t, kv_heads, hd] layouts; consecutive positions of
-// one head are q_stride (kv_stride) elements apart, which BLAS takes as the leading dimension.
-struct Layout {
-  const AttentionShape& s;
-  int64_t q_stride() const { return s.heads * s.head_dim; }
-  int64_t kv_stride() const { return s.kv_heads * s.head_dim; }
-  int64_t q(int64_t b, int64_t i, int64_t h) const {
-    return ((b * s.seq_len + i) * s.heads + h) * s.head_dim;
-  }
-  int64_t kv(int64_t b, int64_t j, int64_t h) const {
-    return ((b * s.keys() + j) * s.kv_heads + h) * s.head_dim;
-  }
-  int64_t lse(int64_t b, int64_t h, int64_t i) const { return (b * s.heads + h) * s.seq_len + i; }
-};
-
-template <typename T>
-T Scale(const AttentionShape& s) {
-  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-}
-
-// Row r of a tile starting at query i0 sees keys [0, visible(i0 + r)); the rest of its `keys`
-// columns are masked to probability 0.
-template <typename T>
-void Exp(T* row, T shift, int64_t visible, int64_t keys) {
-#pragma omp simd
-  for (int64_t j = 0; j < visible; ++j) row[j] = internal::VectorExp(row[j] - shift);
-  std::fill(row + visible, row + keys, T{0});
-}
+using Layout = internal::AttentionLayout;
 
 }  // namespace
 
@@ -77,8 +50,9 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
         }
         continue;
       }
-      Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, Scale<T>(shape), q + at.q(b, i0, h),
-           at.q_stride(), k + at.kv(b, 0, h / group), at.kv_stride(), T{0}, scores.data(), keys);
+      Gemm(CblasNoTrans, CblasTrans, rows, keys, hd, internal::AttentionScale<T>(shape),
+           q + at.q(b, i0, h), at.q_stride(), k + at.kv(b, 0, h / group), at.kv_stride(), T{0},
+           scores.data(), keys);
       for (int64_t r = 0; r < rows; ++r) {
         T* row = scores.data() + r * keys;
         const int64_t visible = shape.visible(i0 + r);
@@ -89,7 +63,7 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v,
           continue;
         }
         const T max = *std::max_element(row, row + visible);
-        Exp(row, max, visible, keys);
+        internal::MaskedExp(row, max, visible, keys);
         T sum = 0;
         for (int64_t j = 0; j < visible; ++j) sum += row[j];
         inverse_sum[r] = T{1} / sum;
@@ -113,7 +87,7 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
                        const T* out, const T* lse, const AttentionShape& shape) {
   const int64_t t = shape.seq_len, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
   const Layout at{shape};
-  const T scale = Scale<T>(shape);
+  const T scale = internal::AttentionScale<T>(shape);
   const int64_t tasks = shape.batch * shape.kv_heads;
 #pragma omp parallel if (tasks >= omp_get_max_threads())
   {
@@ -140,7 +114,7 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
             for (int64_t c = 0; c < hd; ++c) di += dot[r * at.q_stride() + c] * o[c];
             T* pr = p.data() + r * keys;
             T* dpr = dp.data() + r * keys;
-            Exp(pr, lse[at.lse(b, h, i0 + r)], shape.visible(i0 + r), keys);
+            internal::MaskedExp(pr, lse[at.lse(b, h, i0 + r)], shape.visible(i0 + r), keys);
 #pragma omp simd
             for (int64_t j = 0; j < keys; ++j) dpr[j] = pr[j] * (dpr[j] - di);  // now ds
           }

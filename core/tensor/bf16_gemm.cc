@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -40,22 +41,32 @@ class OneDnnGemm {
   absl::Status Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const uint16_t* a, const uint16_t* b, float beta, float* c) {
     try {
-      dnnl::matmul* matmul = nullptr;
+      Primitive* primitive = nullptr;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         const Key key{ta, tb, m, n, k, alpha, beta};
         auto it = primitives_.find(key);
         if (it == primitives_.end()) {
-          it = primitives_.emplace(key, dnnl::matmul(Describe(ta, tb, m, n, k, alpha, beta))).first;
+          const dnnl::matmul::primitive_desc described = Describe(ta, tb, m, n, k, alpha, beta);
+          it = primitives_
+                   .emplace(key, Primitive{dnnl::matmul(described), described.scratchpad_desc()})
+                   .first;
         }
-        matmul = &it->second;
+        primitive = &it->second;
       }
+      // Each thread's own scratchpad: oneDNN's shared one would let concurrent calls (the bf16
+      // attention's tiles) overwrite each other's packed operands.
+      thread_local std::vector<char> scratch;
+      scratch.resize(std::max<size_t>(scratch.size(), primitive->scratchpad.get_size()));
       memory src(Matrix(m, k, ta, memory::data_type::bf16), engine_, const_cast<uint16_t*>(a));
       memory weights(Matrix(k, n, tb, memory::data_type::bf16), engine_, const_cast<uint16_t*>(b));
       memory dst(Matrix(m, n, false, memory::data_type::f32), engine_, c);
+      memory scratchpad(primitive->scratchpad, engine_, scratch.data());
       dnnl::stream stream(engine_);
-      matmul->execute(stream,
-                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+      primitive->matmul.execute(stream, {{DNNL_ARG_SRC, src},
+                                         {DNNL_ARG_WEIGHTS, weights},
+                                         {DNNL_ARG_DST, dst},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad}});
       stream.wait();
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat("bf16 GEMM [", m, " x ", k, "] . [", k, " x ", n,
@@ -66,6 +77,10 @@ class OneDnnGemm {
 
  private:
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, float>;
+  struct Primitive {
+    dnnl::matmul matmul;
+    memory::desc scratchpad;
+  };
 
   OneDnnGemm() : engine_(dnnl::engine::kind::cpu, 0) {
     try {
@@ -79,6 +94,7 @@ class OneDnnGemm {
   dnnl::matmul::primitive_desc Describe(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                         float alpha, float beta) const {
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {
       dnnl::post_ops ops;
@@ -94,7 +110,7 @@ class OneDnnGemm {
   dnnl::engine engine_;
   std::string kernel_;
   std::mutex mutex_;
-  std::map<Key, dnnl::matmul> primitives_;
+  std::map<Key, Primitive> primitives_;
 };
 
 bool EmulationForced() {
@@ -131,6 +147,13 @@ absl::Status Bf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
   if (Native()) {
     return OneDnnGemm::Get().Run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   }
+  return EmulatedBf16Gemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+}
+
+absl::Status EmulatedBf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const uint16_t* a, const uint16_t* b, float beta,
+                              float* c) {
+  if (m == 0 || n == 0) return absl::OkStatus();
   Emulate(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   return absl::OkStatus();
 }

@@ -16,6 +16,11 @@ namespace titan {
 absl::Status Bf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                       float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c);
 
+// The emulation alone, whatever the CPU: tests compare it with oneDNN's path in one process.
+absl::Status EmulatedBf16Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const uint16_t* a, const uint16_t* b, float beta,
+                              float* c);
+
 // Which path runs, for the log: "by oneDNN (<its kernel>)" or "emulated (...why...)".
 // TITAN_BF16_GEMM=emulate forces the emulation (tests compare the two).
 std::string Bf16GemmPath();

@@ -7,7 +7,8 @@ With --autocast-bf16 the forward runs under torch.autocast("cpu", dtype=torch.bf
 TorchTitan trains with mixed_precision_param = "bfloat16" without FSDP: matmuls take and give
 bf16, the parameters and their gradients stay f32. With --bf16-operands every linear layer rounds
 its input, its weight and (in the backward) its output's gradient to bf16 and multiplies in f32,
-which is what titan's bf16 matmuls compute; everything else stays f32.
+which is what titan's bf16 matmuls compute, and attention rounds its operands as titan's bf16
+attention does (Bf16OperandAttention); everything else stays f32.
 
 Each CASE_DIR holds what the C++ test wrote:
   config.txt   "key value" lines: dim n_layers n_heads n_kv_heads vocab_size hidden_dim
@@ -71,7 +72,49 @@ class Bf16OperandLinear(torch.autograd.Function):
         return g @ wr, grad_w
 
 
+def causal_attention(q, k, v):
+    """softmax(q k^T / sqrt(hd)) v under the causal mask; q, k, v are [batch, heads, t, hd]."""
+    t = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+
+class Bf16OperandAttention(torch.autograd.Function):
+    """causal_attention as titan's bf16 attention computes it: q, k and v rounded to bf16, the
+    scores and the softmax in f32, the probabilities (before their division by the f32 sum)
+    rounded to bf16 for p v; the backward rounds the incoming gradient, p and ds for its
+    products, and takes D = dout . out with dout rounded."""
+
+    @staticmethod
+    def scores(q, k):
+        t = q.shape[-2]
+        s = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
+        return s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        qr, kr, vr = to_bf16(q), to_bf16(k), to_bf16(v)
+        s = Bf16OperandAttention.scores(qr, kr)
+        m = s.amax(-1, keepdim=True)
+        e = torch.exp(s - m)
+        total = e.sum(-1, keepdim=True)
+        out = (to_bf16(e) @ vr) * (1 / total)
+        ctx.save_for_backward(qr, kr, vr, out, m + torch.log(total))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        qr, kr, vr, out, lse = ctx.saved_tensors
+        g = to_bf16(grad)
+        p = torch.exp(Bf16OperandAttention.scores(qr, kr) - lse)
+        ds = to_bf16(p * (g @ vr.transpose(-2, -1) - (g * out).sum(-1, keepdim=True)))
+        scale = 1 / math.sqrt(qr.shape[-1])
+        return (ds @ kr) * scale, (ds.transpose(-2, -1) @ qr) * scale, to_bf16(p).transpose(-2, -1) @ g
+
+
 LINEAR = F.linear
+ATTEND = causal_attention
 
 
 def linear(x, w):
@@ -119,10 +162,7 @@ def attention(x, p, prefix, c, freqs_cis):
     k = k.repeat_interleave(repeats, dim=2)  # TorchTitan's repeat_kv
     v = v.repeat_interleave(repeats, dim=2)
     q, k, v = (z.transpose(1, 2) for z in (q, k, v))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
-    mask = torch.ones(t, t, dtype=torch.bool).tril()
-    scores = scores.masked_fill(~mask, float("-inf"))
-    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+    out = ATTEND(q, k, v).transpose(1, 2).reshape(b, t, -1)
     return linear(out, p[prefix + "wo.weight"])
 
 
@@ -171,11 +211,11 @@ def run_case(case, autocast_bf16):
 
 
 def main():
-    global LINEAR
+    global LINEAR, ATTEND
     args = sys.argv[1:]
     autocast_bf16 = bool(args) and args[0] == "--autocast-bf16"
     if args and args[0] == "--bf16-operands":
-        LINEAR = Bf16OperandLinear.apply
+        LINEAR, ATTEND = Bf16OperandLinear.apply, Bf16OperandAttention.apply
     cases = args[1:] if args and args[0].startswith("--") else args
     if not cases:
         sys.exit(__doc__)

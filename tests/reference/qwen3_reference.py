@@ -6,7 +6,8 @@ Usage: /usr/bin/python3 qwen3_reference.py [--bf16-operands | --float8-rowwise-e
 
 With --bf16-operands every linear layer (the router's and the experts' too) rounds its input, its
 weight and in the backward its output's gradient to bf16 and multiplies in f32, as titan's bf16
-matmuls do (llama_reference.py's Bf16OperandLinear). With --float8-rowwise-experts the routed
+matmuls do (llama_reference.py's Bf16OperandLinear), and attention as titan's bf16 attention
+(Bf16OperandAttention). With --float8-rowwise-experts the routed
 experts' GEMMs (forward, input and weight gradients) run as torchao's rowwise Float8 recipe runs
 them (float8_reference.py's Float8Linear): e4m3, power-of-two scales, each expert's group of rows
 quantized on its own as torchao's scaled grouped GEMM does; every other layer stays f32, and
@@ -25,7 +26,6 @@ debug.moe_force_load_balance) token t's j-th choice is expert (t k + j) mod expe
 With aux_loss_alpha > 0 each layer adds DeepSeek-V3's sequence-wise balance loss to what the
 gradients are of (loss.bin stays the cross-entropy); their sum is written to aux_loss.bin.
 """
-import math
 import os
 import sys
 
@@ -35,8 +35,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from float8_reference import Float8Linear, recipe_config  # noqa: E402
-from llama_reference import (Bf16OperandLinear, apply_rotary, read_config, read_ints,  # noqa: E402
-                             read_params, rms_norm)
+from llama_reference import (Bf16OperandAttention, Bf16OperandLinear, apply_rotary,  # noqa: E402
+                             causal_attention, read_config, read_ints, read_params, rms_norm)
 
 BF16_OPERANDS = False
 FLOAT8_EXPERTS = None  # torchao's recipe config for the routed experts' GEMMs, or None: f32
@@ -70,10 +70,8 @@ def attention(x, p, prefix, c, freqs_cis):
     k = k.repeat_interleave(repeats, dim=2)
     v = v.repeat_interleave(repeats, dim=2)
     q, k, v = (z.transpose(1, 2) for z in (q, k, v))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
-    mask = torch.ones(t, t, dtype=torch.bool).tril()
-    scores = scores.masked_fill(~mask, float("-inf"))
-    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+    attend = Bf16OperandAttention.apply if BF16_OPERANDS else causal_attention
+    out = attend(q, k, v).transpose(1, 2).reshape(b, t, -1)
     return linear(out, p[prefix + "wo.weight"])
 
 
