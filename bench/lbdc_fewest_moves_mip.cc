@@ -1,0 +1,193 @@
+// Issue #40's question, settled by CBC: after a load change, how few migrations can bring every
+// controller within slack x the densest-set bound, and how low can the maximum go within a move
+// budget? Builds titan-lbdc's instance (same flags, seed 1), takes greedy's assignment (the
+// plugin) before change `change`, and solves by CBC's standalone driver (CbcMain1, all its
+// defaults: preprocessing, cuts, heuristics):
+//   fewest moves:  min sum_s (1 - x[s, current(s)])  s.t. every controller <= T, x binary
+//   least maximum: min E  s.t. every controller <= T + E, moves <= budget, x binary
+// and reports each model's LP relaxation (a lower bound; infeasible proves the target
+// unreachable), CBC's best solution and best bound.
+//
+//   titan_lbdc_fewest_moves_mip SWITCHES CONTROLLERS DRIFT HOTSPOT_FACTOR(0: none) CHANGE(1..5)
+//   SECONDS
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "coin/CbcModel.hpp"
+#include "coin/CbcSolver.hpp"
+#include "coin/OsiClpSolverInterface.hpp"
+#include "core/runtime/plugin_registry.h"
+#include "core/topology/switch_graph.h"
+#include "plugins/balance/common/chain_moves.h"
+#include "plugins/balance/common/flow_bound.h"
+#include "plugins/balance/common/instance.h"
+#include "plugins/balance/common/lp_model.h"
+#include "titan/balance.h"
+#include "tools/lbdc/hotspot.h"
+#include "tools/lbdc/loads.h"
+
+namespace titan::balance {
+namespace {
+
+struct Outcome {
+  double lp = 0.0;  // the relaxation's optimum (nan: infeasible)
+  double best = 0.0, bound = 0.0;
+  bool found = false;
+  std::vector<double> x;
+};
+
+Outcome SolveByCbc(const LpModel& model, int seconds) {
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  solver.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
+                     model.objective.data(), model.row_lower.data(), model.row_upper.data());
+  Outcome outcome;
+  solver.initialSolve();
+  outcome.lp = solver.isProvenOptimal() ? solver.getObjValue() : std::nan("");
+  if (!solver.isProvenOptimal()) return outcome;
+  for (int column = 0; column < model.load_column; ++column) solver.setInteger(column);
+  CbcModel cbc(solver);
+  CbcMain0(cbc);
+  const std::string sec = std::to_string(seconds);
+  const char* argv[] = {"fewest_moves", "-log", "1", "-sec", sec.c_str(), "-solve", "-quit"};
+  CbcMain1(7, argv, cbc);
+  outcome.bound = cbc.getBestPossibleObjValue();
+  if (cbc.bestSolution() != nullptr) {
+    outcome.found = true;
+    outcome.best = cbc.getObjValue();
+    outcome.x.assign(cbc.bestSolution(), cbc.bestSolution() + model.load_column + 1);
+  }
+  return outcome;
+}
+
+std::vector<int32_t> Rounded(const BalanceProblem& problem, const LpModel& model,
+                             const std::vector<double>& x) {
+  std::vector<int32_t> of(problem.num_switches());
+  for (int s = 0; s < problem.num_switches(); ++s) {
+    const double* share = x.data() + model.first_column[s];
+    of[s] =
+        problem.potential[s][std::max_element(share, share + problem.potential[s].size()) - share];
+  }
+  return of;
+}
+
+// `policy`'s re-balance of `assignment`, applied.
+void Apply(BalancePlugin& policy, const BalanceProblem& problem, const RebalanceGoal& goal,
+           std::vector<int32_t>& assignment) {
+  absl::StatusOr<RebalanceResult> result = policy.Rebalance(problem, assignment, goal);
+  if (!result.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(result.status().message()).c_str());
+    std::exit(1);
+  }
+  for (const Migration& m : result->moves) assignment[m.switch_index] = m.to;
+}
+
+int Main(int argc, char** argv) {
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: %s SWITCHES CONTROLLERS DRIFT HOTSPOT_FACTOR CHANGE SECONDS\n",
+                 argv[0]);
+    return 2;
+  }
+  const int switches = std::atoi(argv[1]), controllers = std::atoi(argv[2]);
+  const double drift = std::atof(argv[3]), factor = std::atof(argv[4]);
+  const int change = std::atoi(argv[5]), seconds = std::atoi(argv[6]);
+  std::mt19937_64 random(1);
+  auto topology =
+      topology::MakeTopology(absl::StrCat("waxman:", switches, ",0.4,0.6,8"), random).value();
+  auto sites = topology::PlaceControllers(topology, "k-center", controllers, {}, random).value();
+  BalanceProblem problem = topology::PotentialControllers(topology, sites, 10, 8).value();
+  auto snapshots = lbdc::MakeLoads("uniform:1,100", topology.size(), 5, drift, random).value();
+  if (factor > 0) {
+    const auto region = lbdc::HotRegion(topology, 0.07, random);
+    if (!lbdc::HeatRegion(region, factor, snapshots).ok()) return 1;
+  }
+  auto registry = PluginRegistry::Discover({TITAN_BUILD_PLUGIN_DIR}).value();
+  auto greedy = registry->Create<BalancePlugin>("greedy").value();
+  problem.switch_load = snapshots[0];
+  std::vector<int32_t> current = greedy->Assign(problem).value().controller_of;
+  const RebalanceGoal goal;
+  for (int step = 1; step < change; ++step) {
+    problem.switch_load = snapshots[step];
+    Apply(*greedy, problem, goal, current);
+  }
+  problem.switch_load = snapshots[change];
+  const double bound = DensestSetBound(problem, current).bound;
+  const double target = goal.slack * bound;
+  const Normalised normalised = Normalise(problem);
+  const double unit = normalised.unit;
+  std::vector<int32_t> all(problem.num_switches());
+  std::iota(all.begin(), all.end(), 0);
+  std::printf("change %d: bound %.2f, target %.2f, current max %.4f x bound\n", change, bound,
+              target, MaxLoad(problem, current) / bound);
+  std::vector<int32_t> after = current;
+  Apply(*greedy, problem, goal, after);
+  int greedy_moves = 0;
+  for (int s = 0; s < problem.num_switches(); ++s) greedy_moves += after[s] != current[s];
+  std::printf("greedy's re-balance: %d moves, max %.4f x bound\n", greedy_moves,
+              MaxLoad(problem, after) / bound);
+  for (const std::vector<int32_t>* from : {&after, &current}) {
+    // then chains of up to 10 links, 10^6 steps per search
+    const auto start = std::chrono::steady_clock::now();
+    Rebalancing deeper(problem, *from);
+    ReachTarget(deeper, target, std::numeric_limits<int64_t>::max(), ChainLimits{10, 1000000});
+    int moves = 0;
+    for (int s = 0; s < problem.num_switches(); ++s) moves += deeper.assignment[s] != current[s];
+    std::printf("%s chains of up to 10 links: %d moves in all, max %.4f x bound, %.1f s\n",
+                from == &after ? "greedy's, then" : "from the current assignment,", moves,
+                deeper.MaxLoad() / bound,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::fflush(stdout);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  const FewestMovesBound lp_bound = BoundFewestMoves(problem, current, target, 0).value();
+  std::printf("BoundFewestMoves: %s, %lld moves, %lld controllers above, %.2f s\n",
+              lp_bound.reachable ? "reachable" : "UNREACHABLE",
+              static_cast<long long>(lp_bound.moves),
+              static_cast<long long>(lp_bound.controllers_above),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::fflush(stdout);
+  if (seconds == 0) return 0;
+  LpModel fewest = BuildMigrationModel(normalised.problem, current, all, target / unit);
+  fewest.column_upper[fewest.load_column] = 0.0;
+  Outcome moves = SolveByCbc(fewest, seconds);
+  std::printf(
+      "fewest moves to %.2f x bound: LP bound %.1f, CBC best %s, CBC bound %.1f\n", goal.slack,
+      moves.lp,
+      moves.found
+          ? absl::StrCat(moves.best, " (max ",
+                         MaxLoad(problem, Rounded(problem, fewest, moves.x)) / bound, " x bound)")
+                .c_str()
+          : "none",
+      moves.bound);
+
+  const double budget = 0.05 * problem.num_switches();
+  LpModel least = BuildMigrationModel(normalised.problem, current, all, bound / unit);
+  std::vector<double> cost = least.objective;
+  std::fill(least.objective.begin(), least.objective.end(), 0.0);
+  least.objective[least.load_column] = 1.0;
+  // The budget row: sum of move costs <= budget.
+  CoinPackedVector row;
+  for (int column = 0; column < least.load_column; ++column) {
+    if (cost[column] > 0) row.insert(column, 1.0);
+  }
+  least.matrix.appendRow(row);
+  least.row_lower.push_back(-COIN_DBL_MAX);
+  least.row_upper.push_back(budget);
+  Outcome excess = SolveByCbc(least, seconds);
+  std::printf("least max within %.0f moves: LP bound %.4f x bound, CBC best %s, CBC bound %.4f\n",
+              budget, 1 + excess.lp * unit / bound,
+              excess.found ? absl::StrCat(1 + excess.best * unit / bound).c_str() : "none",
+              1 + excess.bound * unit / bound);
+  return 0;
+}
+
+}  // namespace
+}  // namespace titan::balance
+
+int main(int argc, char** argv) { return titan::balance::Main(argc, argv); }
