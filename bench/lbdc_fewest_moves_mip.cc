@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <string>
 
@@ -76,6 +78,55 @@ std::vector<int32_t> Rounded(const BalanceProblem& problem, const LpModel& model
   return of;
 }
 
+constexpr ChainLimits kDeepChains{10, 1000000};
+
+// A plugin configured with its defaults.
+std::unique_ptr<BalancePlugin> Make(const PluginRegistry& registry, const std::string& name) {
+  auto plugin = registry.Create<BalancePlugin>(name).value();
+  std::map<std::string, ConfigView::Entry> entries;
+  for (const ConfigKey& key : plugin->ConfigKeys()) entries[key.name] = {*key.default_value, ""};
+  if (!plugin->Configure(ConfigView(name, entries)).ok()) std::exit(1);
+  return plugin;
+}
+
+// The switches whose potential sets lie inside the controllers within `rings` neighbour steps
+// of `centre` (neighbours share a potential switch) must be watched from there, so the optimum
+// of that sub-instance (ilp's proven bound) bounds the whole instance's optimum from below.
+double RegionBound(const BalanceProblem& problem, int32_t centre, int rings, BalancePlugin& ilp) {
+  std::vector<std::vector<int32_t>> switches_of(problem.num_controllers());
+  for (int s = 0; s < problem.num_switches(); ++s) {
+    for (int32_t c : problem.potential[s]) switches_of[c].push_back(s);
+  }
+  std::vector<int32_t> index(problem.num_controllers(), -1);
+  std::vector<int32_t> region = {centre};
+  index[centre] = 0;
+  for (int ring = 0, begin = 0; ring < rings; ++ring) {
+    const int end = static_cast<int>(region.size());
+    for (int i = begin; i < end; ++i) {
+      for (int32_t s : switches_of[region[i]]) {
+        for (int32_t c : problem.potential[s]) {
+          if (index[c] < 0) index[c] = static_cast<int32_t>(region.size()), region.push_back(c);
+        }
+      }
+    }
+    begin = end;
+  }
+  BalanceProblem part;
+  part.controller_capacity.assign(region.size(), INFINITY);
+  for (int s = 0; s < problem.num_switches(); ++s) {
+    const auto& p = problem.potential[s];
+    if (!std::all_of(p.begin(), p.end(), [&](int32_t c) { return index[c] >= 0; })) continue;
+    part.switch_load.push_back(problem.switch_load[s]);
+    part.potential.emplace_back();
+    for (int32_t c : p) part.potential.back().push_back(index[c]);
+  }
+  if (part.switch_load.empty()) return 0.0;
+  const BalanceResult optimum = ilp.Assign(part).value();
+  std::printf("  region of %zu controllers within %d rings, %d switches inside: optimum >= %.2f\n",
+              region.size(), rings, part.num_switches(), optimum.lower_bound);
+  return optimum.lower_bound;
+}
+
 // `policy`'s re-balance of `assignment`, applied.
 void Apply(BalancePlugin& policy, const BalanceProblem& problem, const RebalanceGoal& goal,
            std::vector<int32_t>& assignment) {
@@ -88,14 +139,17 @@ void Apply(BalancePlugin& policy, const BalanceProblem& problem, const Rebalance
 }
 
 int Main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: %s SWITCHES CONTROLLERS DRIFT HOTSPOT_FACTOR CHANGE SECONDS\n",
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr,
+                 "usage: %s SWITCHES CONTROLLERS DRIFT HOTSPOT_FACTOR CHANGE SECONDS [deep]\n",
                  argv[0]);
     return 2;
   }
   const int switches = std::atoi(argv[1]), controllers = std::atoi(argv[2]);
   const double drift = std::atof(argv[3]), factor = std::atof(argv[4]);
   const int change = std::atoi(argv[5]), seconds = std::atoi(argv[6]);
+  // "deep": the changes before `change` are answered by greedy, then chains of up to 10 links.
+  const bool deep_history = argc == 8 && std::string(argv[7]) == "deep";
   std::mt19937_64 random(1);
   auto topology =
       topology::MakeTopology(absl::StrCat("waxman:", switches, ",0.4,0.6,8"), random).value();
@@ -114,6 +168,12 @@ int Main(int argc, char** argv) {
   for (int step = 1; step < change; ++step) {
     problem.switch_load = snapshots[step];
     Apply(*greedy, problem, goal, current);
+    if (deep_history) {
+      Rebalancing deeper(problem, current);
+      ReachTarget(deeper, goal.slack * DensestSetBound(problem, current).bound,
+                  std::numeric_limits<int64_t>::max(), kDeepChains);
+      current = deeper.assignment;
+    }
   }
   problem.switch_load = snapshots[change];
   const double bound = DensestSetBound(problem, current).bound;
@@ -130,11 +190,12 @@ int Main(int argc, char** argv) {
   for (int s = 0; s < problem.num_switches(); ++s) greedy_moves += after[s] != current[s];
   std::printf("greedy's re-balance: %d moves, max %.4f x bound\n", greedy_moves,
               MaxLoad(problem, after) / bound);
+  std::vector<int32_t> deepest = after;
   for (const std::vector<int32_t>* from : {&after, &current}) {
     // then chains of up to 10 links, 10^6 steps per search
     const auto start = std::chrono::steady_clock::now();
     Rebalancing deeper(problem, *from);
-    ReachTarget(deeper, target, std::numeric_limits<int64_t>::max(), ChainLimits{10, 1000000});
+    ReachTarget(deeper, target, std::numeric_limits<int64_t>::max(), kDeepChains);
     int moves = 0;
     for (int s = 0; s < problem.num_switches(); ++s) moves += deeper.assignment[s] != current[s];
     std::printf("%s chains of up to 10 links: %d moves in all, max %.4f x bound, %.1f s\n",
@@ -142,6 +203,18 @@ int Main(int argc, char** argv) {
                 deeper.MaxLoad() / bound,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     std::fflush(stdout);
+    if (deeper.MaxLoad() < MaxLoad(problem, deepest)) deepest = deeper.assignment;
+  }
+  {  // where the deepest search stopped: is its heaviest controller's region integrally tight?
+    const std::vector<double> loads = ControllerLoads(problem, deepest);
+    const int32_t heaviest =
+        static_cast<int32_t>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+    auto ilp = Make(*registry, "ilp");
+    for (int rings = 1; rings <= 2; ++rings) {
+      std::printf("heaviest controller %d: its region's optimum >= %.4f x bound\n", heaviest,
+                  RegionBound(problem, heaviest, rings, *ilp) / bound);
+      std::fflush(stdout);
+    }
   }
 
   const auto start = std::chrono::steady_clock::now();
@@ -152,6 +225,17 @@ int Main(int argc, char** argv) {
               static_cast<long long>(lp_bound.controllers_above),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::fflush(stdout);
+  {  // the least ratio r whose bound is within 5% moves: no assignment within 5% does better
+    const double budget = 0.05 * problem.num_switches();
+    double low = 1.0, high = MaxLoad(problem, current) / bound;
+    for (int step = 0; step < 12; ++step) {
+      const double r = (low + high) / 2;
+      const FewestMovesBound at = BoundFewestMoves(problem, current, r * bound, 0).value();
+      (at.reachable && at.moves <= budget ? high : low) = r;
+    }
+    std::printf("least ratio any assignment within 5%% moves may reach (bound): >= %.4f\n", low);
+    std::fflush(stdout);
+  }
   if (seconds == 0) return 0;
   LpModel fewest = BuildMigrationModel(normalised.problem, current, all, target / unit);
   fewest.column_upper[fewest.load_column] = 0.0;
