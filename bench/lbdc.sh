@@ -30,7 +30,7 @@ uptime
 for n in 10000 100000; do
   for change in "--drift=0.3" "--drift=1" "--drift=0 --hotspot=0.07,2" "--drift=0 --hotspot=0.07,10"; do
     name=$(echo "$change" | tr -c 'a-z0-9.\n' '-')
-    # The fewest-moves bound at 10k (2-5 s per policy and change there; not measured at 100k).
+    # The fewest-moves bound at 10k (2-26 s per policy and change there; not measured at 100k).
     bound=
     [ $n = 10000 ] && bound=--fewest-moves-bound
     # shellcheck disable=SC2086

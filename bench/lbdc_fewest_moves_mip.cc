@@ -1,15 +1,21 @@
-// Issue #40's question, settled by CBC: after a load change, how few migrations can bring every
-// controller within slack x the densest-set bound, and how low can the maximum go within a move
-// budget? Builds titan-lbdc's instance (same flags, seed 1), takes greedy's assignment (the
-// plugin) before change `change`, and solves by CBC's standalone driver (CbcMain1, all its
-// defaults: preprocessing, cuts, heuristics):
-//   fewest moves:  min sum_s (1 - x[s, current(s)])  s.t. every controller <= T, x binary
-//   least maximum: min E  s.t. every controller <= T + E, moves <= budget, x binary
-// and reports each model's LP relaxation (a lower bound; infeasible proves the target
-// unreachable), CBC's best solution and best bound.
+// Issue #40's question: after a load change, how few migrations can bring every controller
+// within 1.02 x the densest-set bound, and how low can the maximum go within 5% moves? Builds
+// titan-lbdc's Waxman instance (k-center, hops 10, f <= 8, uniform loads, seed 1), takes
+// greedy's assignment (the plugin) before change CHANGE and prints:
+//   - greedy's re-balance, then chains of up to 10 links (ChainLimits) after it and from the
+//     start, each then moving back what fits on its first controller;
+//   - ilp's bound on the switches within 1 and 2 neighbour rings of the controller the deepest
+//     search left heaviest (they must stay there: a local obstacle would show);
+//   - BoundFewestMoves (common/lp_model.h) at the target, and by bisection the least ratio
+//     whose bound is within 5% moves (a floor for any assignment within 5%);
+//   - with SECONDS > 0, CBC's standalone driver (CbcMain1, all its defaults) on
+//       fewest moves:  min sum_s (1 - x[s, current(s)])  s.t. every controller <= T, x binary
+//       least maximum: min E  s.t. every controller <= bound + E, moves <= 5%, x binary
+//     each with its LP relaxation, CBC's best solution and best bound.
+// With "deep", the changes before CHANGE are answered by greedy and then the deeper chains.
 //
 //   titan_lbdc_fewest_moves_mip SWITCHES CONTROLLERS DRIFT HOTSPOT_FACTOR(0: none) CHANGE(1..5)
-//   SECONDS
+//                               SECONDS [deep]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +85,26 @@ std::vector<int32_t> Rounded(const BalanceProblem& problem, const LpModel& model
 }
 
 constexpr ChainLimits kDeepChains{10, 1000000};
+
+// Moves switches back to their controller in `current` while it has room within `target`;
+// returns how many.
+int UndoMoves(const BalanceProblem& problem, const std::vector<int32_t>& current, double target,
+              Rebalancing& state) {
+  int undone = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < problem.num_switches(); ++s) {
+      const int32_t home = current[s];
+      if (state.assignment[s] != home &&
+          state.loads[home] + problem.switch_load[s] <= target + LoadTolerance(problem)) {
+        state.Move(s, home);
+        ++undone;
+        progress = true;
+      }
+    }
+  }
+  return undone;
+}
 
 // A plugin configured with its defaults.
 std::unique_ptr<BalancePlugin> Make(const PluginRegistry& registry, const std::string& name) {
@@ -204,6 +230,9 @@ int Main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     std::fflush(stdout);
     if (deeper.MaxLoad() < MaxLoad(problem, deepest)) deepest = deeper.assignment;
+    const int undone = UndoMoves(problem, current, target, deeper);
+    std::printf("  moving back what fits: %d moves in all, max %.4f x bound\n", moves - undone,
+                deeper.MaxLoad() / bound);
   }
   {  // where the deepest search stopped: is its heaviest controller's region integrally tight?
     const std::vector<double> loads = ControllerLoads(problem, deepest);
