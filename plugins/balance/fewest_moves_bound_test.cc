@@ -121,6 +121,10 @@ TEST(FewestMovesBound, IsZeroWhenNothingIsAboveTheTarget) {
   EXPECT_TRUE(bound->reachable);
   EXPECT_EQ(bound->moves, 0);
   EXPECT_EQ(bound->controllers_above, 0);
+  // Below 0 every loaded controller must shed all its switches, and still none gets there.
+  auto negative = BoundFewestMoves(problem, {0, 1}, -1.0, 0);
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_FALSE(negative->reachable);
 }
 
 }  // namespace

@@ -292,7 +292,8 @@ int AddShedRows(const BalanceProblem& problem, const std::vector<int32_t>& assig
       return problem.switch_load[a] > problem.switch_load[b];
     });
     int leave = 0;
-    for (double shed = 0.0; shed < excess - tolerance; ++leave) {
+    // All of them when they cannot cover it (a negative target).
+    for (double shed = 0.0; shed < excess - tolerance && leave < std::ssize(switches); ++leave) {
       shed += problem.switch_load[switches[leave]];
     }
     CoinPackedVector row;
