@@ -163,4 +163,36 @@ TEST(LbdcCli, TheLoadsStandardDeviationHoldsAtEveryScale) {
   EXPECT_NEAR(stddev("uniform:1e-300,5e-300") / 1e-300, unit, unit * 1e-9);
 }
 
+// Issue 40: --fewest-moves-bound reports per change a lower bound on the migrations any
+// assignment needs to reach the policy's target: never above what a policy that reached the
+// target moved, and not computed for the initial assignment.
+TEST(LbdcCli, TheFewestMovesBoundIsBelowWhatPoliciesThatReachTheTargetMoved) {
+  const std::string json = TestFile("lbdc_cli_fewest_moves.json");
+  const Result result = Lbdc(
+      "--topology=waxman:300,0.4,0.6,8 --controllers=30 --hops=10 --max-potential=8 "
+      "--changes=4 --policies=greedy,lp-round --fewest-moves-bound --json=" +
+      json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("moves bound"));
+  std::ifstream in(json);
+  const nlohmann::json document = nlohmann::json::parse(in);
+  int compared = 0, positive = 0;
+  for (const nlohmann::json& row : document["measurements"]) {
+    const int64_t bound = row["fewest_moves_bound"].get<int64_t>();
+    if (row["step"].get<int>() == 0) {
+      EXPECT_EQ(bound, -1) << row["policy"];
+      continue;
+    }
+    EXPECT_GE(bound, 0) << row["policy"] << " step " << row["step"];
+    positive += bound > 0;
+    if (row["max_load"].get<double>() <= row["target"].get<double>() * (1 + 1e-9)) {
+      EXPECT_LE(bound, row["migrations"].get<int64_t>())
+          << row["policy"] << " step " << row["step"];
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_GT(positive, 0);
+}
+
 }  // namespace

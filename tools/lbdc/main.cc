@@ -20,6 +20,7 @@
 #include "core/runtime/closest_name.h"
 #include "core/runtime/plugin_registry.h"
 #include "core/topology/switch_graph.h"
+#include "plugins/balance/common/lp_model.h"
 #include "titan/balance.h"
 #include "tools/lbdc/check.h"
 #include "tools/lbdc/hotspot.h"
@@ -44,6 +45,8 @@ constexpr const char* kUsage = R"(usage: titan-lbdc [flags]
                          carry FACTOR x their load, the total kept      (default none)
   --rebalance-slack=S    re-balance only above S x the best lower bound (default 1.02)
   --max-moves=N          at most N migrations per change               (default no limit)
+  --fewest-moves-bound   per change, a lower bound on the migrations any assignment needs to
+                         reach each policy's target (LP), or a proof that none reaches it
   --policies=A,B         balance plugins to run         (default regions,greedy,distributed,
                          lp-round,lst; add ilp for the exact optimum on small instances)
   --set=POLICY.KEY=VALUE a policy's configuration key (repeatable)
@@ -65,7 +68,7 @@ struct Options {
   int64_t max_moves = std::numeric_limits<int64_t>::max();
   uint64_t seed = 1;
   std::string csv, json, svg;
-  bool quiet = false, help = false;
+  bool quiet = false, help = false, fewest_moves_bound = false;
 };
 
 // Flags that would be ignored, or run a policy twice, are refused rather than dropped.
@@ -111,13 +114,17 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     }
     return value;
   };
-  const std::vector<std::string> flags = {
-      "topology",   "controllers",   "placement", "controllers-at",
-      "hops",       "max-potential", "loads",     "changes",
-      "drift",      "hotspot",       "policies",  "set",
-      "seed",       "csv",           "json",      "svg",
-      "plugin-dir", "quiet",         "help",      "rebalance-slack",
-      "max-moves"};
+  const std::vector<std::string> flags = {"topology",   "controllers",
+                                          "placement",  "controllers-at",
+                                          "hops",       "max-potential",
+                                          "loads",      "changes",
+                                          "drift",      "hotspot",
+                                          "policies",   "set",
+                                          "seed",       "csv",
+                                          "json",       "svg",
+                                          "plugin-dir", "quiet",
+                                          "help",       "rebalance-slack",
+                                          "max-moves",  "fewest-moves-bound"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -132,8 +139,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", name, "; see --help", DidYouMean(name, flags)));
     }
-    if (name == "quiet" || name == "help") {
-      (name == "quiet" ? o.quiet : o.help) = true;
+    if (name == "quiet" || name == "help" || name == "fewest-moves-bound") {
+      (name == "quiet" ? o.quiet : name == "help" ? o.help : o.fewest_moves_bound) = true;
       continue;
     }
     std::string value;
@@ -418,6 +425,12 @@ absl::Status Run(const Options& o) {
         row.migrations = MigratedSwitches(before, current);
         row.own_bound = result->lower_bound;
         row.target = result->target;
+        if (o.fewest_moves_bound && row.target > 0) {
+          absl::StatusOr<balance::FewestMovesBound> fewest =
+              balance::BoundFewestMoves(problem, before, row.target, /*log_level=*/0);
+          if (!fewest.ok()) return Prefixed(name, fewest.status());
+          row.fewest_moves_bound = fewest->reachable ? fewest->moves : kUnreachable;
+        }
       }
       // A policy is a plugin: its answer is checked, not trusted.
       TITAN_RETURN_IF_ERROR(Prefixed(absl::StrCat(name, ": step ", step),

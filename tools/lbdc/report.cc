@@ -29,6 +29,17 @@ double GapPercent(const Measurement& row) {
   return row.max_load > 0 ? 100.0 * (1.0 - row.own_bound / row.max_load) : 0.0;
 }
 
+// The largest fewest-moves bound over the changes, "unreachable" when some change's target is
+// proven out of reach, "-" when none was computed.
+std::string MostMovesBound(const std::vector<const Measurement*>& steps) {
+  int64_t most = kNotComputed;
+  for (const Measurement* step : steps) {
+    if (step->fewest_moves_bound == kUnreachable) return "unreachable";
+    most = std::max(most, step->fewest_moves_bound);
+  }
+  return most == kNotComputed ? "-" : absl::StrCat(most);
+}
+
 }  // namespace
 
 bool ProvenOptimal(const Measurement& row) {
@@ -45,10 +56,13 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
   }
   const bool changes = !rows.empty() && std::any_of(rows.begin(), rows.end(),
                                                     [](const auto& r) { return r.step > 0; });
+  const bool bounds = std::any_of(
+      rows.begin(), rows.end(), [](const auto& r) { return r.fewest_moves_bound != kNotComputed; });
   out << absl::StrFormat("%-12s %12s %12s %7s %11s %10s %8s %10s %9s", "policy", "max load",
                          "lower bound", "ratio", "stddev", "time ms", "rounds", "messages",
                          "own gap");
   if (changes) out << absl::StrFormat(" %11s %10s %11s", "moves/chg", "max moves", "worst ratio");
+  if (bounds) out << absl::StrFormat(" %12s", "moves bound");
   out << "\n";
   for (const std::string& policy : order) {
     const std::vector<const Measurement*>& steps = by_policy[policy];
@@ -76,6 +90,7 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
       out << absl::StrFormat(" %11.1f %10d %11.4f", moves / std::max<size_t>(1, steps.size() - 1),
                              most, worst);
     }
+    if (bounds) out << absl::StrFormat(" %12s", MostMovesBound(steps));
     out << "\n";
   }
 }
@@ -83,12 +98,12 @@ void PrintTable(const std::vector<Measurement>& rows, std::ostream& out) {
 absl::Status WriteCsv(const std::vector<Measurement>& rows, const std::string& path) {
   TITAN_ASSIGN_OR_RETURN(std::ofstream out, Open(path));
   out << "policy,step,max_load,lower_bound,ratio,stddev,migrations,runtime_ms,rounds,messages,"
-         "own_bound,proven_optimal,target\n";
+         "own_bound,proven_optimal,target,fewest_moves_bound\n";
   for (const Measurement& r : rows) {
-    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d,%.10g,%s,%.10g\n", r.policy,
-                           r.step, r.max_load, r.lower_bound, r.ratio, r.stddev, r.migrations,
-                           r.runtime_ms, r.rounds, r.messages, r.own_bound,
-                           ProvenOptimal(r) ? "true" : "false", r.target);
+    out << absl::StrFormat("%s,%d,%.10g,%.10g,%.6f,%.10g,%d,%.3f,%d,%d,%.10g,%s,%.10g,%d\n",
+                           r.policy, r.step, r.max_load, r.lower_bound, r.ratio, r.stddev,
+                           r.migrations, r.runtime_ms, r.rounds, r.messages, r.own_bound,
+                           ProvenOptimal(r) ? "true" : "false", r.target, r.fewest_moves_bound);
   }
   return Close(out, path);
 }
@@ -106,6 +121,7 @@ absl::Status WriteJson(const std::vector<Measurement>& rows,
                             {"stddev", r.stddev},
                             {"migrations", r.migrations},
                             {"target", r.target},
+                            {"fewest_moves_bound", r.fewest_moves_bound},
                             {"runtime_ms", r.runtime_ms},
                             {"rounds", r.rounds},
                             {"messages", r.messages},

@@ -12,6 +12,9 @@
 
 namespace titan::lbdc {
 
+inline constexpr int64_t kNotComputed = -1;
+inline constexpr int64_t kUnreachable = -2;
+
 // One policy at one load snapshot (step 0: the initial assignment; step k: after change k).
 struct Measurement {
   std::string policy;
@@ -27,7 +30,11 @@ struct Measurement {
   double runtime_ms = 0.0;
   int64_t rounds = 0;
   int64_t messages = 0;
-  double target = 0.0;              // the max load a re-balance aimed for (0 at step 0)
+  double target = 0.0;  // the max load a re-balance aimed for (0 at step 0)
+  // With --fewest-moves-bound: a lower bound on the migrations any assignment needs, from the
+  // assignment before this change, to bring every controller within `target`; kUnreachable
+  // when no assignment does (proven); kNotComputed otherwise.
+  int64_t fewest_moves_bound = kNotComputed;
   std::vector<int32_t> assignment;  // controller per switch after this step, for --json
 };
 

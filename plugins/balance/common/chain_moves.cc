@@ -8,9 +8,7 @@
 namespace titan::balance {
 namespace {
 
-// Steps (controllers entered) one search may take, and switches an intermediate controller
-// tries to pass on: they keep a search local on 100,000 switches.
-constexpr int64_t kSearchSteps = 20000;
+// Switches an intermediate controller tries to pass on: they keep a search local.
 constexpr size_t kSwitchesTried = 8;
 
 struct Link {
@@ -20,8 +18,9 @@ struct Link {
 
 class ChainSearch {
  public:
-  ChainSearch(Rebalancing& state, double target)
-      : state_(state),
+  ChainSearch(Rebalancing& state, double target, const ChainLimits& limits)
+      : limits_(limits),
+        state_(state),
         problem_(state.problem),
         target_(target),
         tolerance_(LoadTolerance(state.problem)),
@@ -41,7 +40,7 @@ class ChainSearch {
     if (!clearing) first.insert(first.end(), std::make_reverse_iterator(clears), mine.rend());
     // A swap must clear too: the switch coming back at most what the one leaving exceeds it by.
     swap_limit_ = [&, excess](double leaving) { return clearing ? leaving - excess : leaving; };
-    for (int length = 1; length <= kMaxChainLength; ++length) {
+    for (int length = 1; length <= limits_.max_length; ++length) {
       steps_ = 0;
       for (int32_t s : first) {
         const double w = problem_.switch_load[s];
@@ -51,9 +50,9 @@ class ChainSearch {
           chain_ = {{s, b}};
           visited_ = {a, b};
           if (Extend(b, w, length - 1)) return chain_;
-          if (steps_ > kSearchSteps) break;
+          if (steps_ > limits_.search_steps) break;
         }
-        if (steps_ > kSearchSteps) break;
+        if (steps_ > limits_.search_steps) break;
       }
     }
     return {};
@@ -95,7 +94,7 @@ class ChainSearch {
     ++steps_;
     const double load = state_.loads[b] + incoming;
     if (Fits(b, load)) return true;
-    if (links_left == 0 || steps_ > kSearchSteps) return false;
+    if (links_left == 0 || steps_ > limits_.search_steps) return false;
     const std::vector<int32_t>& mine = held_[b];
     const double need = load - target_;
     size_t tried = 0;
@@ -120,12 +119,13 @@ class ChainSearch {
         if (Extend(c, w, links_left - 1)) return true;
         chain_.pop_back();
         visited_.pop_back();
-        if (steps_ > kSearchSteps) return false;
+        if (steps_ > limits_.search_steps) return false;
       }
     }
     return false;
   }
 
+  const ChainLimits limits_;
   Rebalancing& state_;
   const BalanceProblem& problem_;
   const double target_;
@@ -140,10 +140,10 @@ class ChainSearch {
 
 }  // namespace
 
-int64_t MoveChainsTowardTarget(Rebalancing& state, double target, int64_t max_moves,
-                               bool clearing) {
+int64_t MoveChainsTowardTarget(Rebalancing& state, double target, int64_t max_moves, bool clearing,
+                               const ChainLimits& limits) {
   const double tolerance = LoadTolerance(state.problem);
-  ChainSearch search(state, target);
+  ChainSearch search(state, target, limits);
   int64_t made = 0;
   for (bool progress = true; progress;) {
     progress = false;

@@ -21,14 +21,21 @@
 
 namespace titan::balance {
 
-// The longest chain searched.
-inline constexpr int kMaxChainLength = 3;
+// How far chains are searched: the longest chain, and the steps (controllers entered) one
+// search may take. The defaults keep each search local on 100,000 switches; longer chains
+// drain more (10 links and 10^6 steps brought a 10k x 1,000 change of drift 0.3 to 1.02 x the
+// bound, docs/benchmarks.md) at minutes per change.
+struct ChainLimits {
+  int max_length = 3;
+  int64_t search_steps = 20000;
+};
 
 // Makes chains off the controllers above `target`, heaviest first, in passes until a pass
 // makes none or `max_moves` moves were made (a chain that does not fit in what is left of the
 // budget is not made). With `clearing`, only chains that bring their first controller within
 // the target, and single moves count as chains of one. Returns the number of moves made.
-int64_t MoveChainsTowardTarget(Rebalancing& state, double target, int64_t max_moves, bool clearing);
+int64_t MoveChainsTowardTarget(Rebalancing& state, double target, int64_t max_moves, bool clearing,
+                               const ChainLimits& limits = {});
 
 }  // namespace titan::balance
 

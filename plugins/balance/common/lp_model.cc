@@ -9,6 +9,7 @@
 #include "coin/ClpPrimalColumnSteepest.hpp"
 #include "coin/ClpSimplex.hpp"
 #include "coin/CoinError.hpp"
+#include "coin/CoinPackedVector.hpp"
 #include "plugins/balance/common/instance.h"
 #include "plugins/balance/common/local_search.h"
 
@@ -268,6 +269,91 @@ absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& origin
   FractionalAssignment result;
   result.objective = least_excess * normalised.unit;
   result.x = Shares(problem, free, model, simplex.primalColumnSolution());
+  return result;
+}
+
+namespace {
+
+// The rows "at least k_c of c's switches leave" for every controller c above `target`, each
+// as sum of their stay columns <= (switches on c) - k_c; returns how many controllers.
+int AddShedRows(const BalanceProblem& problem, const std::vector<int32_t>& assignment,
+                double target, LpModel& model) {
+  const double tolerance = LoadTolerance(problem);
+  const std::vector<double> loads = ControllerLoads(problem, assignment);
+  std::vector<std::vector<int32_t>> held(problem.num_controllers());
+  for (int s = 0; s < problem.num_switches(); ++s) held[assignment[s]].push_back(s);
+  int above = 0;
+  for (int c = 0; c < problem.num_controllers(); ++c) {
+    const double excess = loads[c] - target;
+    if (excess <= tolerance) continue;
+    ++above;
+    std::vector<int32_t>& switches = held[c];
+    std::sort(switches.begin(), switches.end(), [&](int32_t a, int32_t b) {
+      return problem.switch_load[a] > problem.switch_load[b];
+    });
+    int leave = 0;
+    // All of them when they cannot cover it (a negative target).
+    for (double shed = 0.0; shed < excess - tolerance && leave < std::ssize(switches); ++leave) {
+      shed += problem.switch_load[switches[leave]];
+    }
+    CoinPackedVector row;
+    for (int32_t s : switches) {
+      const std::vector<int32_t>& candidates = problem.potential[s];
+      const int position =
+          static_cast<int>(std::find(candidates.begin(), candidates.end(), c) - candidates.begin());
+      row.insert(model.first_column[s] + position, 1.0);
+    }
+    model.matrix.appendRow(row);
+    model.row_lower.push_back(-std::numeric_limits<double>::infinity());
+    model.row_upper.push_back(static_cast<double>(switches.size() - leave));
+  }
+  return above;
+}
+
+}  // namespace
+
+absl::StatusOr<FewestMovesBound> BoundFewestMoves(const BalanceProblem& original,
+                                                  const std::vector<int32_t>& assignment,
+                                                  double target, int log_level) {
+  const Normalised normalised = Normalise(original);
+  const BalanceProblem& problem = normalised.problem;
+  target /= normalised.unit;
+  std::vector<int32_t> all(problem.num_switches());
+  std::iota(all.begin(), all.end(), 0);
+  LpModel model = BuildMigrationModel(problem, assignment, all, target);
+  FewestMovesBound result;
+  result.controllers_above = AddShedRows(problem, assignment, target, model);
+  if (result.controllers_above == 0) return result;
+  const std::vector<double> move_cost = model.objective;
+  std::fill(model.objective.begin(), model.objective.end(), 0.0);
+  model.objective[model.load_column] = 1.0;
+  ClpSimplex simplex;
+  simplex.setLogLevel(log_level);
+  simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
+                      model.objective.data(), model.row_lower.data(), model.row_upper.data());
+  const std::vector<double> loads = ControllerLoads(problem, assignment);
+  const int heaviest =
+      static_cast<int>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+  SetStartingBasis(model, Positions(problem, all, assignment), problem.num_switches() + heaviest,
+                   std::max(0.0, loads[heaviest] - target), simplex);
+  const absl::Status least_excess = RunPrimal(simplex, "the fewest-moves bound (least excess)");
+  if (absl::IsFailedPrecondition(least_excess)) {  // a controller cannot shed k_c of its switches
+    result.reachable = false;
+    return result;
+  }
+  TITAN_RETURN_IF_ERROR(least_excess);
+  // The normalised loads are rounded by at most `error` per controller.
+  if (simplex.primalColumnSolution()[model.load_column] >
+      normalised.error + LoadTolerance(problem)) {
+    result.reachable = false;
+    return result;
+  }
+  simplex.setColumnUpper(model.load_column, normalised.error + LoadTolerance(problem));
+  for (int column = 0; column < static_cast<int>(move_cost.size()); ++column) {
+    simplex.setObjectiveCoefficient(column, move_cost[column]);
+  }
+  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the fewest-moves bound (fewest moves)"));
+  result.moves = static_cast<int64_t>(std::ceil(simplex.objectiveValue() - 1e-6));
   return result;
 }
 

@@ -57,6 +57,22 @@ absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& proble
                                                     const std::vector<int32_t>& free, double target,
                                                     int log_level);
 
+// A lower bound on the switches any assignment must move from `assignment` to bring every
+// controller within `target`: the migration model over all switches with E = 0, relaxed, plus
+// for each controller c above the target the valid inequality "at least k_c of its switches
+// leave", k_c the fewest of them (largest first) whose loads cover its excess. Solved in two
+// steps from `assignment` as a basis: the least excess (with those rows), then the fewest moves.
+struct FewestMovesBound {
+  // False proves that no assignment reaches the target: the relaxation with the rows above,
+  // which every such assignment satisfies, has none within it.
+  bool reachable = true;
+  int64_t moves = 0;  // when reachable: ceil of the relaxation's optimum
+  int64_t controllers_above = 0;
+};
+absl::StatusOr<FewestMovesBound> BoundFewestMoves(const BalanceProblem& problem,
+                                                  const std::vector<int32_t>& assignment,
+                                                  double target, int log_level);
+
 // x values within this of 0 or 1 count as integral.
 inline constexpr double kIntegralTolerance = 1e-7;
 

@@ -157,13 +157,17 @@ absl::StatusOr<RebalanceResult> RebalanceTarget(const BalanceProblem& problem,
 }
 
 void ReachTarget(Rebalancing& state, double target, int64_t max_moves) {
+  ReachTarget(state, target, max_moves, ChainLimits{});
+}
+
+void ReachTarget(Rebalancing& state, double target, int64_t max_moves, const ChainLimits& limits) {
   const double tolerance = LoadTolerance(state.problem);
   auto left = [&] { return max_moves - static_cast<int64_t>(state.moves.size()); };
   MoveTowardTarget(state, target, left());
   // Chains that clear a controller's excess first: one chain there saves several partial ones.
   for (bool clearing : {true, false}) {
     while (state.MaxLoad() > target + tolerance && left() > 0) {
-      const int64_t chains = MoveChainsTowardTarget(state, target, left(), clearing);
+      const int64_t chains = MoveChainsTowardTarget(state, target, left(), clearing, limits);
       if (chains == 0) break;
       MoveTowardTarget(state, target, left());
     }

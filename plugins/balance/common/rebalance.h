@@ -51,6 +51,9 @@ absl::StatusOr<RebalanceResult> RebalanceTarget(const BalanceProblem& problem,
 // to chains of moves through their neighbourhoods (common/chain_moves.h), then single moves
 // again, until neither lowers anything or `max_moves` moves were made in all.
 void ReachTarget(Rebalancing& state, double target, int64_t max_moves);
+// The same with chains searched as far as `limits` (common/chain_moves.h) allow.
+struct ChainLimits;
+void ReachTarget(Rebalancing& state, double target, int64_t max_moves, const ChainLimits& limits);
 
 // Greedy's re-balance: checks the instance and `current`, then ReachTargetOrResolve
 // (common/hot_region.h) from `current` toward RebalanceTarget.
