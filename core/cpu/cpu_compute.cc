@@ -47,12 +47,10 @@ CpuCompute& CpuCompute::Get() {
 }
 
 std::string CpuCompute::Describe() const {
-  return absl::StrCat(
-      "cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath(), "; attention ",
-      bf16_attention_ ? "in bf16 (its two GEMMs per tile by the bf16 GEMM, softmax and sums in "
-                        "f32: a bf16 run, training.mixed_precision_param = \"bfloat16\")"
-                      : "in f32 (an f32 run; bf16 runs take bf16 attention)",
-      "; vector kernels for ", VectorKernelsTarget(), " (Highway)");
+  return absl::StrCat("cpu: f32 GEMM by ", BlasKernels(), "; bf16 GEMM ", Bf16GemmPath(),
+                      "; attention in the matmuls' precision (in bf16: its two GEMMs per tile by "
+                      "the bf16 GEMM, softmax and sums in f32); vector kernels for ",
+                      VectorKernelsTarget(), " (Highway)");
 }
 
 absl::Status CpuCompute::RunGemm(const TensorView& a, bool transpose_a, const TensorView& b,
@@ -84,7 +82,8 @@ absl::Status CpuCompute::RunAttentionForward(const AttentionSpec& spec, const Te
                                              const TensorView& k, const TensorView& v,
                                              TensorView out, TensorView lse) {
   ScopedSpan span("kernel", "AttentionForward");
-  if (bf16_attention_) return AttentionForwardBf16(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
+  if (spec.matmul_dtype == DType::kBF16)
+    return AttentionForwardBf16(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
   return absl::OkStatus();
 }
@@ -95,7 +94,7 @@ absl::Status CpuCompute::RunAttentionBackward(const AttentionSpec& spec, const T
                                               const TensorView& lse, TensorView dq, TensorView dk,
                                               TensorView dv) {
   ScopedSpan span("kernel", "AttentionBackward");
-  if (bf16_attention_) {
+  if (spec.matmul_dtype == DType::kBF16) {
     return AttentionBackwardBf16(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
                                  ShapeOf(spec));
   }

@@ -3,7 +3,6 @@
 #ifndef TITAN_CORE_CPU_CPU_COMPUTE_H_
 #define TITAN_CORE_CPU_CPU_COMPUTE_H_
 
-#include <atomic>
 #include <string>
 
 #include "titan/compute.h"
@@ -18,13 +17,6 @@ class CpuCompute : public Compute {
   Device device() const override { return Device{DeviceType::kCpu, 0}; }
   std::string Describe() const override;
 
-  // Which attention kernels run: f32 (core/tensor/attention.h, the default) or bf16 GEMMs with
-  // f32 softmax and sums (core/tensor/attention_bf16.h). A model whose matmuls are bf16
-  // (training.mixed_precision_param = "bfloat16") sets bf16 when it is made on the CPU, and f32
-  // otherwise, so each run's attention follows its own precision.
-  void SetAttentionDType(DType dtype) { bf16_attention_ = dtype == DType::kBF16; }
-  DType attention_dtype() const { return bf16_attention_ ? DType::kBF16 : DType::kF32; }
-
   StreamHandle current_stream() const override { return nullptr; }
   absl::StatusOr<EventHandle> RecordEvent(StreamHandle stream) override;
   absl::Status StreamWaitEvent(StreamHandle stream, EventHandle event) override;
@@ -33,8 +25,6 @@ class CpuCompute : public Compute {
 
  private:
 #include "titan/compute_overrides.inc"
-
-  std::atomic<bool> bf16_attention_{false};
 };
 
 }  // namespace titan

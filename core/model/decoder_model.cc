@@ -63,9 +63,6 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(const LlamaCo
                        "(titan/compute.h), so nothing can train on it yet"));
     }
   }
-  // The CPU's attention follows the matmuls' precision (CUDA's job.attention = "auto" decides
-  // likewise, from the GEMMs it has run).
-  if (auto* cpu = dynamic_cast<CpuCompute*>(compute)) cpu->SetAttentionDType(where.matmul_dtype);
   // Another device's kernels are timed on it in profiled steps; the CPU's trace themselves.
   std::unique_ptr<Compute> profiled;
   if (compute->device().type != DeviceType::kCpu) {
