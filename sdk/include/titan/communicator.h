@@ -14,10 +14,9 @@
 // StartExchange) naming the events of its buffers (StreamOrder): a device communicator then
 // waits for those alone, not for every kernel queued before the call, and holds up the compute
 // stream only when the caller waits for the transfer, right before the first kernel that needs
-// it. The rule that
-// keeps it correct: a collective never starts before every write of the buffers it reads, nor
-// before every earlier read or write of the buffers it writes, is complete; the events named
-// must cover all of those.
+// it. The rule that keeps it correct: a collective never starts before every write of the
+// buffers it reads, nor before every earlier read or write of the buffers it writes, is
+// complete; the events named must cover all of those.
 #ifndef TITAN_COMMUNICATOR_H_
 #define TITAN_COMMUNICATOR_H_
 
