@@ -237,19 +237,17 @@ LpModel BuildMigrationModel(const BalanceProblem& problem, const std::vector<int
   return model;
 }
 
-absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& original,
-                                                    const std::vector<int32_t>& assignment,
-                                                    const std::vector<int32_t>& free, double target,
-                                                    int log_level) {
-  const Normalised normalised = Normalise(original);
-  const BalanceProblem& problem = normalised.problem;
-  target /= normalised.unit;
-  LpModel model = BuildMigrationModel(problem, assignment, free, target);
-  const std::vector<double> move_cost = model.objective;
-  // First the least excess E over the target, then the fewest moves that keep it.
+namespace {
+
+// Loads `model` (the migration model of `free`) into `simplex` to find the least excess over
+// `target` first, started from `assignment`'s basis; returns the move costs of the second solve.
+std::vector<double> LoadLeastExcess(const BalanceProblem& problem,
+                                    const std::vector<int32_t>& assignment,
+                                    const std::vector<int32_t>& free, double target, int log_level,
+                                    LpModel& model, ClpSimplex& simplex) {
+  std::vector<double> move_cost = model.objective;
   std::fill(model.objective.begin(), model.objective.end(), 0.0);
   model.objective[model.load_column] = 1.0;
-  ClpSimplex simplex;
   simplex.setLogLevel(log_level);
   simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
                       model.objective.data(), model.row_lower.data(), model.row_upper.data());
@@ -259,13 +257,37 @@ absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& origin
   SetStartingBasis(model, Positions(problem, free, assignment),
                    static_cast<int>(free.size()) + heaviest,
                    std::max(0.0, loads[heaviest] - target), simplex);
-  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the migration LP (least excess)"));
-  const double least_excess = simplex.primalColumnSolution()[model.load_column];
-  simplex.setColumnUpper(model.load_column, least_excess + LoadTolerance(problem));
+  return move_cost;
+}
+
+// The excess capped at `cap`, the fewest moves that keep it.
+absl::Status SolveFewestMoves(const LpModel& model, const std::vector<double>& move_cost,
+                              double cap, const char* what, ClpSimplex& simplex) {
+  simplex.setColumnUpper(model.load_column, cap);
   for (int column = 0; column < static_cast<int>(move_cost.size()); ++column) {
     simplex.setObjectiveCoefficient(column, move_cost[column]);
   }
-  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the migration LP (fewest moves)"));
+  return RunPrimal(simplex, what);
+}
+
+}  // namespace
+
+absl::StatusOr<FractionalAssignment> SolveMigration(const BalanceProblem& original,
+                                                    const std::vector<int32_t>& assignment,
+                                                    const std::vector<int32_t>& free, double target,
+                                                    int log_level) {
+  const Normalised normalised = Normalise(original);
+  const BalanceProblem& problem = normalised.problem;
+  target /= normalised.unit;
+  LpModel model = BuildMigrationModel(problem, assignment, free, target);
+  // First the least excess E over the target, then the fewest moves that keep it.
+  ClpSimplex simplex;
+  const std::vector<double> move_cost =
+      LoadLeastExcess(problem, assignment, free, target, log_level, model, simplex);
+  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the migration LP (least excess)"));
+  const double least_excess = simplex.primalColumnSolution()[model.load_column];
+  TITAN_RETURN_IF_ERROR(SolveFewestMoves(model, move_cost, least_excess + LoadTolerance(problem),
+                                         "the migration LP (fewest moves)", simplex));
   FractionalAssignment result;
   result.objective = least_excess * normalised.unit;
   result.x = Shares(problem, free, model, simplex.primalColumnSolution());
@@ -324,18 +346,9 @@ absl::StatusOr<FewestMovesBound> BoundFewestMoves(const BalanceProblem& original
   FewestMovesBound result;
   result.controllers_above = AddShedRows(problem, assignment, target, model);
   if (result.controllers_above == 0) return result;
-  const std::vector<double> move_cost = model.objective;
-  std::fill(model.objective.begin(), model.objective.end(), 0.0);
-  model.objective[model.load_column] = 1.0;
   ClpSimplex simplex;
-  simplex.setLogLevel(log_level);
-  simplex.loadProblem(model.matrix, model.column_lower.data(), model.column_upper.data(),
-                      model.objective.data(), model.row_lower.data(), model.row_upper.data());
-  const std::vector<double> loads = ControllerLoads(problem, assignment);
-  const int heaviest =
-      static_cast<int>(std::max_element(loads.begin(), loads.end()) - loads.begin());
-  SetStartingBasis(model, Positions(problem, all, assignment), problem.num_switches() + heaviest,
-                   std::max(0.0, loads[heaviest] - target), simplex);
+  const std::vector<double> move_cost =
+      LoadLeastExcess(problem, assignment, all, target, log_level, model, simplex);
   const absl::Status least_excess = RunPrimal(simplex, "the fewest-moves bound (least excess)");
   if (absl::IsFailedPrecondition(least_excess)) {  // a controller cannot shed k_c of its switches
     result.reachable = false;
@@ -348,11 +361,9 @@ absl::StatusOr<FewestMovesBound> BoundFewestMoves(const BalanceProblem& original
     result.reachable = false;
     return result;
   }
-  simplex.setColumnUpper(model.load_column, normalised.error + LoadTolerance(problem));
-  for (int column = 0; column < static_cast<int>(move_cost.size()); ++column) {
-    simplex.setObjectiveCoefficient(column, move_cost[column]);
-  }
-  TITAN_RETURN_IF_ERROR(RunPrimal(simplex, "the fewest-moves bound (fewest moves)"));
+  TITAN_RETURN_IF_ERROR(SolveFewestMoves(model, move_cost,
+                                         normalised.error + LoadTolerance(problem),
+                                         "the fewest-moves bound (fewest moves)", simplex));
   result.moves = static_cast<int64_t>(std::ceil(simplex.objectiveValue() - 1e-6));
   return result;
 }
