@@ -16,6 +16,7 @@
 #include "core/tensor/cross_entropy.h"
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
+#include "core/tensor/sgd.h"
 #include "core/tensor/swiglu.h"
 #include "core/tensor/vector_kernels.h"
 #include "hwy/targets.h"
@@ -97,6 +98,56 @@ void AdamW(benchmark::State& state, int64_t target) {
   }
   // Reads param, grad, m, v; writes param, m, v.
   state.SetBytesProcessed(state.iterations() * n * 7 * sizeof(float));
+}
+
+void SgdMomentum(benchmark::State& state, int64_t target) {
+  const int64_t n = state.range(0);
+  std::vector<float> param = RandomFloats(n, 3), grad = RandomFloats(n, 4), buffer(n, 0.0f);
+  SgdUpdate update;
+  update.lr = 1e-2;
+  update.momentum = 0.9;
+  update.step = 2;
+  const SgdConstants c = MakeSgdConstants(update);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      // The core's loop before the vector kernels.
+      const float lr = c.lr, decay = c.decay, mu = c.momentum, keep = c.keep;
+      const bool momentum = c.has_momentum, first = c.first, nesterov = c.nesterov;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        float g = grad[i] + decay * param[i];
+        if (momentum) {
+          buffer[i] = first ? g : mu * buffer[i] + keep * g;
+          g = nesterov ? g + mu * buffer[i] : buffer[i];
+        }
+        param[i] -= lr * g;
+      }
+    } else {
+      VectorSgdUpdate(c, param.data(), grad.data(), buffer.data(), n);
+    }
+    benchmark::ClobberMemory();
+  }
+  // Reads param, grad, buffer; writes param, buffer.
+  state.SetBytesProcessed(state.iterations() * n * 5 * sizeof(float));
+}
+
+void SumOfSquares(benchmark::State& state, int64_t target) {
+  const int64_t n = state.range(0);
+  const std::vector<float> x = RandomFloats(n, 5);
+  UseTarget(target);
+  for (auto _ : state) {
+    double sum = 0;
+    if (target == 0) {
+      // The core's loop before the vector kernels.
+#pragma omp parallel for reduction(+ : sum)
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    } else {
+      sum = VectorSumOfSquares(x.data(), n);
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(state.iterations() * n * sizeof(float));
 }
 
 // The 34M model's shapes.
@@ -230,6 +281,30 @@ void RopeBench(benchmark::State& state, int64_t target) {
   state.SetBytesProcessed(state.iterations() * n * 4 * sizeof(float));
 }
 
+void CrossEntropyRowMaxBench(benchmark::State& state, int64_t target) {
+  const std::vector<float> logits = RandomFloats(kRows * kVocab, 13);
+  std::vector<float> max(kRows);
+  UseTarget(target);
+  for (auto _ : state) {
+    if (target == 0) {
+      // The core's loop before the vector kernels.
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < kRows; ++i) {
+        const float* row = logits.data() + i * kVocab;
+        float row_max = row[0];
+#pragma omp simd reduction(max : row_max)
+        for (int64_t j = 1; j < kVocab; ++j) row_max = row[j] > row_max ? row[j] : row_max;
+        max[i] = row_max;
+      }
+    } else {
+      VectorCrossEntropyRowMax(max.data(), logits.data(), kRows, kVocab);
+    }
+    benchmark::DoNotOptimize(max.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kRows * kVocab * sizeof(float));
+}
+
 void RegisterAll() {
   std::vector<std::pair<std::string, int64_t>> targets = {{"reference", 0}};
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
@@ -239,7 +314,8 @@ void RegisterAll() {
     const int64_t t = target;
     for (const auto& [kernel, fn] :
          {std::pair{"CastF32ToBf16", &CastF32ToBf16}, std::pair{"CastBf16ToF32", &CastBf16ToF32},
-          std::pair{"AdamW", &AdamW}}) {
+          std::pair{"AdamW", &AdamW}, std::pair{"SgdMomentum", &SgdMomentum},
+          std::pair{"SumOfSquares", &SumOfSquares}}) {
       auto run = fn;
       benchmark::RegisterBenchmark((std::string(kernel) + "/" + name).c_str(),
                                    [run, t](benchmark::State& state) { run(state, t); })
@@ -251,6 +327,7 @@ void RegisterAll() {
                                      std::pair{"SwiGluBackward", &SwiGluBackwardBench},
                                      std::pair{"RmsNormForward", &RmsNormForwardBench},
                                      std::pair{"RmsNormBackward", &RmsNormBackwardBench},
+                                     std::pair{"CrossEntropyRowMax", &CrossEntropyRowMaxBench},
                                      std::pair{"CrossEntropySumExp", &CrossEntropySumExpBench},
                                      std::pair{"CrossEntropyBackward", &CrossEntropyBackwardBench},
                                      std::pair{"RopeForwardBackward", &RopeBench}}) {

@@ -25,6 +25,14 @@ def kernel_times(path):
     return totals, counts
 
 
+def step_ms(path):
+    """The milliseconds of the trace's step span (0 when it has none)."""
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return sum(e["dur"] / 1000.0 for e in events if e.get("ph") == "X" and e.get("cat") == "step")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("traces", nargs="+")

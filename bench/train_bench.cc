@@ -9,6 +9,9 @@
 // --expert_hidden H make every block a mixture of E experts of H features, K per token (the qwen3
 // family, QK-norm on); --hidden F sets a dense feed-forward's width (0: Llama's rule); --qwen3 1
 // the qwen3 family (QK-norm) for a dense model too.
+// --profile_dir DIR runs one more step after the timed ones under the step profiler
+// (profiling.enable_profiling) and writes its trace to DIR/iteration_<step>/rank0_trace.json,
+// whose `kernel` spans bench/kernel_spans.py sums; the timed steps are not profiled.
 // --peak instead prints the f32 matmul rate of this machine (GFLOP/s, best of 2048^3 sgemms).
 #include <omp.h>
 
@@ -23,6 +26,7 @@
 
 #include "core/model/decoder_model.h"
 #include "core/runtime/plugin_registry.h"
+#include "core/runtime/profiler.h"
 #include "core/runtime/recipe.h"
 #include "core/train/metrics.h"
 #include "core/train/train_step.h"
@@ -39,7 +43,7 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-int Train(const std::map<std::string, int64_t>& args) {
+int Train(const std::map<std::string, int64_t>& args, const std::string& profile_dir) {
   LlamaConfig config;
   config.dim = args.at("dim"), config.n_layers = args.at("n_layers");
   config.n_heads = args.at("n_heads"), config.n_kv_heads = args.at("n_kv_heads");
@@ -81,6 +85,14 @@ int Train(const std::map<std::string, int64_t>& args) {
     if (!result.ok()) return Fail(result.status().ToString());
     if (s > 0) times.push_back(Seconds(start));
   }
+  if (!profile_dir.empty()) {
+    Profiler profiler(1, profile_dir, 0);
+    profiler.BeginStep(steps + 2);
+    auto result = step->Run(steps + 2, 1e-4, next);
+    if (!result.ok()) return Fail(result.status().ToString());
+    auto trace = profiler.EndStep(steps + 2);
+    if (!trace.ok()) return Fail(trace.status().ToString());
+  }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   std::printf(
@@ -106,8 +118,14 @@ int main(int argc, char** argv) {
   // These may be 0: unset, or a dense model.
   const std::set<std::string> zero_allowed = {"hidden", "experts", "top_k", "expert_hidden",
                                               "qwen3"};
+  std::string profile_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--profile_dir") {
+      if (i + 1 >= argc) return titan::Fail("--profile_dir: expected a folder");
+      profile_dir = argv[++i];
+      continue;
+    }
     if (flag == "--peak") {
       std::printf("peak_gflops %.2f\n", titan::MeasurePeakTflops(2048) * 1e3);
       return 0;
@@ -122,5 +140,5 @@ int main(int argc, char** argv) {
       return titan::Fail(flag + (key == "bf16" ? ": expected 0 or 1" : ": expected a count"));
     }
   }
-  return titan::Train(args);
+  return titan::Train(args, profile_dir);
 }

@@ -9,27 +9,38 @@ Usage: /usr/bin/python3 bench/train_throughput.py build/bin/titan_train_bench
 Each side trains with AdamW (betas 0.9/0.95, weight decay 0.1), gradient clipping at 1.0 and
 random tokens, on the same thread count, one process per measurement. A step is forward,
 backward, clipping and the optimizer update; the median of --steps steps after one warm-up step
-is reported. Without --pypi-torch, PyTorch is Debian's python3-torch (1.13) and runs twice: with
-the BLAS it loads by default, and with OpenBLAS's OpenMP build, the BLAS titan links (so the ratio
-is not only a BLAS choice). With --pypi-torch PYTHON (a venv's python with PyTorch from PyPI, which
-bench/torch-venv makes and prints), PyTorch runs three times: PyPI's eager, PyPI's with the
-forward under torch.compile (its backward compiled with it), and Debian's with its default BLAS.
+is reported. titan runs with titan-run's OpenMP wait policy (OMP_WAIT_POLICY=passive unless the
+environment sets one); PyTorch with the environment's. Without --pypi-torch, PyTorch is Debian's
+python3-torch (1.13) and runs twice: with the BLAS it loads by default, and with OpenBLAS's
+OpenMP build, the BLAS titan links (so the ratio is not only a BLAS choice). With --pypi-torch
+PYTHON (a venv's python with PyTorch from PyPI, which bench/torch-venv makes and prints), PyTorch
+runs three times: PyPI's eager, PyPI's with the forward under torch.compile (its backward
+compiled with it), and Debian's with its default BLAS.
 A compiled run takes two untimed warm-up steps, the compilation in the first, instead of one.
 In bf16, titan's matmuls take bf16 operands (mixed_precision_param = "bfloat16") and PyTorch's
 forward runs under torch.autocast("cpu", dtype=torch.bfloat16), with its default libraries.
 MFU counts 6 FLOPs per non-embedding parameter per token plus 6 * layers * dim * seq_len for
 causal attention (core/train/metrics.h), against the best f32 matmul rate (2048^3) measured here
 by OpenBLAS and by each torch.
-Prints Markdown tables for docs/benchmarks.md: the figures, then each measurement's warm-up time
-and the 1-minute load average before and after it (the machine may be shared).
+Prints Markdown tables for docs/benchmarks.md: the figures; titan's step by kernel (each titan
+measurement profiles one more step after its timed ones: every kernel's milliseconds and share,
+and the time outside kernels); then each measurement's warm-up time and the 1-minute load
+average before and after it (the machine may be shared).
 """
 import argparse
+import collections
+import glob
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_spans  # noqa: E402  (bench/kernel_spans.py, beside this script)
 
 CONFIGS = {
     # name: dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, batch
@@ -127,12 +138,45 @@ class Progress:
               file=sys.stderr, flush=True)
 
 
-def titan(binary, config, steps, threads, bf16=False):
-    args = [binary, "--steps", str(steps), "--bf16", str(int(bf16))]
+def titan(binary, config, steps, threads, bf16, profile_dir):
+    """Times titan's step; then one more, profiled, step writes its trace under profile_dir."""
+    args = [binary, "--steps", str(steps), "--bf16", str(int(bf16)), "--profile_dir", profile_dir]
     for key, value in config.items():
         args += [f"--{key}", str(value)]
-    fields = run(args, {"OMP_NUM_THREADS": str(threads)}).split()
-    return {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
+    fields = run(args, {"OMP_NUM_THREADS": str(threads),
+                        "OMP_WAIT_POLICY": titan_wait_policy()}).split()
+    result = {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
+    traces = glob.glob(os.path.join(profile_dir, "iteration_*", "rank0_trace.json"))
+    if len(traces) != 1:
+        sys.exit(f"train_throughput: {binary} wrote {len(traces)} traces under {profile_dir}, "
+                 "expected one")
+    result["kernels"] = kernel_spans.kernel_times(traces[0])
+    result["profiled_step_ms"] = kernel_spans.step_ms(traces[0])
+    return result
+
+
+def titan_wait_policy():
+    """titan-run's OpenMP wait policy: passive unless the environment sets one."""
+    return os.environ.get("OMP_WAIT_POLICY", "passive")
+
+
+def print_kernel_profile(profiles):
+    """Where titan's profiled step went, by kernel, one column per config and precision."""
+    names = collections.Counter()
+    for _, (totals, _), _ in profiles:
+        names.update(totals)
+    print("\ntitan's step by kernel (one profiled step after the timed ones; ms, and the share "
+          "of the step):\n")
+    print("| kernel | " + " | ".join(label for label, _, _ in profiles) + " |")
+    print("|---|" + "---:|" * len(profiles))
+    def cell(ms, step):
+        return f"{ms:.1f} ({100 * ms / step:.0f}%)" if step > 0 else f"{ms:.1f}"
+    for name, _ in names.most_common():
+        print(f"| {name} | " + " | ".join(cell(totals.get(name, 0.0), step)
+                                          for _, (totals, _), step in profiles) + " |")
+    print("| outside kernels | " + " | ".join(cell(step - sum(totals.values()), step)
+                                             for _, (totals, _), step in profiles) + " |")
+    print("| step | " + " | ".join(f"{step:.1f}" for _, _, step in profiles) + " |")
 
 
 def titan_kernels(binary):
@@ -248,7 +292,9 @@ def main():
     threads = str(args.threads)
     columns = peers(args.pypi_torch)
     print(f"CPU: {cpu_model()}; flags: {' '.join(cpu_flags())}")
-    print(f"titan: {titan_kernels(args.titan_bench)}")
+    print(f"titan: {titan_kernels(args.titan_bench)}; OMP_WAIT_POLICY={titan_wait_policy()} "
+          "(titan-run's default is passive); PyTorch: OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset (its default)')}")
     for python in dict.fromkeys(peer.python for peer in columns):
         print(f"PyTorch ({python}): its CPU kernels for {torch_capability(python)}")
     titan_peak = float(run([args.titan_bench, "--peak"], {"OMP_NUM_THREADS": threads}).split()[1])
@@ -278,10 +324,14 @@ def main():
         log.append((name, precision, side, result.get("warmup_s"), before, load_average()))
         return result
 
+    profiles = []  # (config and precision, kernel times, profiled step ms)
+    trace_root = tempfile.mkdtemp(prefix="titan-train-throughput-")
     for name, precision in rows:
         config, bf16 = CONFIGS[name], precision == "bf16"
+        profile_dir = os.path.join(trace_root, f"{name}-{precision}")
         ours = measure("titan", lambda: titan(args.titan_bench, config, args.steps, args.threads,
-                                              bf16))
+                                              bf16, profile_dir))
+        profiles.append((f"{name} {precision}", ours["kernels"], ours["profiled_step_ms"]))
         theirs = [measure(f"PyTorch ({peer.label})",
                           lambda: peer.train(config, args.steps, args.threads, bf16))
                   for peer in columns]
@@ -293,6 +343,9 @@ def main():
               + joined("{:.0f}%", [100 * r["tokens_per_s"] * gflops / peak for r in theirs])
               + f" | {ours['peak_rss_gib']:.2f} | "
               + joined("{:.2f}", [r["peak_rss_gib"] for r in theirs]) + " |", flush=True)
+
+    print_kernel_profile(profiles)
+    shutil.rmtree(trace_root, ignore_errors=True)
 
     print("\n| config | precision | measured | untimed warm-up s | load before | load after |")
     print("|---|---|---|---:|---:|---:|")

@@ -211,7 +211,7 @@ absl::Status CpuCompute::RunEmbeddingBackward(const TensorView& tokens, const Te
 
 absl::Status CpuCompute::RunCrossEntropyRowMax(const TensorView& logits, TensorView max) {
   ScopedSpan span("kernel", "CrossEntropyRowMax");
-  titan::CrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
+  VectorCrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
@@ -261,23 +261,7 @@ absl::Status CpuCompute::RunAdamStep(const AdamUpdate& u, TensorView params,
 absl::Status CpuCompute::RunSgdStep(const SgdUpdate& u, TensorView params, const TensorView& grads,
                                     TensorView momentum_buffer) {
   ScopedSpan span("kernel", "SgdStep");
-  const int64_t n = params.numel();
-  const bool momentum = u.momentum != 0.0;
-  float* param = F(params);
-  const float* grad = F(grads);
-  float* buffer = F(momentum_buffer);
-  const float lr = static_cast<float>(u.lr), decay = static_cast<float>(u.weight_decay);
-  const float mu = static_cast<float>(u.momentum), keep = static_cast<float>(1.0 - u.dampening);
-  const bool first = u.step == 1, nesterov = u.nesterov;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i] + decay * param[i];
-    if (momentum) {
-      buffer[i] = first ? g : mu * buffer[i] + keep * g;
-      g = nesterov ? g + mu * buffer[i] : buffer[i];
-    }
-    param[i] -= lr * g;
-  }
+  VectorSgdUpdate(MakeSgdConstants(u), F(params), F(grads), F(momentum_buffer), params.numel());
   return absl::OkStatus();
 }
 
@@ -286,12 +270,7 @@ absl::Status CpuCompute::RunSumOfSquares(std::span<const TensorView> tensors,
   ScopedSpan span("kernel", "SumOfSquares");
   double total = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    const float* x = F(tensors[t]);
-    const int64_t n = tensors[t].numel();
-    double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-    total += weights[t] * sum;
+    total += weights[t] * VectorSumOfSquares(F(tensors[t]), tensors[t].numel());
   }
   F(out)[0] = static_cast<float>(total);
   F(out)[1] = std::isfinite(total) ? static_cast<float>(total - static_cast<double>(F(out)[0])) : 0;

@@ -16,13 +16,7 @@ int64_t CountTargets(const int32_t* targets, int64_t n) {
 template <typename T>
 void CrossEntropyRowMax(T* max, const T* logits, int64_t n, int64_t v) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const T* row = logits + i * v;
-    T row_max = row[0];
-#pragma omp simd reduction(max : row_max)
-    for (int64_t j = 1; j < v; ++j) row_max = row[j] > row_max ? row[j] : row_max;
-    max[i] = row_max;
-  }
+  for (int64_t i = 0; i < n; ++i) max[i] = CrossEntropyRowMaxOf(logits + i * v, v);
 }
 
 template <typename T>

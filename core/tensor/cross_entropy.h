@@ -44,8 +44,17 @@ template <typename T>
 T CrossEntropyFinish(T* sum_to_lse, const T* max, const T* target, const int32_t* targets,
                      int64_t n);
 
-// One row of CrossEntropySumExp and of CrossEntropyBackward before the target's column: the
-// reference loops and the vector kernels' fallback (core/tensor/vector_kernels.h) run these.
+// One row of CrossEntropyRowMax, CrossEntropySumExp and of CrossEntropyBackward before the
+// target's column: the reference loops and the vector kernels' fallback
+// (core/tensor/vector_kernels.h) run these.
+// The row's maximum in order, an element taken where it exceeds the maximum so far: NaN where
+// row[0] is NaN, else the largest of the others that are not NaN.
+template <typename T>
+inline T CrossEntropyRowMaxOf(const T* row, int64_t v) {
+  T top = row[0];
+  for (int64_t j = 1; j < v; ++j) top = row[j] > top ? row[j] : top;
+  return top;
+}
 template <typename T>
 inline T CrossEntropySumExpRow(const T* row, T shift, int64_t v) {
   double total = 0;

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "core/tensor/adam.h"
 #include "core/tensor/cross_entropy.h"
@@ -20,6 +21,7 @@
 #include "core/tensor/internal/vector_math.h"
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
+#include "core/tensor/sgd.h"
 #include "core/tensor/swiglu.h"
 #include "core/tensor/vector_kernels.h"
 #include "titan/float16.h"
@@ -30,6 +32,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 int64_t ThisTarget() { return HWY_TARGET; }
+
+constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 // Without SSSE3 Highway emulates its vectors lane by lane, 2-4x slower than the compiler's own SSE2
@@ -49,6 +53,11 @@ void AdamUpdateSpan(const AdamConstants& c, float* param, const float* grad, flo
   ScalarAdamUpdate(c, param, grad, m, v, n);
 }
 
+void SgdUpdateSpan(const SgdConstants& c, float* param, const float* grad, float* buffer,
+                   int64_t n) {
+  ScalarSgdUpdate(c, param, grad, buffer, n);
+}
+
 float RmsNormForwardRowSpan(float* y, const float* x, const float* weight, int64_t c, double eps) {
   return RmsNormForwardRow(y, x, weight, c, eps);
 }
@@ -66,6 +75,14 @@ void RmsNormWeightGradSpan(float* dweight, const float* dout, const float* inp, 
 void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim,
                    float direction) {
   RopeRotateHeads(x, cos, sin, heads, head_dim, direction);
+}
+
+float RowMaxSpan(const float* row, int64_t v) { return CrossEntropyRowMaxOf(row, v); }
+
+double SumOfSquaresSpan(const float* x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
 }
 #else
 
@@ -136,6 +153,29 @@ void AdamUpdateSpan(const AdamConstants& c, float* param, const float* grad, flo
     hn::StoreU(p, df, param + i);
   }
   ScalarAdamUpdate(c, param + i, grad + i, m + i, v + i, n - i);
+}
+
+// sgd.h's SgdElement, lane by lane, operation for operation.
+void SgdUpdateSpan(const SgdConstants& c, float* param, const float* grad, float* buffer,
+                   int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto lr = hn::Set(df, c.lr), decay = hn::Set(df, c.decay);
+  const auto momentum = hn::Set(df, c.momentum), keep = hn::Set(df, c.keep);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto p = hn::LoadU(df, param + i);
+    auto g = hn::LoadU(df, grad + i);
+    if (c.has_decay) g = hn::Add(g, hn::Mul(decay, p));
+    if (c.has_momentum) {
+      const auto b =
+          c.first ? g : hn::Add(hn::Mul(momentum, hn::LoadU(df, buffer + i)), hn::Mul(keep, g));
+      hn::StoreU(b, df, buffer + i);
+      g = c.nesterov ? hn::Add(g, hn::Mul(momentum, b)) : b;
+    }
+    hn::StoreU(hn::Sub(p, hn::Mul(lr, g)), df, param + i);
+  }
+  ScalarSgdUpdate(c, param + i, grad + i, c.has_momentum ? buffer + i : nullptr, n - i);
 }
 
 // Sums of products in double: each f32 vector's halves widened (PromoteLow, PromoteHigh),
@@ -267,6 +307,46 @@ void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, 
     if (i < half) RopeRotateHeads(pair + 2 * i, cos + i, sin + i, 1, 2 * (half - i), direction);
   }
 }
+
+// cross_entropy.h's CrossEntropyRowMaxOf lane by lane (a lane takes x where x > its maximum, so
+// NaNs are passed over unless row[0] is one), then the lanes folded in the same way.
+float RowMaxSpan(const float* row, int64_t v) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  float top = row[0];
+  int64_t j = 1;
+  if (j + lanes <= v) {
+    auto m = hn::Set(d, top);
+    for (; j + lanes <= v; j += lanes) {
+      const auto x = hn::LoadU(d, row + j);
+      m = hn::IfThenElse(hn::Gt(x, m), x, m);
+    }
+    HWY_ALIGN float lane_max[kMaxLanes];
+    hn::Store(m, d, lane_max);
+    for (int64_t k = 0; k < lanes; ++k) top = lane_max[k] > top ? lane_max[k] : top;
+  }
+  for (; j < v; ++j) top = row[j] > top ? row[j] : top;
+  return top;
+}
+
+// The sum of x[i]^2 in double, each square exact: two accumulators of widened halves, then the
+// tail in order.
+double SumOfSquaresSpan(const float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const hn::Repartition<double, decltype(d)> dd;
+  auto low = hn::Zero(dd), high = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto v_low = PromoteLow(d, v), v_high = PromoteHigh(d, v);
+    low = hn::Add(low, hn::Mul(v_low, v_low));
+    high = hn::Add(high, hn::Mul(v_high, v_high));
+  }
+  double sum = Total(dd, low, high);
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
 #endif  // HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSSE3 || \
@@ -310,8 +390,6 @@ V ExpOf(D d, V x) {
   const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
   return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenElse(overflow, inf, y));
 }
-
-constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
 // body(in, out) on each whole vector of n elements (in and out pointing at it), then once on the
 // last n % lanes through copies padded with zeros: each element's result is then the same
@@ -417,6 +495,7 @@ HWY_EXPORT(ThisTarget);
 HWY_EXPORT(CastF32ToBf16Span);
 HWY_EXPORT(CastBf16ToF32Span);
 HWY_EXPORT(AdamUpdateSpan);
+HWY_EXPORT(SgdUpdateSpan);
 HWY_EXPORT(ExpSpan);
 HWY_EXPORT(SwiGluForwardSpan);
 HWY_EXPORT(SwiGluBackwardSpan);
@@ -426,6 +505,8 @@ HWY_EXPORT(RmsNormWeightGradSpan);
 HWY_EXPORT(SumExpRowSpan);
 HWY_EXPORT(SoftmaxRowSpan);
 HWY_EXPORT(RopeHeadsSpan);
+HWY_EXPORT(RowMaxSpan);
+HWY_EXPORT(SumOfSquaresSpan);
 
 // Each position's heads, positions shared among the threads.
 void RopeRotate(float* x, const float* cos, const float* sin, int64_t b, int64_t t, int64_t heads,
@@ -475,6 +556,14 @@ void VectorAdamUpdate(const AdamConstants& c, float* param, const float* grad, f
   });
 }
 
+void VectorSgdUpdate(const SgdConstants& c, float* param, const float* grad, float* buffer,
+                     int64_t n) {
+  ForEachBlock(n, [&](int64_t begin, int64_t count) {
+    HWY_DYNAMIC_DISPATCH(SgdUpdateSpan)
+    (c, param + begin, grad + begin, c.has_momentum ? buffer + begin : nullptr, count);
+  });
+}
+
 void VectorExp(const float* in, float* out, int64_t n) {
   ForEachBlock(n, [&](int64_t begin, int64_t count) {
     HWY_DYNAMIC_DISPATCH(ExpSpan)(in + begin, out + begin, count);
@@ -515,6 +604,11 @@ void VectorRmsNormBackward(float* dinp, float* dweight, const float* dout, const
   });
 }
 
+void VectorCrossEntropyRowMax(float* max, const float* logits, int64_t n, int64_t v) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) max[i] = HWY_DYNAMIC_DISPATCH(RowMaxSpan)(logits + i * v, v);
+}
+
 void VectorCrossEntropySumExp(float* sum, const float* logits, const float* max, int64_t n,
                               int64_t v) {
 #pragma omp parallel for schedule(static)
@@ -543,6 +637,20 @@ void VectorRopeForward(float* x, const float* cos, const float* sin, int64_t b, 
 void VectorRopeBackward(float* dx, const float* cos, const float* sin, int64_t b, int64_t t,
                         int64_t heads, int64_t head_dim) {
   RopeRotate(dx, cos, sin, b, t, heads, head_dim, -1.0f);
+}
+
+double VectorSumOfSquares(const float* x, int64_t n) {
+  constexpr int64_t kBlock = int64_t{1} << 14;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> sums(static_cast<size_t>(blocks));
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    sums[b] =
+        HWY_DYNAMIC_DISPATCH(SumOfSquaresSpan)(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+  }
+  double total = 0;
+  for (double sum : sums) total += sum;
+  return total;
 }
 
 }  // namespace titan

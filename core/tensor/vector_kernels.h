@@ -1,16 +1,18 @@
 // Titan's own CPU kernels in vector form through Google Highway: compiled for each x86 instruction
 // set Highway knows (SSSE3, SSE4, AVX2, AVX3 = AVX-512 F/BW/DQ/VL) and the best one the CPU has
 // chosen at run time. Each is tested against its scalar reference (titan/float16.h's casts,
-// adam.h, rmsnorm.h, swiglu.h, cross_entropy.h) by vector_kernels_test.cc on every instruction set
-// this CPU runs: the casts, AdamW and RMSNorm's elementwise parts give the same bits; where an
-// exp or a sum's order differs, the bound is stated below. Each call splits the work across the
-// OpenMP threads, and each element's result is the same whichever thread or shard computes it.
+// adam.h, sgd.h, rmsnorm.h, swiglu.h, cross_entropy.h) by vector_kernels_test.cc on every
+// instruction set this CPU runs: the casts, AdamW and RMSNorm's elementwise parts give the same
+// bits; where an exp or a sum's order differs, the bound is stated below. Each call splits the work
+// across the OpenMP threads, and each element's result is the same whichever thread or shard
+// computes it.
 #ifndef TITAN_CORE_TENSOR_VECTOR_KERNELS_H_
 #define TITAN_CORE_TENSOR_VECTOR_KERNELS_H_
 
 #include <cstdint>
 
 #include "core/tensor/adam.h"
+#include "core/tensor/sgd.h"
 
 namespace titan {
 
@@ -24,6 +26,9 @@ void VectorCastBf16ToF32(const uint16_t* in, float* out, int64_t n);
 // AdamElement on each of n elements.
 void VectorAdamUpdate(const AdamConstants& c, float* param, const float* grad, float* m, float* v,
                       int64_t n);
+// SgdElement on each of n elements; buffer (the momentum) may be null without momentum.
+void VectorSgdUpdate(const SgdConstants& c, float* param, const float* grad, float* buffer,
+                     int64_t n);
 
 // out[i] = exp(in[i]): Highway's Exp (hwy/contrib/math) with expf's NaN, overflow and underflow.
 // Against exp in double rounded to f32, on every f32 of [-104, 89]: at most kVectorExpUlps apart;
@@ -57,6 +62,10 @@ void VectorRmsNormBackward(float* dinp, float* dweight, const float* dout, const
 // in double as the reference's, in another order: within kExpUlpsApart + 1 ulps of the reference's
 // f32 sum. The gradient is within kExpUlpsApart + 1 ulps of the reference's, and the target's
 // column, where softmax - 1 cancels, within that many ulps of the row's scale.
+// CrossEntropyRowMax (cross_entropy.h): each row's maximum, the reference's value (NaN where
+// row[0] is NaN, else the largest of the others that are not NaN); a maximum of zero may carry
+// the other sign of zero, as the reference's own vector loop may.
+void VectorCrossEntropyRowMax(float* max, const float* logits, int64_t n, int64_t v);
 void VectorCrossEntropySumExp(float* sum, const float* logits, const float* max, int64_t n,
                               int64_t v);
 void VectorCrossEntropyBackward(float* dlogits, const float* logits, const float* lse,
@@ -69,6 +78,11 @@ void VectorRopeForward(float* x, const float* cos, const float* sin, int64_t b, 
                        int64_t heads, int64_t head_dim);
 void VectorRopeBackward(float* dx, const float* cos, const float* sin, int64_t b, int64_t t,
                         int64_t heads, int64_t head_dim);
+
+// The sum of x[i]^2 in double (each square exact), summed by blocks of 2^14 elements whose sums
+// are added in order: the same bits whatever the thread count. Within n * 2^-52 relative of the
+// sum in order (both sums of non-negative terms, each within (n - 1) * 2^-53 of the exact one).
+double VectorSumOfSquares(const float* x, int64_t n);
 
 }  // namespace titan
 

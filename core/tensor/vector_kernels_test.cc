@@ -21,30 +21,12 @@
 #include "core/tensor/rmsnorm.h"
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
+#include "core/tensor/vector_kernels_test_support.h"
 #include "hwy/targets.h"
 #include "titan/float16.h"
 
 namespace titan {
 namespace {
-
-// Sizes around the vector widths (4, 8, 16 f32 lanes) and past one 16384-element block.
-const int64_t kSizes[] = {0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 33, 1000, 16384 + 5, 3 * 16384 + 7};
-
-uint32_t Bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  return bits;
-}
-
-float FromBits(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof(x));
-  return x;
-}
-
-// Same bits, or both NaN: x86 picks which NaN operand's payload survives by operand order, which
-// the compiler may swap in commutative operations, so only NaN-ness is the contract there.
-bool SameValue(float a, float b) { return Bits(a) == Bits(b) || (std::isnan(a) && std::isnan(b)); }
 
 // Every sign, exponent and high mantissa with the low halves that decide rounding (exact, just
 // below, at and just above the tie, all ones), then random patterns.
@@ -58,25 +40,6 @@ std::vector<float> CastInputs() {
   for (int i = 0; i < 100000; ++i) values.push_back(FromBits(random()));
   return values;
 }
-
-class VectorKernelsTest : public ::testing::TestWithParam<int64_t> {
- protected:
-  // Without AVX2 the kernels that take an exp run the scalar references (vector_kernels.cc).
-  bool ExpByReference() const {
-    const int64_t t = GetParam();
-    return t == HWY_SCALAR || t == HWY_EMU128 || t == HWY_SSSE3 || t == HWY_SSE4;
-  }
-  int ExpUlps() const { return ExpByReference() ? kReferenceExpUlps : kVectorExpUlps; }
-
-  void SetUp() override {
-    hwy::SetSupportedTargetsForTest(GetParam());
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  }
-  void TearDown() override {
-    hwy::SetSupportedTargetsForTest(0);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  }
-};
 
 TEST_P(VectorKernelsTest, RunsOnTheForcedTarget) {
   EXPECT_STREQ(VectorKernelsTarget(), hwy::TargetName(GetParam()));

@@ -26,7 +26,8 @@ __global__ void AdamKernel(AdamConstants u, float* param, const float* grad, flo
 __global__ void SgdKernel(SgdConstants u, float* param, const float* grad, float* buffer,
                           int64_t n) {
   TITAN_GRID_STRIDE(i, n) {
-    float g = grad[i] + u.decay * param[i];
+    float g = grad[i];
+    if (u.decay != 0.0f) g += u.decay * param[i];  // as torch: an infinite weight keeps its grad
     if (u.momentum) {
       buffer[i] = u.first ? g : u.mu * buffer[i] + u.keep * g;
       g = u.nesterov ? g + u.mu * buffer[i] : buffer[i];
