@@ -309,20 +309,26 @@ void RopeHeadsSpan(float* x, const float* cos, const float* sin, int64_t heads, 
 }
 
 // cross_entropy.h's CrossEntropyRowMaxOf lane by lane (a lane takes x where x > its maximum, so
-// NaNs are passed over unless row[0] is one), then the lanes folded in the same way.
+// NaNs are passed over unless row[0] is one), in four accumulators so that the compares do not
+// wait on each other, then the accumulators and their lanes folded in the same way.
 float RowMaxSpan(const float* row, int64_t v) {
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   float top = row[0];
   int64_t j = 1;
   if (j + lanes <= v) {
-    auto m = hn::Set(d, top);
-    for (; j + lanes <= v; j += lanes) {
-      const auto x = hn::LoadU(d, row + j);
-      m = hn::IfThenElse(hn::Gt(x, m), x, m);
+    const auto keep_larger = [](auto x, auto m) { return hn::IfThenElse(hn::Gt(x, m), x, m); };
+    auto m0 = hn::Set(d, top), m1 = m0, m2 = m0, m3 = m0;
+    for (; j + 4 * lanes <= v; j += 4 * lanes) {
+      m0 = keep_larger(hn::LoadU(d, row + j), m0);
+      m1 = keep_larger(hn::LoadU(d, row + j + lanes), m1);
+      m2 = keep_larger(hn::LoadU(d, row + j + 2 * lanes), m2);
+      m3 = keep_larger(hn::LoadU(d, row + j + 3 * lanes), m3);
     }
+    for (; j + lanes <= v; j += lanes) m0 = keep_larger(hn::LoadU(d, row + j), m0);
+    m0 = keep_larger(m1, keep_larger(m2, keep_larger(m3, m0)));
     HWY_ALIGN float lane_max[kMaxLanes];
-    hn::Store(m, d, lane_max);
+    hn::Store(m0, d, lane_max);
     for (int64_t k = 0; k < lanes; ++k) top = lane_max[k] > top ? lane_max[k] : top;
   }
   for (; j < v; ++j) top = row[j] > top ? row[j] : top;
