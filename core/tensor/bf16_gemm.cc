@@ -9,6 +9,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -58,15 +59,19 @@ class OneDnnGemm {
       // attention's tiles) overwrite each other's packed operands.
       thread_local std::vector<char> scratch;
       scratch.resize(std::max<size_t>(scratch.size(), primitive->scratchpad.get_size()));
-      memory src(Matrix(m, k, ta, memory::data_type::bf16), engine_, const_cast<uint16_t*>(a));
-      memory weights(Matrix(k, n, tb, memory::data_type::bf16), engine_, const_cast<uint16_t*>(b));
-      memory dst(Matrix(m, n, false, memory::data_type::f32), engine_, c);
-      memory scratchpad(primitive->scratchpad, engine_, scratch.data());
-      dnnl::stream stream(engine_);
-      primitive->matmul.execute(stream, {{DNNL_ARG_SRC, src},
-                                         {DNNL_ARG_WEIGHTS, weights},
-                                         {DNNL_ARG_DST, dst},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad}});
+      // Each thread's memory objects and stream for each primitive, made once: a small GEMM's
+      // call costs little more than its kernel (making them per call was a quarter of the bf16
+      // attention's time on the debug model's tiles, in malloc and free).
+      thread_local std::map<const Primitive*, Bound> bound_by_primitive;
+      thread_local dnnl::stream stream(engine_);
+      auto [it, made] = bound_by_primitive.try_emplace(primitive);
+      Bound& bound = it->second;
+      if (made) bound = Bind(*primitive, ta, tb, m, n, k);
+      bound.src.set_data_handle(const_cast<uint16_t*>(a));
+      bound.weights.set_data_handle(const_cast<uint16_t*>(b));
+      bound.dst.set_data_handle(c);
+      bound.scratchpad.set_data_handle(scratch.data());
+      primitive->matmul.execute(stream, bound.args);
       stream.wait();
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat("bf16 GEMM [", m, " x ", k, "] . [", k, " x ", n,
@@ -81,6 +86,24 @@ class OneDnnGemm {
     dnnl::matmul matmul;
     memory::desc scratchpad;
   };
+  // One thread's operands of one primitive, pointed at each call's data.
+  struct Bound {
+    memory src, weights, dst, scratchpad;
+    std::unordered_map<int, memory> args;
+  };
+
+  Bound Bind(const Primitive& primitive, bool ta, bool tb, int64_t m, int64_t n, int64_t k) const {
+    Bound bound;
+    bound.src = memory(Matrix(m, k, ta, memory::data_type::bf16), engine_, nullptr);
+    bound.weights = memory(Matrix(k, n, tb, memory::data_type::bf16), engine_, nullptr);
+    bound.dst = memory(Matrix(m, n, false, memory::data_type::f32), engine_, nullptr);
+    bound.scratchpad = memory(primitive.scratchpad, engine_, nullptr);
+    bound.args = {{DNNL_ARG_SRC, bound.src},
+                  {DNNL_ARG_WEIGHTS, bound.weights},
+                  {DNNL_ARG_DST, bound.dst},
+                  {DNNL_ARG_SCRATCHPAD, bound.scratchpad}};
+    return bound;
+  }
 
   OneDnnGemm() : engine_(dnnl::engine::kind::cpu, 0) {
     try {
