@@ -64,9 +64,11 @@ class OneDnnGemm {
       // free took about a fifth of the bf16 attention's time on the debug model's tiles).
       thread_local std::map<const Primitive*, Bound> bound_by_primitive;
       thread_local dnnl::stream stream(engine_);
-      auto [it, made] = bound_by_primitive.try_emplace(primitive);
-      Bound& bound = it->second;
-      if (made) bound = Bind(*primitive, ta, tb, m, n, k);
+      auto bound_at = bound_by_primitive.find(primitive);
+      if (bound_at == bound_by_primitive.end()) {
+        bound_at = bound_by_primitive.emplace(primitive, Bind(*primitive, ta, tb, m, n, k)).first;
+      }
+      Bound& bound = bound_at->second;
       bound.src.set_data_handle(const_cast<uint16_t*>(a));
       bound.weights.set_data_handle(const_cast<uint16_t*>(b));
       bound.dst.set_data_handle(c);

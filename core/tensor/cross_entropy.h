@@ -55,6 +55,7 @@ inline T CrossEntropyRowMaxOf(const T* row, int64_t v) {
   for (int64_t j = 1; j < v; ++j) top = row[j] > top ? row[j] : top;
   return top;
 }
+
 template <typename T>
 inline T CrossEntropySumExpRow(const T* row, T shift, int64_t v) {
   double total = 0;

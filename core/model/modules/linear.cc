@@ -22,6 +22,14 @@ absl::StatusOr<Float8Operand> Linear::Float8WeightOperand() {
   return Float8Operand{high, {}, {}};
 }
 
+int64_t Linear::GatheredChunkRows(const TensorView& x) const {
+  const int64_t ranks = ctx_.tp.size();
+  if (ranks == 1 || x.shape.empty() || x.shape[0] != ctx_.n || ctx_.n != ranks * ctx_.n_local) {
+    return 0;
+  }
+  return ctx_.n_local;
+}
+
 Float8Split Linear::Split() const {
   const bool row_parallel =
       weight_ < static_cast<int>(ctx_.row_parallel.size()) && ctx_.row_parallel[weight_];
@@ -159,6 +167,17 @@ absl::StatusOr<bool> Linear::ForwardReduceScatter(const TensorView& in, const Te
 absl::Status Linear::Forward(const TensorView& in, const TensorView& out, bool accumulate) {
   TITAN_ASSIGN_OR_RETURN(const bool overlapped, ForwardOverGather(in, out, accumulate));
   if (overlapped) return absl::OkStatus();
+  // The GEMMs ForwardOverGather runs, on the gathered rows at once (a Float8 scale over a whole
+  // tensor max-reduced over tp as under the ring: every rank holds these rows, so it is theirs).
+  if (const int64_t rows = Split().row_parallel ? 0 : GatheredChunkRows(in); rows > 0) {
+    TITAN_ASSIGN_OR_RETURN(const TensorView w, BeginChunks(ChunkedGemm::kOutput, in,
+                                                           /*gathered=*/true, in.shape[0]));
+    for (int64_t first = 0; first < in.shape[0]; first += rows) {
+      TITAN_RETURN_IF_ERROR(GemmChunk(ChunkedGemm::kOutput, ModuleContext::Rows(in, first, rows),
+                                      first, w, ModuleContext::Rows(out, first, rows), accumulate));
+    }
+    return absl::OkStatus();
+  }
   if (float8()) {
     TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
     return ctx_.float8->Forward(in, w, out, accumulate, Split());
@@ -204,7 +223,19 @@ absl::Status Linear::Backward(const TensorView& dout, const TensorView& in, cons
   if (scatter_dinp && !overlapped) {
     TITAN_ASSIGN_OR_RETURN(scattered, InputGradReduceScatter(g, dinp));
   }
-  if (dinp.data != nullptr && !overlapped && !scattered) {
+  // A row-parallel layer's input gradient over the gathered dout: the GEMMs InputGradOverGather
+  // runs, as in Forward.
+  const int64_t chunk_rows = Split().row_parallel ? GatheredChunkRows(g) : 0;
+  if (dinp.data != nullptr && !overlapped && !scattered && chunk_rows > 0) {
+    TITAN_ASSIGN_OR_RETURN(const TensorView w, BeginChunks(ChunkedGemm::kGradInput, g,
+                                                           /*gathered=*/true, g.shape[0]));
+    for (int64_t first = 0; first < g.shape[0]; first += chunk_rows) {
+      TITAN_RETURN_IF_ERROR(GemmChunk(ChunkedGemm::kGradInput,
+                                      ModuleContext::Rows(g, first, chunk_rows), first, w,
+                                      ModuleContext::Rows(dinp, first, chunk_rows),
+                                      /*accumulate=*/true));
+    }
+  } else if (dinp.data != nullptr && !overlapped && !scattered) {
     if (float8()) {
       TITAN_ASSIGN_OR_RETURN(Float8Operand w, Float8WeightOperand());
       TITAN_RETURN_IF_ERROR(ctx_.float8->InputGrad(g, w, dinp, Split()));

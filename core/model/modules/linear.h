@@ -73,6 +73,13 @@ class Linear {
   absl::StatusOr<bool> InputGradReduceScatter(const TensorView& g, const TensorView& dinp);
   // AddRowParallel's matmul and reduce-scatter as one ring into `reduced` [n_local, out].
   absl::StatusOr<bool> ForwardReduceScatter(const TensorView& in, const TensorView& reduced);
+  // Under tensor (and sequence) parallelism, the rows of each rank's chunk when x holds every
+  // token (tp ranks x n_local rows), else 0. Where async tensor parallelism multiplies such an
+  // operand chunk by chunk as it arrives (a column-parallel layer's forward, a row-parallel
+  // one's input gradient), the synchronous path runs the same chunks' GEMMs, so both give every
+  // row the same bits: a BLAS may round a row differently in a GEMM of another row count
+  // (OpenBLAS's Haswell kernels do).
+  int64_t GatheredChunkRows(const TensorView& x) const;
   // How tensor and context parallelism split W's Float8 operands now.
   Float8Split Split() const;
   // grad(W) += g^T . in, g the output gradient as a matmul operand.
