@@ -196,24 +196,32 @@ double Total(DD dd, hn::Vec<DD> low, hn::Vec<DD> high) {
   return hn::GetLane(hn::SumOfLanes(dd, hn::Add(low, high)));
 }
 
+// The sum of x[i]^2 in double, each square exact: two accumulators of widened halves, then the
+// tail in order.
+double SumOfSquaresSpan(const float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const hn::Repartition<double, decltype(d)> dd;
+  auto low = hn::Zero(dd), high = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto v_low = PromoteLow(d, v), v_high = PromoteHigh(d, v);
+    low = hn::Add(low, hn::Mul(v_low, v_low));
+    high = hn::Add(high, hn::Mul(v_high, v_high));
+  }
+  double sum = Total(dd, low, high);
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 // rmsnorm.h's RmsNormForwardRow: the sum of squares in another order, the rest lane by lane.
 float RmsNormForwardRowSpan(float* y, const float* x, const float* weight, int64_t c, double eps) {
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const hn::Repartition<double, decltype(d)> dd;
-  auto sum_low = hn::Zero(dd), sum_high = hn::Zero(dd);
-  int64_t j = 0;
-  for (; j + lanes <= c; j += lanes) {
-    const auto v = hn::LoadU(d, x + j);
-    const auto low = PromoteLow(d, v), high = PromoteHigh(d, v);
-    sum_low = hn::Add(sum_low, hn::Mul(low, low));
-    sum_high = hn::Add(sum_high, hn::Mul(high, high));
-  }
-  double sum_squares = Total(dd, sum_low, sum_high);
-  for (; j < c; ++j) sum_squares += static_cast<double>(x[j]) * x[j];
-  const float r = static_cast<float>(1.0 / std::sqrt(sum_squares / c + eps));
+  const float r = static_cast<float>(1.0 / std::sqrt(SumOfSquaresSpan(x, c) / c + eps));
   const auto vr = hn::Set(d, r);
-  j = 0;
+  int64_t j = 0;
   for (; j + lanes <= c; j += lanes) {
     hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + j), vr), hn::LoadU(d, weight + j)), d, y + j);
   }
@@ -335,24 +343,6 @@ float RowMaxSpan(const float* row, int64_t v) {
   return top;
 }
 
-// The sum of x[i]^2 in double, each square exact: two accumulators of widened halves, then the
-// tail in order.
-double SumOfSquaresSpan(const float* x, int64_t n) {
-  const hn::ScalableTag<float> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const hn::Repartition<double, decltype(d)> dd;
-  auto low = hn::Zero(dd), high = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(d, x + i);
-    const auto v_low = PromoteLow(d, v), v_high = PromoteHigh(d, v);
-    low = hn::Add(low, hn::Mul(v_low, v_low));
-    high = hn::Add(high, hn::Mul(v_high, v_high));
-  }
-  double sum = Total(dd, low, high);
-  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  return sum;
-}
 #endif  // HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSSE3 || \
