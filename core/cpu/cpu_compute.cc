@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/f32_image.h"
 #include "core/runtime/profiler.h"
 #include "core/tensor/attention.h"
 #include "core/tensor/attention_bf16.h"
@@ -19,6 +20,7 @@
 #include "core/tensor/rope.h"
 #include "core/tensor/swiglu.h"
 #include "core/tensor/vector_kernels.h"
+#include "titan/float16.h"
 #include "titan/truncated_normal.h"
 
 namespace titan {
@@ -38,6 +40,8 @@ struct Matrix {
 Matrix Op(const TensorView& x, bool transpose) {
   return transpose ? Matrix{x.shape[1], x.shape[0]} : Matrix{x.shape[0], x.shape[1]};
 }
+
+using Use = F32Image::Use;
 
 }  // namespace
 
@@ -59,8 +63,12 @@ absl::Status CpuCompute::RunGemm(const TensorView& a, bool transpose_a, const Te
   const Matrix opa = Op(a, transpose_a), opb = Op(b, transpose_b);
   const int64_t m = opa.rows, n = opb.columns, k = opa.columns;
   if (a.dtype == DType::kBF16) {
-    return Bf16Gemm(transpose_a, transpose_b, m, n, k, alpha, a.data_as<const uint16_t>(),
-                    b.data_as<const uint16_t>(), beta, F(c));
+    const F32Image c32(c, beta != 0.0f ? Use::kReadWrite : Use::kWrite);
+    TITAN_RETURN_IF_ERROR(Bf16Gemm(transpose_a, transpose_b, m, n, k, alpha,
+                                   a.data_as<const uint16_t>(), b.data_as<const uint16_t>(), beta,
+                                   c32.get()));
+    c32.Store();
+    return absl::OkStatus();
   }
   internal::Gemm(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
                  m, n, k, alpha, F(a), a.shape[1], F(b), b.shape[1], beta, F(c), n);
@@ -143,7 +151,9 @@ absl::Status CpuCompute::RunRmsNormForward(const TensorView& inp, const TensorVi
                                            double eps, TensorView out, TensorView rstd) {
   ScopedSpan span("kernel", "RmsNormForward");
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  VectorRmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps);
+  const F32Image x(inp, Use::kRead), y(out, Use::kWrite);
+  VectorRmsNormForward(y.get(), F(rstd), x.get(), F(weight), n, c, eps);
+  y.Store();
   return absl::OkStatus();
 }
 
@@ -152,7 +162,9 @@ absl::Status CpuCompute::RunRmsNormBackward(const TensorView& dout, const Tensor
                                             TensorView dinp, TensorView dweight) {
   ScopedSpan span("kernel", "RmsNormBackward");
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  VectorRmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c);
+  const F32Image dy(dout, Use::kRead), x(inp, Use::kRead), dx(dinp, Use::kReadWrite);
+  VectorRmsNormBackward(dx.get(), F(dweight), dy.get(), x.get(), F(weight), F(rstd), n, c);
+  dx.Store();
   return absl::OkStatus();
 }
 
@@ -168,28 +180,39 @@ absl::Status CpuCompute::RunRopeTable(const RopeSpec& spec, int64_t position_off
 absl::Status CpuCompute::RunRopeForward(const TensorView& cos, const TensorView& sin,
                                         TensorView x) {
   ScopedSpan span("kernel", "RopeForward");
-  VectorRopeForward(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+  const F32Image x32(x, Use::kReadWrite);
+  VectorRopeForward(x32.get(), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+  x32.Store();
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunRopeBackward(const TensorView& cos, const TensorView& sin,
                                          TensorView dx) {
   ScopedSpan span("kernel", "RopeBackward");
-  VectorRopeBackward(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3]);
+  const F32Image dx32(dx, Use::kReadWrite);
+  VectorRopeBackward(dx32.get(), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2],
+                     dx.shape[3]);
+  dx32.Store();
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunSwiGluForward(const TensorView& a, const TensorView& b,
                                           TensorView out) {
   ScopedSpan span("kernel", "SwiGluForward");
-  VectorSwiGluForward(F(out), F(a), F(b), a.numel());
+  const F32Image a32(a, Use::kRead), b32(b, Use::kRead), out32(out, Use::kWrite);
+  VectorSwiGluForward(out32.get(), a32.get(), b32.get(), a.numel());
+  out32.Store();
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunSwiGluBackward(const TensorView& dout, const TensorView& a,
                                            const TensorView& b, TensorView da, TensorView db) {
   ScopedSpan span("kernel", "SwiGluBackward");
-  VectorSwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel());
+  const F32Image dout32(dout, Use::kRead), a32(a, Use::kRead), b32(b, Use::kRead);
+  const F32Image da32(da, Use::kReadWrite), db32(db, Use::kReadWrite);
+  VectorSwiGluBackward(da32.get(), db32.get(), dout32.get(), a32.get(), b32.get(), a.numel());
+  da32.Store();
+  db32.Store();
   return absl::OkStatus();
 }
 
@@ -197,7 +220,9 @@ absl::Status CpuCompute::RunEmbeddingForward(const TensorView& tokens, const Ten
                                              int64_t first_row, TensorView out) {
   ScopedSpan span("kernel", "EmbeddingForward");
   const int64_t n = tokens.numel(), c = table.shape[1];
-  titan::EmbeddingForward(F(out), I(tokens), F(table), n, c, first_row, table.shape[0]);
+  const F32Image out32(out, Use::kWrite);
+  titan::EmbeddingForward(out32.get(), I(tokens), F(table), n, c, first_row, table.shape[0]);
+  out32.Store();
   return absl::OkStatus();
 }
 
@@ -205,7 +230,8 @@ absl::Status CpuCompute::RunEmbeddingBackward(const TensorView& tokens, const Te
                                               int64_t first_row, TensorView dtable) {
   ScopedSpan span("kernel", "EmbeddingBackward");
   const int64_t n = tokens.numel(), c = dtable.shape[1];
-  titan::EmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row, dtable.shape[0]);
+  const F32Image dout32(dout, Use::kRead);
+  titan::EmbeddingBackward(F(dtable), dout32.get(), I(tokens), n, c, first_row, dtable.shape[0]);
   return absl::OkStatus();
 }
 
@@ -312,12 +338,19 @@ absl::Status CpuCompute::RunFillTruncatedNormal(TensorView x, uint64_t key, doub
 
 absl::Status CpuCompute::RunFill(TensorView x, float value) {
   ScopedSpan span("kernel", "Fill");
-  float* data = F(x);
   const int64_t n = x.numel();
-  if (value == 0.0f) {
-    std::memset(data, 0, n * sizeof(float));
+  if (value == 0.0f && !std::signbit(value)) {  // +0 is all zero bits in f32 and bf16
+    std::memset(x.data, 0, x.nbytes());
     return absl::OkStatus();
   }
+  if (x.dtype == DType::kBF16) {
+    uint16_t* data = x.data_as<uint16_t>();
+    const uint16_t rounded = F32ToBf16(value);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) data[i] = rounded;
+    return absl::OkStatus();
+  }
+  float* data = F(x);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) data[i] = value;
   return absl::OkStatus();
@@ -334,11 +367,13 @@ absl::Status CpuCompute::RunScale(TensorView x, float scale) {
 
 absl::Status CpuCompute::RunAccumulate(const TensorView& x, TensorView out) {
   ScopedSpan span("kernel", "Accumulate");
-  float* o = F(out);
-  const float* in = F(x);
+  const F32Image x32(x, Use::kRead), out32(out, Use::kReadWrite);
+  float* o = out32.get();
+  const float* in = x32.get();
   const int64_t n = out.numel();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) o[i] += in[i];
+  out32.Store();
   return absl::OkStatus();
 }
 

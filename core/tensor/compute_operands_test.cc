@@ -113,7 +113,7 @@ std::vector<Case> Cases() {
        [](const Views& x, DeviceType d) {
          return CheckRmsNormBackwardOperands(x[0], x[1], x[2], x[3], x[4], x[5], d);
        },
-       Dtype(4, kBF16, "RmsNormBackward: operand 'dinp' expected f32, found bf16"),
+       Dtype(4, DType::kF16, "RmsNormBackward: operand 'dinp' expected f32 or bf16, found f16"),
        Size(5, {3}, "RmsNormBackward: operand 'dweight' expected 4 elements, found 3"),
        "RmsNormBackward"},
       {{{"cos", kF32, {3, 2}}, {"sin", kF32, {3, 2}}},
@@ -127,12 +127,12 @@ std::vector<Case> Cases() {
        [](const Views& x, DeviceType d) {
          return CheckRopeOperands("RopeForward", x[0], x[1], x[2], d);
        },
-       Dtype(2, kI32, "RopeForward: operand 'x' expected f32, found i32"),
+       Dtype(2, kI32, "RopeForward: operand 'x' expected f32 or bf16, found i32"),
        Size(0, {3}, "RopeForward: operand 'cos' expected 4 elements, found 3"),
        "RopeForward"},
       {{{"a", kF32, {6}}, {"b", kF32, {6}}, {"out", kF32, {6}}},
        [](const Views& x, DeviceType d) { return CheckSwiGluForwardOperands(x[0], x[1], x[2], d); },
-       Dtype(1, kBF16, "SwiGluForward: operand 'b' expected f32, found bf16"),
+       Dtype(1, kBF16, "SwiGluForward: operand 'b' expected f32 as 'a', found bf16"),
        Size(2, {5}, "SwiGluForward: operand 'out' expected 6 elements, found 5"),
        "SwiGluForward"},
       {{{"dout", kF32, {6}},
@@ -143,7 +143,7 @@ std::vector<Case> Cases() {
        [](const Views& x, DeviceType d) {
          return CheckSwiGluBackwardOperands(x[0], x[1], x[2], x[3], x[4], d);
        },
-       Dtype(4, DType::kF16, "SwiGluBackward: operand 'db' expected f32, found f16"),
+       Dtype(4, DType::kF16, "SwiGluBackward: operand 'db' expected f32 or bf16, found f16"),
        Size(0, {7}, "SwiGluBackward: operand 'dout' expected 6 elements, found 7"),
        "SwiGluBackward"},
       {{{"tokens", kI32, {3}}, {"table", kF32, {5, 4}}, {"out", kF32, {3, 4}}},
@@ -296,7 +296,7 @@ std::vector<Case> Cases() {
        "Cast"},
       {{{"x", kF32, {4}}, {"out", kF32, {4}}},
        [](const Views& x, DeviceType d) { return CheckAccumulateOperands(x[0], x[1], d); },
-       Dtype(0, kBF16, "Accumulate: operand 'x' expected f32, found bf16"),
+       Dtype(0, kI32, "Accumulate: operand 'x' expected f32 or bf16, found i32"),
        Size(0, {3}, "Accumulate: operand 'x' expected 4 elements, found 3"),
        "Accumulate"},
       {{{"src", kBF16, {4}}, {"dst", kBF16, {4}}},
@@ -346,6 +346,61 @@ TEST(ComputeOperands, AWrongDtypeOrSizeIsNamed) {
       }
     }
   }
+}
+
+// The layer kernels' activations are f32 or bf16, each its own but where the table pairs them (a
+// and b, da and db of SwiGLU); Gemm writes bf16 only from bf16 operands.
+TEST(ComputeOperands, ActivationsAreF32OrBf16) {
+  const auto view = [](DType dtype, std::vector<int64_t> shape) {
+    return TensorView{Bytes(), dtype, Device{}, std::move(shape), {}};
+  };
+  constexpr DeviceType kCpu = DeviceType::kCpu;
+  const TensorView w = view(kF32, {4}), rstd = view(kF32, {3});
+  for (DType x : {kF32, kBF16}) {
+    for (DType y : {kF32, kBF16}) {
+      for (DType z : {kF32, kBF16}) {
+        const TensorView a = view(x, {3, 4}), b = view(y, {3, 4}), c = view(z, {3, 4});
+        EXPECT_TRUE(CheckRmsNormForwardOperands(a, w, b, rstd, kCpu).ok());
+        EXPECT_TRUE(CheckRmsNormBackwardOperands(a, b, w, rstd, c, w, kCpu).ok());
+        EXPECT_TRUE(CheckSwiGluForwardOperands(a, a, b, kCpu).ok());
+        EXPECT_TRUE(CheckSwiGluBackwardOperands(a, b, b, c, c, kCpu).ok());
+        EXPECT_TRUE(CheckAccumulateOperands(a, b, kCpu).ok());
+      }
+    }
+    EXPECT_TRUE(CheckRopeOperands("RopeForward", view(kF32, {2, 2}), view(kF32, {2, 2}),
+                                  view(x, {1, 2, 3, 4}), kCpu)
+                    .ok());
+    const TensorView tokens{Bytes(), kI32, Device{}, {3}, {}};
+    EXPECT_TRUE(
+        CheckEmbeddingForwardOperands(tokens, view(kF32, {5, 4}), view(x, {3, 4}), kCpu).ok());
+    EXPECT_TRUE(
+        CheckEmbeddingBackwardOperands(tokens, view(x, {3, 4}), view(kF32, {5, 4}), kCpu).ok());
+  }
+  EXPECT_EQ(CheckSwiGluBackwardOperands(view(kF32, {6}), view(kBF16, {6}), view(kBF16, {6}),
+                                        view(kBF16, {6}), view(kF32, {6}), kCpu)
+                .message(),
+            "SwiGluBackward: operand 'db' expected bf16 as 'da', found f32");
+  EXPECT_EQ(
+      CheckRmsNormForwardOperands(view(DType::kF16, {3, 4}), w, view(kF32, {3, 4}), rstd, kCpu)
+          .message(),
+      "RmsNormForward: operand 'inp' expected f32 or bf16, found f16");
+  EXPECT_EQ(CheckEmbeddingForwardOperands(TensorView{Bytes(), kI32, Device{}, {3}, {}},
+                                          view(kBF16, {5, 4}), view(kBF16, {3, 4}), kCpu)
+                .message(),
+            "EmbeddingForward: operand 'table' expected f32, found bf16");
+  EXPECT_TRUE(CheckGemmOperands(view(kBF16, {3, 4}), false, view(kBF16, {4, 2}), false,
+                                view(kBF16, {3, 2}), kCpu)
+                  .ok());
+  EXPECT_EQ(CheckGemmOperands(view(kF32, {3, 4}), false, view(kF32, {4, 2}), false,
+                              view(kBF16, {3, 2}), kCpu)
+                .message(),
+            "Gemm: operand 'c' expected f32 (or bf16 with bf16 a and b), found bf16 with f32 a");
+  EXPECT_EQ(
+      CheckGroupedGemmOperands(
+          std::vector<GemmGroup>{{view(kBF16, {3, 4}), view(kBF16, {4, 2}), view(kBF16, {3, 2})}},
+          false, false, kCpu)
+          .message(),
+      "GroupedGemm, group 0: operand 'c' expected f32, found bf16");
 }
 
 // RopeBackward checks what RopeForward does, under its own name.

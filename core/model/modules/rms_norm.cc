@@ -7,8 +7,11 @@ namespace titan {
 absl::Status RmsNorm::Forward(const TensorView& inp, const TensorView& out, const TensorView& rstd,
                               bool leave_gather) {
   const int64_t d = ctx_.config.dim, nl = ctx_.n_local;
-  const bool f32 = out.dtype == DType::kF32;
-  const TensorView full = f32 ? out : ModuleContext::Reshaped(ctx_.scratch.d_norm_out, out.shape);
+  // On one rank the kernel writes `out` in its dtype (a bf16 one rounded once, as a cast of the
+  // f32 result would); tensor parallelism gathers every rank's tokens in f32 and rounds them after.
+  const bool direct = out.dtype == DType::kF32 || ctx_.tp.size() == 1;
+  const TensorView full =
+      direct ? out : ModuleContext::Reshaped(ctx_.scratch.d_norm_out, out.shape);
   const TensorView local = ctx_.tp.size() > 1
                                ? ModuleContext::Reshaped(ctx_.scratch.tokens_local, {nl, d})
                                : ModuleContext::Reshaped(full, {nl, d});

@@ -241,9 +241,11 @@ absl::StatusOr<bool> CudaCompute::TryCudnnAttentionBackward(
                            .dq_accumulator = reinterpret_cast<float*>(at + dq_accumulator),
                            .workspace = plan->workspace_bytes > 0 ? at + workspace : nullptr}));
   const char* add = "AttentionBackward accumulation of cuDNN's gradients";
-  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulateBf16(at + dq16, F(dq), q_count, stream_), add));
-  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulateBf16(at + dk16, F(dk), kv_count, stream_), add));
-  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulateBf16(at + dv16, F(dv), kv_count, stream_), add));
+  TITAN_RETURN_IF_ERROR(Check(LaunchAccumulate({at + dq16, true}, Out(dq), q_count, stream_), add));
+  TITAN_RETURN_IF_ERROR(
+      Check(LaunchAccumulate({at + dk16, true}, Out(dk), kv_count, stream_), add));
+  TITAN_RETURN_IF_ERROR(
+      Check(LaunchAccumulate({at + dv16, true}, Out(dv), kv_count, stream_), add));
   return true;
 }
 

@@ -58,7 +58,9 @@ absl::Status CudaCompute::RunCast(const TensorView& src, TensorView dst) {
 
 absl::Status CudaCompute::RunFill(TensorView x, float value) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchFillF32(F(x), static_cast<size_t>(x.numel()), value, stream_),
+  const auto count = static_cast<size_t>(x.numel());
+  return Check(x.dtype == DType::kBF16 ? LaunchFillBf16(x.data, count, value, stream_)
+                                       : LaunchFillF32(F(x), count, value, stream_),
                "Fill kernel launch");
 }
 
@@ -72,12 +74,12 @@ absl::Status CudaCompute::RunFillTruncatedNormal(TensorView x, uint64_t key, dou
 
 absl::Status CudaCompute::RunScale(TensorView x, float scale) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchScale(F(x), x.numel(), scale, stream_), "Scale kernel launch");
+  return Check(LaunchScale(Out(x), x.numel(), scale, stream_), "Scale kernel launch");
 }
 
 absl::Status CudaCompute::RunAccumulate(const TensorView& x, TensorView out) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchAccumulate(F(x), F(out), out.numel(), stream_), "Accumulate kernel launch");
+  return Check(LaunchAccumulate(In(x), Out(out), out.numel(), stream_), "Accumulate kernel launch");
 }
 
 }  // namespace titan::cuda

@@ -36,12 +36,14 @@ absl::Status CudaCompute::RunGemm(const TensorView& a, bool transpose_a, const T
   const int64_t n = transpose_b ? b.shape[0] : b.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
   if (m == 0 || n == 0) return absl::OkStatus();
+  const bool bf16_c = c.dtype == DType::kBF16;
   if (k == 0) {  // no products: c = beta c (cuBLASLt takes no empty k)
     if (beta == 0.0f) {
-      return Check(LaunchFillF32(F(c), static_cast<size_t>(m * n), 0.0f, stream_),
+      return Check(bf16_c ? LaunchFillBf16(c.data, static_cast<size_t>(m * n), 0.0f, stream_)
+                          : LaunchFillF32(F(c), static_cast<size_t>(m * n), 0.0f, stream_),
                    "Gemm kernel launch");
     }
-    return Check(LaunchScale(F(c), m * n, beta, stream_), "Gemm kernel launch");
+    return Check(LaunchScale(Out(c), m * n, beta, stream_), "Gemm kernel launch");
   }
   const bool bf16 = a.dtype == DType::kBF16;
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -55,6 +57,7 @@ absl::Status CudaCompute::RunGemm(const TensorView& a, bool transpose_a, const T
       .alpha = alpha,
       .beta = beta,
       .outer_vector_scales = false,
+      .c_type = bf16_c ? CUDA_R_16BF : CUDA_R_32F,
   };
   return RunLtMatmul("Gemm", call);
 }

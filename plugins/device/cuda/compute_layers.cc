@@ -13,7 +13,7 @@ absl::Status CudaCompute::RunRmsNormForward(const TensorView& inp, const TensorV
                                             double eps, TensorView out, TensorView rstd) {
   const int64_t n = inp.shape[0], c = inp.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchRmsNormForward(F(out), F(rstd), F(inp), F(weight), n, c, eps, stream_),
+  return Check(LaunchRmsNormForward(Out(out), F(rstd), In(inp), F(weight), n, c, eps, stream_),
                "RmsNormForward kernel launch");
 }
 
@@ -25,8 +25,8 @@ absl::Status CudaCompute::RunRmsNormBackward(const TensorView& dout, const Tenso
   TITAN_ASSIGN_OR_RETURN(
       StreamScratch partials,
       Scratch(static_cast<size_t>(kRmsNormChunks * c) * sizeof(float), "RmsNormBackward partials"));
-  return Check(LaunchRmsNormBackward(F(dinp), F(dweight), F(dout), F(inp), F(weight), F(rstd), n, c,
-                                     partials.as<float>(), stream_),
+  return Check(LaunchRmsNormBackward(Out(dinp), F(dweight), In(dout), In(inp), F(weight), F(rstd),
+                                     n, c, partials.as<float>(), stream_),
                "RmsNormBackward kernel launch");
 }
 
@@ -56,7 +56,7 @@ absl::Status CudaCompute::RunRopeTable(const RopeSpec& spec, int64_t position_of
 absl::Status CudaCompute::RunRopeForward(const TensorView& cos, const TensorView& sin,
                                          TensorView x) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchRope(F(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
+  return Check(LaunchRope(Out(x), F(cos), F(sin), x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                           1.0f, stream_),
                "RopeForward kernel launch");
 }
@@ -64,22 +64,22 @@ absl::Status CudaCompute::RunRopeForward(const TensorView& cos, const TensorView
 absl::Status CudaCompute::RunRopeBackward(const TensorView& cos, const TensorView& sin,
                                           TensorView dx) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchRope(F(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2], dx.shape[3],
-                          -1.0f, stream_),
+  return Check(LaunchRope(Out(dx), F(cos), F(sin), dx.shape[0], dx.shape[1], dx.shape[2],
+                          dx.shape[3], -1.0f, stream_),
                "RopeBackward kernel launch");
 }
 
 absl::Status CudaCompute::RunSwiGluForward(const TensorView& a, const TensorView& b,
                                            TensorView out) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchSwiGluForward(F(out), F(a), F(b), a.numel(), stream_),
+  return Check(LaunchSwiGluForward(Out(out), In(a), In(b), a.numel(), stream_),
                "SwiGluForward kernel launch");
 }
 
 absl::Status CudaCompute::RunSwiGluBackward(const TensorView& dout, const TensorView& a,
                                             const TensorView& b, TensorView da, TensorView db) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchSwiGluBackward(F(da), F(db), F(dout), F(a), F(b), a.numel(), stream_),
+  return Check(LaunchSwiGluBackward(Out(da), Out(db), In(dout), In(a), In(b), a.numel(), stream_),
                "SwiGluBackward kernel launch");
 }
 
@@ -87,16 +87,16 @@ absl::Status CudaCompute::RunEmbeddingForward(const TensorView& tokens, const Te
                                               int64_t first_row, TensorView out) {
   const int64_t n = tokens.numel(), c = table.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(
-      LaunchEmbeddingForward(F(out), I(tokens), F(table), n, c, first_row, table.shape[0], stream_),
-      "EmbeddingForward kernel launch");
+  return Check(LaunchEmbeddingForward(Out(out), I(tokens), F(table), n, c, first_row,
+                                      table.shape[0], stream_),
+               "EmbeddingForward kernel launch");
 }
 
 absl::Status CudaCompute::RunEmbeddingBackward(const TensorView& tokens, const TensorView& dout,
                                                int64_t first_row, TensorView dtable) {
   const int64_t n = tokens.numel(), c = dtable.shape[1];
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchEmbeddingBackward(F(dtable), F(dout), I(tokens), n, c, first_row,
+  return Check(LaunchEmbeddingBackward(F(dtable), In(dout), I(tokens), n, c, first_row,
                                        dtable.shape[0], stream_),
                "EmbeddingBackward kernel launch");
 }

@@ -55,10 +55,11 @@ struct LtOperand {
 struct LtMatmul {
   LtOperand a, b;
   void* c;
-  int64_t c_rows, c_columns;  // f32, column-major, leading dimension c_rows
+  int64_t c_rows, c_columns;  // column-major, leading dimension c_rows
   cublasComputeType_t compute;
   float alpha, beta;
   bool outer_vector_scales = false;
+  cudaDataType_t c_type = CUDA_R_32F;  // or CUDA_R_16BF with bf16 a and b
 };
 
 struct GemmPlans;       // gemm_plan.h

@@ -831,6 +831,71 @@ TEST_F(CudaComputeTest, RmsNormForwardAndBackwardMatchTheCpu) {
   ExpectNear(dweight.Gpu(), dweight.Cpu(), 1e-5, 1e-5, "dweight");
 }
 
+// bf16 activations (each read into f32, written rounded once): a result may round to the next
+// bf16 value where the GPU's f32 arithmetic differs from the CPU's in its last bits, so bf16
+// results are compared within one bf16 step (1/128 of the value) and f32 ones as in f32.
+TEST_F(CudaComputeTest, LayerKernelsWithBf16ActivationsMatchTheCpu) {
+  const int64_t n = 70, c = 300;
+  constexpr double kBf16Step = 1.0 / 128;
+  Twin inp = Bf16(Random(n * c, 170), {n, c}), weight = F32(Random(c, 171), {c});
+  Twin out = Zeros(DType::kBF16, {n * c}), rstd = Zeros(DType::kF32, {n});
+  BOTH(cpu_.RmsNormForward(inp.cpu(), weight.cpu(), 1e-5, out.cpu(), rstd.cpu()),
+       gpu_->RmsNormForward(inp.gpu(), weight.gpu(), 1e-5, out.gpu(), rstd.gpu()));
+  ExpectNear(out.Gpu(), out.Cpu(), kBf16Step, 1e-6, "RmsNormForward out");
+  Twin dout = Bf16(Random(n * c, 172), {n * c}), dinp = F32(Random(n * c, 173), {n * c});
+  Twin dweight = F32(Random(c, 174), {c});
+  BOTH(cpu_.RmsNormBackward(dout.cpu(), inp.cpu(), weight.cpu(), rstd.cpu(), dinp.cpu(),
+                            dweight.cpu()),
+       gpu_->RmsNormBackward(dout.gpu(), inp.gpu(), weight.gpu(), rstd.gpu(), dinp.gpu(),
+                             dweight.gpu()));
+  ExpectNear(dinp.Gpu(), dinp.Cpu(), 1e-5, 1e-6, "RmsNormBackward dinp (f32 from bf16)");
+  ExpectNear(dweight.Gpu(), dweight.Cpu(), 1e-5, 1e-5, "RmsNormBackward dweight");
+
+  Twin a = Bf16(Random(n * c, 175, 3.0f), {n * c}), b = Bf16(Random(n * c, 176), {n * c});
+  Twin h = Zeros(DType::kBF16, {n * c});
+  BOTH(cpu_.SwiGluForward(a.cpu(), b.cpu(), h.cpu()),
+       gpu_->SwiGluForward(a.gpu(), b.gpu(), h.gpu()));
+  ExpectNear(h.Gpu(), h.Cpu(), kBf16Step, 1e-6, "SwiGluForward out");
+  Twin da = Bf16(Random(n * c, 177), {n * c}), db = Bf16(Random(n * c, 178), {n * c});
+  BOTH(cpu_.SwiGluBackward(h.cpu(), a.cpu(), b.cpu(), da.cpu(), db.cpu()),
+       gpu_->SwiGluBackward(h.gpu(), a.gpu(), b.gpu(), da.gpu(), db.gpu()));
+  ExpectNear(da.Gpu(), da.Cpu(), kBf16Step, 1e-6, "SwiGluBackward da");
+  ExpectNear(db.Gpu(), db.Cpu(), kBf16Step, 1e-6, "SwiGluBackward db");
+
+  const int64_t t = 10, heads = 3, hd = 10;
+  Twin cos = F32(Random(t * hd / 2, 179), {t, hd / 2}),
+       sin = F32(Random(t * hd / 2, 180), {t, hd / 2});
+  Twin x = Bf16(Random(2 * t * heads * hd, 181), {2, t, heads, hd});
+  BOTH(cpu_.RopeForward(cos.cpu(), sin.cpu(), x.cpu()),
+       gpu_->RopeForward(cos.gpu(), sin.gpu(), x.gpu()));
+  ExpectNear(x.Gpu(), x.Cpu(), kBf16Step, 1e-6, "RopeForward x");
+
+  Twin tokens = I32({5, 7, 14, 7, 3, 15, 9, 5}), table = F32(Random(10 * c, 182), {10, c});
+  Twin rows = Zeros(DType::kBF16, {8, c}), drows = Bf16(Random(8 * c, 183), {8, c});
+  Twin dtable = F32(Random(10 * c, 184), {10, c});
+  BOTH(cpu_.EmbeddingForward(tokens.cpu(), table.cpu(), 5, rows.cpu()),
+       gpu_->EmbeddingForward(tokens.gpu(), table.gpu(), 5, rows.gpu()));
+  EXPECT_EQ(rows.GpuBytes(), rows.CpuBytes()) << "EmbeddingForward rows: one rounding of each";
+  BOTH(cpu_.EmbeddingBackward(tokens.cpu(), drows.cpu(), 5, dtable.cpu()),
+       gpu_->EmbeddingBackward(tokens.gpu(), drows.gpu(), 5, dtable.gpu()));
+  EXPECT_EQ(dtable.GpuBytes(), dtable.CpuBytes()) << "EmbeddingBackward: token order on both";
+
+  Twin sum = Bf16(Random(n * c, 185), {n * c});
+  BOTH(cpu_.Accumulate(inp.cpu(), sum.cpu()), gpu_->Accumulate(inp.gpu(), sum.gpu()));
+  EXPECT_EQ(sum.GpuBytes(), sum.CpuBytes()) << "Accumulate: one f32 add, rounded once";
+  BOTH(cpu_.Fill(sum.cpu(), 1.3f), gpu_->Fill(sum.gpu(), 1.3f));
+  EXPECT_EQ(sum.GpuBytes(), sum.CpuBytes()) << "Fill";
+
+  const int64_t m = 64, k = 80, w = 48;
+  Twin ga = Bf16(Random(m * k, 186), {m, k}), gb = Bf16(Random(k * w, 187), {k, w});
+  for (float beta : {0.0f, 1.0f}) {
+    Twin gc = Bf16(Random(m * w, 188), {m, w});
+    BOTH(cpu_.Gemm(ga.cpu(), false, gb.cpu(), false, 1.0f, beta, gc.cpu()),
+         gpu_->Gemm(ga.gpu(), false, gb.gpu(), false, 1.0f, beta, gc.gpu()));
+    ExpectNear(gc.Gpu(), gc.Cpu(), kBf16Step, 1e-4, absl::StrCat("Gemm into bf16, beta ", beta));
+  }
+}
+
 TEST_F(CudaComputeTest, RopeTableForwardAndBackwardMatchTheCpu) {
   const int64_t b = 2, t = 12, heads = 3, hd = 16;
   const RopeSpec spec{.head_dim = hd, .theta = 500000.0, .scaled = true};

@@ -1,3 +1,4 @@
+#include "activation.cuh"
 #include "elementwise_kernels.h"
 #include "float_convert.cuh"
 #include "kernel_util.cuh"
@@ -5,16 +6,14 @@
 namespace titan::cuda {
 namespace {
 
-__global__ void ScaleKernel(float* x, int64_t n, float scale) {
-  TITAN_GRID_STRIDE(i, n) x[i] *= scale;
+template <typename T>
+__global__ void ScaleKernel(T* x, int64_t n, float scale) {
+  TITAN_GRID_STRIDE(i, n) Store(x, i, Load(x, i) * scale);
 }
 
-__global__ void AccumulateKernel(const float* x, float* out, int64_t n) {
-  TITAN_GRID_STRIDE(i, n) out[i] += x[i];
-}
-
-__global__ void AccumulateBf16Kernel(const uint16_t* x, float* out, int64_t n) {
-  TITAN_GRID_STRIDE(i, n) out[i] += Bf16ToF32(x[i]);
+template <typename X, typename Y>
+__global__ void AccumulateKernel(const X* x, Y* out, int64_t n) {
+  TITAN_GRID_STRIDE(i, n) Store(out, i, Load(out, i) + Load(x, i));
 }
 
 __device__ float Load(const void* data, FloatFormat format, int64_t i) {
@@ -81,23 +80,22 @@ __global__ void TransposeKernel(const T* src, T* dst, int64_t rows, int64_t colu
 
 }  // namespace
 
-cudaError_t LaunchScale(float* x, int64_t n, float scale, cudaStream_t stream) {
+cudaError_t LaunchScale(ActivationOut x, int64_t n, float scale, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  ScaleKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, n, scale);
-  return cudaGetLastError();
+  return WithElement(x.bf16, [&](auto e) {
+    return StreamLaunch{stream}(ScaleKernel<decltype(e)>, BlocksFor(n), kThreads, size_t{0},
+                                As(x, e), n, scale);
+  });
 }
 
-cudaError_t LaunchAccumulate(const float* x, float* out, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchAccumulate(ActivationIn x, ActivationOut out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  AccumulateKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, out, n);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchAccumulateBf16(const void* x, float* out, int64_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  AccumulateBf16Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), out,
-                                                              n);
-  return cudaGetLastError();
+  return WithElement(x.bf16, [&](auto in) {
+    return WithElement(out.bf16, [&](auto o) {
+      return StreamLaunch{stream}(AccumulateKernel<decltype(in), decltype(o)>, BlocksFor(n),
+                                  kThreads, size_t{0}, As(x, in), As(out, o), n);
+    });
+  });
 }
 
 cudaError_t LaunchCast(const void* src, FloatFormat src_format, void* dst, FloatFormat dst_format,

@@ -7,15 +7,17 @@
 
 #include <cstdint>
 
+#include "activation.h"
+
 namespace titan::cuda {
 
 // The float formats Cast converts between; the values are the kernels' own.
 enum class FloatFormat : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
-cudaError_t LaunchScale(float* x, int64_t n, float scale, cudaStream_t stream);
-cudaError_t LaunchAccumulate(const float* x, float* out, int64_t n, cudaStream_t stream);
-// out[i] += x[i] for bf16 x, widened exactly.
-cudaError_t LaunchAccumulateBf16(const void* x, float* out, int64_t n, cudaStream_t stream);
+// x *= scale; out += x. Each operand f32 or bf16 (activation.h): the arithmetic in f32, rounded
+// once.
+cudaError_t LaunchScale(ActivationOut x, int64_t n, float scale, cudaStream_t stream);
+cudaError_t LaunchAccumulate(ActivationIn x, ActivationOut out, int64_t n, cudaStream_t stream);
 // dst = src converted, rounding to nearest even as titan/float16.h does on the host.
 cudaError_t LaunchCast(const void* src, FloatFormat src_format, void* dst, FloatFormat dst_format,
                        int64_t n, cudaStream_t stream);

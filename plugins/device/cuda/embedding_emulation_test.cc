@@ -43,8 +43,9 @@ TEST(EmbeddingKernelsOnTheCpu, BackwardAddsEachRowInTokenOrderAsTheCpuDoes) {
     for (bool reverse : {false, true}) {
       emulation::set_reverse_order(reverse);
       std::vector<float> dtable = initial;
-      ASSERT_EQ(embedding::RunBackward(emulation::Launcher{}, dtable.data(), dout.data(),
-                                       tokens.data(), n, c, first_row, rows, buckets),
+      ASSERT_EQ(embedding::RunBackward(emulation::Launcher{}, dtable.data(),
+                                       ActivationIn{dout.data(), false}, tokens.data(), n, c,
+                                       first_row, rows, buckets),
                 cudaSuccess);
       EXPECT_EQ(dtable, cpu) << buckets << " buckets" << (reverse ? ", fibers reversed" : "");
     }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "activation.cuh"
 #include "kernel_util.cuh"
 
 namespace titan::cuda::embedding {
@@ -34,7 +35,8 @@ inline int64_t BackwardBuckets(int64_t columns, int64_t rows, int sms) {
 
 // Block b: columns [kThreads (b % column_blocks), + kThreads) of the rows of bucket
 // b / column_blocks.
-__global__ void BackwardKernel(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
+template <typename Dy>
+__global__ void BackwardKernel(float* dtable, const Dy* dout, const int32_t* tokens, int64_t n,
                                int64_t c, int64_t first_row, int64_t rows, int64_t buckets,
                                int64_t column_blocks) {
   __shared__ int64_t positions[kThreads], rows_at[kThreads];
@@ -61,20 +63,24 @@ __global__ void BackwardKernel(float* dtable, const float* dout, const int32_t* 
     }
     __syncthreads();
     if (j < c) {
-      for (int k = 0; k < count; ++k) dtable[rows_at[k] * c + j] += dout[positions[k] * c + j];
+      for (int k = 0; k < count; ++k)
+        dtable[rows_at[k] * c + j] += Load(dout, positions[k] * c + j);
     }
     __syncthreads();  // the next chunk rewrites the positions and counts
   }
 }
 
-// Through launch(kernel, blocks, threads, shared_bytes, arguments...), as attention_kernels.cuh.
+// Through launch(kernel, blocks, threads, shared_bytes, arguments...), as attention_kernels.cuh;
+// dout f32 or bf16 (activation.cuh).
 template <typename Launch>
-cudaError_t RunBackward(Launch&& launch, float* dtable, const float* dout, const int32_t* tokens,
+cudaError_t RunBackward(Launch&& launch, float* dtable, ActivationIn dout, const int32_t* tokens,
                         int64_t n, int64_t c, int64_t first_row, int64_t rows, int64_t buckets) {
   if (n * c == 0 || rows == 0) return cudaSuccess;
   const int64_t column_blocks = (c + kThreads - 1) / kThreads;
-  return launch(BackwardKernel, column_blocks * buckets, kThreads, size_t{0}, dtable, dout, tokens,
-                n, c, first_row, rows, buckets, column_blocks);
+  return WithElement(dout.bf16, [&](auto dy) {
+    return launch(BackwardKernel<decltype(dy)>, column_blocks * buckets, kThreads, size_t{0},
+                  dtable, As(dout, dy), tokens, n, c, first_row, rows, buckets, column_blocks);
+  });
 }
 
 }  // namespace titan::cuda::embedding

@@ -50,7 +50,7 @@ inline GemmPlanKey PlanKeyOf(const LtMatmul& call) {
   };
   return GemmPlanKey{.a = operand(call.a),
                      .b = operand(call.b),
-                     .c_type = static_cast<int32_t>(CUDA_R_32F),
+                     .c_type = static_cast<int32_t>(call.c_type),
                      .c_rows = call.c_rows,
                      .c_columns = call.c_columns,
                      .c_leading = call.c_rows,

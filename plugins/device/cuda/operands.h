@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "activation.h"
 #include "titan/compute_operands.h"
 
 namespace titan::cuda {
@@ -16,6 +17,9 @@ T* Data(const TensorView& x) {
 }
 inline float* F(const TensorView& x) { return Data<float>(x); }
 inline const int32_t* I(const TensorView& x) { return Data<const int32_t>(x); }
+// An activation operand (f32 or bf16, as its check allowed) for the launchers.
+inline ActivationIn In(const TensorView& x) { return {x.data, x.dtype == DType::kBF16}; }
+inline ActivationOut Out(const TensorView& x) { return {x.data, x.dtype == DType::kBF16}; }
 
 }  // namespace titan::cuda
 

@@ -83,6 +83,39 @@ inline absl::Status ExpectOperands(const char* kernel, std::initializer_list<Nam
   return absl::OkStatus();
 }
 
+// An activation operand: f32 or bf16. A kernel reads it into f32 and rounds what it writes to it
+// once, to nearest even; its arithmetic is the f32 kernel's whatever the dtypes.
+inline absl::Status ExpectActivation(const char* kernel, const char* operand, const TensorView& x,
+                                     DeviceType device,
+                                     std::optional<int64_t> numel = std::nullopt) {
+  if (x.dtype != DType::kF32 && x.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernel, ": operand '", operand, "' expected f32 or bf16, found ", DTypeName(x.dtype)));
+  }
+  return ExpectOperand(kernel, operand, x, device, x.dtype, numel);
+}
+
+// Activation operands, each f32 or bf16 of its own, of one size (`numel` unset: any).
+inline absl::Status ExpectActivations(const char* kernel,
+                                      std::initializer_list<NamedOperand> operands,
+                                      DeviceType device,
+                                      std::optional<int64_t> numel = std::nullopt) {
+  for (const NamedOperand& operand : operands) {
+    TITAN_RETURN_IF_ERROR(ExpectActivation(kernel, operand.name, operand.x, device, numel));
+  }
+  return absl::OkStatus();
+}
+
+// `second` of `first`'s dtype.
+inline absl::Status ExpectSameDType(const char* kernel, NamedOperand first, NamedOperand second) {
+  if (first.x.dtype != second.x.dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": operand '", second.name, "' expected ", DTypeName(first.x.dtype),
+                     " as '", first.name, "', found ", DTypeName(second.x.dtype)));
+  }
+  return absl::OkStatus();
+}
+
 // The spec's sizes: non-negative batch and lengths, a positive head_dim, heads grouped over
 // kv_heads.
 inline absl::Status CheckAttentionSpec(const char* kernel, const AttentionSpec& s) {
@@ -113,17 +146,17 @@ inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSp
   return ExpectOperand(kernel, "v", v, device, DType::kF32, keys * s.kv_heads * s.head_dim);
 }
 
-// Gemm's a, b (both f32 or both bf16) and c (f32), 2-D, with op(a) . op(b) chaining into c.
-// Gemm's operands under `kernel`'s name, a and b of `dtype`.
+// Gemm's operands under `kernel`'s name: a and b of `dtype`, c of `c_dtype`, 2-D, with
+// op(a) . op(b) chaining into c.
 inline absl::Status CheckGemmShapes(const char* kernel, const TensorView& a, bool transpose_a,
                                     const TensorView& b, bool transpose_b, const TensorView& c,
-                                    DeviceType device, DType dtype) {
+                                    DeviceType device, DType dtype, DType c_dtype = DType::kF32) {
   TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "a", a, 2));
   TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "b", b, 2));
   TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "c", c, 2));
   TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "a", a, device, dtype));
   TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "b", b, device, dtype));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "c", c, device, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "c", c, device, c_dtype));
   const int64_t m = a.shape[transpose_a ? 1 : 0], k = a.shape[transpose_a ? 0 : 1];
   const int64_t kb = b.shape[transpose_b ? 1 : 0], n = b.shape[transpose_b ? 0 : 1];
   if (k != kb || c.shape[0] != m || c.shape[1] != n) {
@@ -143,10 +176,16 @@ inline absl::Status ExpectGemmDType(const char* kernel, const TensorView& a) {
   return absl::OkStatus();
 }
 
+// Gemm's a and b (both f32 or both bf16) and c (f32, or bf16 when a and b are).
 inline absl::Status CheckGemmOperands(const TensorView& a, bool transpose_a, const TensorView& b,
                                       bool transpose_b, const TensorView& c, DeviceType device) {
   TITAN_RETURN_IF_ERROR(ExpectGemmDType("Gemm", a));
-  return CheckGemmShapes("Gemm", a, transpose_a, b, transpose_b, c, device, a.dtype);
+  if (c.dtype != DType::kF32 && !(c.dtype == DType::kBF16 && a.dtype == DType::kBF16)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gemm: operand 'c' expected f32 (or bf16 with bf16 a and b), found ",
+                     DTypeName(c.dtype), " with ", DTypeName(a.dtype), " a"));
+  }
+  return CheckGemmShapes("Gemm", a, transpose_a, b, transpose_b, c, device, a.dtype, c.dtype);
 }
 
 // GroupedGemm's groups: at least one, each Gemm's operands with the first group's dtype and none
@@ -343,15 +382,16 @@ inline absl::Status CheckAttentionMergeOperands(const AttentionSpec& s, const Te
   return ExpectOperands(kKernel, {{"part_lse", part_lse}, {"lse", lse}}, device, DType::kF32, rows);
 }
 
-// RMSNorm's inp [n, c] with `like_inp` of its size, `like_weight` [c] and rstd [n], all f32.
+// RMSNorm's inp [n, c] with `like_inp` of its size (activations: each f32 or bf16), and
+// `like_weight` [c] and rstd [n] (f32).
 inline absl::Status ExpectRmsNormOperands(const char* kernel, const TensorView& inp,
                                           std::initializer_list<NamedOperand> like_inp,
                                           std::initializer_list<NamedOperand> like_weight,
                                           const TensorView& rstd, DeviceType device) {
   TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "inp", inp, 2));
   const int64_t n = inp.shape[0], c = inp.shape[1];
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "inp", inp, device, DType::kF32));
-  TITAN_RETURN_IF_ERROR(ExpectOperands(kernel, like_inp, device, DType::kF32, n * c));
+  TITAN_RETURN_IF_ERROR(ExpectActivation(kernel, "inp", inp, device));
+  TITAN_RETURN_IF_ERROR(ExpectActivations(kernel, like_inp, device, n * c));
   TITAN_RETURN_IF_ERROR(ExpectOperands(kernel, like_weight, device, DType::kF32, c));
   return ExpectOperand(kernel, "rstd", rstd, device, DType::kF32, n);
 }
@@ -388,36 +428,39 @@ inline absl::Status CheckRopeTableOperands(const RopeSpec& spec, const TensorVie
   return absl::OkStatus();
 }
 
-// RopeForward's or RopeBackward's x [b, t, heads, head_dim] against tables [t, head_dim / 2],
-// all f32.
+// RopeForward's or RopeBackward's x [b, t, heads, head_dim] (f32 or bf16) against tables
+// [t, head_dim / 2] (f32).
 inline absl::Status CheckRopeOperands(const char* kernel, const TensorView& cos,
                                       const TensorView& sin, const TensorView& x,
                                       DeviceType device) {
   TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "x", x, 4));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "x", x, device, DType::kF32));
+  TITAN_RETURN_IF_ERROR(ExpectActivation(kernel, "x", x, device));
   const int64_t table = x.shape[1] * (x.shape[3] / 2);
   return ExpectOperands(kernel, {{"cos", cos}, {"sin", sin}}, device, DType::kF32, table);
 }
 
-// SwiGluForward's a, with b and out of its size, all f32.
+// SwiGluForward's a, with b and out of its size: activations, b of a's dtype.
 inline absl::Status CheckSwiGluForwardOperands(const TensorView& a, const TensorView& b,
                                                const TensorView& out, DeviceType device) {
   constexpr const char* kKernel = "SwiGluForward";
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "a", a, device, DType::kF32));
-  return ExpectOperands(kKernel, {{"b", b}, {"out", out}}, device, DType::kF32, a.numel());
+  TITAN_RETURN_IF_ERROR(
+      ExpectActivations(kKernel, {{"a", a}, {"b", b}, {"out", out}}, device, a.numel()));
+  return ExpectSameDType(kKernel, {"a", a}, {"b", b});
 }
 
-// SwiGluBackward's operands, all f32 of a's size.
+// SwiGluBackward's operands of a's size: activations, b of a's dtype, db of da's.
 inline absl::Status CheckSwiGluBackwardOperands(const TensorView& dout, const TensorView& a,
                                                 const TensorView& b, const TensorView& da,
                                                 const TensorView& db, DeviceType device) {
-  return ExpectOperands("SwiGluBackward",
-                        {{"dout", dout}, {"a", a}, {"b", b}, {"da", da}, {"db", db}}, device,
-                        DType::kF32, a.numel());
+  constexpr const char* kKernel = "SwiGluBackward";
+  TITAN_RETURN_IF_ERROR(ExpectActivations(
+      kKernel, {{"dout", dout}, {"a", a}, {"b", b}, {"da", da}, {"db", db}}, device, a.numel()));
+  TITAN_RETURN_IF_ERROR(ExpectSameDType(kKernel, {"a", a}, {"b", b}));
+  return ExpectSameDType(kKernel, {"da", da}, {"db", db});
 }
 
-// n tokens (i32) against a table [rows, c] (f32) and n of its rows [n, c] (f32): the forward's
-// table and out, the backward's dtable and dout.
+// n tokens (i32) against a table [rows, c] (f32) and n of its rows [n, c] (an activation: f32 or
+// bf16): the forward's table and out, the backward's dtable and dout.
 inline absl::Status CheckEmbeddingOperands(const char* kernel, const TensorView& tokens,
                                            NamedOperand table, NamedOperand rows,
                                            DeviceType device) {
@@ -425,7 +468,7 @@ inline absl::Status CheckEmbeddingOperands(const char* kernel, const TensorView&
   const int64_t n = tokens.numel(), c = table.x.shape[1];
   TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, "tokens", tokens, device, DType::kI32));
   TITAN_RETURN_IF_ERROR(ExpectOperand(kernel, table.name, table.x, device, DType::kF32));
-  return ExpectOperand(kernel, rows.name, rows.x, device, DType::kF32, n * c);
+  return ExpectActivation(kernel, rows.name, rows.x, device, n * c);
 }
 
 inline absl::Status CheckEmbeddingForwardOperands(const TensorView& tokens, const TensorView& table,
@@ -718,12 +761,12 @@ inline absl::Status CheckCastOperands(const TensorView& src, const TensorView& d
   return ExpectOperand(kKernel, "dst", dst, device, dst.dtype, src.numel());
 }
 
-// Accumulate's out and x of its size, f32.
+// Accumulate's out and x of its size, each f32 or bf16.
 inline absl::Status CheckAccumulateOperands(const TensorView& x, const TensorView& out,
                                             DeviceType device) {
   constexpr const char* kKernel = "Accumulate";
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32));
-  return ExpectOperand(kKernel, "x", x, device, DType::kF32, out.numel());
+  TITAN_RETURN_IF_ERROR(ExpectActivation(kKernel, "out", out, device));
+  return ExpectActivation(kKernel, "x", x, device, out.numel());
 }
 
 // Copy's src and dst of its dtype and size.
