@@ -90,9 +90,15 @@ absl::Status CpuCompute::RunAttentionForward(const AttentionSpec& spec, const Te
                                              const TensorView& k, const TensorView& v,
                                              TensorView out, TensorView lse) {
   ScopedSpan span("kernel", "AttentionForward");
-  if (spec.matmul_dtype == DType::kBF16)
-    return AttentionForwardBf16(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
-  titan::AttentionForward(F(out), F(lse), F(q), F(k), F(v), ShapeOf(spec));
+  const F32Image q32(q, Use::kRead), k32(k, Use::kRead), v32(v, Use::kRead);
+  const F32Image out32(out, Use::kWrite);
+  if (spec.matmul_dtype == DType::kBF16) {
+    TITAN_RETURN_IF_ERROR(
+        AttentionForwardBf16(out32.get(), F(lse), q32.get(), k32.get(), v32.get(), ShapeOf(spec)));
+  } else {
+    titan::AttentionForward(out32.get(), F(lse), q32.get(), k32.get(), v32.get(), ShapeOf(spec));
+  }
+  out32.Store();
   return absl::OkStatus();
 }
 
@@ -102,12 +108,20 @@ absl::Status CpuCompute::RunAttentionBackward(const AttentionSpec& spec, const T
                                               const TensorView& lse, TensorView dq, TensorView dk,
                                               TensorView dv) {
   ScopedSpan span("kernel", "AttentionBackward");
+  const F32Image dout32(dout, Use::kRead), q32(q, Use::kRead), k32(k, Use::kRead);
+  const F32Image v32(v, Use::kRead), out32(out, Use::kRead);
+  const F32Image dq32(dq, Use::kReadWrite), dk32(dk, Use::kReadWrite), dv32(dv, Use::kReadWrite);
   if (spec.matmul_dtype == DType::kBF16) {
-    return AttentionBackwardBf16(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
-                                 ShapeOf(spec));
+    TITAN_RETURN_IF_ERROR(AttentionBackwardBf16(dq32.get(), dk32.get(), dv32.get(), dout32.get(),
+                                                q32.get(), k32.get(), v32.get(), out32.get(),
+                                                F(lse), ShapeOf(spec)));
+  } else {
+    titan::AttentionBackward(dq32.get(), dk32.get(), dv32.get(), dout32.get(), q32.get(), k32.get(),
+                             v32.get(), out32.get(), F(lse), ShapeOf(spec));
   }
-  titan::AttentionBackward(F(dq), F(dk), F(dv), F(dout), F(q), F(k), F(v), F(out), F(lse),
-                           ShapeOf(spec));
+  dq32.Store();
+  dk32.Store();
+  dv32.Store();
   return absl::OkStatus();
 }
 
@@ -116,9 +130,10 @@ absl::Status CpuCompute::RunAttentionMerge(const AttentionSpec& spec, const Tens
                                            TensorView lse) {
   ScopedSpan span("kernel", "AttentionMerge");
   const int64_t hd = spec.head_dim;
-  const float* po = F(part_out);
+  const F32Image part32(part_out, Use::kRead), out32(out, Use::kReadWrite);
+  const float* po = part32.get();
   const float* pl = F(part_lse);
-  float* o = F(out);
+  float* o = out32.get();
   float* l = F(lse);
   const int64_t t = spec.seq_len, h = spec.heads;
   // out is [b, t, heads, hd], lse [b, heads, t].
@@ -144,6 +159,7 @@ absl::Status CpuCompute::RunAttentionMerge(const AttentionSpec& spec, const Tens
       }
     }
   }
+  out32.Store();
   return absl::OkStatus();
 }
 
@@ -237,14 +253,16 @@ absl::Status CpuCompute::RunEmbeddingBackward(const TensorView& tokens, const Te
 
 absl::Status CpuCompute::RunCrossEntropyRowMax(const TensorView& logits, TensorView max) {
   ScopedSpan span("kernel", "CrossEntropyRowMax");
-  VectorCrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1]);
+  const F32Image logits32(logits, Use::kRead);
+  VectorCrossEntropyRowMax(F(max), logits32.get(), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
 absl::Status CpuCompute::RunCrossEntropySumExp(const TensorView& logits, const TensorView& max,
                                                TensorView sum) {
   ScopedSpan span("kernel", "CrossEntropySumExp");
-  VectorCrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1]);
+  const F32Image logits32(logits, Use::kRead);
+  VectorCrossEntropySumExp(F(sum), logits32.get(), F(max), logits.shape[0], logits.shape[1]);
   return absl::OkStatus();
 }
 
@@ -252,8 +270,9 @@ absl::Status CpuCompute::RunCrossEntropyTargetLogit(const TensorView& logits,
                                                     const TensorView& targets, int64_t first_column,
                                                     TensorView target) {
   ScopedSpan span("kernel", "CrossEntropyTargetLogit");
-  titan::CrossEntropyTargetLogit(F(target), F(logits), I(targets), logits.shape[0], logits.shape[1],
-                                 first_column);
+  const F32Image logits32(logits, Use::kRead);
+  titan::CrossEntropyTargetLogit(F(target), logits32.get(), I(targets), logits.shape[0],
+                                 logits.shape[1], first_column);
   return absl::OkStatus();
 }
 
@@ -270,8 +289,12 @@ absl::Status CpuCompute::RunCrossEntropyBackward(const TensorView& logits, const
                                                  const TensorView& targets, int64_t first_column,
                                                  float dloss, TensorView dlogits) {
   ScopedSpan span("kernel", "CrossEntropyBackward");
-  VectorCrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), logits.shape[0],
+  // dlogits may be the logits' memory: in f32 the kernel runs in place as ever; in bf16 the
+  // logits are widened into their image before the result is rounded over them.
+  const F32Image logits32(logits, Use::kRead), dlogits32(dlogits, Use::kWrite);
+  VectorCrossEntropyBackward(dlogits32.get(), logits32.get(), F(lse), I(targets), logits.shape[0],
                              logits.shape[1], dloss, first_column);
+  dlogits32.Store();
   return absl::OkStatus();
 }
 

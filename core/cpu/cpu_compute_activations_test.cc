@@ -195,5 +195,80 @@ TEST(CpuActivations, AccumulateFillAndGemm) {
   }
 }
 
+TEST(CpuActivations, AttentionInEitherMatmulPrecision) {
+  // 2 sequences of 9 queries over 11 keys (a chunk of context parallelism's ring: offsets), 4
+  // heads over 2 kv heads of 8.
+  for (DType matmul : {DType::kF32, DType::kBF16}) {
+    const AttentionSpec spec{2, 9, 11, 4, 2, 8, 6, 4, matmul};
+    const int64_t q = 2 * 9 * 4 * 8, kv = 2 * 11 * 2 * 8, rows = 2 * 4 * 9;
+    const std::string in = matmul == DType::kF32 ? " (f32 matmuls)" : " (bf16 matmuls)";
+    ExpectTheF32KernelRoundedOnce(
+        "AttentionForward" + in,
+        {Activation({q}, 0, 40), Activation({kv}, 0, 41), Activation({kv}, 0, 42),
+         Activation({q}, 0, 43), F32({rows}, 44)},
+        1, [spec](Compute& c, std::vector<TensorView>& x) {
+          return c.AttentionForward(spec, x[0], x[1], x[2], x[3], x[4]);
+        });
+    // The backward from a forward's own out and lse.
+    std::vector<float> q_values = Random(q, 45), k_values = Random(kv, 46),
+                       v_values = Random(kv, 47), out(q), lse(rows);
+    ASSERT_TRUE(CpuCompute::Get()
+                    .AttentionForward(spec,
+                                      TensorView{q_values.data(), DType::kF32, Device{}, {q}, {}},
+                                      TensorView{k_values.data(), DType::kF32, Device{}, {kv}, {}},
+                                      TensorView{v_values.data(), DType::kF32, Device{}, {kv}, {}},
+                                      TensorView{out.data(), DType::kF32, Device{}, {q}, {}},
+                                      TensorView{lse.data(), DType::kF32, Device{}, {rows}, {}})
+                    .ok());
+    const auto act = [](std::vector<float> values) {
+      const auto n = static_cast<int64_t>(values.size());
+      return Operand{{n}, 0, DType::kF32, std::move(values)};
+    };
+    ExpectTheF32KernelRoundedOnce(
+        "AttentionBackward" + in,
+        {Activation({q}, 0, 48), act(q_values), act(k_values), act(v_values), act(out),
+         Operand{{rows}, kFixed, DType::kF32, lse}, Activation({q}, 0, 49), Activation({kv}, 0, 50),
+         Activation({kv}, 0, 51)},
+        1, [spec](Compute& c, std::vector<TensorView>& x) {
+          return c.AttentionBackward(spec, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]);
+        });
+    ExpectTheF32KernelRoundedOnce(
+        "AttentionMerge",
+        {Activation({q}, 0, 52), F32({rows}, 53), Activation({q}, 0, 54), F32({rows}, 55)}, 1,
+        [spec](Compute& c, std::vector<TensorView>& x) {
+          return c.AttentionMerge(spec, x[0], x[1], x[2], x[3]);
+        });
+  }
+}
+
+TEST(CpuActivations, CrossEntropyPieces) {
+  // 4 rows over columns [100, 137) of the vocabulary; one target elsewhere, one ignored.
+  const Operand targets{{4}, kFixed, DType::kI32, {103, 136, 90, -100}};
+  const Operand logits = Activation({4, kWidth}, 0, 60);
+  ExpectTheF32KernelRoundedOnce(
+      "CrossEntropyRowMax", {logits, F32({4}, 61)}, 1,
+      [](Compute& c, std::vector<TensorView>& x) { return c.CrossEntropyRowMax(x[0], x[1]); });
+  ExpectTheF32KernelRoundedOnce("CrossEntropySumExp", {logits, F32({4}, 62), F32({4}, 63)}, 1,
+                                [](Compute& c, std::vector<TensorView>& x) {
+                                  return c.CrossEntropySumExp(x[0], x[1], x[2]);
+                                });
+  ExpectTheF32KernelRoundedOnce("CrossEntropyTargetLogit", {logits, targets, F32({4}, 64)}, 1,
+                                [](Compute& c, std::vector<TensorView>& x) {
+                                  return c.CrossEntropyTargetLogit(x[0], x[1], 100, x[2]);
+                                });
+  ExpectTheF32KernelRoundedOnce(
+      "CrossEntropyBackward",
+      {logits, F32({4}, 65, 2.0f, 3.0f), targets, Activation({4, kWidth}, 1, 66)}, 2,
+      [](Compute& c, std::vector<TensorView>& x) {
+        return c.CrossEntropyBackward(x[0], x[1], x[2], 100, 0.5f, x[3]);
+      });
+  // In place: the gradient over the logits' own memory, in their dtype.
+  ExpectTheF32KernelRoundedOnce("CrossEntropyBackward in place",
+                                {logits, F32({4}, 67, 2.0f, 3.0f), targets}, 1,
+                                [](Compute& c, std::vector<TensorView>& x) {
+                                  return c.CrossEntropyBackward(x[0], x[1], x[2], 100, 0.5f, x[0]);
+                                });
+}
+
 }  // namespace
 }  // namespace titan

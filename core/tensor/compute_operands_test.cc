@@ -162,7 +162,7 @@ std::vector<Case> Cases() {
        "EmbeddingBackward"},
       {{{"logits", kF32, {3, 5}}, {"max", kF32, {3}}},
        [](const Views& x, DeviceType d) { return CheckCrossEntropyRowMaxOperands(x[0], x[1], d); },
-       Dtype(0, kBF16, "CrossEntropyRowMax: operand 'logits' expected f32, found bf16"),
+       Dtype(0, kI32, "CrossEntropyRowMax: operand 'logits' expected f32 or bf16, found i32"),
        Size(1, {2}, "CrossEntropyRowMax: operand 'max' expected 3 elements, found 2"),
        "CrossEntropyRowMax"},
       {{{"logits", kF32, {3, 5}}, {"max", kF32, {3}}, {"sum", kF32, {3}}},
@@ -401,6 +401,37 @@ TEST(ComputeOperands, ActivationsAreF32OrBf16) {
           false, false, kCpu)
           .message(),
       "GroupedGemm, group 0: operand 'c' expected f32, found bf16");
+  // Attention's operands share q's dtype; the logits and their gradient are each their own but
+  // in the same memory.
+  const auto all = [&](DType t) {
+    return CheckAttentionBackwardOperands(kSpec, view(t, {16}), view(t, {16}), view(t, {12}),
+                                          view(t, {12}), view(t, {16}), view(kF32, {4}),
+                                          view(t, {16}), view(t, {12}), view(t, {12}), kCpu);
+  };
+  EXPECT_TRUE(all(kBF16).ok());
+  EXPECT_EQ(all(DType::kF16).message(),
+            "AttentionBackward: operand 'q' expected f32 or bf16, found f16");
+  EXPECT_EQ(
+      CheckAttentionForwardOperands(kSpec, view(kBF16, {16}), view(kF32, {12}), view(kBF16, {12}),
+                                    view(kBF16, {16}), view(kF32, {4}), kCpu)
+          .message(),
+      "AttentionForward: operand 'k' expected bf16, found f32");
+  EXPECT_TRUE(CheckAttentionMergeOperands(kSpec, view(kBF16, {16}), view(kF32, {4}),
+                                          view(kBF16, {16}), view(kF32, {4}), kCpu)
+                  .ok());
+  const TensorView targets{Bytes(), kI32, Device{}, {3}, {}};
+  float elsewhere[12];
+  const TensorView f32_grad{elsewhere, kF32, Device{}, {3, 4}, {}};
+  EXPECT_TRUE(CheckCrossEntropyBackwardOperands(view(kBF16, {3, 4}), view(kF32, {3}), targets,
+                                                f32_grad, kCpu)
+                  .ok());
+  EXPECT_TRUE(CheckCrossEntropyBackwardOperands(view(kBF16, {3, 4}), view(kF32, {3}), targets,
+                                                view(kBF16, {3, 4}), kCpu)
+                  .ok());
+  EXPECT_EQ(CheckCrossEntropyBackwardOperands(view(kBF16, {3, 4}), view(kF32, {3}), targets,
+                                              view(kF32, {3, 4}), kCpu)
+                .message(),
+            "CrossEntropyBackward: operand 'dlogits' expected bf16 as 'logits', found f32");
 }
 
 // RopeBackward checks what RopeForward does, under its own name.

@@ -3,6 +3,8 @@
 // picks it (the forward), else titan's tiled kernels (attention_kernels.cu).
 #include <cstdio>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "attention_kernels.h"
@@ -37,6 +39,38 @@ std::string ShapeText(const AttentionSpec& s) {
 const char* DirectionName(SdpaDirection direction) {
   return direction == SdpaDirection::kForward ? "forward" : "backward";
 }
+
+// An attention operand as the f32 that the tiled kernels take: the operand's memory when it is
+// f32; else a copy in stream-ordered scratch, widened from it (Prepare, for the operands a kernel
+// reads) and rounded back into it once (Store, for those it writes).
+class DeviceF32 {
+ public:
+  DeviceF32(const TensorView& x, cudaStream_t stream) : x_(x), stream_(stream) {}
+  absl::Status Prepare(bool read, const char* what) {
+    if (x_.dtype == DType::kF32) return absl::OkStatus();
+    const int64_t n = x_.numel();
+    TITAN_ASSIGN_OR_RETURN(
+        StreamScratch copy,
+        StreamScratch::Allocate(static_cast<size_t>(n) * sizeof(float), stream_, what));
+    copy_.emplace(std::move(copy));
+    if (!read) return absl::OkStatus();
+    return Check(
+        LaunchCast(x_.data, FloatFormat::kBF16, copy_->as<float>(), FloatFormat::kF32, n, stream_),
+        what);
+  }
+  float* get() const { return copy_ ? copy_->as<float>() : static_cast<float*>(x_.data); }
+  absl::Status Store(const char* what) const {
+    if (!copy_) return absl::OkStatus();
+    return Check(LaunchCast(copy_->as<float>(), FloatFormat::kF32, x_.data, FloatFormat::kBF16,
+                            x_.numel(), stream_),
+                 what);
+  }
+
+ private:
+  TensorView x_;
+  cudaStream_t stream_;
+  std::optional<StreamScratch> copy_;
+};
 
 // Carves one scratch allocation into the cuDNN call's buffers, each 256-byte aligned.
 class ScratchLayout {
@@ -127,8 +161,8 @@ absl::StatusOr<const SdpaPlan*> CudaCompute::CudnnAttentionPlan(SdpaDirection di
       LogAttentionOnce(
           key, absl::StrCat(
                    "cuda: attention ", name, " by cuDNN ", CudnnVersionText(cudnn.version),
-                   "'s fused flash attention in bf16 (operands cast from f32, results "
-                   "cast back, f32 log-sum-exps; job.attention = \"",
+                   "'s fused flash attention in bf16 (f32 operands cast to bf16 and results "
+                   "back, bf16 ones used as they are; f32 log-sum-exps; job.attention = \"",
                    AttentionModeName(attention_mode_), "\"",
                    attention_mode_ == AttentionMode::kAuto ? ": the run's matmuls are bf16" : "",
                    ") for ", ShapeText(spec), ": engine configuration ", built->engine, ", ",
@@ -161,29 +195,36 @@ absl::StatusOr<bool> CudaCompute::TryCudnnAttentionForward(const AttentionSpec& 
   const int64_t q_count = spec.batch * spec.seq_len * spec.heads * spec.head_dim;
   const int64_t kv_count = spec.batch * spec.kv_len * spec.kv_heads * spec.head_dim;
   const size_t lse_bytes = static_cast<size_t>(spec.batch * spec.heads * spec.seq_len) * 4;
+  // bf16 operands (q, k, v and out share a dtype: the kernel table) are cuDNN's as they are.
+  const bool f32 = q.dtype == DType::kF32;
   ScratchLayout layout;
-  const size_t q16 = layout.Add(2 * q_count), k16 = layout.Add(2 * kv_count),
-               v16 = layout.Add(2 * kv_count), out16 = layout.Add(2 * q_count),
+  const size_t q16 = f32 ? layout.Add(2 * q_count) : 0, k16 = f32 ? layout.Add(2 * kv_count) : 0,
+               v16 = f32 ? layout.Add(2 * kv_count) : 0, out16 = f32 ? layout.Add(2 * q_count) : 0,
                stats = layout.Add(lse_bytes), workspace = layout.Add(plan->workspace_bytes);
   TITAN_ASSIGN_OR_RETURN(StreamScratch scratch,
                          Scratch(layout.bytes(), "cuDNN attention forward's operands"));
   char* at = scratch.as<char>();
-  const char* cast = "AttentionForward cast to bf16 (cuDNN)";
-  TITAN_RETURN_IF_ERROR(CastToBf16(q, at + q16, q_count, cast));
-  TITAN_RETURN_IF_ERROR(CastToBf16(k, at + k16, kv_count, cast));
-  TITAN_RETURN_IF_ERROR(CastToBf16(v, at + v16, kv_count, cast));
+  if (f32) {
+    const char* cast = "AttentionForward cast to bf16 (cuDNN)";
+    TITAN_RETURN_IF_ERROR(CastToBf16(q, at + q16, q_count, cast));
+    TITAN_RETURN_IF_ERROR(CastToBf16(k, at + k16, kv_count, cast));
+    TITAN_RETURN_IF_ERROR(CastToBf16(v, at + v16, kv_count, cast));
+  }
+  void* out_bf16 = f32 ? at + out16 : out.data;
   const CudnnAttention& state = *cudnn_attention_;
   TITAN_RETURN_IF_ERROR(
       ExecuteSdpaForward(*state.cudnn, state.handle, *plan,
-                         {.q = at + q16,
-                          .k = at + k16,
-                          .v = at + v16,
-                          .out = at + out16,
+                         {.q = f32 ? at + q16 : q.data,
+                          .k = f32 ? at + k16 : k.data,
+                          .v = f32 ? at + v16 : v.data,
+                          .out = out_bf16,
                           .stats = reinterpret_cast<float*>(at + stats),
                           .workspace = plan->workspace_bytes > 0 ? at + workspace : nullptr}));
-  TITAN_RETURN_IF_ERROR(Check(
-      LaunchCast(at + out16, FloatFormat::kBF16, out.data, FloatFormat::kF32, q_count, stream_),
-      "AttentionForward cast of cuDNN's out to f32"));
+  if (f32) {
+    TITAN_RETURN_IF_ERROR(Check(
+        LaunchCast(out_bf16, FloatFormat::kBF16, out.data, FloatFormat::kF32, q_count, stream_),
+        "AttentionForward cast of cuDNN's out to f32"));
+  }
   TITAN_RETURN_IF_ERROR(
       Check(cudaMemcpyAsync(lse.data, at + stats, lse_bytes, cudaMemcpyDeviceToDevice, stream_),
             "cudaMemcpyAsync (AttentionForward, cuDNN's log-sum-exps)"));
@@ -191,7 +232,7 @@ absl::StatusOr<bool> CudaCompute::TryCudnnAttentionForward(const AttentionSpec& 
 }
 
 // dq, dk and dv accumulate (the kernel table's contract): cuDNN writes bf16 gradients into
-// scratch, which are added to them in f32.
+// scratch, which are added to them in f32 (and rounded once where they are bf16).
 absl::StatusOr<bool> CudaCompute::TryCudnnAttentionBackward(
     const AttentionSpec& spec, const TensorView& dout, const TensorView& q, const TensorView& k,
     const TensorView& v, const TensorView& out, const TensorView& lse, TensorView dq, TensorView dk,
@@ -201,10 +242,11 @@ absl::StatusOr<bool> CudaCompute::TryCudnnAttentionBackward(
   const int64_t q_count = spec.batch * spec.seq_len * spec.heads * spec.head_dim;
   const int64_t kv_count = spec.batch * spec.kv_len * spec.kv_heads * spec.head_dim;
   const size_t rows_bytes = static_cast<size_t>(spec.batch * spec.heads * spec.seq_len) * 4;
+  const bool f32 = q.dtype == DType::kF32;  // bf16 operands are cuDNN's as they are
   ScratchLayout layout;
-  const size_t q16 = layout.Add(2 * q_count), k16 = layout.Add(2 * kv_count),
-               v16 = layout.Add(2 * kv_count), out16 = layout.Add(2 * q_count),
-               dout16 = layout.Add(2 * q_count), stats = layout.Add(rows_bytes),
+  const size_t q16 = f32 ? layout.Add(2 * q_count) : 0, k16 = f32 ? layout.Add(2 * kv_count) : 0,
+               v16 = f32 ? layout.Add(2 * kv_count) : 0, out16 = f32 ? layout.Add(2 * q_count) : 0,
+               dout16 = f32 ? layout.Add(2 * q_count) : 0, stats = layout.Add(rows_bytes),
                dq16 = layout.Add(2 * q_count), dk16 = layout.Add(2 * kv_count),
                dv16 = layout.Add(2 * kv_count), softmax_sum = layout.Add(rows_bytes),
                dq_accumulator = layout.Add(4 * q_count),
@@ -212,12 +254,14 @@ absl::StatusOr<bool> CudaCompute::TryCudnnAttentionBackward(
   TITAN_ASSIGN_OR_RETURN(StreamScratch scratch,
                          Scratch(layout.bytes(), "cuDNN attention backward's operands"));
   char* at = scratch.as<char>();
-  const char* cast = "AttentionBackward cast to bf16 (cuDNN)";
-  TITAN_RETURN_IF_ERROR(CastToBf16(q, at + q16, q_count, cast));
-  TITAN_RETURN_IF_ERROR(CastToBf16(k, at + k16, kv_count, cast));
-  TITAN_RETURN_IF_ERROR(CastToBf16(v, at + v16, kv_count, cast));
-  TITAN_RETURN_IF_ERROR(CastToBf16(out, at + out16, q_count, cast));
-  TITAN_RETURN_IF_ERROR(CastToBf16(dout, at + dout16, q_count, cast));
+  if (f32) {
+    const char* cast = "AttentionBackward cast to bf16 (cuDNN)";
+    TITAN_RETURN_IF_ERROR(CastToBf16(q, at + q16, q_count, cast));
+    TITAN_RETURN_IF_ERROR(CastToBf16(k, at + k16, kv_count, cast));
+    TITAN_RETURN_IF_ERROR(CastToBf16(v, at + v16, kv_count, cast));
+    TITAN_RETURN_IF_ERROR(CastToBf16(out, at + out16, q_count, cast));
+    TITAN_RETURN_IF_ERROR(CastToBf16(dout, at + dout16, q_count, cast));
+  }
   TITAN_RETURN_IF_ERROR(
       Check(cudaMemcpyAsync(at + stats, lse.data, rows_bytes, cudaMemcpyDeviceToDevice, stream_),
             "cudaMemcpyAsync (AttentionBackward, the log-sum-exps for cuDNN)"));
@@ -228,12 +272,12 @@ absl::StatusOr<bool> CudaCompute::TryCudnnAttentionBackward(
   const CudnnAttention& state = *cudnn_attention_;
   TITAN_RETURN_IF_ERROR(
       ExecuteSdpaBackward(*state.cudnn, state.handle, *plan,
-                          {.q = at + q16,
-                           .k = at + k16,
-                           .v = at + v16,
-                           .out = at + out16,
+                          {.q = f32 ? at + q16 : q.data,
+                           .k = f32 ? at + k16 : k.data,
+                           .v = f32 ? at + v16 : v.data,
+                           .out = f32 ? at + out16 : out.data,
                            .stats = reinterpret_cast<const float*>(at + stats),
-                           .dout = at + dout16,
+                           .dout = f32 ? at + dout16 : dout.data,
                            .dq = at + dq16,
                            .dk = at + dk16,
                            .dv = at + dv16,
@@ -256,8 +300,16 @@ absl::Status CudaCompute::RunAttentionForward(const AttentionSpec& spec, const T
   TITAN_RETURN_IF_ERROR(Ready());
   TITAN_ASSIGN_OR_RETURN(bool by_cudnn, TryCudnnAttentionForward(spec, q, k, v, out, lse));
   if (by_cudnn) return absl::OkStatus();
-  return Check(LaunchAttentionForward(DimsOf(spec), F(q), F(k), F(v), F(out), F(lse), stream_),
-               "AttentionForward kernel launch");
+  const char* widen = "AttentionForward's f32 copy of a bf16 operand (tiled kernels)";
+  DeviceF32 q32(q, stream_), k32(k, stream_), v32(v, stream_), out32(out, stream_);
+  TITAN_RETURN_IF_ERROR(q32.Prepare(true, widen));
+  TITAN_RETURN_IF_ERROR(k32.Prepare(true, widen));
+  TITAN_RETURN_IF_ERROR(v32.Prepare(true, widen));
+  TITAN_RETURN_IF_ERROR(out32.Prepare(false, widen));
+  TITAN_RETURN_IF_ERROR(Check(LaunchAttentionForward(DimsOf(spec), q32.get(), k32.get(), v32.get(),
+                                                     out32.get(), F(lse), stream_),
+                              "AttentionForward kernel launch"));
+  return out32.Store("AttentionForward's rounding of out to bf16");
 }
 
 absl::Status CudaCompute::RunAttentionBackward(const AttentionSpec& spec, const TensorView& dout,
@@ -273,18 +325,34 @@ absl::Status CudaCompute::RunAttentionBackward(const AttentionSpec& spec, const 
   if (by_cudnn) return absl::OkStatus();
   TITAN_ASSIGN_OR_RETURN(StreamScratch row_dots, Scratch(static_cast<size_t>(rows) * sizeof(float),
                                                          "AttentionBackward rowsum(dout * out)"));
-  return Check(LaunchAttentionBackward(DimsOf(spec), F(dout), F(q), F(k), F(v), F(out), F(lse),
-                                       F(dq), F(dk), F(dv), row_dots.as<float>(), stream_),
-               "AttentionBackward kernel launch");
+  const char* widen = "AttentionBackward's f32 copy of a bf16 operand (tiled kernels)";
+  DeviceF32 dout32(dout, stream_), q32(q, stream_), k32(k, stream_), v32(v, stream_),
+      out32(out, stream_), dq32(dq, stream_), dk32(dk, stream_), dv32(dv, stream_);
+  for (DeviceF32* x : {&dout32, &q32, &k32, &v32, &out32, &dq32, &dk32, &dv32}) {
+    TITAN_RETURN_IF_ERROR(x->Prepare(true, widen));  // dq, dk and dv accumulate
+  }
+  TITAN_RETURN_IF_ERROR(
+      Check(LaunchAttentionBackward(DimsOf(spec), dout32.get(), q32.get(), k32.get(), v32.get(),
+                                    out32.get(), F(lse), dq32.get(), dk32.get(), dv32.get(),
+                                    row_dots.as<float>(), stream_),
+            "AttentionBackward kernel launch"));
+  const char* round = "AttentionBackward's rounding of a gradient to bf16";
+  for (const DeviceF32* x : {&dq32, &dk32, &dv32}) TITAN_RETURN_IF_ERROR(x->Store(round));
+  return absl::OkStatus();
 }
 
 absl::Status CudaCompute::RunAttentionMerge(const AttentionSpec& spec, const TensorView& part_out,
                                             const TensorView& part_lse, TensorView out,
                                             TensorView lse) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(
-      LaunchAttentionMerge(DimsOf(spec), F(part_out), F(part_lse), F(out), F(lse), stream_),
-      "AttentionMerge kernel launch");
+  const char* widen = "AttentionMerge's f32 copy of a bf16 operand";
+  DeviceF32 part32(part_out, stream_), out32(out, stream_);
+  TITAN_RETURN_IF_ERROR(part32.Prepare(true, widen));
+  TITAN_RETURN_IF_ERROR(out32.Prepare(true, widen));
+  TITAN_RETURN_IF_ERROR(Check(
+      LaunchAttentionMerge(DimsOf(spec), part32.get(), F(part_lse), out32.get(), F(lse), stream_),
+      "AttentionMerge kernel launch"));
+  return out32.Store("AttentionMerge's rounding of out to bf16");
 }
 
 }  // namespace titan::cuda

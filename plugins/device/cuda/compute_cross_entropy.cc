@@ -8,15 +8,15 @@ namespace titan::cuda {
 absl::Status CudaCompute::RunCrossEntropyRowMax(const TensorView& logits, TensorView max) {
   TITAN_RETURN_IF_ERROR(Ready());
   return Check(
-      LaunchCrossEntropyRowMax(F(max), F(logits), logits.shape[0], logits.shape[1], stream_),
+      LaunchCrossEntropyRowMax(F(max), In(logits), logits.shape[0], logits.shape[1], stream_),
       "CrossEntropyRowMax kernel launch");
 }
 
 absl::Status CudaCompute::RunCrossEntropySumExp(const TensorView& logits, const TensorView& max,
                                                 TensorView sum) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchCrossEntropySumExp(F(sum), F(logits), F(max), logits.shape[0], logits.shape[1],
-                                        stream_),
+  return Check(LaunchCrossEntropySumExp(F(sum), In(logits), F(max), logits.shape[0],
+                                        logits.shape[1], stream_),
                "CrossEntropySumExp kernel launch");
 }
 
@@ -24,7 +24,7 @@ absl::Status CudaCompute::RunCrossEntropyTargetLogit(const TensorView& logits,
                                                      const TensorView& targets,
                                                      int64_t first_column, TensorView target) {
   TITAN_RETURN_IF_ERROR(Ready());
-  return Check(LaunchCrossEntropyTargetLogit(F(target), F(logits), I(targets), logits.shape[0],
+  return Check(LaunchCrossEntropyTargetLogit(F(target), In(logits), I(targets), logits.shape[0],
                                              logits.shape[1], first_column, stream_),
                "CrossEntropyTargetLogit kernel launch");
 }
@@ -46,7 +46,7 @@ absl::Status CudaCompute::RunCrossEntropyBackward(const TensorView& logits, cons
   TITAN_ASSIGN_OR_RETURN(StreamScratch count,
                          Scratch(sizeof(int64_t), "CrossEntropyBackward row count"));
   return Check(
-      LaunchCrossEntropyBackward(F(dlogits), F(logits), F(lse), I(targets), n, logits.shape[1],
+      LaunchCrossEntropyBackward(Out(dlogits), In(logits), F(lse), I(targets), n, logits.shape[1],
                                  dloss, first_column, count.as<int64_t>(), stream_),
       "CrossEntropyBackward kernel launch");
 }

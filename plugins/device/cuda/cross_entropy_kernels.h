@@ -8,15 +8,18 @@
 
 #include <cstdint>
 
+#include "activation.h"
+
 namespace titan::cuda {
 
 constexpr int32_t kIgnoreIndex = -100;
 
-cudaError_t LaunchCrossEntropyRowMax(float* max, const float* logits, int64_t n, int64_t v,
+// logits and dlogits f32 or bf16 (activation.h): read into f32, written rounded once.
+cudaError_t LaunchCrossEntropyRowMax(float* max, ActivationIn logits, int64_t n, int64_t v,
                                      cudaStream_t stream);
-cudaError_t LaunchCrossEntropySumExp(float* sum, const float* logits, const float* max, int64_t n,
+cudaError_t LaunchCrossEntropySumExp(float* sum, ActivationIn logits, const float* max, int64_t n,
                                      int64_t v, cudaStream_t stream);
-cudaError_t LaunchCrossEntropyTargetLogit(float* target, const float* logits,
+cudaError_t LaunchCrossEntropyTargetLogit(float* target, ActivationIn logits,
                                           const int32_t* targets, int64_t n, int64_t v,
                                           int64_t first_column, cudaStream_t stream);
 // sum_to_lse becomes max + log(sum); *loss = the mean of lse - target over counted rows (0 when
@@ -26,7 +29,7 @@ cudaError_t LaunchCrossEntropyFinish(float* sum_to_lse, const float* max, const 
                                      cudaStream_t stream);
 // dlogits = dloss * (softmax - onehot) / counted rows, in place when dlogits is logits;
 // `count` is one int64 of scratch.
-cudaError_t LaunchCrossEntropyBackward(float* dlogits, const float* logits, const float* lse,
+cudaError_t LaunchCrossEntropyBackward(ActivationOut dlogits, ActivationIn logits, const float* lse,
                                        const int32_t* targets, int64_t n, int64_t v, float dloss,
                                        int64_t first_column, int64_t* count, cudaStream_t stream);
 

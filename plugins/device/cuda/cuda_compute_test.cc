@@ -682,23 +682,28 @@ void ExpectRanBy(const std::string& log, const std::string& line) {
 // f32 ones at bf16's accuracy; the log must say that cuDNN ran the forward, and the backward
 // where `backward_by_cudnn`. A second backward into the same gradients doubles them (they
 // accumulate, as the kernel table says).
+// `operands`: the dtype of q, k, v, out and their gradients (bf16 ones cuDNN reads and writes as
+// they are, the tiled kernels through f32 copies).
 void CompareCudnnAttention(Compute& cpu, Compute& gpu, const AttentionSpec& s, uint32_t seed,
-                           bool backward_by_cudnn = true) {
+                           bool backward_by_cudnn = true, DType operands = DType::kF32) {
   SCOPED_TRACE(absl::StrCat("batch ", s.batch, " seq ", s.seq_len, " heads ", s.heads, "/",
-                            s.kv_heads, " head_dim ", s.head_dim));
+                            s.kv_heads, " head_dim ", s.head_dim, ", ", DTypeName(operands),
+                            " operands"));
   const int64_t q_size = s.batch * s.seq_len * s.heads * s.head_dim;
   const int64_t kv_size = s.batch * s.kv_len * s.kv_heads * s.head_dim;
   const int64_t rows = s.batch * s.heads * s.seq_len;
-  Twin q = F32(Random(q_size, seed), {q_size}), k = F32(Random(kv_size, seed + 1), {kv_size});
-  Twin v = F32(Random(kv_size, seed + 2), {kv_size}),
-       dout = F32(Random(q_size, seed + 3), {q_size});
+  const auto make = [&](int64_t size, uint32_t at) {
+    return operands == DType::kBF16 ? Bf16(Random(size, at), {size})
+                                    : F32(Random(size, at), {size});
+  };
+  Twin q = make(q_size, seed), k = make(kv_size, seed + 1);
+  Twin v = make(kv_size, seed + 2), dout = make(q_size, seed + 3);
   struct Results {
     Twin out, lse, dq, dk, dv;
   };
   const auto zeros = [&] {
-    return Results{Zeros(DType::kF32, {q_size}), Zeros(DType::kF32, {rows}),
-                   Zeros(DType::kF32, {q_size}), Zeros(DType::kF32, {kv_size}),
-                   Zeros(DType::kF32, {kv_size})};
+    return Results{Zeros(operands, {q_size}), Zeros(DType::kF32, {rows}), Zeros(operands, {q_size}),
+                   Zeros(operands, {kv_size}), Zeros(operands, {kv_size})};
   };
   Results ref = zeros(), tiled = zeros(), cudnn = zeros();
   ASSERT_TRUE(
@@ -756,6 +761,47 @@ TEST_F(CudaComputeTest, CudnnAttentionMatchesTheCpuAndTheTiledKernelInBf16) {
     CompareCudnnAttention(cpu_, *gpu_, spec, seed);
     seed += 10;
   }
+}
+
+// bf16 activations: cuDNN takes q, k, v and out and writes out as they are, with no cast; the
+// tiled kernels widen and round them; both against the CPU's bf16 run.
+TEST_F(CudaComputeTest, AttentionWithBf16ActivationsMatchesTheCpu) {
+  const AttentionSpec spec{.batch = 2,
+                           .seq_len = 128,
+                           .kv_len = 128,
+                           .heads = 4,
+                           .kv_heads = 2,
+                           .head_dim = 64,
+                           .matmul_dtype = DType::kBF16};
+  CompareCudnnAttention(cpu_, *gpu_, spec, 760, true, DType::kBF16);
+}
+
+// The cross-entropy with bf16 logits and a bf16 gradient against the CPU's (the same rows).
+TEST_F(CudaComputeTest, CrossEntropyWithBf16LogitsMatchesTheCpu) {
+  const int64_t n = 37, v = 1000;
+  Twin logits = Bf16(Random(n * v, 790, 3.0f), {n, v});
+  std::vector<int32_t> target_values(n);
+  for (int64_t i = 0; i < n; ++i) target_values[i] = static_cast<int32_t>((i * 97) % 1100) - 50;
+  target_values[3] = -100;
+  Twin targets = I32(target_values);
+  Twin max = Zeros(DType::kF32, {n}), sum = Zeros(DType::kF32, {n}),
+       target = Zeros(DType::kF32, {n});
+  Twin loss = Zeros(DType::kF32, {1}), dlogits = Zeros(DType::kBF16, {n, v});
+  BOTH(cpu_.CrossEntropyRowMax(logits.cpu(), max.cpu()),
+       gpu_->CrossEntropyRowMax(logits.gpu(), max.gpu()));
+  BOTH(cpu_.CrossEntropySumExp(logits.cpu(), max.cpu(), sum.cpu()),
+       gpu_->CrossEntropySumExp(logits.gpu(), max.gpu(), sum.gpu()));
+  BOTH(cpu_.CrossEntropyTargetLogit(logits.cpu(), targets.cpu(), 0, target.cpu()),
+       gpu_->CrossEntropyTargetLogit(logits.gpu(), targets.gpu(), 0, target.gpu()));
+  BOTH(cpu_.CrossEntropyFinish(max.cpu(), target.cpu(), targets.cpu(), sum.cpu(), loss.cpu()),
+       gpu_->CrossEntropyFinish(max.gpu(), target.gpu(), targets.gpu(), sum.gpu(), loss.gpu()));
+  EXPECT_EQ(max.Gpu(), max.Cpu());
+  EXPECT_EQ(target.Gpu(), target.Cpu());
+  ExpectNear(sum.Gpu(), sum.Cpu(), 1e-5, 1e-6, "log-sum-exp");
+  ExpectNear(loss.Gpu(), loss.Cpu(), 1e-5, 1e-6, "loss");
+  BOTH(cpu_.CrossEntropyBackward(logits.cpu(), sum.cpu(), targets.cpu(), 0, 1.0f, dlogits.cpu()),
+       gpu_->CrossEntropyBackward(logits.gpu(), sum.gpu(), targets.gpu(), 0, 1.0f, dlogits.gpu()));
+  ExpectNear(dlogits.Gpu(), dlogits.Cpu(), 1.0 / 128, 1e-7, "dlogits (bf16)");
 }
 
 // Shapes cuDNN is not given run in the tiled kernels, and the log says so once, with the reason:

@@ -4,7 +4,7 @@
 #ifndef TITAN_ABI_H_
 #define TITAN_ABI_H_
 
-#define TITAN_ABI_VERSION 22
+#define TITAN_ABI_VERSION 23
 
 // The fingerprint of the kernel table this ABI version fixes (titan/kernel_table.h computes it
 // and stops the build when the table no longer matches it).

@@ -133,17 +133,16 @@ inline absl::Status CheckAttentionSpec(const char* kernel, const AttentionSpec& 
   return absl::OkStatus();
 }
 
-// The spec, and q, k and v (f32) of the sizes it gives.
+// The spec, and q, k and v of the sizes it gives: activations (f32 or bf16), k and v of q's dtype.
 inline absl::Status CheckAttentionOperands(const char* kernel, const AttentionSpec& s,
                                            const TensorView& q, const TensorView& k,
                                            const TensorView& v, DeviceType device) {
   TITAN_RETURN_IF_ERROR(CheckAttentionSpec(kernel, s));
   const int64_t queries = s.batch * s.seq_len, keys = s.batch * s.kv_len;
+  TITAN_RETURN_IF_ERROR(ExpectActivation(kernel, "q", q, device, queries * s.heads * s.head_dim));
   TITAN_RETURN_IF_ERROR(
-      ExpectOperand(kernel, "q", q, device, DType::kF32, queries * s.heads * s.head_dim));
-  TITAN_RETURN_IF_ERROR(
-      ExpectOperand(kernel, "k", k, device, DType::kF32, keys * s.kv_heads * s.head_dim));
-  return ExpectOperand(kernel, "v", v, device, DType::kF32, keys * s.kv_heads * s.head_dim);
+      ExpectOperand(kernel, "k", k, device, q.dtype, keys * s.kv_heads * s.head_dim));
+  return ExpectOperand(kernel, "v", v, device, q.dtype, keys * s.kv_heads * s.head_dim);
 }
 
 // Gemm's operands under `kernel`'s name: a and b of `dtype`, c of `c_dtype`, 2-D, with
@@ -341,19 +340,20 @@ inline absl::Status CheckAbsMaxOperands(std::span<const TensorView> tensors, con
                        static_cast<int64_t>(tensors.size()));
 }
 
-// AttentionForward's spec, q, k and v, out (q's size) and lse [batch, heads, seq_len], all f32.
+// AttentionForward's spec, q, k and v, out (q's size and dtype) and lse [batch, heads, seq_len]
+// (f32).
 inline absl::Status CheckAttentionForwardOperands(const AttentionSpec& s, const TensorView& q,
                                                   const TensorView& k, const TensorView& v,
                                                   const TensorView& out, const TensorView& lse,
                                                   DeviceType device) {
   constexpr const char* kKernel = "AttentionForward";
   TITAN_RETURN_IF_ERROR(CheckAttentionOperands(kKernel, s, q, k, v, device));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, DType::kF32, q.numel()));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "out", out, device, q.dtype, q.numel()));
   return ExpectOperand(kKernel, "lse", lse, device, DType::kF32, s.batch * s.heads * s.seq_len);
 }
 
-// AttentionBackward's spec, q, k and v, the gradients and forward results of their sizes, and
-// lse [batch, heads, seq_len], all f32.
+// AttentionBackward's spec, q, k and v, the gradients and forward results of their sizes and
+// q's dtype, and lse [batch, heads, seq_len] (f32).
 inline absl::Status CheckAttentionBackwardOperands(const AttentionSpec& s, const TensorView& dout,
                                                    const TensorView& q, const TensorView& k,
                                                    const TensorView& v, const TensorView& out,
@@ -363,22 +363,23 @@ inline absl::Status CheckAttentionBackwardOperands(const AttentionSpec& s, const
   constexpr const char* kKernel = "AttentionBackward";
   TITAN_RETURN_IF_ERROR(CheckAttentionOperands(kKernel, s, q, k, v, device));
   TITAN_RETURN_IF_ERROR(ExpectOperands(kKernel, {{"dout", dout}, {"out", out}, {"dq", dq}}, device,
-                                       DType::kF32, q.numel()));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dk", dk, device, DType::kF32, k.numel()));
-  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dv", dv, device, DType::kF32, v.numel()));
+                                       q.dtype, q.numel()));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dk", dk, device, q.dtype, k.numel()));
+  TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "dv", dv, device, q.dtype, v.numel()));
   return ExpectOperand(kKernel, "lse", lse, device, DType::kF32, s.batch * s.heads * s.seq_len);
 }
 
-// AttentionMerge's spec, outputs [batch, seq_len, heads, head_dim] and log-sum-exps (one per
-// output row), all f32.
+// AttentionMerge's spec, outputs [batch, seq_len, heads, head_dim] (activations, out of
+// part_out's dtype) and log-sum-exps (one per output row, f32).
 inline absl::Status CheckAttentionMergeOperands(const AttentionSpec& s, const TensorView& part_out,
                                                 const TensorView& part_lse, const TensorView& out,
                                                 const TensorView& lse, DeviceType device) {
   constexpr const char* kKernel = "AttentionMerge";
   TITAN_RETURN_IF_ERROR(CheckAttentionSpec(kKernel, s));
   const int64_t rows = s.batch * s.seq_len * s.heads;
-  TITAN_RETURN_IF_ERROR(ExpectOperands(kKernel, {{"part_out", part_out}, {"out", out}}, device,
-                                       DType::kF32, rows * s.head_dim));
+  TITAN_RETURN_IF_ERROR(ExpectActivation(kKernel, "part_out", part_out, device, rows * s.head_dim));
+  TITAN_RETURN_IF_ERROR(
+      ExpectOperand(kKernel, "out", out, device, part_out.dtype, rows * s.head_dim));
   return ExpectOperands(kKernel, {{"part_lse", part_lse}, {"lse", lse}}, device, DType::kF32, rows);
 }
 
@@ -482,13 +483,13 @@ inline absl::Status CheckEmbeddingBackwardOperands(const TensorView& tokens, con
                                 device);
 }
 
-// Cross-entropy's logits [n, vocabulary], f32.
+// Cross-entropy's logits [n, vocabulary], an activation (f32 or bf16).
 inline absl::Status ExpectLogits(const char* kernel, const TensorView& logits, DeviceType device) {
   TITAN_RETURN_IF_ERROR(ExpectRank(kernel, "logits", logits, 2));
-  return ExpectOperand(kernel, "logits", logits, device, DType::kF32);
+  return ExpectActivation(kernel, "logits", logits, device);
 }
 
-// Logits [n, vocabulary] (f32) and their targets [n] (i32).
+// Logits [n, vocabulary] (f32 or bf16) and their targets [n] (i32).
 inline absl::Status ExpectLogitsAndTargets(const char* kernel, const TensorView& logits,
                                            const TensorView& targets, DeviceType device) {
   TITAN_RETURN_IF_ERROR(ExpectLogits(kernel, logits, device));
@@ -535,8 +536,8 @@ inline absl::Status CheckCrossEntropyFinishOperands(const TensorView& max, const
   return ExpectOperand(kKernel, "loss", loss, device, DType::kF32, 1);
 }
 
-// CrossEntropyBackward's logits [n, vocabulary], lse [n], targets [n] (i32) and dlogits of
-// logits' size.
+// CrossEntropyBackward's logits [n, vocabulary], lse [n] (f32), targets [n] (i32) and dlogits of
+// logits' size (f32 or bf16; logits' dtype where it is the logits' memory).
 inline absl::Status CheckCrossEntropyBackwardOperands(const TensorView& logits,
                                                       const TensorView& lse,
                                                       const TensorView& targets,
@@ -545,7 +546,11 @@ inline absl::Status CheckCrossEntropyBackwardOperands(const TensorView& logits,
   constexpr const char* kKernel = "CrossEntropyBackward";
   TITAN_RETURN_IF_ERROR(ExpectLogitsAndTargets(kKernel, logits, targets, device));
   TITAN_RETURN_IF_ERROR(ExpectOperand(kKernel, "lse", lse, device, DType::kF32, logits.shape[0]));
-  return ExpectOperand(kKernel, "dlogits", dlogits, device, DType::kF32, logits.numel());
+  TITAN_RETURN_IF_ERROR(ExpectActivation(kKernel, "dlogits", dlogits, device, logits.numel()));
+  if (dlogits.data == logits.data) {
+    return ExpectSameDType(kKernel, {"logits", logits}, {"dlogits", dlogits});
+  }
+  return absl::OkStatus();
 }
 
 // A routing's top_k, groups and groups_chosen against the router's E experts.
