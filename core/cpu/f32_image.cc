@@ -8,7 +8,7 @@
 namespace titan {
 namespace {
 
-// This thread's free copies, their capacities kept.
+// This thread's free copies, each at the largest size it was taken at.
 std::vector<std::vector<float>>& Pool() {
   thread_local std::vector<std::vector<float>> pool;
   return pool;
@@ -19,8 +19,8 @@ std::vector<float> Take(size_t n) {
   std::vector<std::vector<float>>& pool = Pool();
   auto fits = pool.end(), largest = pool.end();
   for (auto it = pool.begin(); it != pool.end(); ++it) {
-    if (it->capacity() >= n && (fits == pool.end() || it->capacity() < fits->capacity())) fits = it;
-    if (largest == pool.end() || it->capacity() > largest->capacity()) largest = it;
+    if (it->size() >= n && (fits == pool.end() || it->size() < fits->size())) fits = it;
+    if (largest == pool.end() || it->size() > largest->size()) largest = it;
   }
   const auto best = fits != pool.end() ? fits : largest;
   std::vector<float> copy;
@@ -28,7 +28,8 @@ std::vector<float> Take(size_t n) {
     copy = std::move(*best);
     pool.erase(best);
   }
-  copy.resize(n);
+  // Never shrunk: a copy resized down and up again would be zero-filled anew at each use.
+  if (copy.size() < n) copy.resize(n);
   return copy;
 }
 
