@@ -43,9 +43,8 @@ struct SharedScratch {
   // output and inputs [n, hidden].
   TensorView d_residual, d_norm_out, d_att, d_q, d_k, d_v, d_h, d_a, d_b;
   // A mixture of experts' (empty without): for its m assignments, the gradients of the experts'
-  // outputs [m, d], hidden features [m, expert hidden] (also the forward's f32 SwiGLU under
-  // bf16), gate and up projections, and inputs [m, d]; of the router's logits [n, experts] and
-  // the weights [n, top_k].
+  // outputs [m, d], hidden features [m, expert hidden], gate and up projections, and inputs
+  // [m, d]; of the router's logits [n, experts] and the weights [n, top_k].
   TensorView moe_d_y, moe_d_h, moe_d_a, moe_d_b, moe_d_x, moe_d_logits, moe_d_weights;
   // Under expert parallelism the hidden ones hold M rows (RoutedActs), and these the gradients
   // of the received rows' outputs and inputs [M, d].

@@ -365,11 +365,10 @@ absl::Status MoeFeedForward::SwiGlu(const FeedForwardActs& acts) {
   TITAN_ASSIGN_OR_RETURN(const std::vector<Block> blocks, Blocks(r));
   int64_t total = 0;
   for (const Block& block : blocks) total += block.rows;
-  const bool f32 = r.h.dtype == DType::kF32;
-  const TensorView h = R::Reshaped(f32 ? r.h : ctx_.scratch.moe_d_h, {total, hm});
+  // r.h in the matmul dtype: a bf16 one rounded once from the f32 product.
   TITAN_RETURN_IF_ERROR(ctx_.compute.SwiGluForward(R::Reshaped(r.a, {total * hm}),
-                                                   R::Reshaped(r.b, {total * hm}), h));
-  if (!f32) TITAN_RETURN_IF_ERROR(ctx_.compute.Cast(h, R::Reshaped(r.h, {total, hm})));
+                                                   R::Reshaped(r.b, {total * hm}),
+                                                   R::Reshaped(r.h, {total, hm})));
   TITAN_ASSIGN_OR_RETURN(TensorView w2, ctx_.WeightOperand(w_.w2));
   const bool ep = ctx_.ep_size() > 1;
   TITAN_RETURN_IF_ERROR(GroupedGemm(blocks, r.h, w_.w2, w2, true, 0.0f, ep ? r.recv_y : r.y));
