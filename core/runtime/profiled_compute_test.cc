@@ -45,10 +45,10 @@ TEST_F(ProfiledComputeTest, ForwardsEveryKernelAndWaitsForNothingOutsideAProfile
   EXPECT_EQ(inner_.synchronized, 0);
   EXPECT_EQ(compute_.device().type, DeviceType::kCuda);
   EXPECT_EQ(compute_.Describe(), inner_.Describe());
-  // The table's operand check still runs: a bf16 view is refused by Fill.
-  TensorView bf16 = x_;
-  bf16.dtype = DType::kBF16;
-  EXPECT_EQ(compute_.Fill(bf16, 1.0f).code(), absl::StatusCode::kInvalidArgument);
+  // The table's operand check still runs: an f16 view is refused by Fill (f32 or bf16).
+  TensorView f16 = x_;
+  f16.dtype = DType::kF16;
+  EXPECT_EQ(compute_.Fill(f16, 1.0f).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ProfiledComputeTest, InAProfiledStepEachKernelIsTimedBetweenTwoWaits) {
